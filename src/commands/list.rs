@@ -1,0 +1,57 @@
+//! `memrel list`: built-in scenarios, strategies (with `--long`, why each one
+//! works or not) and model presets.
+
+use std::fmt::Write;
+
+use crate::model::preset::PRESETS;
+use crate::scenario::{self, BUILTINS};
+use crate::strategy::STRATEGIES;
+use crate::textutil::MIB;
+
+pub fn render(long: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "scenarios (memrel run --scenario NAME, or a path to your own TOML):");
+    for (name, _) in BUILTINS {
+        let description = scenario::load(name).map(|s| s.description).unwrap_or_default();
+        let _ = writeln!(out, "  {name:<15} {description}");
+    }
+    let _ = writeln!(out, "\nstrategies (memrel run --strategy NAME):");
+    for s in STRATEGIES {
+        let _ = writeln!(out, "  {:<19} [{}] {}", s.name, s.device, s.summary);
+        if long {
+            let mut line = String::new();
+            for word in s.explanation.split_whitespace() {
+                if line.len() + word.len() > 76 {
+                    let _ = writeln!(out, "      {line}");
+                    line.clear();
+                }
+                if !line.is_empty() {
+                    line.push(' ');
+                }
+                line.push_str(word);
+            }
+            if !line.is_empty() {
+                let _ = writeln!(out, "      {line}");
+            }
+            for (k, v) in s.env {
+                let _ = writeln!(out, "      environment: {k}={v}");
+            }
+            if s.needs_glibc {
+                let _ = writeln!(out, "      needs glibc");
+            }
+            let _ = writeln!(out);
+        }
+    }
+    let _ = writeln!(out, "\nmodel presets (scenario: [models.x] preset = \"NAME\"; memrel model gen NAME DIR):");
+    for p in PRESETS {
+        let _ = writeln!(
+            out,
+            "  {:<13} {:<6} {:>7.1} MiB  {}",
+            p.name,
+            p.architecture.as_str(),
+            p.tensor_bytes() as f64 / MIB,
+            p.summary
+        );
+    }
+    out
+}

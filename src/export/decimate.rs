@@ -1,0 +1,58 @@
+//! Min/max decimation for drawing: one column of pixels keeps the lowest and
+//! highest value that fell in it, in time order, so no peak or dip is lost
+//! however many samples a run has.
+
+/// Reduces (t, value) points to at most ~2 per column over `[t0, t1]`.
+pub fn min_max_columns(points: impl Iterator<Item = (f64, f64)>, t0: f64, t1: f64, columns: usize) -> Vec<(f64, f64)> {
+    let columns = columns.max(1);
+    let width = (t1 - t0).max(f64::EPSILON);
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    // Per current column: (column, first point, min point, max point, last point).
+    let mut current: Option<(usize, (f64, f64), (f64, f64), (f64, f64), (f64, f64))> = None;
+    let flush = |c: &(usize, (f64, f64), (f64, f64), (f64, f64), (f64, f64)), out: &mut Vec<(f64, f64)>| {
+        let (_, first, lo, hi, last) = *c;
+        let mut pts = vec![first, lo, hi, last];
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts.dedup();
+        out.extend(pts);
+    };
+    for (t, v) in points {
+        let col = (((t - t0) / width) * columns as f64).floor().clamp(0.0, (columns - 1) as f64) as usize;
+        match &mut current {
+            Some(c) if c.0 == col => {
+                if v < c.2 .1 {
+                    c.2 = (t, v);
+                }
+                if v > c.3 .1 {
+                    c.3 = (t, v);
+                }
+                c.4 = (t, v);
+            }
+            _ => {
+                if let Some(c) = &current {
+                    flush(c, &mut out);
+                }
+                current = Some((col, (t, v), (t, v), (t, v), (t, v)));
+            }
+        }
+    }
+    if let Some(c) = &current {
+        flush(c, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_a_one_sample_spike_among_a_million() {
+        let n = 1_000_000;
+        let points = (0..n).map(|i| (i as f64, if i == 777_777 { 900.0 } else { 100.0 }));
+        let out = min_max_columns(points, 0.0, n as f64, 1000);
+        assert!(out.len() <= 4 * 1000);
+        assert!(out.iter().any(|p| p.1 == 900.0));
+        assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+}

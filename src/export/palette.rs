@@ -1,0 +1,51 @@
+//! Fixed colours: one per strategy (the same in every chart memrel draws) and
+//! one per phase.
+
+use plotters::style::RGBColor;
+
+use crate::protocol::Phase;
+use crate::strategy::STRATEGIES;
+
+const STRATEGY_COLOURS: &[RGBColor] = &[
+    RGBColor(214, 39, 40),   // drop: red, the problem
+    RGBColor(31, 119, 180),  // malloc-trim: blue
+    RGBColor(44, 160, 44),   // trim-threshold-env: green
+    RGBColor(148, 103, 189), // mmap-threshold-env: purple
+    RGBColor(140, 86, 75),   // mallopt: brown
+    RGBColor(227, 119, 194), // tcache-off: pink
+    RGBColor(127, 127, 127), // arena-max-1: grey
+    RGBColor(23, 190, 207),  // sync: cyan
+    RGBColor(255, 127, 14),  // cache-flush: orange
+    RGBColor(188, 189, 34),  // to-cpu: olive
+    RGBColor(57, 59, 121),   // device-drop: navy
+    RGBColor(0, 0, 0),       // context-release: black
+];
+
+/// The strategy's colour: fixed by its place in the strategy table.
+pub fn strategy_colour(name: &str) -> RGBColor {
+    let index = STRATEGIES.iter().position(|s| s.name == name).unwrap_or_else(|| {
+        // Unknown names (from newer results) still get a stable colour.
+        name.bytes().map(usize::from).sum::<usize>()
+    });
+    STRATEGY_COLOURS[index % STRATEGY_COLOURS.len()]
+}
+
+/// Background shading of a phase, `None` for phases left unshaded.
+pub fn phase_colour(phase: Phase) -> Option<RGBColor> {
+    match phase {
+        Phase::Warmup => Some(RGBColor(226, 217, 243)),
+        Phase::Baseline => Some(RGBColor(230, 230, 230)),
+        Phase::Load => Some(RGBColor(207, 226, 255)),
+        Phase::Forward => Some(RGBColor(212, 237, 218)),
+        Phase::Unload => Some(RGBColor(248, 215, 218)),
+        Phase::Release => Some(RGBColor(255, 222, 160)),
+        Phase::Settle => Some(RGBColor(245, 245, 235)),
+        Phase::Idle => None,
+    }
+}
+
+/// `colour` mixed with white: `amount` 0 keeps it, 1 gives white.
+pub fn lighten(colour: RGBColor, amount: f64) -> RGBColor {
+    let mix = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * amount).round() as u8;
+    RGBColor(mix(colour.0), mix(colour.1), mix(colour.2))
+}

@@ -1,0 +1,21 @@
+//! memrel: measures whether, how fast and at what cost ML model memory goes
+//! back to the system after a model is unloaded.
+//!
+//! The data flows one way: scenario → worker (child process) + sampler →
+//! run record → metrics → exporters. See README.md and each module's docs.
+
+pub mod cli;
+pub mod commands;
+pub mod export;
+pub mod fsutil;
+pub mod host;
+pub mod metrics;
+pub mod model;
+pub mod orchestrator;
+pub mod protocol;
+pub mod record;
+pub mod sampler;
+pub mod scenario;
+pub mod strategy;
+pub mod textutil;
+pub mod worker;

@@ -1,0 +1,130 @@
+//! The sampler: a thread in the parent that reads the worker's memory at a
+//! fixed interval and timestamps every reading on the run's clock.
+//!
+//! It must stay cheap (it shares the machine with the workload) and must not
+//! allocate per sample beyond pushing into a pre-reserved vector. It never
+//! parses events: phases are joined to samples later, by the orchestrator.
+
+pub mod procfs;
+mod portable;
+pub mod vram;
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::record::Sample;
+pub use vram::VramProbe;
+
+/// One memory reading of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub rss_bytes: u64,
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+}
+
+/// Where readings come from.
+pub enum Probe {
+    Procfs(procfs::StatmProbe),
+    Sysinfo(portable::SysinfoProbe),
+    /// Neither works: the run still goes on, with phase-edge readings only.
+    Unavailable,
+}
+
+impl Probe {
+    /// procfs where it exists, sysinfo elsewhere.
+    pub fn open(pid: u32) -> Probe {
+        match procfs::StatmProbe::open(pid) {
+            Ok(p) => Probe::Procfs(p),
+            Err(_) => match portable::SysinfoProbe::open(pid) {
+                Ok(p) => Probe::Sysinfo(p),
+                Err(_) => Probe::Unavailable,
+            },
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Probe::Procfs(_) => "procfs-statm",
+            Probe::Sysinfo(_) => "sysinfo",
+            Probe::Unavailable => "none",
+        }
+    }
+
+    pub fn read(&mut self) -> io::Result<Reading> {
+        match self {
+            Probe::Procfs(p) => p.read(),
+            Probe::Sysinfo(p) => p.read(),
+            Probe::Unavailable => Err(io::Error::other("no memory probe on this system")),
+        }
+    }
+}
+
+/// A running sampler thread; `stop` returns everything it read.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Vec<Sample>>,
+    pub probe_name: &'static str,
+}
+
+impl Sampler {
+    /// Starts sampling `pid` every `interval`, times relative to `clock_zero`.
+    pub fn start(pid: u32, interval: Duration, clock_zero: Instant, vram: Option<Box<dyn VramProbe>>) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut probe = Probe::open(pid);
+        let probe_name = probe.name();
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("memrel-sampler".into())
+            .spawn(move || sample_loop(&mut probe, vram, pid, interval, clock_zero, &flag))
+            .unwrap_or_else(|_| std::thread::spawn(Vec::new));
+        Sampler {
+            stop,
+            handle,
+            probe_name,
+        }
+    }
+
+    pub fn stop(self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+fn sample_loop(
+    probe: &mut Probe,
+    mut vram: Option<Box<dyn VramProbe>>,
+    pid: u32,
+    interval: Duration,
+    clock_zero: Instant,
+    stop: &AtomicBool,
+) -> Vec<Sample> {
+    let mut samples = Vec::with_capacity(64 * 1024);
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(reading) = probe.read() else { break };
+        let t_s = clock_zero.elapsed().as_secs_f64();
+        // A zombie (exited, not yet reaped) reads as 0: not a real value.
+        if reading.rss_bytes > 0 {
+            samples.push(Sample {
+                t_s,
+                rss_bytes: reading.rss_bytes,
+                anon_bytes: reading.anon_bytes,
+                file_bytes: reading.file_bytes,
+                vram_bytes: vram.as_mut().and_then(|v| v.process_bytes(pid)),
+            });
+        }
+        next += interval;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        } else {
+            // Fell behind (machine busy): skip missed ticks instead of bursting.
+            next = now;
+        }
+    }
+    samples
+}

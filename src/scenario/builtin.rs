@@ -1,0 +1,41 @@
+//! The built-in scenarios: the files in `scenarios/`, embedded in the binary so
+//! `--scenario cpu-trim` works from any directory.
+
+/// (name, file text), in the order `memrel list` shows them.
+pub const BUILTINS: &[(&str, &str)] = &[
+    ("cpu-trim", include_str!("../../scenarios/cpu-trim.toml")),
+    ("cpu-drop", include_str!("../../scenarios/cpu-drop.toml")),
+    ("cpu-trim-env", include_str!("../../scenarios/cpu-trim-env.toml")),
+    ("cpu-load-only", include_str!("../../scenarios/cpu-load-only.toml")),
+    ("cpu-all", include_str!("../../scenarios/cpu-all.toml")),
+    ("article-cpu", include_str!("../../scenarios/article-cpu.toml")),
+    ("ci-smoke", include_str!("../../scenarios/ci-smoke.toml")),
+];
+
+pub fn builtin_names() -> &'static [&'static str] {
+    const NAMES: &[&str] = &[
+        "cpu-trim",
+        "cpu-drop",
+        "cpu-trim-env",
+        "cpu-load-only",
+        "cpu-all",
+        "article-cpu",
+        "ci-smoke",
+    ];
+    NAMES
+}
+
+pub fn builtin_text(name: &str) -> Option<&'static str> {
+    BUILTINS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_files_agree() {
+        let names: Vec<&str> = BUILTINS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, builtin_names());
+    }
+}

@@ -1,0 +1,14 @@
+//! Scenarios: what one cycle of work is, on which device, for how many cycles,
+//! under which strategies.
+//!
+//! A scenario is a TOML file (`scenarios/*.toml`, embedded in the binary as the
+//! built-ins, or any path). This module turns text into a validated
+//! [`Scenario`]; it runs nothing and knows nothing about processes.
+
+mod builtin;
+mod parse;
+mod types;
+
+pub use builtin::{builtin_names, builtin_text, BUILTINS};
+pub use parse::{load, parse_str, ScenarioError};
+pub use types::*;

@@ -1,0 +1,438 @@
+//! TOML text → validated [`Scenario`], with errors that name the file, line,
+//! column and key and say how to fix it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::builtin::{builtin_names, builtin_text};
+use super::types::*;
+use crate::strategy;
+use crate::textutil::did_you_mean;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("unknown scenario {name:?}: not a built-in and no such file; built-ins are: {available}")]
+    Unknown { name: String, available: String },
+    #[error("cannot read scenario file {path}: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("{origin}:{line}:{column}: {message}")]
+    Invalid {
+        origin: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    description: String,
+    #[serde(default = "default_device")]
+    device: Spanned<String>,
+    #[serde(default = "default_cycles")]
+    cycles: Spanned<u32>,
+    #[serde(default = "default_repeat")]
+    repeat: u32,
+    strategies: Spanned<Vec<Spanned<String>>>,
+    #[serde(default = "default_interval_ms")]
+    interval_ms: Spanned<f64>,
+    #[serde(default = "default_timeout_s")]
+    timeout_s: f64,
+    models: Spanned<BTreeMap<String, Spanned<ModelFile>>>,
+    workload: WorkloadFile,
+    #[serde(default)]
+    thresholds: ThresholdsFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    preset: Option<String>,
+    path: Option<String>,
+    hub: Option<String>,
+    revision: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadFile {
+    steps: Spanned<Vec<Spanned<String>>>,
+    #[serde(default = "one")]
+    batch_size: usize,
+    #[serde(default = "default_seq_len")]
+    seq_len: usize,
+    #[serde(default = "default_load_method")]
+    load_method: LoadMethod,
+    #[serde(default = "default_load_thread")]
+    load_thread: LoadThread,
+    #[serde(default = "default_dtype")]
+    dtype: Dtype,
+    #[serde(default)]
+    small_allocs_between_loads: usize,
+    #[serde(default = "default_settle_ms")]
+    settle_ms: u64,
+    #[serde(default = "default_baseline_ms")]
+    baseline_ms: u64,
+    #[serde(default)]
+    warmup: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThresholdsFile {
+    #[serde(default = "default_retention_mib")]
+    retention_mib: f64,
+    #[serde(default = "default_noise_percent")]
+    noise_percent: f64,
+    #[serde(default = "default_noise_mib")]
+    noise_mib: f64,
+    max_retained_mib: Option<f64>,
+    max_retained_slope_mib_per_cycle: Option<f64>,
+    max_peak_mib: Option<f64>,
+}
+
+impl Default for ThresholdsFile {
+    fn default() -> Self {
+        ThresholdsFile {
+            retention_mib: default_retention_mib(),
+            noise_percent: default_noise_percent(),
+            noise_mib: default_noise_mib(),
+            max_retained_mib: None,
+            max_retained_slope_mib_per_cycle: None,
+            max_peak_mib: None,
+        }
+    }
+}
+
+fn default_device() -> Spanned<String> {
+    Spanned::new(0..0, "cpu".to_string())
+}
+fn default_cycles() -> Spanned<u32> {
+    Spanned::new(0..0, 5)
+}
+fn default_repeat() -> u32 {
+    1
+}
+fn default_interval_ms() -> Spanned<f64> {
+    Spanned::new(0..0, 10.0)
+}
+fn default_timeout_s() -> f64 {
+    600.0
+}
+fn one() -> usize {
+    1
+}
+fn default_seq_len() -> usize {
+    32
+}
+fn default_load_method() -> LoadMethod {
+    LoadMethod::Mmap
+}
+fn default_load_thread() -> LoadThread {
+    LoadThread::Main
+}
+fn default_dtype() -> Dtype {
+    Dtype::F32
+}
+fn default_settle_ms() -> u64 {
+    300
+}
+fn default_baseline_ms() -> u64 {
+    200
+}
+fn default_retention_mib() -> f64 {
+    16.0
+}
+fn default_noise_percent() -> f64 {
+    5.0
+}
+fn default_noise_mib() -> f64 {
+    16.0
+}
+
+/// Loads a scenario by built-in name or file path.
+pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    if let Some(text) = builtin_text(name_or_path) {
+        return parse_str(name_or_path, "builtin", text);
+    }
+    let path = Path::new(name_or_path);
+    if path.exists() {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Unreadable {
+            path: path.display().to_string(),
+            reason: e.to_string().to_lowercase(),
+        })?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| name_or_path.to_string());
+        return parse_str(&name, &path.display().to_string(), &text);
+    }
+    let mut available = builtin_names().join(", ");
+    if let Some(guess) = did_you_mean(name_or_path, builtin_names()) {
+        available = format!("{available} (did you mean {guess:?}?)");
+    }
+    Err(ScenarioError::Unknown {
+        name: name_or_path.to_string(),
+        available,
+    })
+}
+
+/// Parses and validates scenario text. `origin` names the file in errors.
+pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    let invalid = |span: std::ops::Range<usize>, message: String| {
+        let (line, column) = line_column(text, span.start);
+        ScenarioError::Invalid {
+            origin: origin.to_string(),
+            line,
+            column,
+            message,
+        }
+    };
+    let file: ScenarioFile = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let message = e.message().trim().replace('\n', " ");
+        invalid(span, lowercase_first(&message))
+    })?;
+
+    let device = DeviceSpec::parse(file.device.get_ref()).ok_or_else(|| {
+        invalid(
+            file.device.span(),
+            format!(
+                "device {:?} is not valid: use \"cpu\", \"cuda\" or \"cuda:N\"",
+                file.device.get_ref()
+            ),
+        )
+    })?;
+    if *file.cycles.get_ref() == 0 {
+        return Err(invalid(file.cycles.span(), "cycles must be at least 1".into()));
+    }
+    let interval_ms = *file.interval_ms.get_ref();
+    if !(1.0..=10_000.0).contains(&interval_ms) {
+        return Err(invalid(
+            file.interval_ms.span(),
+            format!("interval_ms {interval_ms} is out of range: use 1 to 10000"),
+        ));
+    }
+
+    let mut strategies = Vec::new();
+    for s in file.strategies.get_ref() {
+        strategy::lookup(s.get_ref()).map_err(|e| invalid(s.span(), e.to_string()))?;
+        strategies.push(s.get_ref().clone());
+    }
+    if strategies.is_empty() {
+        return Err(invalid(
+            file.strategies.span(),
+            "strategies is empty: name at least one, e.g. [\"drop\"] (see `memrel list --long`)"
+                .into(),
+        ));
+    }
+
+    let mut models = BTreeMap::new();
+    for (id, spec) in file.models.get_ref() {
+        let m = spec.get_ref();
+        let source = match (&m.preset, &m.path, &m.hub) {
+            (Some(p), None, None) => {
+                crate::model::preset::lookup(p).map_err(|e| invalid(spec.span(), e.to_string()))?;
+                ModelSource::Preset(p.clone())
+            }
+            (None, Some(p), None) => ModelSource::Path(p.clone()),
+            (None, None, Some(h)) => ModelSource::Hub {
+                repo: h.clone(),
+                revision: m.revision.clone().unwrap_or_else(|| "main".to_string()),
+            },
+            _ => {
+                return Err(invalid(
+                    spec.span(),
+                    format!("model {id:?} needs exactly one of preset = \"…\", path = \"…\" or hub = \"…\""),
+                ))
+            }
+        };
+        models.insert(id.clone(), source);
+    }
+    if models.is_empty() {
+        return Err(invalid(
+            file.models.span(),
+            "no models: add e.g. [models.bert] preset = \"bert-base\"".into(),
+        ));
+    }
+
+    let mut steps = Vec::new();
+    let mut loaded: BTreeSet<String> = BTreeSet::new();
+    for raw in file.workload.steps.get_ref() {
+        let step = Step::parse(raw.get_ref()).map_err(|e| invalid(raw.span(), e))?;
+        let model_ref = match &step {
+            Step::Load(m) | Step::Forward(m) | Step::Unload(m) => Some(m.clone()),
+            _ => None,
+        };
+        if let Some(m) = &model_ref {
+            if !models.contains_key(m) {
+                let known: Vec<&str> = models.keys().map(String::as_str).collect();
+                return Err(invalid(
+                    raw.span(),
+                    format!(
+                        "step {:?} names model {m:?}, which is not under [models]; known: {}",
+                        raw.get_ref(),
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        match &step {
+            Step::Load(m) if !loaded.insert(m.clone()) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("model {m:?} is loaded twice without an unload in between"),
+                ))
+            }
+            Step::Forward(m) if !loaded.contains(m) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("forward {m:?} comes before \"load {m}\""),
+                ))
+            }
+            Step::Unload(m) if !loaded.remove(m) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("unload {m:?} comes before \"load {m}\""),
+                ))
+            }
+            _ => {}
+        }
+        steps.push(step);
+    }
+    if let Some(m) = loaded.iter().next() {
+        return Err(invalid(
+            file.workload.steps.span(),
+            format!("model {m:?} is still loaded at the end of the cycle: add \"unload {m}\""),
+        ));
+    }
+    if !steps.iter().any(|s| matches!(s, Step::Load(_))) {
+        return Err(invalid(
+            file.workload.steps.span(),
+            "steps load no model: add e.g. \"load bert\"".into(),
+        ));
+    }
+    if file.workload.batch_size == 0 || file.workload.seq_len == 0 {
+        return Err(invalid(
+            file.workload.steps.span(),
+            "batch_size and seq_len must be at least 1".into(),
+        ));
+    }
+
+    let t = &file.thresholds;
+    let mib = |v: f64| (v * MIB).round().max(0.0) as u64;
+    Ok(Scenario {
+        name: name.to_string(),
+        origin: origin.to_string(),
+        toml_text: text.to_string(),
+        description: file.description,
+        device,
+        cycles: *file.cycles.get_ref(),
+        repeat: file.repeat.max(1),
+        strategies,
+        interval_ms,
+        timeout_s: file.timeout_s,
+        models,
+        workload: Workload {
+            steps,
+            batch_size: file.workload.batch_size,
+            seq_len: file.workload.seq_len,
+            load_method: file.workload.load_method,
+            load_thread: file.workload.load_thread,
+            dtype: file.workload.dtype,
+            small_allocs_between_loads: file.workload.small_allocs_between_loads,
+            settle_ms: file.workload.settle_ms,
+            baseline_ms: file.workload.baseline_ms,
+            warmup: file.workload.warmup,
+        },
+        thresholds: Thresholds {
+            retention_threshold_bytes: mib(t.retention_mib),
+            noise_relative: t.noise_percent / 100.0,
+            noise_absolute_bytes: mib(t.noise_mib),
+            max_retained_bytes: t.max_retained_mib.map(mib),
+            max_retained_slope_bytes_per_cycle: t.max_retained_slope_mib_per_cycle.map(mib),
+            max_peak_bytes: t.max_peak_mib.map(mib),
+        },
+    })
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, column)
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+description = "t"
+strategies = ["drop"]
+[models.m]
+preset = "bert-tiny"
+[workload]
+steps = ["load m", "forward m", "unload m", "release", "settle"]
+"#;
+
+    #[test]
+    fn every_builtin_parses() {
+        for name in builtin_names() {
+            let s = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(s.name, *name);
+        }
+    }
+
+    #[test]
+    fn minimal_scenario_gets_defaults() {
+        let s = parse_str("t", "t.toml", MINIMAL).unwrap();
+        assert_eq!(s.device, DeviceSpec::Cpu);
+        assert_eq!(s.cycles, 5);
+        assert_eq!(s.workload.steps.len(), 5);
+        assert_eq!(s.thresholds.retention_threshold_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn unknown_key_names_line_column_and_key() {
+        let text = MINIMAL.replace("description = \"t\"", "description = \"t\"\nbogus_knob = 3");
+        let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+        assert!(err.starts_with("my.toml:3:1: unknown field `bogus_knob`"), "{err}");
+    }
+
+    #[test]
+    fn step_naming_an_unknown_model_points_at_the_step() {
+        let text = MINIMAL.replace("\"forward m\"", "\"forward x\"");
+        let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+        assert!(err.starts_with("my.toml:7:"), "{err}");
+        assert!(err.contains("model \"x\""), "{err}");
+    }
+
+    #[test]
+    fn misspelt_strategy_in_a_file_suggests_the_right_one() {
+        let text = MINIMAL.replace("[\"drop\"]", "[\"malloc-trm\"]");
+        let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+        assert!(err.contains("did you mean \"malloc-trim\""), "{err}");
+    }
+
+    #[test]
+    fn unloading_twice_is_refused() {
+        let text = MINIMAL.replace("\"release\"", "\"unload m\"");
+        assert!(parse_str("t", "t.toml", &text).is_err());
+    }
+}

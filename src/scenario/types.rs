@@ -1,0 +1,187 @@
+//! The validated scenario types shared by the parent and the worker.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a run's tensors live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "ordinal", rename_all = "snake_case")]
+pub enum DeviceSpec {
+    Cpu,
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    /// Parses `cpu`, `cuda` or `cuda:N`.
+    pub fn parse(text: &str) -> Option<DeviceSpec> {
+        match text.trim() {
+            "cpu" => Some(DeviceSpec::Cpu),
+            "cuda" => Some(DeviceSpec::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceSpec::Cuda),
+        }
+    }
+
+    pub fn is_cuda(self) -> bool {
+        matches!(self, DeviceSpec::Cuda(_))
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::Cpu => write!(f, "cpu"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// Where a model comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelSource {
+    /// A synthetic model memrel writes itself (see `memrel list --long`).
+    Preset(String),
+    /// A local HuggingFace-layout directory.
+    Path(String),
+    /// A HuggingFace Hub repository id, fetched through hf-hub.
+    Hub { repo: String, revision: String },
+}
+
+impl fmt::Display for ModelSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelSource::Preset(name) => write!(f, "preset:{name}"),
+            ModelSource::Path(path) => write!(f, "path:{path}"),
+            ModelSource::Hub { repo, revision } => write!(f, "hub:{repo}@{revision}"),
+        }
+    }
+}
+
+/// How the worker reads safetensors files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadMethod {
+    /// `VarBuilder::from_mmaped_safetensors`: file pages are mapped, tensors copied out.
+    Mmap,
+    /// The whole file is read into a buffer first, then tensors are copied out.
+    Read,
+}
+
+/// Which thread loads the models (glibc gives other threads their own arenas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadThread {
+    Main,
+    Spawned,
+}
+
+/// Tensor element type used for loading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    F32,
+    F16,
+    Bf16,
+}
+
+/// One step of a cycle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    Load(String),
+    Forward(String),
+    Unload(String),
+    /// The strategy's release action (nothing for `drop`).
+    Release,
+    /// Wait `settle_ms` so memory reaches its released value.
+    Settle,
+    /// Wait this many milliseconds.
+    Idle(u64),
+}
+
+impl Step {
+    /// Parses `load M`, `forward M`, `unload M`, `release`, `settle`, `idle MS`.
+    pub fn parse(text: &str) -> Result<Step, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let hint = "expected one of: \"load <model>\", \"forward <model>\", \"unload <model>\", \"release\", \"settle\", \"idle <ms>\"";
+        match words.as_slice() {
+            ["load", m] => Ok(Step::Load(m.to_string())),
+            ["forward", m] => Ok(Step::Forward(m.to_string())),
+            ["unload", m] => Ok(Step::Unload(m.to_string())),
+            ["release"] => Ok(Step::Release),
+            ["settle"] => Ok(Step::Settle),
+            ["idle", ms] => ms
+                .trim_end_matches("ms")
+                .parse()
+                .map(Step::Idle)
+                .map_err(|_| format!("step {text:?}: idle needs milliseconds, e.g. \"idle 200\"")),
+            _ => Err(format!("unknown step {text:?}; {hint}")),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Load(m) => write!(f, "load {m}"),
+            Step::Forward(m) => write!(f, "forward {m}"),
+            Step::Unload(m) => write!(f, "unload {m}"),
+            Step::Release => write!(f, "release"),
+            Step::Settle => write!(f, "settle"),
+            Step::Idle(ms) => write!(f, "idle {ms}"),
+        }
+    }
+}
+
+/// The knobs that decide whether the allocator retains memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub steps: Vec<Step>,
+    pub batch_size: usize,
+    pub seq_len: usize,
+    pub load_method: LoadMethod,
+    pub load_thread: LoadThread,
+    pub dtype: Dtype,
+    /// Small heap allocations made after every load and kept until the end:
+    /// long-lived bookkeeping that pins the top of the heap.
+    pub small_allocs_between_loads: usize,
+    pub settle_ms: u64,
+    pub baseline_ms: u64,
+    /// Run one untimed load + forward before the baseline (CUDA JIT, page cache).
+    pub warmup: bool,
+}
+
+/// Thresholds for reports and the regression gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// A cycle "retained" memory when `after_release − baseline` exceeds this.
+    pub retention_threshold_bytes: u64,
+    pub noise_relative: f64,
+    pub noise_absolute_bytes: u64,
+    pub max_retained_bytes: Option<u64>,
+    pub max_retained_slope_bytes_per_cycle: Option<u64>,
+    pub max_peak_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    /// `builtin` or the file's path.
+    pub origin: String,
+    pub toml_text: String,
+    pub description: String,
+    pub device: DeviceSpec,
+    pub cycles: u32,
+    pub repeat: u32,
+    pub strategies: Vec<String>,
+    pub interval_ms: f64,
+    pub timeout_s: f64,
+    pub models: BTreeMap<String, ModelSource>,
+    pub workload: Workload,
+    pub thresholds: Thresholds,
+}

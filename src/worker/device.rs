@@ -1,0 +1,129 @@
+//! The worker's device: the candle `Device` and the release actions that act
+//! on it. CPU actions are glibc calls; CUDA actions live in `cuda.rs` behind
+//! the `cuda` feature, so the CPU path never depends on CUDA.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use candle_core::Device;
+
+use super::glibc;
+use crate::model::LoadedModel;
+use crate::protocol::Check;
+use crate::scenario::DeviceSpec;
+use crate::strategy::ReleaseAction;
+
+#[cfg(feature = "cuda")]
+#[path = "cuda.rs"]
+mod cuda;
+
+pub struct Session {
+    device: Device,
+    #[cfg(feature = "cuda")]
+    cuda: Option<cuda::CudaState>,
+}
+
+/// This process's VRAM where the worker can tell (CUDA builds on a CUDA device).
+pub fn vram_bytes_now() -> Option<u64> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::process_vram_bytes()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        None
+    }
+}
+
+impl Session {
+    pub fn open(spec: DeviceSpec) -> Result<Session> {
+        match spec {
+            DeviceSpec::Cpu => Ok(Session {
+                device: Device::Cpu,
+                #[cfg(feature = "cuda")]
+                cuda: None,
+            }),
+            #[cfg(feature = "cuda")]
+            DeviceSpec::Cuda(ordinal) => {
+                let (device, state) = cuda::CudaState::open(ordinal)?;
+                Ok(Session {
+                    device,
+                    cuda: Some(state),
+                })
+            }
+            #[cfg(not(feature = "cuda"))]
+            DeviceSpec::Cuda(_) => bail!(
+                "this memrel was built without the `cuda` feature: build it with scripts/build-cuda.sh (or cargo build --release --features cuda)"
+            ),
+        }
+    }
+
+    pub fn candle(&self) -> &Device {
+        &self.device
+    }
+
+    /// Device facts worth recording at start (CUDA: the context's VRAM).
+    pub fn checks(&self) -> Vec<Check> {
+        #[cfg(feature = "cuda")]
+        if let Some(state) = &self.cuda {
+            return state.checks();
+        }
+        Vec::new()
+    }
+
+    /// Waits for queued device work after a load (no-op on CPU).
+    pub fn synchronize(&self) -> Result<()> {
+        if let Device::Cuda(_) = &self.device {
+            self.device.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for a forward pass to finish so its time is real (no-op on CPU).
+    pub fn synchronize_forward(&self) -> Result<()> {
+        self.synchronize()
+    }
+
+    /// Work done with the model still alive, just before it is dropped.
+    pub fn before_drop(&mut self, action: ReleaseAction, model: &LoadedModel) -> Result<Option<String>> {
+        #[cfg(feature = "cuda")]
+        if let Some(state) = &mut self.cuda {
+            return state.before_drop(action, model);
+        }
+        let _ = (action, model);
+        Ok(None)
+    }
+
+    /// The strategy's release action; returns a note for the events file.
+    pub fn release(&mut self, action: ReleaseAction) -> Result<Option<String>> {
+        match action {
+            ReleaseAction::None => Ok(None),
+            ReleaseAction::MallocTrim => {
+                let start = Instant::now();
+                let released = glibc::malloc_trim();
+                let ms = start.elapsed().as_secs_f64() * 1e3;
+                Ok(Some(match released {
+                    Some(true) => format!("malloc_trim(0) returned memory in {ms:.2} ms"),
+                    Some(false) => format!("malloc_trim(0) had nothing to return ({ms:.2} ms)"),
+                    None => bail!("malloc_trim needs glibc"),
+                }))
+            }
+            _ => {
+                #[cfg(feature = "cuda")]
+                if let Some(state) = &mut self.cuda {
+                    return state.release(action, &mut self.device);
+                }
+                bail!("release action {action:?} needs a CUDA device")
+            }
+        }
+    }
+
+    /// Checks that can only be made at the end (CUDA: a new device still works).
+    pub fn finish(&mut self) -> Result<Vec<Check>> {
+        #[cfg(feature = "cuda")]
+        if let Some(state) = &mut self.cuda {
+            return state.finish(&mut self.device);
+        }
+        Ok(Vec::new())
+    }
+}

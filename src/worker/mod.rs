@@ -1,0 +1,239 @@
+//! The child process of one run: applies the strategy's in-process knobs,
+//! loads, uses and drops models as the scenario's steps say, runs the
+//! strategy's release action, and reports every phase edge on stdout.
+//!
+//! It never samples itself over time and never sees the parent's samples; the
+//! only memory it reads is its own at phase edges (no sampling lag there).
+
+mod device;
+mod glibc;
+mod selfmem;
+pub mod spec;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::model::{LoadedModel, ModelDir};
+use crate::protocol::{Check, Done, Edge, Envelope, Hello, Message, Phase, PhaseEdge, WorkerError};
+use crate::scenario::{LoadThread, Step};
+use crate::strategy::{self, StartAction, Strategy};
+pub use spec::WorkerSpec;
+
+/// Exit code of a worker that reported an error.
+pub const EXIT_WORKER_ERROR: i32 = 3;
+
+/// Entry point of `memrel worker --spec JSON`.
+pub fn main(spec_json: &str) -> i32 {
+    let mut out = Emitter;
+    let result = serde_json::from_str::<WorkerSpec>(spec_json)
+        .context("bad worker spec (memrel worker is internal: use memrel run)")
+        .and_then(|spec| run(&spec, &mut out));
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            out.send(Message::Error(WorkerError {
+                message: format!("{e:#}"),
+            }));
+            EXIT_WORKER_ERROR
+        }
+    }
+}
+
+/// Writes protocol lines to stdout, flushed at once so the parent's clock is right.
+struct Emitter;
+
+impl Emitter {
+    fn send(&mut self, message: Message) {
+        let line = Envelope::new(message).to_line();
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        // A closed pipe means the parent is gone; nothing useful is left to do.
+        let _ = writeln!(lock, "{line}");
+        let _ = lock.flush();
+    }
+
+    fn edge(&mut self, phase: Phase, edge: Edge, cycle: u32, model: Option<&str>, elapsed: Option<Duration>, note: Option<String>) {
+        let mut memory = selfmem::memory_now();
+        memory.vram_bytes = device::vram_bytes_now();
+        self.send(Message::Phase(PhaseEdge {
+            phase,
+            edge,
+            cycle,
+            model: model.map(str::to_string),
+            elapsed_s: elapsed.map(|d| d.as_secs_f64()),
+            memory,
+            allocator: if edge == Edge::End { glibc::allocator_state() } else { None },
+            note,
+        }));
+    }
+}
+
+/// Runs a phase: begin edge, the work, end edge with its worker-measured time.
+fn phase<T>(
+    out: &mut Emitter,
+    phase: Phase,
+    cycle: u32,
+    model: Option<&str>,
+    work: impl FnOnce() -> Result<(T, Option<String>)>,
+) -> Result<T> {
+    out.edge(phase, Edge::Begin, cycle, model, None, None);
+    let start = Instant::now();
+    let (value, note) = work()?;
+    out.edge(phase, Edge::End, cycle, model, Some(start.elapsed()), note);
+    Ok(value)
+}
+
+fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
+    let strategy = strategy::lookup(&spec.strategy)?;
+    let mut checks = start_checks(strategy);
+    let mut device = device::Session::open(spec.device)?;
+    checks.extend(device.checks());
+    out.send(Message::Hello(Hello {
+        pid: std::process::id(),
+        strategy: strategy.name.to_string(),
+        device: spec.device.to_string(),
+        checks,
+    }));
+    let models: HashMap<&str, &ModelDir> = spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
+    let w = &spec.workload;
+
+    if w.warmup {
+        // One untimed load + forward + drop: JIT compilation and cold caches stay out of the numbers.
+        if let Some((id, model)) = spec.models.first() {
+            phase(out, Phase::Warmup, 0, Some(id), || {
+                let mut m = LoadedModel::load(model, device.candle(), w.dtype, w.load_method)?;
+                m.forward(device.candle(), w.batch_size, w.seq_len, model.vocab_size)?;
+                drop(m);
+                device.release(strategy.release)?;
+                Ok(((), Some("untimed warm-up".to_string())))
+            })?;
+        }
+    }
+    phase(out, Phase::Baseline, 0, None, || {
+        std::thread::sleep(Duration::from_millis(w.baseline_ms));
+        Ok(((), None))
+    })?;
+
+    // Long-lived small allocations (bookkeeping a server keeps between loads).
+    let mut kept_small: Vec<String> = Vec::new();
+    let mut post_checks = Vec::new();
+    for cycle in 1..=spec.cycles {
+        let mut loaded: HashMap<&str, LoadedModel> = HashMap::new();
+        for step in &w.steps {
+            match step {
+                Step::Load(id) => {
+                    let model = *models.get(id.as_str()).context("scenario names an unknown model")?;
+                    let m = phase(out, Phase::Load, cycle, Some(id), || {
+                        let m = match w.load_thread {
+                            LoadThread::Main => LoadedModel::load(model, device.candle(), w.dtype, w.load_method)?,
+                            LoadThread::Spawned => std::thread::scope(|s| {
+                                s.spawn(|| LoadedModel::load(model, device.candle(), w.dtype, w.load_method))
+                                    .join()
+                                    .map_err(|_| anyhow::anyhow!("the loading thread panicked"))?
+                            })?,
+                        };
+                        device.synchronize()?;
+                        Ok((m, Some(format!("tensor_bytes={}", model.tensor_bytes))))
+                    })?;
+                    if strategy.freezes_mmap_threshold && cycle >= 2 {
+                        post_checks.push(mmapped_check(cycle, id, model.tensor_bytes));
+                    }
+                    for i in 0..w.small_allocs_between_loads {
+                        kept_small.push(format!("kept-{cycle}-{id}-{i}"));
+                    }
+                    loaded.insert(id.as_str(), m);
+                }
+                Step::Forward(id) => {
+                    let model = *models.get(id.as_str()).context("scenario names an unknown model")?;
+                    let m = loaded.get_mut(id.as_str()).context("forward before load")?;
+                    phase(out, Phase::Forward, cycle, Some(id), || {
+                        let n = m.forward(device.candle(), w.batch_size, w.seq_len, model.vocab_size)?;
+                        device.synchronize_forward()?;
+                        Ok(((), Some(format!("outputs={n}"))))
+                    })?;
+                }
+                Step::Unload(id) => {
+                    let m = loaded.remove(id.as_str()).context("unload before load")?;
+                    phase(out, Phase::Unload, cycle, Some(id), || {
+                        let note = device.before_drop(strategy.release, &m)?;
+                        drop(m);
+                        Ok(((), note))
+                    })?;
+                }
+                Step::Release => {
+                    phase(out, Phase::Release, cycle, None, || {
+                        let note = device.release(strategy.release)?;
+                        Ok(((), note))
+                    })?;
+                }
+                Step::Settle => {
+                    phase(out, Phase::Settle, cycle, None, || {
+                        std::thread::sleep(Duration::from_millis(w.settle_ms));
+                        Ok(((), None))
+                    })?;
+                }
+                Step::Idle(ms) => {
+                    phase(out, Phase::Idle, cycle, None, || {
+                        std::thread::sleep(Duration::from_millis(*ms));
+                        Ok(((), None))
+                    })?;
+                }
+            }
+        }
+    }
+    post_checks.extend(device.finish()?);
+    out.send(Message::Done(Done {
+        vm_hwm_bytes: selfmem::vm_hwm_bytes(),
+        checks: post_checks,
+    }));
+    drop(kept_small);
+    Ok(())
+}
+
+/// Checks done before anything is loaded: the strategy's variables are visible
+/// and its in-process knob was accepted.
+fn start_checks(strategy: &Strategy) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for (key, want) in strategy.env {
+        let got = std::env::var(key).ok();
+        checks.push(Check {
+            name: format!("env {key}"),
+            ok: got.as_deref() == Some(*want),
+            detail: format!("worker sees {key}={}", got.as_deref().unwrap_or("<unset>")),
+        });
+    }
+    if let StartAction::MalloptMmapThreshold(bytes) = strategy.start {
+        let accepted = glibc::mallopt_mmap_threshold(bytes);
+        checks.push(Check {
+            name: "mallopt M_MMAP_THRESHOLD".into(),
+            ok: accepted == Some(true),
+            detail: match accepted {
+                Some(true) => format!("glibc accepted {bytes}"),
+                Some(false) => format!("glibc refused {bytes}"),
+                None => "not glibc".into(),
+            },
+        });
+    }
+    if strategy.needs_glibc {
+        checks.push(Check {
+            name: "glibc allocator".into(),
+            ok: glibc::allocator_state().is_some(),
+            detail: "mallinfo2 answers".into(),
+        });
+    }
+    checks
+}
+
+/// With a frozen mmap threshold, a load in cycle ≥ 2 must still come mostly
+/// from mmap (under the dynamic threshold it would come from the heap).
+fn mmapped_check(cycle: u32, id: &str, tensor_bytes: u64) -> Check {
+    let mmapped = glibc::allocator_state().map(|a| a.mmapped_bytes).unwrap_or(0);
+    Check {
+        name: format!("mmap threshold frozen (cycle {cycle}, {id})"),
+        ok: mmapped * 2 >= tensor_bytes,
+        detail: format!("glibc mmapped {mmapped} bytes after loading {tensor_bytes} tensor bytes"),
+    }
+}

@@ -1,0 +1,17 @@
+//! What the parent tells a worker to do: one JSON argument, built by the
+//! orchestrator from the scenario and the resolved models.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::ModelDir;
+use crate::scenario::{DeviceSpec, Workload};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkerSpec {
+    pub strategy: String,
+    pub device: DeviceSpec,
+    pub cycles: u32,
+    /// (scenario model id, resolved directory), in scenario order.
+    pub models: Vec<(String, ModelDir)>,
+    pub workload: Workload,
+}
