@@ -190,11 +190,13 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
             });
             record.header.sampler = probe.to_string();
             if run.meta.status != RunStatus::Completed {
-                progress.println(format!(
-                    "memrel: run {run_number} ({}) did not complete: {}",
-                    strategy.name,
-                    run.meta.error.as_deref().unwrap_or("unknown error")
-                ));
+                progress.suspend(|| {
+                    eprintln!(
+                        "memrel: run {run_number} ({}) did not complete: {}",
+                        strategy.name,
+                        run.meta.error.as_deref().unwrap_or("unknown error")
+                    )
+                });
             }
             record.runs.push(run);
             summary = metrics::summarize(&record);
