@@ -1,1 +1,104 @@
-fn main() {}
+//! Costs of measuring: one RSS reading of another process, the CPU the
+//! sampler thread uses at 1 ms, and the throughput of loading the bert-base
+//! preset from a warm page cache (README "Benchmarks" quotes these).
+
+use std::hint::black_box;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use memrel::model::{preset, synth, LoadedModel, ModelDir};
+use memrel::sampler::procfs::StatmProbe;
+use memrel::sampler::Sampler;
+use memrel::scenario::{Dtype, LoadMethod};
+
+/// A process to measure that is not this one.
+fn other_process() -> Child {
+    Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("sleep starts")
+}
+
+fn cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn one_sample(c: &mut Criterion) {
+    let mut child = other_process();
+    let pid = child.id();
+    let mut probe = StatmProbe::open(pid).expect("statm opens");
+    c.bench_function("rss_sample/statm_pread_open_fd", |b| {
+        b.iter(|| black_box(probe.read().expect("read")))
+    });
+    let status = format!("/proc/{pid}/status");
+    c.bench_function("rss_sample/status_open_read (for comparison)", |b| {
+        b.iter(|| black_box(std::fs::read(&status).expect("read")))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Reports the CPU time the 1 ms sampler spends per 100 ms of sampling:
+/// 5 ms here would be 5 % of one core.
+fn sampler_cpu(c: &mut Criterion) {
+    let mut child = other_process();
+    let pid = child.id();
+    let mut group = c.benchmark_group("sampler_1ms");
+    group.sample_size(10);
+    group.bench_function("cpu_time_per_100ms_of_sampling", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let before = cpu_time();
+                let sampler = Sampler::start(pid, Duration::from_millis(1), Instant::now(), None);
+                std::thread::sleep(Duration::from_millis(100));
+                let samples = sampler.stop();
+                total += cpu_time() - before;
+                black_box(samples);
+            }
+            total
+        })
+    });
+    group.finish();
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn load_bert_base(c: &mut Criterion) {
+    let dir = synth::ensure(
+        preset::lookup("bert-base").expect("preset"),
+        &synth::cache_dir(),
+    )
+    .expect("model written");
+    let model = ModelDir::inspect(&dir).expect("model inspects");
+    let device = candle_core::Device::Cpu;
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(model.tensor_bytes));
+    group.bench_function("bert-base_mmap_warm_page_cache", |b| {
+        b.iter(|| {
+            drop(black_box(
+                LoadedModel::load(&model, &device, Dtype::F32, LoadMethod::Mmap).expect("loads"),
+            ))
+        })
+    });
+    group.bench_function("bert-base_read_warm_page_cache", |b| {
+        b.iter(|| {
+            drop(black_box(
+                LoadedModel::load(&model, &device, Dtype::F32, LoadMethod::Read).expect("loads"),
+            ))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, one_sample, sampler_cpu, load_bert_base);
+criterion_main!(benches);

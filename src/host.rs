@@ -15,7 +15,9 @@ pub fn describe() -> Host {
         os: sysinfo::System::long_os_version().unwrap_or_else(|_| std::env::consts::OS.into()),
         kernel: sysinfo::System::kernel_version().unwrap_or_else(|_| "unknown".into()),
         libc: libc_version(),
-        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         total_memory_bytes,
     }
 }

@@ -8,6 +8,7 @@
 //! They are rewritten atomically after every run, so a crash later loses nothing
 //! already measured.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -205,12 +206,14 @@ impl RunRecord {
 
 impl Record {
     /// Writes samples.csv, events.csv and runs.json into `dir`, each atomically.
+    /// Times are written to the microsecond (see [`Record::at_file_precision`]).
     pub fn save(&self, dir: &Path) -> Result<()> {
-        write_atomic(&dir.join(SAMPLES_FILE), &self.samples_csv()?)?;
-        write_atomic(&dir.join(EVENTS_FILE), &self.events_csv()?)?;
+        let record = self.at_file_precision();
+        write_atomic(&dir.join(SAMPLES_FILE), &record.samples_csv()?)?;
+        write_atomic(&dir.join(EVENTS_FILE), &record.events_csv()?)?;
         let runs = RunsFile {
-            header: self.header.clone(),
-            runs: self.runs.iter().map(|r| r.meta.clone()).collect(),
+            header: record.header.clone(),
+            runs: record.runs.iter().map(|r| r.meta.clone()).collect(),
         };
         let mut json = serde_json::to_vec_pretty(&runs)?;
         json.push(b'\n');
@@ -285,36 +288,36 @@ impl Record {
             }
         }
         if !any {
-            writer.write_record(["t_s", "run", "strategy", "repetition", "cycle", "phase", "edge"])?;
+            writer.write_record([
+                "t_s",
+                "run",
+                "strategy",
+                "repetition",
+                "cycle",
+                "phase",
+                "edge",
+            ])?;
         }
         Ok(writer.into_inner()?)
     }
 
-    /// Reads a results directory written by [`Record::save`].
+    /// Reads a results directory written by [`Record::save`]; any damage is an error.
     pub fn load(dir: &Path) -> Result<Record> {
-        let runs_path = dir.join(RUNS_FILE);
-        let text = std::fs::read_to_string(&runs_path).with_context(|| {
-            format!(
-                "cannot read {}: is {} a memrel results directory?",
-                runs_path.display(),
-                dir.display()
-            )
-        })?;
-        let runs_file: RunsFile = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a memrel runs file", runs_path.display()))?;
-        if runs_file.header.schema_version != SCHEMA_VERSION {
-            bail!(
-                "{} has schema version {}, this memrel reads version {SCHEMA_VERSION}",
-                runs_path.display(),
-                runs_file.header.schema_version
-            );
+        let (record, damage) = Record::load_partial(dir)?;
+        if let Some(first) = damage.first() {
+            bail!("{first}");
         }
+        Ok(record)
+    }
+
+    /// Reads what can be read of a results directory: a missing or cut-short
+    /// samples.csv or events.csv keeps the rows before the damage, and each
+    /// problem comes back as one line for people. Only runs.json is required.
+    pub fn load_partial(dir: &Path) -> Result<(Record, Vec<String>)> {
+        let runs_file = read_runs_file(dir)?;
+        let mut damage = Vec::new();
         let mut samples: BTreeMap<u32, Vec<Sample>> = BTreeMap::new();
-        let samples_path = dir.join(SAMPLES_FILE);
-        let mut reader = csv::Reader::from_path(&samples_path)
-            .with_context(|| format!("cannot read {}", samples_path.display()))?;
-        for (i, row) in reader.deserialize::<SampleRow>().enumerate() {
-            let row = row.with_context(|| format!("{} line {}", samples_path.display(), i + 2))?;
+        read_rows::<SampleRow>(&dir.join(SAMPLES_FILE), &mut damage, |row, _| {
             samples.entry(row.run).or_default().push(Sample {
                 t_s: row.t_s,
                 rss_bytes: row.rss_bytes,
@@ -322,59 +325,16 @@ impl Record {
                 file_bytes: row.file_bytes,
                 vram_bytes: row.vram_bytes,
             });
-        }
+            Ok(())
+        });
         let mut events: BTreeMap<u32, Vec<Event>> = BTreeMap::new();
         let events_path = dir.join(EVENTS_FILE);
-        let mut reader = csv::Reader::from_path(&events_path)
-            .with_context(|| format!("cannot read {}", events_path.display()))?;
-        for (i, row) in reader.deserialize::<EventRow>().enumerate() {
-            let line = i + 2;
-            let row = row.with_context(|| format!("{} line {line}", events_path.display()))?;
-            let phase = Phase::parse(&row.phase).with_context(|| {
-                format!("{} line {line}: unknown phase {:?}", events_path.display(), row.phase)
-            })?;
-            let edge = match row.edge.as_str() {
-                "begin" => Edge::Begin,
-                "end" => Edge::End,
-                other => bail!("{} line {line}: unknown edge {other:?}", events_path.display()),
-            };
-            let allocator = match (
-                row.glibc_arena_bytes,
-                row.glibc_mmapped_bytes,
-                row.glibc_in_use_bytes,
-                row.glibc_free_bytes,
-                row.glibc_top_releasable_bytes,
-            ) {
-                (Some(arena), Some(mmapped), Some(in_use), Some(free), Some(top)) => {
-                    Some(AllocatorState {
-                        arena_bytes: arena,
-                        mmapped_bytes: mmapped,
-                        in_use_bytes: in_use,
-                        free_bytes: free,
-                        top_releasable_bytes: top,
-                    })
-                }
-                _ => None,
-            };
-            events.entry(row.run).or_default().push(Event {
-                t_s: row.t_s,
-                edge: PhaseEdge {
-                    phase,
-                    edge,
-                    cycle: row.cycle,
-                    model: row.model,
-                    elapsed_s: row.elapsed_s,
-                    memory: MemoryAtEdge {
-                        rss_bytes: row.rss_bytes,
-                        anon_bytes: row.anon_bytes,
-                        file_bytes: row.file_bytes,
-                        vram_bytes: row.vram_bytes,
-                    },
-                    allocator,
-                    note: row.note,
-                },
-            });
-        }
+        read_rows::<EventRow>(&events_path, &mut damage, |row, line| {
+            let event = event_from_row(row)
+                .map_err(|e| format!("{} line {line}: {e}", events_path.display()))?;
+            events.entry(event.0).or_default().push(event.1);
+            Ok(())
+        });
         let runs = runs_file
             .runs
             .into_iter()
@@ -384,11 +344,152 @@ impl Record {
                 meta,
             })
             .collect();
-        Ok(Record {
+        let record = Record {
             header: runs_file.header,
             runs,
-        })
+        };
+        Ok((record, damage))
     }
+
+    /// The record at the precision its files keep: times to the microsecond.
+    /// Saving and every metric go through this, so a summary recomputed from
+    /// the files on disk is identical to the one written during the run.
+    pub fn at_file_precision(&self) -> Cow<'_, Record> {
+        let exact = self.runs.iter().all(|r| {
+            r.meta.duration_s == round_us(r.meta.duration_s)
+                && r.samples.iter().all(|s| s.t_s == round_us(s.t_s))
+                && r.events.iter().all(|e| e.t_s == round_us(e.t_s))
+        });
+        if exact {
+            return Cow::Borrowed(self);
+        }
+        let mut rounded = self.clone();
+        for run in &mut rounded.runs {
+            run.meta.duration_s = round_us(run.meta.duration_s);
+            for s in &mut run.samples {
+                s.t_s = round_us(s.t_s);
+            }
+            for e in &mut run.events {
+                e.t_s = round_us(e.t_s);
+            }
+        }
+        Cow::Owned(rounded)
+    }
+}
+
+/// Reads runs.json, checking the schema version before the shape so a file
+/// from another memrel gets a clear message rather than a parse error.
+fn read_runs_file(dir: &Path) -> Result<RunsFile> {
+    let runs_path = dir.join(RUNS_FILE);
+    let text = std::fs::read_to_string(&runs_path).with_context(|| {
+        format!(
+            "cannot read {}: is {} a memrel results directory (one made by `memrel run`)?",
+            runs_path.display(),
+            dir.display()
+        )
+    })?;
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not valid JSON (cut short?): re-run the scenario to get a complete results directory",
+            runs_path.display()
+        )
+    })?;
+    let header = value.get("header");
+    let version = header
+        .and_then(|h| h.get("schema_version"))
+        .and_then(|v| v.as_u64());
+    if version != Some(u64::from(SCHEMA_VERSION)) {
+        let written_by = header
+            .and_then(|h| h.get("memrel_version"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("an unknown memrel");
+        let found = version
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "none".to_string());
+        bail!(
+            "{} has schema version {found} (written by memrel {written_by}), this memrel reads version \
+             {SCHEMA_VERSION}: open it with the memrel that wrote it, or re-run the scenario with this one",
+            runs_path.display()
+        );
+    }
+    serde_json::from_value(value)
+        .with_context(|| format!("{} is not a memrel runs file", runs_path.display()))
+}
+
+/// Feeds each row of a CSV file to `take`; a missing file or the first bad
+/// row ends the reading with one line in `damage` (the rows before it are kept).
+fn read_rows<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    damage: &mut Vec<String>,
+    mut take: impl FnMut(T, usize) -> std::result::Result<(), String>,
+) {
+    let mut reader = match csv::Reader::from_path(path) {
+        Ok(reader) => reader,
+        Err(e) => {
+            damage.push(format!("cannot read {}: {e}", path.display()));
+            return;
+        }
+    };
+    for (i, row) in reader.deserialize::<T>().enumerate() {
+        let line = i + 2;
+        let taken = row
+            .map_err(|e| {
+                format!(
+                    "{} line {line} is malformed or cut short ({e})",
+                    path.display()
+                )
+            })
+            .and_then(|row| take(row, line));
+        if let Err(problem) = taken {
+            damage.push(format!("{problem}: kept the {} rows before it", i));
+            return;
+        }
+    }
+}
+
+/// One events.csv row as (run, event).
+fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event), String> {
+    let phase = Phase::parse(&row.phase).ok_or_else(|| format!("unknown phase {:?}", row.phase))?;
+    let edge = match row.edge.as_str() {
+        "begin" => Edge::Begin,
+        "end" => Edge::End,
+        other => return Err(format!("unknown edge {other:?}")),
+    };
+    let allocator = match (
+        row.glibc_arena_bytes,
+        row.glibc_mmapped_bytes,
+        row.glibc_in_use_bytes,
+        row.glibc_free_bytes,
+        row.glibc_top_releasable_bytes,
+    ) {
+        (Some(arena), Some(mmapped), Some(in_use), Some(free), Some(top)) => Some(AllocatorState {
+            arena_bytes: arena,
+            mmapped_bytes: mmapped,
+            in_use_bytes: in_use,
+            free_bytes: free,
+            top_releasable_bytes: top,
+        }),
+        _ => None,
+    };
+    let event = Event {
+        t_s: row.t_s,
+        edge: PhaseEdge {
+            phase,
+            edge,
+            cycle: row.cycle,
+            model: row.model,
+            elapsed_s: row.elapsed_s,
+            memory: MemoryAtEdge {
+                rss_bytes: row.rss_bytes,
+                anon_bytes: row.anon_bytes,
+                file_bytes: row.file_bytes,
+                vram_bytes: row.vram_bytes,
+            },
+            allocator,
+            note: row.note,
+        },
+    };
+    Ok((row.run, event))
 }
 
 /// Times are stored to the microsecond: finer digits are noise and bloat the CSV.

@@ -10,9 +10,14 @@ use crate::textutil::MIB;
 
 pub fn render(long: bool) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "scenarios (memrel run --scenario NAME, or a path to your own TOML):");
+    let _ = writeln!(
+        out,
+        "scenarios (memrel run --scenario NAME, or a path to your own TOML):"
+    );
     for (name, _) in BUILTINS {
-        let description = scenario::load(name).map(|s| s.description).unwrap_or_default();
+        let description = scenario::load(name)
+            .map(|s| s.description)
+            .unwrap_or_default();
         let _ = writeln!(out, "  {name:<15} {description}");
     }
     let _ = writeln!(out, "\nstrategies (memrel run --strategy NAME):");
@@ -42,7 +47,10 @@ pub fn render(long: bool) -> String {
             let _ = writeln!(out);
         }
     }
-    let _ = writeln!(out, "\nmodel presets (scenario: [models.x] preset = \"NAME\"; memrel model gen NAME DIR):");
+    let _ = writeln!(
+        out,
+        "\nmodel presets (scenario: [models.x] preset = \"NAME\"; memrel model gen NAME DIR):"
+    );
     for p in PRESETS {
         let _ = writeln!(
             out,

@@ -115,7 +115,8 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
     let mut infos = Vec::new();
     for (id, src) in &scenario.models {
         eprintln!("memrel: preparing model {id} ({src})");
-        let dir = source::resolve(src, &base, &cache).with_context(|| format!("model {id:?} of scenario {}", scenario.name))?;
+        let dir = source::resolve(src, &base, &cache)
+            .with_context(|| format!("model {id:?} of scenario {}", scenario.name))?;
         infos.push(ModelInfo {
             id: id.clone(),
             source: src.to_string(),
@@ -127,7 +128,8 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
         models.push((id.clone(), dir));
     }
     let out_dir = create_out_dir(&options.out_root, &scenario.name)?;
-    let exe = std::env::current_exe().context("cannot find the memrel executable to start workers")?;
+    let exe =
+        std::env::current_exe().context("cannot find the memrel executable to start workers")?;
     let interval = Duration::from_secs_f64(scenario.interval_ms / 1e3);
     let mut record = Record {
         header: Header {
@@ -152,8 +154,10 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
     let cycles = u64::from(scenario.cycles);
     let progress = ProgressBar::new(total_runs * cycles);
     progress.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cycles  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cycles  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut run_number = 0u32;
     let mut summary = metrics::summarize(&record);
@@ -177,17 +181,24 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
             };
             let done_before = u64::from(run_number - 1) * cycles;
             progress.set_position(done_before);
-            let label = format!("run {run_number}/{total_runs} {} (repetition {repetition})", strategy.name);
+            let label = format!(
+                "run {run_number}/{total_runs} {} (repetition {repetition})",
+                strategy.name
+            );
             progress.set_message(label.clone());
-            let (run, probe) = orchestrator::execute(&exe, &plan, vram_probe(scenario.device), &mut |edge| {
-                progress.set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
-                progress.set_message(format!(
-                    "{label}: cycle {} {}{}",
-                    edge.cycle,
-                    edge.phase.as_str(),
-                    edge.model.as_deref().map(|m| format!(" {m}")).unwrap_or_default()
-                ));
-            });
+            let (run, probe) =
+                orchestrator::execute(&exe, &plan, vram_probe(scenario.device), &mut |edge| {
+                    progress.set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
+                    progress.set_message(format!(
+                        "{label}: cycle {} {}{}",
+                        edge.cycle,
+                        edge.phase.as_str(),
+                        edge.model
+                            .as_deref()
+                            .map(|m| format!(" {m}"))
+                            .unwrap_or_default()
+                    ));
+                });
             record.header.sampler = probe.to_string();
             if run.meta.status != RunStatus::Completed {
                 progress.suspend(|| {
@@ -231,11 +242,18 @@ fn scenario_base_dir(scenario: &Scenario) -> PathBuf {
 pub fn create_out_dir(root: &Path, scenario: &str) -> Result<PathBuf> {
     let parent = root.join(scenario);
     std::fs::create_dir_all(&parent).with_context(|| {
-        format!("cannot create {}: pass --out with a writable directory", parent.display())
+        format!(
+            "cannot create {}: pass --out with a writable directory",
+            parent.display()
+        )
     })?;
     let stamp = utc_stamp(now_unix_s());
     for n in 0..1000 {
-        let name = if n == 0 { stamp.clone() } else { format!("{stamp}-{n}") };
+        let name = if n == 0 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{n}")
+        };
         let dir = parent.join(name);
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
@@ -243,5 +261,8 @@ pub fn create_out_dir(root: &Path, scenario: &str) -> Result<PathBuf> {
             Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
         }
     }
-    bail!("cannot find a free results directory under {}", parent.display())
+    bail!(
+        "cannot find a free results directory under {}",
+        parent.display()
+    )
 }

@@ -105,9 +105,9 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
                 .with_context(|| format!("cannot read {}", index_path.display()))?,
         )
         .with_context(|| format!("{} is not valid JSON", index_path.display()))?;
-        let map = index["weight_map"].as_object().with_context(|| {
-            format!("{} has no weight_map", index_path.display())
-        })?;
+        let map = index["weight_map"]
+            .as_object()
+            .with_context(|| format!("{} has no weight_map", index_path.display()))?;
         let shards: BTreeSet<&str> = map.values().filter_map(Value::as_str).collect();
         let files: Vec<PathBuf> = shards.into_iter().map(|s| dir.join(s)).collect();
         if let Some(missing) = files.iter().find(|f| !f.is_file()) {
@@ -133,7 +133,10 @@ pub fn read_header(path: &Path) -> Result<serde_json::Map<String, Value>> {
         .with_context(|| format!("{} is too short to be safetensors", path.display()))?;
     let len = u64::from_le_bytes(len_bytes);
     if len > 100 << 20 {
-        bail!("{} has an implausible header size ({len} bytes): not safetensors?", path.display());
+        bail!(
+            "{} has an implausible header size ({len} bytes): not safetensors?",
+            path.display()
+        );
     }
     let mut header = vec![0u8; len as usize];
     file.read_exact(&mut header)

@@ -192,24 +192,80 @@ impl Preset {
         match self.architecture {
             Architecture::Bert => {
                 let p = "bert.";
-                out.push(t(format!("{p}embeddings.word_embeddings.weight"), &[self.vocab_size, h], Fill::Noise));
-                out.push(t(format!("{p}embeddings.position_embeddings.weight"), &[self.max_positions, h], Fill::Noise));
-                out.push(t(format!("{p}embeddings.token_type_embeddings.weight"), &[2, h], Fill::Noise));
-                out.push(t(format!("{p}embeddings.LayerNorm.gamma"), &[h], Fill::Ones));
-                out.push(t(format!("{p}embeddings.LayerNorm.beta"), &[h], Fill::Zeros));
+                out.push(t(
+                    format!("{p}embeddings.word_embeddings.weight"),
+                    &[self.vocab_size, h],
+                    Fill::Noise,
+                ));
+                out.push(t(
+                    format!("{p}embeddings.position_embeddings.weight"),
+                    &[self.max_positions, h],
+                    Fill::Noise,
+                ));
+                out.push(t(
+                    format!("{p}embeddings.token_type_embeddings.weight"),
+                    &[2, h],
+                    Fill::Noise,
+                ));
+                out.push(t(
+                    format!("{p}embeddings.LayerNorm.gamma"),
+                    &[h],
+                    Fill::Ones,
+                ));
+                out.push(t(
+                    format!("{p}embeddings.LayerNorm.beta"),
+                    &[h],
+                    Fill::Zeros,
+                ));
                 for i in 0..self.layers {
                     let l = format!("{p}encoder.layer.{i}");
                     for part in ["query", "key", "value"] {
-                        out.push(t(format!("{l}.attention.self.{part}.weight"), &[h, h], Fill::Noise));
-                        out.push(t(format!("{l}.attention.self.{part}.bias"), &[h], Fill::Noise));
+                        out.push(t(
+                            format!("{l}.attention.self.{part}.weight"),
+                            &[h, h],
+                            Fill::Noise,
+                        ));
+                        out.push(t(
+                            format!("{l}.attention.self.{part}.bias"),
+                            &[h],
+                            Fill::Noise,
+                        ));
                     }
-                    out.push(t(format!("{l}.attention.output.dense.weight"), &[h, h], Fill::Noise));
-                    out.push(t(format!("{l}.attention.output.dense.bias"), &[h], Fill::Noise));
-                    out.push(t(format!("{l}.attention.output.LayerNorm.gamma"), &[h], Fill::Ones));
-                    out.push(t(format!("{l}.attention.output.LayerNorm.beta"), &[h], Fill::Zeros));
-                    out.push(t(format!("{l}.intermediate.dense.weight"), &[self.intermediate_size, h], Fill::Noise));
-                    out.push(t(format!("{l}.intermediate.dense.bias"), &[self.intermediate_size], Fill::Noise));
-                    out.push(t(format!("{l}.output.dense.weight"), &[h, self.intermediate_size], Fill::Noise));
+                    out.push(t(
+                        format!("{l}.attention.output.dense.weight"),
+                        &[h, h],
+                        Fill::Noise,
+                    ));
+                    out.push(t(
+                        format!("{l}.attention.output.dense.bias"),
+                        &[h],
+                        Fill::Noise,
+                    ));
+                    out.push(t(
+                        format!("{l}.attention.output.LayerNorm.gamma"),
+                        &[h],
+                        Fill::Ones,
+                    ));
+                    out.push(t(
+                        format!("{l}.attention.output.LayerNorm.beta"),
+                        &[h],
+                        Fill::Zeros,
+                    ));
+                    out.push(t(
+                        format!("{l}.intermediate.dense.weight"),
+                        &[self.intermediate_size, h],
+                        Fill::Noise,
+                    ));
+                    out.push(t(
+                        format!("{l}.intermediate.dense.bias"),
+                        &[self.intermediate_size],
+                        Fill::Noise,
+                    ));
+                    out.push(t(
+                        format!("{l}.output.dense.weight"),
+                        &[h, self.intermediate_size],
+                        Fill::Noise,
+                    ));
                     out.push(t(format!("{l}.output.dense.bias"), &[h], Fill::Noise));
                     out.push(t(format!("{l}.output.LayerNorm.gamma"), &[h], Fill::Ones));
                     out.push(t(format!("{l}.output.LayerNorm.beta"), &[h], Fill::Zeros));
@@ -219,21 +275,57 @@ impl Preset {
                 let head_dim = h / self.heads;
                 let q = self.heads * head_dim;
                 let kv = self.kv_heads * head_dim;
-                out.push(t("model.embed_tokens.weight".into(), &[self.vocab_size, h], Fill::Noise));
+                out.push(t(
+                    "model.embed_tokens.weight".into(),
+                    &[self.vocab_size, h],
+                    Fill::Noise,
+                ));
                 for i in 0..self.layers {
                     let l = format!("model.layers.{i}");
-                    out.push(t(format!("{l}.self_attn.q_proj.weight"), &[q, h], Fill::Noise));
+                    out.push(t(
+                        format!("{l}.self_attn.q_proj.weight"),
+                        &[q, h],
+                        Fill::Noise,
+                    ));
                     out.push(t(format!("{l}.self_attn.q_proj.bias"), &[q], Fill::Noise));
-                    out.push(t(format!("{l}.self_attn.k_proj.weight"), &[kv, h], Fill::Noise));
+                    out.push(t(
+                        format!("{l}.self_attn.k_proj.weight"),
+                        &[kv, h],
+                        Fill::Noise,
+                    ));
                     out.push(t(format!("{l}.self_attn.k_proj.bias"), &[kv], Fill::Noise));
-                    out.push(t(format!("{l}.self_attn.v_proj.weight"), &[kv, h], Fill::Noise));
+                    out.push(t(
+                        format!("{l}.self_attn.v_proj.weight"),
+                        &[kv, h],
+                        Fill::Noise,
+                    ));
                     out.push(t(format!("{l}.self_attn.v_proj.bias"), &[kv], Fill::Noise));
-                    out.push(t(format!("{l}.self_attn.o_proj.weight"), &[h, q], Fill::Noise));
-                    out.push(t(format!("{l}.mlp.gate_proj.weight"), &[self.intermediate_size, h], Fill::Noise));
-                    out.push(t(format!("{l}.mlp.up_proj.weight"), &[self.intermediate_size, h], Fill::Noise));
-                    out.push(t(format!("{l}.mlp.down_proj.weight"), &[h, self.intermediate_size], Fill::Noise));
+                    out.push(t(
+                        format!("{l}.self_attn.o_proj.weight"),
+                        &[h, q],
+                        Fill::Noise,
+                    ));
+                    out.push(t(
+                        format!("{l}.mlp.gate_proj.weight"),
+                        &[self.intermediate_size, h],
+                        Fill::Noise,
+                    ));
+                    out.push(t(
+                        format!("{l}.mlp.up_proj.weight"),
+                        &[self.intermediate_size, h],
+                        Fill::Noise,
+                    ));
+                    out.push(t(
+                        format!("{l}.mlp.down_proj.weight"),
+                        &[h, self.intermediate_size],
+                        Fill::Noise,
+                    ));
                     out.push(t(format!("{l}.input_layernorm.weight"), &[h], Fill::Ones));
-                    out.push(t(format!("{l}.post_attention_layernorm.weight"), &[h], Fill::Ones));
+                    out.push(t(
+                        format!("{l}.post_attention_layernorm.weight"),
+                        &[h],
+                        Fill::Ones,
+                    ));
                 }
                 out.push(t("model.norm.weight".into(), &[h], Fill::Ones));
             }

@@ -76,7 +76,11 @@ pub fn write_model_dir(preset: &Preset, dir: &Path) -> Result<()> {
 
 /// Streams f32 tensors into a safetensors file. The header is padded to a
 /// multiple of 8 so every tensor is aligned and the loader never re-copies.
-pub fn write_safetensors(path: &Path, tensors: &[TensorSpec], metadata: Map<String, Value>) -> Result<()> {
+pub fn write_safetensors(
+    path: &Path,
+    tensors: &[TensorSpec],
+    metadata: Map<String, Value>,
+) -> Result<()> {
     let mut header = Map::new();
     header.insert("__metadata__".into(), Value::Object(metadata));
     let mut offset = 0u64;

@@ -165,7 +165,14 @@ pub fn execute(
             meta.error = Some(worker_error.unwrap_or_else(|| describe_exit(status)));
         }
     }
-    (RunRecord { meta, samples, events }, probe_name)
+    (
+        RunRecord {
+            meta,
+            samples,
+            events,
+        },
+        probe_name,
+    )
 }
 
 fn wait(child: &mut Child) -> Option<ExitStatus> {

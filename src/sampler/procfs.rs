@@ -28,8 +28,7 @@ pub fn parse_statm(bytes: &[u8], page_size: u64) -> Option<Reading> {
         .filter(|f| !f.is_empty())
         .map(|f| {
             f.iter().try_fold(0u64, |acc, b| {
-                b.is_ascii_digit()
-                    .then(|| acc * 10 + u64::from(b - b'0'))
+                b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
             })
         });
     let _size = fields.next()??;
@@ -93,6 +92,11 @@ mod tests {
             .parse()
             .unwrap();
         let diff = (r.rss_bytes as i64 - (rss_kib * 1024) as i64).abs();
-        assert!(diff < 4 << 20, "statm {} vs status {}", r.rss_bytes, rss_kib * 1024);
+        assert!(
+            diff < 4 << 20,
+            "statm {} vs status {}",
+            r.rss_bytes,
+            rss_kib * 1024
+        );
     }
 }

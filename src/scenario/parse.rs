@@ -16,7 +16,9 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("unknown scenario {name:?}: not a built-in and no such file; built-ins are: {available}")]
+    #[error(
+        "unknown scenario {name:?}: not a built-in and no such file; built-ins are: {available}"
+    )]
     Unknown { name: String, available: String },
     #[error("cannot read scenario file {path}: {reason}")]
     Unreadable { path: String, reason: String },
@@ -210,7 +212,10 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         )
     })?;
     if *file.cycles.get_ref() == 0 {
-        return Err(invalid(file.cycles.span(), "cycles must be at least 1".into()));
+        return Err(invalid(
+            file.cycles.span(),
+            "cycles must be at least 1".into(),
+        ));
     }
     let interval_ms = *file.interval_ms.get_ref();
     if !(1.0..=10_000.0).contains(&interval_ms) {
@@ -249,7 +254,9 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
             _ => {
                 return Err(invalid(
                     spec.span(),
-                    format!("model {id:?} needs exactly one of preset = \"…\", path = \"…\" or hub = \"…\""),
+                    format!(
+                    "model {id:?} needs exactly one of preset = \"…\", path = \"…\" or hub = \"…\""
+                ),
                 ))
             }
         };
@@ -366,7 +373,12 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, column)
 }
 
@@ -412,7 +424,10 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
     fn unknown_key_names_line_column_and_key() {
         let text = MINIMAL.replace("description = \"t\"", "description = \"t\"\nbogus_knob = 3");
         let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
-        assert!(err.starts_with("my.toml:3:1: unknown field `bogus_knob`"), "{err}");
+        assert!(
+            err.starts_with("my.toml:3:1: unknown field `bogus_knob`"),
+            "{err}"
+        );
     }
 
     #[test]

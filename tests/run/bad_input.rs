@@ -7,7 +7,10 @@ fn fails_with(args: &[&str], needles: &[&str]) -> String {
     let output = memrel().args(args).output().unwrap();
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "args {args:?}: {err}");
-    assert!(err.lines().any(|l| l.starts_with("memrel: error: ")), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("memrel: error: ")),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     for needle in needles {
         assert!(err.contains(needle), "expected {needle:?} in: {err}");
@@ -17,7 +20,14 @@ fn fails_with(args: &[&str], needles: &[&str]) -> String {
 
 #[test]
 fn unknown_scenario_lists_the_builtins() {
-    fails_with(&["run", "--scenario", "cpu-trimm"], &["unknown scenario \"cpu-trimm\"", "cpu-load-only", "did you mean \"cpu-trim\""]);
+    fails_with(
+        &["run", "--scenario", "cpu-trimm"],
+        &[
+            "unknown scenario \"cpu-trimm\"",
+            "cpu-load-only",
+            "did you mean \"cpu-trim\"",
+        ],
+    );
 }
 
 #[test]
@@ -29,25 +39,38 @@ fn malformed_toml_names_file_line_column_and_key() {
         "description = \"x\"\nstrategies = [\"drop\"]\ncycels = 3\n[models.m]\npreset = \"bert-tiny\"\n[workload]\nsteps = [\"load m\", \"unload m\"]\n",
     );
     let p = path.to_str().unwrap();
-    fails_with(&["run", "--scenario", p], &[&format!("{p}:3:1: unknown field `cycels`"), "`cycles`"]);
+    fails_with(
+        &["run", "--scenario", p],
+        &[&format!("{p}:3:1: unknown field `cycels`"), "`cycles`"],
+    );
 }
 
 #[test]
 fn toml_syntax_error_names_the_line() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_scenario(dir.path(), "syntax", "description = \"x\"\nstrategies = [\"drop\"\n");
+    let path = write_scenario(
+        dir.path(),
+        "syntax",
+        "description = \"x\"\nstrategies = [\"drop\"\n",
+    );
     let p = path.to_str().unwrap();
     fails_with(&["run", "--scenario", p], &[&format!("{p}:")]);
 }
 
 #[test]
 fn unknown_strategy_on_the_command_line_suggests_one() {
-    fails_with(&["run", "--scenario", "ci-smoke", "--strategy", "malloc_trim"], &["--strategy", "did you mean \"malloc-trim\""]);
+    fails_with(
+        &["run", "--scenario", "ci-smoke", "--strategy", "malloc_trim"],
+        &["--strategy", "did you mean \"malloc-trim\""],
+    );
 }
 
 #[test]
 fn gpu_strategy_on_a_cpu_scenario_is_refused() {
-    fails_with(&["run", "--scenario", "ci-smoke", "--strategy", "cache-flush"], &["for cuda devices", "malloc-trim"]);
+    fails_with(
+        &["run", "--scenario", "ci-smoke", "--strategy", "cache-flush"],
+        &["for cuda devices", "malloc-trim"],
+    );
 }
 
 #[test]
@@ -55,7 +78,10 @@ fn cuda_without_the_feature_says_how_to_build() {
     if cfg!(feature = "cuda") {
         return;
     }
-    fails_with(&["run", "--scenario", "ci-smoke", "--device", "cuda"], &["`cuda` feature", "build-cuda.sh"]);
+    fails_with(
+        &["run", "--scenario", "ci-smoke", "--device", "cuda"],
+        &["`cuda` feature", "build-cuda.sh"],
+    );
 }
 
 #[test]
@@ -68,9 +94,16 @@ fn model_directory_without_config_is_named() {
 #[test]
 fn unsupported_architecture_is_named_with_the_path() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("config.json"), r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}"#).unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}"#,
+    )
+    .unwrap();
     let p = dir.path().to_str().unwrap();
-    fails_with(&["model", "info", p], &[p, "unsupported architecture", "gpt2", "bert, qwen2, llama"]);
+    fails_with(
+        &["model", "info", p],
+        &[p, "unsupported architecture", "gpt2", "bert, qwen2, llama"],
+    );
 }
 
 #[test]
@@ -82,7 +115,16 @@ fn scenario_pointing_at_a_missing_model_directory_fails_before_running() {
         "description = \"x\"\nstrategies = [\"drop\"]\n[models.m]\npath = \"no-such-model\"\n[workload]\nsteps = [\"load m\", \"unload m\"]\n",
     );
     let out = dir.path().join("out");
-    fails_with(&["run", "--scenario", scenario.to_str().unwrap(), "--out", out.to_str().unwrap()], &["no-such-model", "does not exist"]);
+    fails_with(
+        &[
+            "run",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &["no-such-model", "does not exist"],
+    );
     assert!(!out.join("missing").exists(), "nothing was run");
 }
 
@@ -96,17 +138,35 @@ fn hub_model_not_cached_offline_says_what_to_do() {
     );
     let output = memrel()
         .env("HF_HOME", dir.path().join("hf"))
-        .args(["run", "--scenario", scenario.to_str().unwrap(), "--out", dir.path().join("out").to_str().unwrap()])
+        .args([
+            "run",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
-    assert!(err.contains("not in the local cache") && err.contains("HF_HUB_OFFLINE"), "{err}");
+    assert!(
+        err.contains("not in the local cache") && err.contains("HF_HUB_OFFLINE"),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_numbers_on_the_command_line_name_the_flag() {
-    fails_with(&["run", "--scenario", "ci-smoke", "--interval-ms", "0.1"], &["--interval-ms"]);
-    fails_with(&["run", "--scenario", "ci-smoke", "--cycles", "0"], &["--cycles"]);
-    fails_with(&["run", "--scenario", "ci-smoke", "--device", "tpu"], &["--device"]);
+    fails_with(
+        &["run", "--scenario", "ci-smoke", "--interval-ms", "0.1"],
+        &["--interval-ms"],
+    );
+    fails_with(
+        &["run", "--scenario", "ci-smoke", "--cycles", "0"],
+        &["--cycles"],
+    );
+    fails_with(
+        &["run", "--scenario", "ci-smoke", "--device", "tpu"],
+        &["--device"],
+    );
 }

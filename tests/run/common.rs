@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 pub fn memrel() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
     // One model cache for all tests (generation is atomic, so parallel tests are safe).
-    command.env("MEMREL_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"));
+    command.env(
+        "MEMREL_CACHE_DIR",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"),
+    );
     command.env("HF_HUB_OFFLINE", "1");
     command
 }
@@ -51,7 +54,11 @@ pub fn csv_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
         .records()
         .map(|r| {
             let r = r.expect("row");
-            headers.iter().zip(r.iter()).map(|(h, v)| (h.to_string(), v.to_string())).collect()
+            headers
+                .iter()
+                .zip(r.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
         })
         .collect()
 }

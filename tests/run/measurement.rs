@@ -6,10 +6,26 @@ use crate::common::*;
 #[test]
 fn anon_rise_of_a_load_matches_the_models_tensor_bytes() {
     let out = tempfile::tempdir().unwrap();
-    run_ok(memrel().args(["run", "--scenario", "ci-smoke", "--strategy", "drop", "--cycles", "1", "--out"]).arg(out.path()));
+    run_ok(
+        memrel()
+            .args([
+                "run",
+                "--scenario",
+                "ci-smoke",
+                "--strategy",
+                "drop",
+                "--cycles",
+                "1",
+                "--out",
+            ])
+            .arg(out.path()),
+    );
     let dir = results_dir(out.path(), "ci-smoke");
-    let runs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
-    let tensor_bytes = runs["header"]["models"][0]["tensor_bytes"].as_f64().unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let tensor_bytes = runs["header"]["models"][0]["tensor_bytes"]
+        .as_f64()
+        .unwrap();
     let events = csv_rows(&dir.join("events.csv"));
     let anon_at = |phase: &str, edge: &str| -> f64 {
         events
@@ -19,7 +35,9 @@ fn anon_rise_of_a_load_matches_the_models_tensor_bytes() {
             .unwrap_or_else(|| panic!("no {phase} {edge} event"))
     };
     // The load ran a real candle loader; a forward pass followed it.
-    assert!(events.iter().any(|e| e["phase"] == "forward" && e["edge"] == "end"));
+    assert!(events
+        .iter()
+        .any(|e| e["phase"] == "forward" && e["edge"] == "end"));
     let rise = anon_at("load", "end") - anon_at("load", "begin");
     let ratio = rise / tensor_bytes;
     assert!(
@@ -34,22 +52,54 @@ fn anon_rise_of_a_load_matches_the_models_tensor_bytes() {
 fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
     // bert-base, load → drop, no inference: the deterministic reproducer.
     let out = tempfile::tempdir().unwrap();
-    run_ok(memrel().args([
-        "run", "--scenario", "cpu-load-only", "--strategy", "drop", "--strategy", "malloc-trim", "--cycles", "3", "--out",
-    ]).arg(out.path()));
+    run_ok(
+        memrel()
+            .args([
+                "run",
+                "--scenario",
+                "cpu-load-only",
+                "--strategy",
+                "drop",
+                "--strategy",
+                "malloc-trim",
+                "--cycles",
+                "3",
+                "--out",
+            ])
+            .arg(out.path()),
+    );
     let summary = summary(&results_dir(out.path(), "cpu-load-only"));
     let runs = summary["runs"].as_array().unwrap();
     let retained = |strategy: &str| -> Vec<f64> {
         let run = runs.iter().find(|r| r["strategy"] == strategy).unwrap();
-        run["cycles"].as_array().unwrap().iter().map(|c| c["retained_bytes"].as_f64().unwrap() / MIB).collect()
+        run["cycles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["retained_bytes"].as_f64().unwrap() / MIB)
+            .collect()
     };
     let drop = retained("drop");
     let trim = retained("malloc-trim");
     assert_eq!(drop.len(), 3);
-    assert!(drop[0] < 16.0, "the first cycle returns its memory: {drop:?}");
-    assert!(drop[1] > 200.0 && drop[2] > 200.0, "plain drop keeps the model from cycle 2 on: {drop:?}");
-    assert!(trim.iter().all(|r| *r < 10.0), "malloc_trim returns to within 10 MiB of baseline: {trim:?}");
-    let drop_summary = summary["strategies"].as_array().unwrap().iter().find(|s| s["strategy"] == "drop").unwrap();
+    assert!(
+        drop[0] < 16.0,
+        "the first cycle returns its memory: {drop:?}"
+    );
+    assert!(
+        drop[1] > 200.0 && drop[2] > 200.0,
+        "plain drop keeps the model from cycle 2 on: {drop:?}"
+    );
+    assert!(
+        trim.iter().all(|r| *r < 10.0),
+        "malloc_trim returns to within 10 MiB of baseline: {trim:?}"
+    );
+    let drop_summary = summary["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["strategy"] == "drop")
+        .unwrap();
     assert_eq!(drop_summary["cycles_retaining"], 2);
     assert_eq!(drop_summary["processes_retaining"], 1);
 }
@@ -57,20 +107,37 @@ fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
 #[test]
 fn every_output_is_written_and_samples_carry_phases() {
     let out = tempfile::tempdir().unwrap();
-    run_ok(memrel().args(["run", "--scenario", "ci-smoke", "--cycles", "2", "--out"]).arg(out.path()));
+    run_ok(
+        memrel()
+            .args(["run", "--scenario", "ci-smoke", "--cycles", "2", "--out"])
+            .arg(out.path()),
+    );
     let dir = results_dir(out.path(), "ci-smoke");
-    for file in ["samples.csv", "events.csv", "runs.json", "summary.json", "timeline.png"] {
+    for file in [
+        "samples.csv",
+        "events.csv",
+        "runs.json",
+        "summary.json",
+        "timeline.png",
+    ] {
         assert!(dir.join(file).is_file(), "{file} missing");
     }
     let png = std::fs::read(dir.join("timeline.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let samples = csv_rows(&dir.join("samples.csv"));
     assert!(samples.len() > 50, "only {} samples", samples.len());
-    let phases: std::collections::BTreeSet<&str> = samples.iter().map(|s| s["phase"].as_str()).collect();
+    let phases: std::collections::BTreeSet<&str> =
+        samples.iter().map(|s| s["phase"].as_str()).collect();
     for phase in ["baseline", "load", "settle"] {
-        assert!(phases.contains(phase), "no sample in phase {phase}: {phases:?}");
+        assert!(
+            phases.contains(phase),
+            "no sample in phase {phase}: {phases:?}"
+        );
     }
-    assert!(samples.iter().all(|s| s["vram_bytes"].is_empty()), "no VRAM on cpu");
+    assert!(
+        samples.iter().all(|s| s["vram_bytes"].is_empty()),
+        "no VRAM on cpu"
+    );
     // Times increase within a run; rss = anon + file.
     for s in &samples {
         let rss: u64 = s["rss_bytes"].parse().unwrap();
@@ -105,14 +172,25 @@ steps = ["load tiny", "unload tiny", "idle 60000"]
 "#,
     );
     let out = work.path().join("out");
-    let output = memrel().args(["run", "--scenario"]).arg(&scenario).arg("--out").arg(&out).output().unwrap();
+    let output = memrel()
+        .args(["run", "--scenario"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains("timeout"), "{}", stderr(&output));
     let dir = results_dir(&out, "stuck");
-    let runs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
     assert_eq!(runs["runs"][0]["status"], "timed_out");
     let samples = csv_rows(&dir.join("samples.csv"));
-    assert!(samples.len() > 100, "samples before the kill are kept: {}", samples.len());
+    assert!(
+        samples.len() > 100,
+        "samples before the kill are kept: {}",
+        samples.len()
+    );
     assert!(samples.iter().any(|s| s["phase"] == "load"));
     assert!(dir.join("timeline.png").is_file());
 }
@@ -120,16 +198,44 @@ steps = ["load tiny", "unload tiny", "idle 60000"]
 #[test]
 fn strategies_that_freeze_the_mmap_threshold_prove_it() {
     let out = tempfile::tempdir().unwrap();
-    run_ok(memrel().args([
-        "run", "--scenario", "ci-smoke", "--strategy", "trim-threshold-env", "--strategy", "mallopt", "--cycles", "2", "--out",
-    ]).arg(out.path()));
+    run_ok(
+        memrel()
+            .args([
+                "run",
+                "--scenario",
+                "ci-smoke",
+                "--strategy",
+                "trim-threshold-env",
+                "--strategy",
+                "mallopt",
+                "--cycles",
+                "2",
+                "--out",
+            ])
+            .arg(out.path()),
+    );
     let dir = results_dir(out.path(), "ci-smoke");
-    let runs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
     for run in runs["runs"].as_array().unwrap() {
         let checks = run["checks"].as_array().unwrap();
-        assert!(checks.iter().any(|c| c["name"].as_str().unwrap().starts_with("mmap threshold frozen")), "{checks:?}");
+        assert!(
+            checks.iter().any(|c| c["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("mmap threshold frozen")),
+            "{checks:?}"
+        );
         assert!(checks.iter().all(|c| c["ok"] == true), "{checks:?}");
     }
-    let env_check = runs["runs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "env MALLOC_TRIM_THRESHOLD_").cloned();
-    assert_eq!(env_check.unwrap()["detail"], "worker sees MALLOC_TRIM_THRESHOLD_=-1");
+    let env_check = runs["runs"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "env MALLOC_TRIM_THRESHOLD_")
+        .cloned();
+    assert_eq!(
+        env_check.unwrap()["detail"],
+        "worker sees MALLOC_TRIM_THRESHOLD_=-1"
+    );
 }

@@ -23,13 +23,20 @@ fn rewrite(dir: &Path, rename: impl Fn(&str) -> String, shards: usize) {
     let per = names.len().div_ceil(shards);
     let mut weight_map = serde_json::Map::new();
     for (i, chunk) in names.chunks(per).enumerate() {
-        let file = if shards == 1 { "model.safetensors".to_string() } else { format!("model-{:05}-of-{shards:05}.safetensors", i + 1) };
+        let file = if shards == 1 {
+            "model.safetensors".to_string()
+        } else {
+            format!("model-{:05}-of-{shards:05}.safetensors", i + 1)
+        };
         let mut views: HashMap<String, TensorView> = HashMap::new();
         for name in chunk {
             let t = st.tensor(name).unwrap();
             let new = rename(name);
             weight_map.insert(new.clone(), serde_json::json!(file));
-            views.insert(new, TensorView::new(t.dtype(), t.shape().to_vec(), t.data()).unwrap());
+            views.insert(
+                new,
+                TensorView::new(t.dtype(), t.shape().to_vec(), t.data()).unwrap(),
+            );
         }
         safetensors::serialize_to_file(views, None, &dir.join(&file)).unwrap();
     }
@@ -41,7 +48,11 @@ fn rewrite(dir: &Path, rename: impl Fn(&str) -> String, shards: usize) {
 
 fn run_on_dir(model_dir: &Path, forward: bool) -> serde_json::Value {
     let work = tempfile::tempdir().unwrap();
-    let steps = if forward { r#"["load m", "forward m", "unload m", "release"]"# } else { r#"["load m", "unload m"]"# };
+    let steps = if forward {
+        r#"["load m", "forward m", "unload m", "release"]"#
+    } else {
+        r#"["load m", "unload m"]"#
+    };
     let scenario = write_scenario(
         work.path(),
         "dir",
@@ -51,7 +62,13 @@ fn run_on_dir(model_dir: &Path, forward: bool) -> serde_json::Value {
         ),
     );
     let out = work.path().join("out");
-    run_ok(memrel().args(["run", "--scenario"]).arg(&scenario).arg("--out").arg(&out));
+    run_ok(
+        memrel()
+            .args(["run", "--scenario"])
+            .arg(&scenario)
+            .arg("--out")
+            .arg(&out),
+    );
     summary(&results_dir(&out, "dir"))
 }
 
@@ -59,7 +76,9 @@ fn run_on_dir(model_dir: &Path, forward: bool) -> serde_json::Value {
 fn generated_model_is_a_real_huggingface_directory() {
     let dir = tempfile::tempdir().unwrap();
     gen("bert-tiny", dir.path());
-    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("config.json")).unwrap()).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("config.json")).unwrap())
+            .unwrap();
     assert_eq!(config["model_type"], "bert");
     let info = run_ok(memrel().args(["model", "info"]).arg(dir.path()));
     let text = String::from_utf8_lossy(&info.stdout);
@@ -80,7 +99,11 @@ fn bert_without_prefix_and_with_weight_bias_layernorm_names_loads_and_runs() {
     gen("bert-tiny", dir.path());
     rewrite(
         dir.path(),
-        |n| n.trim_start_matches("bert.").replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"),
+        |n| {
+            n.trim_start_matches("bert.")
+                .replace("LayerNorm.gamma", "LayerNorm.weight")
+                .replace("LayerNorm.beta", "LayerNorm.bias")
+        },
         1,
     );
     let summary = run_on_dir(dir.path(), true);
@@ -103,7 +126,10 @@ fn sharded_checkpoint_with_an_index_loads() {
 fn hub_model_in_the_local_cache_loads_offline() {
     let hf_home = tempfile::tempdir().unwrap();
     let sha = "0123456789abcdef0123456789abcdef01234567";
-    let repo = hf_home.path().join("hub").join("models--memrel-test--tiny-bert");
+    let repo = hf_home
+        .path()
+        .join("hub")
+        .join("models--memrel-test--tiny-bert");
     let snapshot = repo.join("snapshots").join(sha);
     gen("bert-tiny", &snapshot);
     std::fs::create_dir_all(repo.join("refs")).unwrap();
@@ -115,11 +141,26 @@ fn hub_model_in_the_local_cache_loads_offline() {
         "description = \"x\"\nstrategies = [\"drop\"]\ncycles = 1\n[models.m]\nhub = \"memrel-test/tiny-bert\"\n[workload]\nsteps = [\"load m\", \"unload m\"]\nbaseline_ms = 20\n",
     );
     let out = work.path().join("out");
-    run_ok(memrel().env("HF_HOME", hf_home.path()).args(["run", "--scenario"]).arg(&scenario).arg("--out").arg(&out));
-    let runs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(results_dir(&out, "hub").join("runs.json")).unwrap()).unwrap();
-    assert_eq!(runs["header"]["models"][0]["source"], "hub:memrel-test/tiny-bert@main");
-    assert!(runs["header"]["models"][0]["dir"].as_str().unwrap().ends_with(sha));
+    run_ok(
+        memrel()
+            .env("HF_HOME", hf_home.path())
+            .args(["run", "--scenario"])
+            .arg(&scenario)
+            .arg("--out")
+            .arg(&out),
+    );
+    let runs: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results_dir(&out, "hub").join("runs.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        runs["header"]["models"][0]["source"],
+        "hub:memrel-test/tiny-bert@main"
+    );
+    assert!(runs["header"]["models"][0]["dir"]
+        .as_str()
+        .unwrap()
+        .ends_with(sha));
 }
 
 #[test]
@@ -127,8 +168,20 @@ fn list_shows_every_strategy_scenario_and_preset() {
     let output = run_ok(memrel().args(["list", "--long"]));
     let text = String::from_utf8_lossy(&output.stdout);
     for name in [
-        "drop", "malloc-trim", "trim-threshold-env", "mmap-threshold-env", "mallopt", "tcache-off", "arena-max-1",
-        "cpu-drop", "cpu-trim", "cpu-trim-env", "cpu-load-only", "article-cpu", "bert-base", "qwen2-small",
+        "drop",
+        "malloc-trim",
+        "trim-threshold-env",
+        "mmap-threshold-env",
+        "mallopt",
+        "tcache-off",
+        "arena-max-1",
+        "cpu-drop",
+        "cpu-trim",
+        "cpu-trim-env",
+        "cpu-load-only",
+        "article-cpu",
+        "bert-base",
+        "qwen2-small",
     ] {
         assert!(text.contains(name), "{name} missing from memrel list");
     }
