@@ -4,10 +4,12 @@
 //! The data flows one way: scenario → worker (child process) + sampler →
 //! run record → metrics → exporters. See README.md and each module's docs.
 
+pub mod baseline;
 pub mod cli;
 pub mod commands;
 pub mod export;
 pub mod fsutil;
+pub mod gate;
 pub mod host;
 pub mod metrics;
 pub mod model;
