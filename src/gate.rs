@@ -219,6 +219,16 @@ pub fn judge(
         }
         _ => String::new(),
     };
+    // A change must hold across repetitions: one run on a side cannot show that.
+    if matches!(v.verdict, Verdict::Regressed | Verdict::Improved)
+        && (baseline.len() < 2 || new.len() < 2)
+    {
+        v.note = format!(
+            "would be {}, but one run on a side cannot show a change holds: use --repeat 2 or more",
+            v.verdict.as_str()
+        );
+        v.verdict = Verdict::Inconclusive;
+    }
     v
 }
 
@@ -396,11 +406,25 @@ mod tests {
             "s",
             "x",
             GateMetric::PeakBytes,
-            &[800.0 * MIB],
-            &[400.0 * MIB],
+            &[800.0 * MIB, 810.0 * MIB],
+            &[400.0 * MIB, 405.0 * MIB],
             &thresholds(),
         );
         assert_eq!(v.verdict, Verdict::Improved);
+    }
+
+    #[test]
+    fn one_run_per_side_is_never_a_regression() {
+        let v = judge(
+            "s",
+            "x",
+            GateMetric::RetainedBytes,
+            &[2.0 * MIB],
+            &[400.0 * MIB],
+            &thresholds(),
+        );
+        assert_eq!(v.verdict, Verdict::Inconclusive);
+        assert!(v.note.contains("--repeat"));
     }
 
     #[test]
