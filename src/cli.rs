@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Measures whether, how fast and at what cost ML model memory goes back to the system after a model is unloaded",
     long_about = None,
-    after_help = "Examples:\n  memrel run                                   # the default scenario (cpu-trim)\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel list --long                           # scenarios, strategies, model presets\n  memrel model gen bert-base ./bert-base       # write a synthetic HuggingFace-layout model"
+    after_help = "Examples:\n  memrel run                                   # the default scenario (cpu-trim)\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel compare --scenario cpu-trim --repeat 3  # strategies side by side: compare.png, retained.png, compare.md\n  memrel compare results/a/<stamp> results/b/<stamp>\n  memrel report results/cpu-trim/<stamp>       # re-render a saved run from its data\n  memrel list --long                           # scenarios, strategies, model presets\n  memrel model gen bert-base ./bert-base       # write a synthetic HuggingFace-layout model"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -21,8 +21,25 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scenario: one fresh worker process per strategy and repetition.
-    #[command(after_help = "Examples:\n  memrel run\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel run --scenario ./my-scenario.toml --repeat 3 --out /tmp/results\n  memrel run --scenario cpu-all --interval-ms 1")]
+    #[command(
+        after_help = "Examples:\n  memrel run\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel run --scenario ./my-scenario.toml --repeat 3 --out /tmp/results\n  memrel run --scenario cpu-all --interval-ms 1"
+    )]
     Run(RunArgs),
+    /// Compare strategies side by side: run a scenario's matrix, or compare saved results directories.
+    #[command(
+        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategies drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png and retained.png: into the run's own\nresults directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
+    )]
+    Compare(CompareArgs),
+    /// Re-render every output of a saved run (CSV, JSON, charts, comparison) from its data on disk.
+    #[command(
+        after_help = "Examples:\n  memrel report results/cpu-trim/20261122-040426\n  memrel report results/cpu-trim/20261122-040426 --out /tmp/again --export-trace trace.json"
+    )]
+    Report(ReportArgs),
+    /// The regression gate: compare results with a named baseline; exit 1 on a regression.
+    #[command(
+        after_help = "Examples:\n  memrel run --scenario ci-smoke --save-baseline main\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios"
+    )]
+    Check(CheckArgs),
     /// List built-in scenarios, strategies and model presets.
     #[command(after_help = "Examples:\n  memrel list\n  memrel list --long")]
     List(ListArgs),
@@ -57,6 +74,76 @@ pub struct RunArgs {
     /// Where results go: a new directory <OUT>/<scenario>/<timestamp> is created.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// Also write the runs as Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub export_trace: Option<PathBuf>,
+    /// Also save this run as baseline NAME (<OUT>/baselines/NAME/<scenario>) for `memrel check`.
+    #[arg(long, value_name = "NAME")]
+    pub save_baseline: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The baseline to compare with (made by `memrel run --save-baseline NAME`).
+    #[arg(long, value_name = "NAME")]
+    pub baseline: String,
+    /// Saved results directories to check; none: run the baseline's own scenarios now.
+    #[arg(value_name = "RESULTS_DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Skip scenarios the baseline lacks (with a warning) instead of failing.
+    #[arg(long)]
+    pub lenient: bool,
+    /// The results root: baselines are read from <OUT>/baselines, new runs go to <OUT>/<scenario>.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Where verdict.json and verdict.md go (default: the checked results directory).
+    #[arg(long, value_name = "DIR")]
+    pub verdict_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["scenario", "dirs"])))]
+pub struct CompareArgs {
+    /// Saved results directories to compare (nothing is run).
+    #[arg(value_name = "RESULTS_DIR", conflicts_with_all = ["strategies", "cycles", "repeat", "interval_ms", "device"])]
+    pub dirs: Vec<PathBuf>,
+    /// Run this scenario (a built-in name or a TOML path) and compare its strategies.
+    #[arg(short, long)]
+    pub scenario: Option<String>,
+    /// Strategies to run, comma-separated (default: the scenario's list).
+    #[arg(long, alias = "strategy", value_name = "A,B,C", value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Cycles per worker process (overrides the scenario).
+    #[arg(long)]
+    pub cycles: Option<u32>,
+    /// Worker processes per strategy (overrides the scenario).
+    #[arg(long)]
+    pub repeat: Option<u32>,
+    /// Sampling interval in milliseconds, 1 to 10000 (default: the scenario's).
+    #[arg(long, value_name = "MS")]
+    pub interval_ms: Option<f64>,
+    /// Device: cpu, cuda or cuda:N (overrides the scenario).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Where results go: <OUT>/<scenario>/<timestamp> with --scenario, <OUT>/compare/<timestamp> for saved directories.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Also write every run as Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub export_trace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results directory written by `memrel run` or `memrel compare`.
+    #[arg(value_name = "RESULTS_DIR")]
+    pub dir: PathBuf,
+    /// Write into this directory instead of over the saved outputs.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Also write the runs as Chrome trace-event JSON.
+    #[arg(long, value_name = "FILE")]
+    pub export_trace: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

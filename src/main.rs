@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use memrel::cli::{Cli, Command, ModelCommand};
 use memrel::commands;
+use memrel::export::{console, table};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -22,15 +23,72 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => {
             let options = commands::run::RunOptions::from_args(&args)?;
-            let (dir, summary) = commands::run::execute(&options, std::env::args().collect())?;
-            print!("{}", memrel::export::console::summary_table(&summary));
-            println!("\nresults: {}", dir.display());
-            let failed = summary.runs.iter().filter(|r| r.error.is_some()).count();
-            if failed > 0 {
-                eprintln!("memrel: error: {failed} of {} runs did not complete; what they measured is kept in {}", summary.runs.len(), dir.display());
-                return Ok(ExitCode::from(2));
+            if let Some(path) = &args.export_trace {
+                commands::compare::check_trace_path(path)?;
             }
+            let (dir, summary) = commands::run::execute(&options, std::env::args().collect())?;
+            print!("{}", console::summary_table(&summary));
+            println!("\nresults: {}", dir.display());
+            if let Some(path) = &args.export_trace {
+                commands::report::export_trace_of(&dir, path)?;
+                println!("trace: {}", path.display());
+            }
+            if let Some(name) = &args.save_baseline {
+                let entry = memrel::baseline::save(&dir, &memrel::baseline::root(&args.out), name)?;
+                println!("baseline {name}: {}", entry.display());
+            }
+            Ok(runs_failed_code(
+                summary.runs.iter().filter(|r| r.error.is_some()).count(),
+                summary.runs.len(),
+                &dir,
+            ))
+        }
+        Command::Compare(args) => {
+            let outcome = commands::compare::execute_args(&args, std::env::args().collect())?;
+            print!("{}", table::plain(&outcome.comparison));
+            println!("\nresults: {}", outcome.dir.display());
+            if let Some(path) = &args.export_trace {
+                println!("trace: {}", path.display());
+            }
+            let runs: u32 = outcome.comparison.rows.iter().map(|r| r.summary.runs).sum();
+            Ok(runs_failed_code(
+                outcome.failed_runs,
+                runs as usize,
+                &outcome.dir,
+            ))
+        }
+        Command::Report(args) => {
+            let outcome = commands::report::execute_args(&args)?;
+            for d in &outcome.damage {
+                eprintln!("memrel: warning: {d}");
+            }
+            match (&outcome.comparison, &outcome.summary) {
+                (Some(c), _) => print!("{}", table::plain(c)),
+                (None, Some(s)) => print!("{}", console::summary_table(s)),
+                (None, None) => {}
+            }
+            println!("\nre-rendered: {}", outcome.dir.display());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Check(args) => {
+            let options = commands::check::CheckOptions {
+                baseline: args.baseline.clone(),
+                dirs: args.dirs.clone(),
+                lenient: args.lenient,
+                results_root: args.out.clone(),
+                verdict_dir: args.verdict_dir.clone(),
+            };
+            let (report, dir) = commands::check::execute(&options)?;
+            for w in &report.warnings {
+                eprintln!("memrel: warning: {w}");
+            }
+            print!("{}", memrel::export::verdict::verdict_markdown(&report));
+            println!("\nverdict: {}", dir.join("verdict.json").display());
+            Ok(if report.regressed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::List(args) => {
             print!("{}", commands::list::render(args.long));
@@ -49,6 +107,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(2)))
         }
     }
+}
+
+/// Exit code 2 when some runs did not complete (their data is kept), else 0.
+fn runs_failed_code(failed: usize, total: usize, dir: &std::path::Path) -> ExitCode {
+    if failed == 0 {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "memrel: error: {failed} of {total} runs did not complete; what they measured is kept in {}",
+        dir.display()
+    );
+    ExitCode::from(2)
 }
 
 /// The error and its causes, "a: b: c", starting lowercase.

@@ -4,6 +4,8 @@
 //! the gate) reads a [`Summary`], so all of them agree and can be recomputed
 //! from disk at any time. The definitions are in the README ("Metrics").
 
+pub mod comparison;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -98,6 +100,30 @@ pub struct StrategySummary {
     pub processes_retaining: u32,
     /// Retained per cycle, median over runs (cycle 1 first).
     pub retained_by_cycle_bytes: Vec<f64>,
+    /// Retained after each cycle, median and range over the runs that reached it.
+    #[serde(default)]
+    pub retained_by_cycle: Vec<CycleSpread>,
+    /// The anonymous part of `retained_bytes` (heap and copied tensors).
+    #[serde(default)]
+    pub retained_anon_bytes: Option<Spread>,
+    /// Cycles the scenario asked for, over all runs (runs × cycles).
+    #[serde(default)]
+    pub cycles_expected: u32,
+    /// Some run failed or timed out, or fewer cycles were measured than asked for.
+    #[serde(default)]
+    pub incomplete: bool,
+    /// The run charts draw for this strategy: the completed run whose retained
+    /// value is closest to the median (the first such run on a tie).
+    #[serde(default)]
+    pub representative_run: Option<u32>,
+}
+
+/// One cycle's value over the runs of a strategy.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CycleSpread {
+    pub cycle: u32,
+    #[serde(flatten)]
+    pub spread: Spread,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -112,8 +138,11 @@ pub struct Summary {
     pub strategies: Vec<StrategySummary>,
 }
 
-/// Computes every metric of a record.
+/// Computes every metric of a record, at the precision its files keep, so the
+/// summary of a record and of the same record read back from disk are identical.
 pub fn summarize(record: &Record) -> Summary {
+    let record = record.at_file_precision();
+    let record = record.as_ref();
     let threshold = record.header.retention_threshold_bytes;
     let model_bytes: BTreeMap<&str, u64> = record
         .header
@@ -136,7 +165,7 @@ pub fn summarize(record: &Record) -> Summary {
         .iter()
         .map(|name| {
             let of: Vec<&RunSummary> = runs.iter().filter(|r| &r.strategy == name).collect();
-            summarize_strategy(name, &of)
+            summarize_strategy(name, &of, record.header.cycles)
         })
         .collect();
     Summary {
@@ -151,14 +180,25 @@ pub fn summarize(record: &Record) -> Summary {
     }
 }
 
-fn edges<'a>(run: &'a RunRecord, cycle: u32, phase: Phase, edge: Edge) -> impl Iterator<Item = &'a crate::record::Event> + 'a {
+fn edges<'a>(
+    run: &'a RunRecord,
+    cycle: u32,
+    phase: Phase,
+    edge: Edge,
+) -> impl Iterator<Item = &'a crate::record::Event> + 'a {
     run.events
         .iter()
         .filter(move |e| e.edge.cycle == cycle && e.edge.phase == phase && e.edge.edge == edge)
 }
 
-pub fn summarize_run(run: &RunRecord, threshold: u64, model_bytes: &BTreeMap<&str, u64>) -> RunSummary {
-    let baseline: Option<MemoryAtEdge> = edges(run, 0, Phase::Baseline, Edge::End).last().map(|e| e.edge.memory);
+pub fn summarize_run(
+    run: &RunRecord,
+    threshold: u64,
+    model_bytes: &BTreeMap<&str, u64>,
+) -> RunSummary {
+    let baseline: Option<MemoryAtEdge> = edges(run, 0, Phase::Baseline, Edge::End)
+        .last()
+        .map(|e| e.edge.memory);
     let baseline_bytes = baseline.map(|m| m.rss_bytes).unwrap_or(0);
     let last_cycle = run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
     let mut cycles = Vec::new();
@@ -211,8 +251,8 @@ fn cycle_metrics(
     let after_release = released.edge.memory;
     let retained = after_release.rss_bytes as i64 - baseline.rss_bytes as i64;
     let denominator = loaded_bytes as f64 - baseline.rss_bytes as f64;
-    let released_fraction =
-        (denominator > 0.0).then(|| (loaded_bytes as f64 - after_release.rss_bytes as f64) / denominator);
+    let released_fraction = (denominator > 0.0)
+        .then(|| (loaded_bytes as f64 - after_release.rss_bytes as f64) / denominator);
 
     let drop_bytes = loaded_bytes.saturating_sub(after_release.rss_bytes);
     let tolerance = LATENCY_TOLERANCE_BYTES.max(drop_bytes / 50);
@@ -223,10 +263,12 @@ fn cycle_metrics(
         .filter(|s| s.t_s >= unloaded.t_s && s.t_s <= released.t_s)
         .find(|s| s.rss_bytes <= target)
         .map(|s| s.t_s - unloaded.t_s)
-        .or_else(|| (released.t_s > unloaded.t_s).then(|| released.t_s - unloaded.t_s));
+        .or_else(|| (released.t_s > unloaded.t_s).then_some(released.t_s - unloaded.t_s));
 
     let sum = |phase: Phase| -> Option<f64> {
-        let v: Vec<f64> = edges(run, cycle, phase, Edge::End).filter_map(|e| e.edge.elapsed_s).collect();
+        let v: Vec<f64> = edges(run, cycle, phase, Edge::End)
+            .filter_map(|e| e.edge.elapsed_s)
+            .collect();
         (!v.is_empty()).then(|| v.iter().sum())
     };
     let load_bytes = edges(run, cycle, Phase::Load, Edge::End)
@@ -252,10 +294,15 @@ fn cycle_metrics(
     })
 }
 
-fn summarize_strategy(name: &str, runs: &[&RunSummary]) -> StrategySummary {
-    let over = |f: &dyn Fn(&RunSummary) -> Option<f64>| spread(runs.iter().filter_map(|r| f(r)).collect());
+fn summarize_strategy(name: &str, runs: &[&RunSummary], cycles_per_run: u32) -> StrategySummary {
+    let over =
+        |f: &dyn Fn(&RunSummary) -> Option<f64>| spread(runs.iter().filter_map(|r| f(r)).collect());
     let per_cycle = |f: &dyn Fn(&CycleMetrics) -> Option<f64>| {
-        spread(runs.iter().flat_map(|r| r.cycles.iter().filter_map(f)).collect())
+        spread(
+            runs.iter()
+                .flat_map(|r| r.cycles.iter().filter_map(f))
+                .collect(),
+        )
     };
     let max_cycles = runs.iter().map(|r| r.cycles.len()).max().unwrap_or(0);
     let retained_by_cycle_bytes = (0..max_cycles)
@@ -267,10 +314,31 @@ fn summarize_strategy(name: &str, runs: &[&RunSummary]) -> StrategySummary {
             spread(v).map(|s| s.median)
         })
         .collect();
+    let last_cycle = runs
+        .iter()
+        .flat_map(|r| r.cycles.iter().map(|c| c.cycle))
+        .max()
+        .unwrap_or(0);
+    let retained_by_cycle: Vec<CycleSpread> = (1..=last_cycle)
+        .filter_map(|cycle| {
+            let v: Vec<f64> = runs
+                .iter()
+                .flat_map(|r| r.cycles.iter().filter(|c| c.cycle == cycle))
+                .map(|c| c.retained_bytes as f64)
+                .collect();
+            spread(v).map(|spread| CycleSpread { cycle, spread })
+        })
+        .collect();
+    let runs_completed = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Completed)
+        .count() as u32;
+    let cycles_total: u32 = runs.iter().map(|r| r.cycles.len() as u32).sum();
+    let cycles_expected = runs.len() as u32 * cycles_per_run;
     StrategySummary {
         strategy: name.to_string(),
         runs: runs.len() as u32,
-        runs_completed: runs.iter().filter(|r| r.status == RunStatus::Completed).count() as u32,
+        runs_completed,
         checks_passed: runs.iter().all(|r| r.checks_passed),
         baseline_bytes: over(&|r| Some(r.baseline_bytes as f64)),
         peak_bytes: over(&|r| Some(r.peak_bytes as f64)),
@@ -287,10 +355,47 @@ fn summarize_strategy(name: &str, runs: &[&RunSummary]) -> StrategySummary {
         peak_vram_bytes: over(&|r| r.peak_vram_bytes.map(|v| v as f64)),
         vram_after_release_bytes: per_cycle(&|c| c.vram_after_release_bytes.map(|v| v as f64)),
         cycles_retaining: runs.iter().map(|r| r.cycles_retaining).sum(),
-        cycles_total: runs.iter().map(|r| r.cycles.len() as u32).sum(),
+        cycles_total,
         processes_retaining: runs.iter().filter(|r| r.cycles_retaining > 0).count() as u32,
         retained_by_cycle_bytes,
+        retained_by_cycle,
+        retained_anon_bytes: over(&|r| r.cycles.last().map(|c| c.retained_anon_bytes as f64)),
+        cycles_expected,
+        incomplete: runs_completed < runs.len() as u32 || cycles_total < cycles_expected,
+        representative_run: representative_run(runs),
     }
+}
+
+/// The completed run (else any run) whose last retained value is closest to
+/// the median over those runs; runs without a retained value come last.
+fn representative_run(runs: &[&RunSummary]) -> Option<u32> {
+    let completed: Vec<&RunSummary> = runs
+        .iter()
+        .copied()
+        .filter(|r| r.status == RunStatus::Completed)
+        .collect();
+    let pool: Vec<&RunSummary> = if completed.is_empty() {
+        runs.to_vec()
+    } else {
+        completed
+    };
+    let median = spread(
+        pool.iter()
+            .filter_map(|r| r.retained_bytes.map(|v| v as f64))
+            .collect(),
+    )
+    .map(|s| s.median);
+    let distance = |r: &RunSummary| match (r.retained_bytes, median) {
+        (Some(v), Some(m)) => (v as f64 - m).abs(),
+        _ => f64::INFINITY,
+    };
+    let mut best: Option<&RunSummary> = None;
+    for r in pool {
+        if best.is_none_or(|b| distance(r) < distance(b)) {
+            best = Some(r);
+        }
+    }
+    best.map(|r| r.run)
 }
 
 /// Median and range, `None` for no values.
@@ -347,5 +452,78 @@ mod tests {
         let s = spread(vec![4.0, 1.0, 3.0, 2.0]).unwrap();
         assert_eq!((s.median, s.min, s.max, s.n), (2.5, 1.0, 4.0, 4));
         assert!(spread(vec![]).is_none());
+    }
+
+    fn of<'a>(summary: &'a Summary, name: &str) -> &'a StrategySummary {
+        summary
+            .strategies
+            .iter()
+            .find(|s| s.strategy == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn retained_after_each_cycle_has_its_range_over_repetitions() {
+        let summary = summarize(&crate::record::fixture::record());
+        let drop = of(&summary, "drop");
+        let mib = |b: f64| (b / (1u64 << 20) as f64).round();
+        let by_cycle: Vec<(u32, f64, f64, f64)> = drop
+            .retained_by_cycle
+            .iter()
+            .map(|c| {
+                (
+                    c.cycle,
+                    mib(c.spread.median),
+                    mib(c.spread.min),
+                    mib(c.spread.max),
+                )
+            })
+            .collect();
+        // Run 1 retains 2, 60, 60 MiB; run 3 retains 2, 2, 60 MiB.
+        assert_eq!(
+            by_cycle,
+            vec![
+                (1, 2.0, 2.0, 2.0),
+                (2, 31.0, 2.0, 60.0),
+                (3, 60.0, 60.0, 60.0)
+            ]
+        );
+        assert_eq!(
+            (
+                drop.cycles_retaining,
+                drop.cycles_total,
+                drop.processes_retaining
+            ),
+            (3, 6, 2)
+        );
+        assert_eq!(drop.cycles_expected, 6);
+        assert!(!drop.incomplete);
+        assert_eq!(mib(drop.retained_anon_bytes.as_ref().unwrap().median), 45.0);
+    }
+
+    #[test]
+    fn the_representative_run_is_the_one_nearest_the_median() {
+        let mut record = crate::record::fixture::record();
+        record
+            .runs
+            .push(crate::record::fixture::run(5, "drop", 3, &[2, 2, 2]));
+        let summary = summarize(&record);
+        // drop's last retained: 60, 60, 2 → median 60: run 1 (the first of the nearest).
+        assert_eq!(of(&summary, "drop").representative_run, Some(1));
+        record.runs[0].meta.status = RunStatus::Failed;
+        let summary = summarize(&record);
+        // Among completed runs 3 and 5 (60 and 2 MiB) the median is 31: a tie, the first wins.
+        assert_eq!(of(&summary, "drop").representative_run, Some(3));
+        assert!(of(&summary, "drop").incomplete);
+    }
+
+    #[test]
+    fn a_run_cut_short_makes_its_strategy_incomplete() {
+        let mut record = crate::record::fixture::record();
+        record.runs[1].events.truncate(10);
+        let summary = summarize(&record);
+        let trim = of(&summary, "malloc-trim");
+        assert_eq!((trim.cycles_total, trim.cycles_expected), (4, 6));
+        assert!(trim.incomplete);
     }
 }

@@ -496,3 +496,256 @@ fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event), String> {
 fn round_us(t_s: f64) -> f64 {
     (t_s * 1e6).round() / 1e6
 }
+
+/// Small hand-built records for unit tests across the crate.
+#[cfg(test)]
+pub mod fixture {
+    use super::*;
+
+    pub const MIB: u64 = 1 << 20;
+
+    pub fn header(scenario: &str, cycles: u32) -> Header {
+        Header {
+            schema_version: SCHEMA_VERSION,
+            memrel_version: "0.1.0".into(),
+            scenario: scenario.into(),
+            scenario_origin: "builtin".into(),
+            scenario_toml: format!("cycles = {cycles}"),
+            device: "cpu".into(),
+            command: vec!["memrel".into()],
+            created_unix_s: 1_795_000_000,
+            host: Host {
+                hostname: "vm".into(),
+                os: "Linux".into(),
+                kernel: "6.1".into(),
+                libc: "glibc 2.36".into(),
+                cpus: 2,
+                total_memory_bytes: 8 << 30,
+            },
+            sampler: "procfs-statm".into(),
+            interval_s: 0.01,
+            cycles,
+            retention_threshold_bytes: 16 * MIB,
+            models: vec![ModelInfo {
+                id: "m".into(),
+                source: "preset:bert-tiny".into(),
+                dir: "/cache/m".into(),
+                architecture: "bert".into(),
+                tensor_bytes: 100 * MIB,
+                parameters: 25 * MIB,
+            }],
+        }
+    }
+
+    fn event(t_s: f64, phase: Phase, edge: Edge, cycle: u32, rss_mib: u64) -> Event {
+        Event {
+            t_s,
+            edge: PhaseEdge {
+                phase,
+                edge,
+                cycle,
+                model: matches!(phase, Phase::Load | Phase::Unload).then(|| "m".to_string()),
+                elapsed_s: (edge == Edge::End).then_some(0.1 + 0.2),
+                memory: MemoryAtEdge {
+                    rss_bytes: rss_mib * MIB,
+                    anon_bytes: rss_mib * MIB * 3 / 4,
+                    file_bytes: rss_mib * MIB / 4,
+                    vram_bytes: None,
+                },
+                allocator: None,
+                note: None,
+            },
+        }
+    }
+
+    /// One run: baseline 10 MiB, then per cycle load to 110 MiB, unload, release,
+    /// settle at 10 + `retained_mib[cycle]` MiB; samples every ~10 ms with
+    /// times that are not round numbers.
+    pub fn run(run: u32, strategy: &str, repetition: u32, retained_mib: &[u64]) -> RunRecord {
+        let mut events = vec![
+            event(0.0013, Phase::Baseline, Edge::Begin, 0, 10),
+            event(0.1000003, Phase::Baseline, Edge::End, 0, 10),
+        ];
+        let mut levels: Vec<(f64, u64)> = vec![(0.0, 10)];
+        for (i, kept) in retained_mib.iter().enumerate() {
+            let cycle = i as u32 + 1;
+            let t0 = 0.1 + i as f64 * 1.0;
+            events.push(event(t0 + 0.0000001, Phase::Load, Edge::Begin, cycle, 10));
+            events.push(event(t0 + 0.3, Phase::Load, Edge::End, cycle, 110));
+            events.push(event(t0 + 0.3, Phase::Unload, Edge::Begin, cycle, 110));
+            events.push(event(t0 + 0.4, Phase::Unload, Edge::End, cycle, 10 + kept));
+            events.push(event(
+                t0 + 0.4,
+                Phase::Release,
+                Edge::Begin,
+                cycle,
+                10 + kept,
+            ));
+            events.push(event(t0 + 0.5, Phase::Release, Edge::End, cycle, 10 + kept));
+            events.push(event(
+                t0 + 0.5,
+                Phase::Settle,
+                Edge::Begin,
+                cycle,
+                10 + kept,
+            ));
+            events.push(event(t0 + 0.9, Phase::Settle, Edge::End, cycle, 10 + kept));
+            levels.push((t0, 110));
+            levels.push((t0 + 0.4, 10 + kept));
+        }
+        let end_s = 0.1 + retained_mib.len() as f64 + 0.05;
+        let samples = (0..)
+            .map(|i| f64::from(i) * 0.010000017 + 0.0000004)
+            .take_while(|t| *t < end_s)
+            .map(|t_s| {
+                let mib = levels
+                    .iter()
+                    .rev()
+                    .find(|(from, _)| *from <= t_s)
+                    .map(|l| l.1)
+                    .unwrap_or(10);
+                Sample {
+                    t_s,
+                    rss_bytes: mib * MIB,
+                    anon_bytes: mib * MIB * 3 / 4,
+                    file_bytes: mib * MIB / 4,
+                    vram_bytes: None,
+                }
+            })
+            .collect();
+        RunRecord {
+            meta: RunMeta {
+                run,
+                strategy: strategy.into(),
+                repetition,
+                pid: 1000 + run,
+                status: RunStatus::Completed,
+                error: None,
+                checks: vec![Check {
+                    name: "env".into(),
+                    ok: true,
+                    detail: "set".into(),
+                }],
+                vm_hwm_bytes: Some(120 * MIB),
+                duration_s: 1.0 / 3.0 + end_s,
+                stderr_tail: String::new(),
+            },
+            samples,
+            events,
+        }
+    }
+
+    /// `drop` retaining from cycle 2 on and `malloc-trim` retaining nothing, twice each.
+    pub fn record() -> Record {
+        Record {
+            header: header("fixture", 3),
+            runs: vec![
+                run(1, "drop", 1, &[2, 60, 60]),
+                run(2, "malloc-trim", 1, &[1, 1, 1]),
+                run(3, "drop", 2, &[2, 2, 60]),
+                run(4, "malloc-trim", 2, &[1, 2, 1]),
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::summarize;
+
+    fn files(dir: &Path) -> Vec<Vec<u8>> {
+        [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE]
+            .iter()
+            .map(|f| std::fs::read(dir.join(f)).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn saving_what_was_loaded_writes_the_same_bytes_and_the_same_summary() {
+        let record = fixture::record();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        record.save(a.path()).unwrap();
+        let loaded = Record::load(a.path()).unwrap();
+        loaded.save(b.path()).unwrap();
+        assert!(
+            files(a.path()) == files(b.path()),
+            "a saved record changed on its way through disk"
+        );
+        assert_eq!(summarize(&record), summarize(&loaded));
+        assert_eq!(*record.at_file_precision(), loaded);
+    }
+
+    #[test]
+    fn a_record_already_at_file_precision_is_not_copied() {
+        let loaded = fixture::record().at_file_precision().into_owned();
+        assert!(matches!(loaded.at_file_precision(), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_cut_short_samples_file_keeps_the_rows_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture::record().save(dir.path()).unwrap();
+        let path = dir.path().join(SAMPLES_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines = text.lines().count();
+        // Keep the header, 10 rows and half of the 11th.
+        let keep: usize = text.lines().take(11).map(|l| l.len() + 1).sum::<usize>() + 12;
+        std::fs::write(&path, &text[..keep]).unwrap();
+        let (record, damage) = Record::load_partial(dir.path()).unwrap();
+        assert_eq!(
+            record.runs.iter().map(|r| r.samples.len()).sum::<usize>(),
+            10
+        );
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(
+            damage[0].contains("samples.csv line 12 is malformed or cut short"),
+            "{}",
+            damage[0]
+        );
+        assert!(
+            damage[0].ends_with("kept the 10 rows before it"),
+            "{}",
+            damage[0]
+        );
+        assert!(lines > 12);
+        let strict = Record::load(dir.path()).unwrap_err().to_string();
+        assert!(strict.contains("samples.csv line 12"), "{strict}");
+    }
+
+    #[test]
+    fn a_missing_events_file_is_damage_not_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture::record().save(dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join(EVENTS_FILE)).unwrap();
+        let (record, damage) = Record::load_partial(dir.path()).unwrap();
+        assert!(record
+            .runs
+            .iter()
+            .all(|r| r.events.is_empty() && !r.samples.is_empty()));
+        assert!(
+            damage[0].starts_with("cannot read ") && damage[0].contains("events.csv"),
+            "{damage:?}"
+        );
+    }
+
+    #[test]
+    fn another_schema_version_names_the_file_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture::record().save(dir.path()).unwrap();
+        let path = dir.path().join(RUNS_FILE);
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"schema_version\": 1", "\"schema_version\": 7");
+        std::fs::write(&path, text).unwrap();
+        let e = format!("{:#}", Record::load_partial(dir.path()).unwrap_err());
+        assert!(
+            e.contains("runs.json has schema version 7 (written by memrel 0.1.0)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("open it with the memrel that wrote it, or re-run the scenario"),
+            "{e}"
+        );
+    }
+}

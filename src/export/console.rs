@@ -7,15 +7,21 @@ use crate::metrics::{Spread, Summary};
 use crate::textutil::MIB;
 
 fn mib(s: &Option<Spread>) -> String {
-    s.as_ref().map(|s| format!("{:.1}", s.median / MIB)).unwrap_or_else(|| "-".into())
+    s.as_ref()
+        .map(|s| format!("{:.1}", s.median / MIB))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn ms(s: &Option<Spread>) -> String {
-    s.as_ref().map(|s| format!("{:.1}", s.median * 1e3)).unwrap_or_else(|| "-".into())
+    s.as_ref()
+        .map(|s| format!("{:.1}", s.median * 1e3))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn pct(s: &Option<Spread>) -> String {
-    s.as_ref().map(|s| format!("{:.0}%", s.median * 100.0)).unwrap_or_else(|| "-".into())
+    s.as_ref()
+        .map(|s| format!("{:.0}%", s.median * 100.0))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// A plain-text table (medians over repetitions).
@@ -54,7 +60,11 @@ pub fn summary_table(summary: &Summary) -> String {
             ms(&s.release_action_s),
             format!("{}/{}", s.cycles_retaining, s.cycles_total),
             format!("{}/{}", s.processes_retaining, s.runs),
-            if s.checks_passed { "ok".into() } else { "FAILED".into() },
+            if s.checks_passed {
+                "ok".into()
+            } else {
+                "FAILED".into()
+            },
         ]);
     }
     let widths: Vec<usize> = (0..header.len())
@@ -65,22 +75,49 @@ pub fn summary_table(summary: &Summary) -> String {
         let cells: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
             .collect();
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
         if n == 0 {
-            let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+            let _ = writeln!(
+                out,
+                "{}",
+                "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1))
+            );
         }
     }
-    let _ = writeln!(out, "\nretained MiB after each cycle (median over repetitions; retention = above {:.0} MiB):", summary.retention_threshold_bytes as f64 / MIB);
-    let name_width = summary.strategies.iter().map(|s| s.strategy.len()).max().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "\nretained MiB after each cycle (median over repetitions; retention = above {:.0} MiB):",
+        summary.retention_threshold_bytes as f64 / MIB
+    );
+    let name_width = summary
+        .strategies
+        .iter()
+        .map(|s| s.strategy.len())
+        .max()
+        .unwrap_or(0);
     for s in &summary.strategies {
-        let cycles: Vec<String> = s.retained_by_cycle_bytes.iter().map(|b| format!("{:>7.1}", b / MIB)).collect();
+        let cycles: Vec<String> = s
+            .retained_by_cycle_bytes
+            .iter()
+            .map(|b| format!("{:>7.1}", b / MIB))
+            .collect();
         let _ = writeln!(out, "  {:<name_width$}  {}", s.strategy, cycles.join(" "));
     }
     for r in &summary.runs {
         if let Some(e) = &r.error {
-            let _ = writeln!(out, "run {} ({} repetition {}): {e}", r.run, r.strategy, r.repetition);
+            let _ = writeln!(
+                out,
+                "run {} ({} repetition {}): {e}",
+                r.run, r.strategy, r.repetition
+            );
         }
     }
     out

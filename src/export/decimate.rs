@@ -2,14 +2,23 @@
 //! highest value that fell in it, in time order, so no peak or dip is lost
 //! however many samples a run has.
 
+type Point = (f64, f64);
+
+/// The pixel column being filled: (column, first point, min point, max point, last point).
+type Column = (usize, Point, Point, Point, Point);
+
 /// Reduces (t, value) points to at most ~2 per column over `[t0, t1]`.
-pub fn min_max_columns(points: impl Iterator<Item = (f64, f64)>, t0: f64, t1: f64, columns: usize) -> Vec<(f64, f64)> {
+pub fn min_max_columns(
+    points: impl Iterator<Item = (f64, f64)>,
+    t0: f64,
+    t1: f64,
+    columns: usize,
+) -> Vec<(f64, f64)> {
     let columns = columns.max(1);
     let width = (t1 - t0).max(f64::EPSILON);
     let mut out: Vec<(f64, f64)> = Vec::new();
-    // Per current column: (column, first point, min point, max point, last point).
-    let mut current: Option<(usize, (f64, f64), (f64, f64), (f64, f64), (f64, f64))> = None;
-    let flush = |c: &(usize, (f64, f64), (f64, f64), (f64, f64), (f64, f64)), out: &mut Vec<(f64, f64)>| {
+    let mut current: Option<Column> = None;
+    let flush = |c: &Column, out: &mut Vec<(f64, f64)>| {
         let (_, first, lo, hi, last) = *c;
         let mut pts = vec![first, lo, hi, last];
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -17,7 +26,9 @@ pub fn min_max_columns(points: impl Iterator<Item = (f64, f64)>, t0: f64, t1: f6
         out.extend(pts);
     };
     for (t, v) in points {
-        let col = (((t - t0) / width) * columns as f64).floor().clamp(0.0, (columns - 1) as f64) as usize;
+        let col = (((t - t0) / width) * columns as f64)
+            .floor()
+            .clamp(0.0, (columns - 1) as f64) as usize;
         match &mut current {
             Some(c) if c.0 == col => {
                 if v < c.2 .1 {

@@ -1,21 +1,37 @@
-//! Exporters: turn a record and its summary into files and text. They format;
-//! they compute nothing (all numbers come from `metrics`).
+//! Exporters: turn a record, its summary or a comparison into files and text.
+//! They format; they compute nothing (all numbers come from `metrics`).
+//!
+//! Every file is written whole or not at all (`fsutil::write_atomic`, or a
+//! temporary PNG renamed into place).
 
 pub mod chart;
+pub mod compare_chart;
+pub mod compare_files;
 pub mod console;
 pub mod decimate;
 pub mod palette;
+pub mod png;
+pub mod retained_chart;
+pub mod table;
+pub mod trace;
+pub mod verdict;
 
 use std::path::Path;
 
 use anyhow::Result;
 
 use crate::fsutil::write_atomic;
+use crate::metrics::comparison::Comparison;
 use crate::metrics::Summary;
 use crate::record::Record;
 
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const TIMELINE_FILE: &str = "timeline.png";
+pub const COMPARE_CSV_FILE: &str = "compare.csv";
+pub const COMPARE_JSON_FILE: &str = "compare.json";
+pub const COMPARE_MD_FILE: &str = "compare.md";
+pub const COMPARE_PNG_FILE: &str = "compare.png";
+pub const RETAINED_PNG_FILE: &str = "retained.png";
 
 /// `summary.json`, pretty-printed.
 pub fn summary_json(summary: &Summary) -> Result<Vec<u8>> {
@@ -28,7 +44,37 @@ pub fn summary_json(summary: &Summary) -> Result<Vec<u8>> {
 /// events.csv, runs.json), summary.json and timeline.png, each atomically.
 pub fn write_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Result<()> {
     record.save(dir)?;
+    write_derived_run_outputs(dir, record, summary)
+}
+
+/// summary.json and timeline.png only: for a record read back from damaged
+/// files, whose raw data must not be overwritten with what was salvaged.
+pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Result<()> {
     write_atomic(&dir.join(SUMMARY_FILE), &summary_json(summary)?)?;
-    chart::write_timeline(record, &dir.join(TIMELINE_FILE))?;
+    chart::write_timeline(record, summary, &dir.join(TIMELINE_FILE))?;
+    Ok(())
+}
+
+/// Writes compare.csv, compare.json, compare.md, compare.png and retained.png
+/// into `dir`; `records[i]` is source `i` of `comparison`.
+pub fn write_compare_outputs(
+    dir: &Path,
+    comparison: &Comparison,
+    records: &[&Record],
+) -> Result<()> {
+    write_atomic(
+        &dir.join(COMPARE_CSV_FILE),
+        &compare_files::comparison_csv(comparison)?,
+    )?;
+    write_atomic(
+        &dir.join(COMPARE_JSON_FILE),
+        &compare_files::comparison_json(comparison)?,
+    )?;
+    write_atomic(
+        &dir.join(COMPARE_MD_FILE),
+        table::markdown(comparison).as_bytes(),
+    )?;
+    compare_chart::write_compare_chart(comparison, records, &dir.join(COMPARE_PNG_FILE))?;
+    retained_chart::write_retained_chart(comparison, &dir.join(RETAINED_PNG_FILE))?;
     Ok(())
 }

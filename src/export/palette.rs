@@ -23,10 +23,13 @@ const STRATEGY_COLOURS: &[RGBColor] = &[
 
 /// The strategy's colour: fixed by its place in the strategy table.
 pub fn strategy_colour(name: &str) -> RGBColor {
-    let index = STRATEGIES.iter().position(|s| s.name == name).unwrap_or_else(|| {
-        // Unknown names (from newer results) still get a stable colour.
-        name.bytes().map(usize::from).sum::<usize>()
-    });
+    let index = STRATEGIES
+        .iter()
+        .position(|s| s.name == name)
+        .unwrap_or_else(|| {
+            // Unknown names (from newer results) still get a stable colour.
+            name.bytes().map(usize::from).sum::<usize>()
+        });
     STRATEGY_COLOURS[index % STRATEGY_COLOURS.len()]
 }
 
@@ -40,6 +43,20 @@ pub fn phase_colour(phase: Phase) -> Option<RGBColor> {
         Phase::Unload => Some(RGBColor(248, 215, 218)),
         Phase::Release => Some(RGBColor(255, 222, 160)),
         Phase::Settle => Some(RGBColor(245, 245, 235)),
+        Phase::Idle => None,
+    }
+}
+
+/// A phase's colour where it stands alone on a thin ribbon (stronger than the shading).
+pub fn phase_ribbon_colour(phase: Phase) -> Option<RGBColor> {
+    match phase {
+        Phase::Warmup => Some(RGBColor(178, 156, 219)),
+        Phase::Baseline => Some(RGBColor(190, 190, 190)),
+        Phase::Load => Some(RGBColor(116, 164, 235)),
+        Phase::Forward => Some(RGBColor(112, 192, 132)),
+        Phase::Unload => Some(RGBColor(232, 118, 130)),
+        Phase::Release => Some(RGBColor(245, 166, 35)),
+        Phase::Settle => Some(RGBColor(222, 222, 200)),
         Phase::Idle => None,
     }
 }

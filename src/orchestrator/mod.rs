@@ -146,7 +146,8 @@ pub fn execute(
         }
     }
     let status = wait(&mut child);
-    let samples = sampler.stop();
+    let (samples, vram_checks) = sampler.stop_with_checks();
+    meta.checks.extend(vram_checks);
     let _ = reader.join();
     meta.stderr_tail = drain.join().unwrap_or_default();
     meta.duration_s = clock_zero.elapsed().as_secs_f64();

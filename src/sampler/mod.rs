@@ -5,8 +5,10 @@
 //! allocate per sample beyond pushing into a pre-reserved vector. It never
 //! parses events: phases are joined to samples later, by the orchestrator.
 
-pub mod procfs;
+#[cfg(feature = "cuda")]
+pub mod nvml;
 mod portable;
+pub mod procfs;
 pub mod vram;
 
 use std::io;
@@ -15,6 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::protocol::Check;
 use crate::record::Sample;
 pub use vram::VramProbe;
 
@@ -63,16 +66,24 @@ impl Probe {
     }
 }
 
+/// What the sampler thread hands back: its samples and the VRAM probe.
+type Finished = (Vec<Sample>, Option<Box<dyn VramProbe>>);
+
 /// A running sampler thread; `stop` returns everything it read.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Vec<Sample>>,
+    handle: JoinHandle<Finished>,
     pub probe_name: &'static str,
 }
 
 impl Sampler {
     /// Starts sampling `pid` every `interval`, times relative to `clock_zero`.
-    pub fn start(pid: u32, interval: Duration, clock_zero: Instant, vram: Option<Box<dyn VramProbe>>) -> Sampler {
+    pub fn start(
+        pid: u32,
+        interval: Duration,
+        clock_zero: Instant,
+        vram: Option<Box<dyn VramProbe>>,
+    ) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let mut probe = Probe::open(pid);
         let probe_name = probe.name();
@@ -80,7 +91,7 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || sample_loop(&mut probe, vram, pid, interval, clock_zero, &flag))
-            .unwrap_or_else(|_| std::thread::spawn(Vec::new));
+            .unwrap_or_else(|_| std::thread::spawn(|| (Vec::new(), None)));
         Sampler {
             stop,
             handle,
@@ -89,8 +100,17 @@ impl Sampler {
     }
 
     pub fn stop(self) -> Vec<Sample> {
+        self.stop_with_checks().0
+    }
+
+    /// Stops and returns the samples plus what the VRAM probe has to say about
+    /// itself (its source and cost), for the run's metadata.
+    pub fn stop_with_checks(self) -> (Vec<Sample>, Vec<Check>) {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        match self.handle.join() {
+            Ok((samples, vram)) => (samples, vram.map(|v| v.checks()).unwrap_or_default()),
+            Err(_) => (Vec::new(), Vec::new()),
+        }
     }
 }
 
@@ -101,7 +121,7 @@ fn sample_loop(
     interval: Duration,
     clock_zero: Instant,
     stop: &AtomicBool,
-) -> Vec<Sample> {
+) -> Finished {
     let mut samples = Vec::with_capacity(64 * 1024);
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -126,5 +146,5 @@ fn sample_loop(
             next = now;
         }
     }
-    samples
+    (samples, vram)
 }

@@ -5,11 +5,33 @@
 pub const BUILTINS: &[(&str, &str)] = &[
     ("cpu-trim", include_str!("../../scenarios/cpu-trim.toml")),
     ("cpu-drop", include_str!("../../scenarios/cpu-drop.toml")),
-    ("cpu-trim-env", include_str!("../../scenarios/cpu-trim-env.toml")),
-    ("cpu-load-only", include_str!("../../scenarios/cpu-load-only.toml")),
+    (
+        "cpu-trim-env",
+        include_str!("../../scenarios/cpu-trim-env.toml"),
+    ),
+    (
+        "cpu-load-only",
+        include_str!("../../scenarios/cpu-load-only.toml"),
+    ),
     ("cpu-all", include_str!("../../scenarios/cpu-all.toml")),
-    ("article-cpu", include_str!("../../scenarios/article-cpu.toml")),
+    (
+        "article-cpu",
+        include_str!("../../scenarios/article-cpu.toml"),
+    ),
     ("ci-smoke", include_str!("../../scenarios/ci-smoke.toml")),
+    ("cuda-drop", include_str!("../../scenarios/cuda-drop.toml")),
+    (
+        "cuda-flush",
+        include_str!("../../scenarios/cuda-flush.toml"),
+    ),
+    (
+        "cuda-context",
+        include_str!("../../scenarios/cuda-context.toml"),
+    ),
+    (
+        "article-gpu",
+        include_str!("../../scenarios/article-gpu.toml"),
+    ),
 ];
 
 pub fn builtin_names() -> &'static [&'static str] {
@@ -21,6 +43,10 @@ pub fn builtin_names() -> &'static [&'static str] {
         "cpu-all",
         "article-cpu",
         "ci-smoke",
+        "cuda-drop",
+        "cuda-flush",
+        "cuda-context",
+        "article-gpu",
     ];
     NAMES
 }

@@ -1,10 +1,14 @@
 //! The worker's device: the candle `Device` and the release actions that act
 //! on it. CPU actions are glibc calls; CUDA actions live in `cuda.rs` behind
 //! the `cuda` feature, so the CPU path never depends on CUDA.
+//!
+//! A CUDA strategy may drop the device (`device-drop`, `context-release`);
+//! the next load then opens a new one through [`Session::ensure_open`], never
+//! a CPU device in its place.
 
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
 use super::glibc;
@@ -18,7 +22,8 @@ use crate::strategy::ReleaseAction;
 mod cuda;
 
 pub struct Session {
-    device: Device,
+    /// `None` only between a strategy dropping the device and the next load.
+    device: Option<Device>,
     #[cfg(feature = "cuda")]
     cuda: Option<cuda::CudaState>,
 }
@@ -35,11 +40,24 @@ pub fn vram_bytes_now() -> Option<u64> {
     }
 }
 
+/// `nvidia-smi`'s view of this process, for the opt-in cross-check
+/// (`MEMREL_CROSSCHECK_NVIDIA_SMI=1`); `None` when off or not on CUDA.
+pub fn crosscheck_note() -> Option<String> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::nvidia_smi_note()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        None
+    }
+}
+
 impl Session {
     pub fn open(spec: DeviceSpec) -> Result<Session> {
         match spec {
             DeviceSpec::Cpu => Ok(Session {
-                device: Device::Cpu,
+                device: Some(Device::Cpu),
                 #[cfg(feature = "cuda")]
                 cuda: None,
             }),
@@ -47,7 +65,7 @@ impl Session {
             DeviceSpec::Cuda(ordinal) => {
                 let (device, state) = cuda::CudaState::open(ordinal)?;
                 Ok(Session {
-                    device,
+                    device: Some(device),
                     cuda: Some(state),
                 })
             }
@@ -58,8 +76,31 @@ impl Session {
         }
     }
 
-    pub fn candle(&self) -> &Device {
-        &self.device
+    /// The open device; an error if a strategy dropped it and nothing reopened it.
+    pub fn candle(&self) -> Result<&Device> {
+        self.device.as_ref().context(
+            "the device was dropped by the release strategy and not reopened (a memrel bug)",
+        )
+    }
+
+    /// Opens a new device where a strategy dropped the last one; returns a note
+    /// for the events file. Never falls back to another device.
+    pub fn ensure_open(&mut self) -> Result<Option<String>> {
+        if self.device.is_some() {
+            return Ok(None);
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(state) = &mut self.cuda {
+            let (device, note) = state.reopen()?;
+            self.device = Some(device);
+            return Ok(Some(note));
+        }
+        bail!("the device was dropped and only CUDA devices can be reopened (a memrel bug)")
+    }
+
+    /// Whether loads must keep a handle to every weight (the `to-cpu` strategy).
+    pub fn needs_weights(action: ReleaseAction) -> bool {
+        action == ReleaseAction::CudaToCpu
     }
 
     /// Device facts worth recording at start (CUDA: the context's VRAM).
@@ -73,8 +114,8 @@ impl Session {
 
     /// Waits for queued device work after a load (no-op on CPU).
     pub fn synchronize(&self) -> Result<()> {
-        if let Device::Cuda(_) = &self.device {
-            self.device.synchronize()?;
+        if let Some(device @ Device::Cuda(_)) = &self.device {
+            device.synchronize()?;
         }
         Ok(())
     }
@@ -85,17 +126,27 @@ impl Session {
     }
 
     /// Work done with the model still alive, just before it is dropped.
-    pub fn before_drop(&mut self, action: ReleaseAction, model: &LoadedModel) -> Result<Option<String>> {
+    pub fn before_drop(
+        &mut self,
+        action: ReleaseAction,
+        model: &LoadedModel,
+    ) -> Result<Option<String>> {
         #[cfg(feature = "cuda")]
         if let Some(state) = &mut self.cuda {
-            return state.before_drop(action, model);
+            return state.before_drop(action, model, self.device.as_ref());
         }
         let _ = (action, model);
         Ok(None)
     }
 
     /// The strategy's release action; returns a note for the events file.
-    pub fn release(&mut self, action: ReleaseAction) -> Result<Option<String>> {
+    /// `models_alive` counts the models still loaded: a device is never dropped
+    /// from under them.
+    pub fn release(
+        &mut self,
+        action: ReleaseAction,
+        models_alive: usize,
+    ) -> Result<Option<String>> {
         match action {
             ReleaseAction::None => Ok(None),
             ReleaseAction::MallocTrim => {
@@ -111,8 +162,9 @@ impl Session {
             _ => {
                 #[cfg(feature = "cuda")]
                 if let Some(state) = &mut self.cuda {
-                    return state.release(action, &mut self.device);
+                    return state.release(action, &mut self.device, models_alive);
                 }
+                let _ = models_alive;
                 bail!("release action {action:?} needs a CUDA device")
             }
         }

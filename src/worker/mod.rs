@@ -55,9 +55,21 @@ impl Emitter {
         let _ = lock.flush();
     }
 
-    fn edge(&mut self, phase: Phase, edge: Edge, cycle: u32, model: Option<&str>, elapsed: Option<Duration>, note: Option<String>) {
+    fn edge(
+        &mut self,
+        phase: Phase,
+        edge: Edge,
+        cycle: u32,
+        model: Option<&str>,
+        elapsed: Option<Duration>,
+        note: Option<String>,
+    ) {
         let mut memory = selfmem::memory_now();
         memory.vram_bytes = device::vram_bytes_now();
+        let note = match (note, device::crosscheck_note()) {
+            (Some(n), Some(smi)) => Some(format!("{n}; {smi}")),
+            (n, smi) => n.or(smi),
+        };
         self.send(Message::Phase(PhaseEdge {
             phase,
             edge,
@@ -65,7 +77,11 @@ impl Emitter {
             model: model.map(str::to_string),
             elapsed_s: elapsed.map(|d| d.as_secs_f64()),
             memory,
-            allocator: if edge == Edge::End { glibc::allocator_state() } else { None },
+            allocator: if edge == Edge::End {
+                glibc::allocator_state()
+            } else {
+                None
+            },
             note,
         }));
     }
@@ -97,20 +113,42 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         device: spec.device.to_string(),
         checks,
     }));
-    let models: HashMap<&str, &ModelDir> = spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
+    let models: HashMap<&str, &ModelDir> =
+        spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
     let w = &spec.workload;
 
+    let keep_weights = device::Session::needs_weights(strategy.release);
     if w.warmup {
-        // One untimed load + forward + drop: JIT compilation and cold caches stay out of the numbers.
-        if let Some((id, model)) = spec.models.first() {
-            phase(out, Phase::Warmup, 0, Some(id), || {
-                let mut m = LoadedModel::load(model, device.candle(), w.dtype, w.load_method)?;
-                m.forward(device.candle(), w.batch_size, w.seq_len, model.vocab_size)?;
+        // One untimed load + forward + drop of every model: PTX JIT compilation
+        // (10–15 s on a fresh machine) and cold caches stay out of the numbers.
+        let first = spec.models.first().map(|(id, _)| id.as_str());
+        phase(out, Phase::Warmup, 0, first, || {
+            let mut times = Vec::new();
+            for (id, model) in &spec.models {
+                let reopened = device.ensure_open()?;
+                let start = Instant::now();
+                let mut m = LoadedModel::load_with(
+                    model,
+                    device.candle()?,
+                    w.dtype,
+                    w.load_method,
+                    keep_weights,
+                )?;
+                device.synchronize()?;
+                let load_s = start.elapsed().as_secs_f64();
+                m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
+                device.synchronize_forward()?;
+                let forward_s = start.elapsed().as_secs_f64() - load_s;
+                device.before_drop(strategy.release, &m)?;
                 drop(m);
-                device.release(strategy.release)?;
-                Ok(((), Some("untimed warm-up".to_string())))
-            })?;
-        }
+                device.release(strategy.release, 0)?;
+                let reopened = reopened.map(|n| format!(", {n}")).unwrap_or_default();
+                times.push(format!(
+                    "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}"
+                ));
+            }
+            Ok(((), Some(format!("untimed warm-up ({})", times.join("; ")))))
+        })?;
     }
     phase(out, Phase::Baseline, 0, None, || {
         std::thread::sleep(Duration::from_millis(w.baseline_ms));
@@ -125,18 +163,43 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         for step in &w.steps {
             match step {
                 Step::Load(id) => {
-                    let model = *models.get(id.as_str()).context("scenario names an unknown model")?;
+                    let model = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
+                    // A strategy that dropped the device gets a new one here, outside the timed load.
+                    let reopened = device.ensure_open()?;
                     let m = phase(out, Phase::Load, cycle, Some(id), || {
+                        let dev = device.candle()?;
                         let m = match w.load_thread {
-                            LoadThread::Main => LoadedModel::load(model, device.candle(), w.dtype, w.load_method)?,
+                            LoadThread::Main => LoadedModel::load_with(
+                                model,
+                                dev,
+                                w.dtype,
+                                w.load_method,
+                                keep_weights,
+                            )?,
                             LoadThread::Spawned => std::thread::scope(|s| {
-                                s.spawn(|| LoadedModel::load(model, device.candle(), w.dtype, w.load_method))
-                                    .join()
-                                    .map_err(|_| anyhow::anyhow!("the loading thread panicked"))?
+                                s.spawn(|| {
+                                    LoadedModel::load_with(
+                                        model,
+                                        dev,
+                                        w.dtype,
+                                        w.load_method,
+                                        keep_weights,
+                                    )
+                                })
+                                .join()
+                                .map_err(|_| anyhow::anyhow!("the loading thread panicked"))?
                             })?,
                         };
                         device.synchronize()?;
-                        Ok((m, Some(format!("tensor_bytes={}", model.tensor_bytes))))
+                        let reopened = reopened
+                            .map(|n| format!("; before the load: {n}"))
+                            .unwrap_or_default();
+                        Ok((
+                            m,
+                            Some(format!("tensor_bytes={}{reopened}", model.tensor_bytes)),
+                        ))
                     })?;
                     if strategy.freezes_mmap_threshold && cycle >= 2 {
                         post_checks.push(mmapped_check(cycle, id, model.tensor_bytes));
@@ -147,10 +210,13 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                     loaded.insert(id.as_str(), m);
                 }
                 Step::Forward(id) => {
-                    let model = *models.get(id.as_str()).context("scenario names an unknown model")?;
+                    let model = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
                     let m = loaded.get_mut(id.as_str()).context("forward before load")?;
                     phase(out, Phase::Forward, cycle, Some(id), || {
-                        let n = m.forward(device.candle(), w.batch_size, w.seq_len, model.vocab_size)?;
+                        let n =
+                            m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
                         device.synchronize_forward()?;
                         Ok(((), Some(format!("outputs={n}"))))
                     })?;
@@ -165,7 +231,7 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                 }
                 Step::Release => {
                     phase(out, Phase::Release, cycle, None, || {
-                        let note = device.release(strategy.release)?;
+                        let note = device.release(strategy.release, loaded.len())?;
                         Ok(((), note))
                     })?;
                 }
@@ -230,7 +296,9 @@ fn start_checks(strategy: &Strategy) -> Vec<Check> {
 /// With a frozen mmap threshold, a load in cycle ≥ 2 must still come mostly
 /// from mmap (under the dynamic threshold it would come from the heap).
 fn mmapped_check(cycle: u32, id: &str, tensor_bytes: u64) -> Check {
-    let mmapped = glibc::allocator_state().map(|a| a.mmapped_bytes).unwrap_or(0);
+    let mmapped = glibc::allocator_state()
+        .map(|a| a.mmapped_bytes)
+        .unwrap_or(0);
     Check {
         name: format!("mmap threshold frozen (cycle {cycle}, {id})"),
         ok: mmapped * 2 >= tensor_bytes,

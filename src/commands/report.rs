@@ -1,0 +1,161 @@
+//! `memrel report`: re-renders every output of a saved results directory from
+//! its data on disk, without running anything: the record's CSV and JSON
+//! (byte-identical to what the run wrote), summary.json, timeline.png, and the
+//! comparison files when the directory has them.
+//!
+//! A directory damaged by a crash is re-rendered from what can be read, but its
+//! raw files (samples.csv, events.csv, runs.json) are never overwritten in
+//! place with the salvaged part: pass `--out` to get a repaired copy.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::compare::{compare_loaded, load, write_trace, Loaded};
+use crate::cli::ReportArgs;
+use crate::export::{self, COMPARE_JSON_FILE};
+use crate::metrics::comparison::Comparison;
+use crate::metrics::Summary;
+use crate::record::{Record, RUNS_FILE};
+
+/// What `memrel report` re-rendered.
+pub struct ReportOutcome {
+    pub dir: PathBuf,
+    /// The run's summary (absent for a directory of `memrel compare` of saved runs).
+    pub summary: Option<Summary>,
+    pub comparison: Option<Comparison>,
+    /// Damage found in the saved files, one line each.
+    pub damage: Vec<String>,
+}
+
+pub fn execute_args(args: &ReportArgs) -> Result<ReportOutcome> {
+    let dir = &args.dir;
+    if !dir.join(RUNS_FILE).is_file() && dir.join(COMPARE_JSON_FILE).is_file() {
+        return report_comparison(dir, args.out.as_deref(), args.export_trace.as_deref());
+    }
+    let loaded = load(dir)?;
+    let target = match &args.out {
+        Some(out) => {
+            std::fs::create_dir_all(out).with_context(|| {
+                format!(
+                    "cannot create {}: pass --out with a writable directory",
+                    out.display()
+                )
+            })?;
+            out.clone()
+        }
+        None => dir.clone(),
+    };
+    if loaded.damage.is_empty() || args.out.is_some() {
+        export::write_run_outputs(&target, &loaded.record, &loaded.summary)
+    } else {
+        export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary)
+    }
+    .with_context(|| format!("cannot write the outputs into {}", target.display()))?;
+
+    let mut comparison = None;
+    if dir.join(COMPARE_JSON_FILE).is_file() {
+        // A run made by `memrel compare --scenario`: keep the directory name it
+        // was compared under, so compare.json comes out the same.
+        let previous = read_comparison(dir)?;
+        let mut sources = [loaded];
+        if let Some(first) = previous.sources.first() {
+            sources[0].dir = PathBuf::from(&first.dir);
+        }
+        let c = compare_loaded(&sources);
+        let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
+        export::write_compare_outputs(&target, &c, &records)
+            .with_context(|| format!("cannot write the comparison into {}", target.display()))?;
+        if let Some(path) = &args.export_trace {
+            write_trace(path, &c, &records)?;
+        }
+        let [Loaded {
+            summary, damage, ..
+        }] = sources;
+        comparison = Some(c);
+        return Ok(ReportOutcome {
+            dir: target,
+            summary: Some(summary),
+            comparison,
+            damage,
+        });
+    }
+    if let Some(path) = &args.export_trace {
+        let c = compare_loaded(std::slice::from_ref(&loaded));
+        write_trace(path, &c, &[&loaded.record])?;
+    }
+    Ok(ReportOutcome {
+        dir: target,
+        summary: Some(loaded.summary),
+        comparison,
+        damage: loaded.damage,
+    })
+}
+
+fn read_comparison(dir: &Path) -> Result<Comparison> {
+    let path = dir.join(COMPARE_JSON_FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a compare.json this memrel can read: re-run `memrel compare` to write it again",
+            path.display()
+        )
+    })
+}
+
+/// A directory written by `memrel compare DIR...`: compare the same sources again.
+fn report_comparison(
+    dir: &Path,
+    out: Option<&Path>,
+    trace: Option<&Path>,
+) -> Result<ReportOutcome> {
+    let previous = read_comparison(dir)?;
+    let dirs: Vec<PathBuf> = previous
+        .sources
+        .iter()
+        .map(|s| PathBuf::from(&s.dir))
+        .collect();
+    for d in &dirs {
+        if !d.join(RUNS_FILE).is_file() {
+            bail!(
+                "{} compares {}, which has no {RUNS_FILE} here: run `memrel report` from the directory \
+                 the comparison was made in, or run `memrel compare` again",
+                dir.join(COMPARE_JSON_FILE).display(),
+                d.display()
+            );
+        }
+    }
+    let sources = dirs.iter().map(|d| load(d)).collect::<Result<Vec<_>>>()?;
+    let comparison = compare_loaded(&sources);
+    let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
+    let target = out.unwrap_or(dir);
+    std::fs::create_dir_all(target).with_context(|| {
+        format!(
+            "cannot create {}: pass --out with a writable directory",
+            target.display()
+        )
+    })?;
+    export::write_compare_outputs(target, &comparison, &records)
+        .with_context(|| format!("cannot write the comparison into {}", target.display()))?;
+    if let Some(path) = trace {
+        write_trace(path, &comparison, &records)?;
+    }
+    let damage = sources
+        .iter()
+        .flat_map(|s| s.damage.iter().cloned())
+        .collect();
+    Ok(ReportOutcome {
+        dir: target.to_path_buf(),
+        summary: None,
+        comparison: Some(comparison),
+        damage,
+    })
+}
+
+/// Writes the Chrome trace of a saved run (for `memrel run --export-trace`).
+pub fn export_trace_of(dir: &Path, path: &Path) -> Result<()> {
+    let loaded = load(dir)?;
+    let c = compare_loaded(std::slice::from_ref(&loaded));
+    write_trace(path, &c, &[&loaded.record])
+}

@@ -1,0 +1,228 @@
+//! What every PNG memrel draws shares: the embedded font, writing a PNG so a
+//! reader never sees half a file, a legend drawn into its own strip beside the
+//! plot (never over the data), and plotters' errors turned into ours.
+//!
+//! Nothing here knows about records or metrics.
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{anyhow, Context, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+pub const FONT: &str = "sans-serif";
+static FONT_ONCE: Once = Once::new();
+
+/// Width of the legend strip to the right of every plot.
+pub const LEGEND_WIDTH: u32 = 300;
+
+pub type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+
+/// Registers the embedded DejaVu Sans as plotters' sans-serif font.
+pub fn register_font() {
+    FONT_ONCE.call_once(|| {
+        let bytes: &'static [u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+        // The embedded font is valid; a failure here would only lose text.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, bytes);
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, bytes);
+    });
+}
+
+/// Draws a `width`×`height` PNG with `draw` and moves it into place at `path`
+/// (plotters writes the file itself, so it goes to a hidden temporary name in
+/// the same directory first, like `fsutil::write_atomic`).
+pub fn write_png(
+    path: &Path,
+    width: u32,
+    height: u32,
+    draw: impl FnOnce(&Area) -> Result<()>,
+) -> Result<()> {
+    register_font();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "chart.png".to_string());
+    // plotters picks the image format from the extension: keep `.png` last.
+    let tmp = path.with_file_name(format!(".{name}.tmp{}.png", std::process::id()));
+    let drawn = (|| {
+        let root = BitMapBackend::new(&tmp, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        draw(&root)?;
+        root.present().map_err(plot_err)
+    })();
+    if let Err(e) = drawn {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("cannot draw {}", path.display()));
+    }
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("cannot move {} into place", path.display()))?;
+    Ok(())
+}
+
+pub fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("cannot draw the chart: {e:?}")
+}
+
+/// How one legend entry is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Swatch {
+    /// A section title in bold, no swatch.
+    Heading,
+    /// Plain text, no swatch.
+    Text,
+    Fill(RGBColor),
+    Line(RGBColor, u32),
+    Dashed(RGBColor, u32),
+    /// A dot on a short line with an error bar: a median and its range.
+    Marker(RGBColor),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegendEntry {
+    pub swatch: Swatch,
+    pub text: String,
+    /// Optional lines under the text, smaller and grey (`\n` separates lines).
+    pub detail: Option<String>,
+}
+
+impl LegendEntry {
+    pub fn new(swatch: Swatch, text: impl Into<String>) -> LegendEntry {
+        LegendEntry {
+            swatch,
+            text: text.into(),
+            detail: None,
+        }
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> LegendEntry {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
+/// Draws `entries` top-down into `area` (a strip beside a plot), starting `top` px down.
+pub fn draw_legend(area: &Area, top: i32, entries: &[LegendEntry]) -> Result<()> {
+    let text = (FONT, 15).into_font().color(&BLACK);
+    let heading = (FONT, 15).into_font().style(FontStyle::Bold).color(&BLACK);
+    let detail = (FONT, 12).into_font().color(&RGBColor(90, 90, 90));
+    let mut y = top;
+    for entry in entries {
+        let x = 10;
+        let mid = y + 8;
+        match entry.swatch {
+            Swatch::Heading => {
+                if y > top {
+                    y += 6;
+                }
+                area.draw_text(&entry.text, &heading, (x, y))
+                    .map_err(plot_err)?;
+                y += 22;
+                continue;
+            }
+            Swatch::Text => {
+                area.draw_text(&entry.text, &text, (x, y))
+                    .map_err(plot_err)?;
+                y += 20;
+                continue;
+            }
+            Swatch::Fill(c) => {
+                area.draw(&Rectangle::new(
+                    [(x, mid - 7), (x + 22, mid + 7)],
+                    c.filled(),
+                ))
+                .map_err(plot_err)?;
+            }
+            Swatch::Line(c, w) => {
+                area.draw(&PathElement::new(
+                    vec![(x, mid), (x + 22, mid)],
+                    c.stroke_width(w),
+                ))
+                .map_err(plot_err)?;
+            }
+            Swatch::Dashed(c, w) => {
+                for dash in [(x, x + 6), (x + 9, x + 14), (x + 17, x + 22)] {
+                    area.draw(&PathElement::new(
+                        vec![(dash.0, mid), (dash.1, mid)],
+                        c.stroke_width(w),
+                    ))
+                    .map_err(plot_err)?;
+                }
+            }
+            Swatch::Marker(c) => {
+                area.draw(&PathElement::new(
+                    vec![(x + 11, mid - 8), (x + 11, mid + 8)],
+                    c.stroke_width(2),
+                ))
+                .map_err(plot_err)?;
+                area.draw(&PathElement::new(
+                    vec![(x, mid), (x + 22, mid)],
+                    c.stroke_width(2),
+                ))
+                .map_err(plot_err)?;
+                area.draw(&Circle::new((x + 11, mid), 4, c.filled()))
+                    .map_err(plot_err)?;
+            }
+        }
+        area.draw_text(&entry.text, &text, (x + 32, y))
+            .map_err(plot_err)?;
+        y += 21;
+        if let Some(d) = &entry.detail {
+            for line in d.lines() {
+                area.draw_text(line, &detail, (x + 32, y - 2))
+                    .map_err(plot_err)?;
+                y += 16;
+            }
+            y += 2;
+        }
+    }
+    Ok(())
+}
+
+/// Places labels along one row from left to right, leaving out any that would
+/// run into the one before it; takes `(x px, text)` and returns the kept indices.
+pub fn non_overlapping(labels: &[(i32, String)], char_width_px: i32, gap_px: i32) -> Vec<usize> {
+    let mut kept = Vec::new();
+    let mut free_from = i32::MIN;
+    for (i, (x, text)) in labels.iter().enumerate() {
+        if *x < free_from {
+            continue;
+        }
+        free_from = x + char_width_px * text.chars().count() as i32 + gap_px;
+        kept.push(i);
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_labels_are_dropped_not_drawn_on_top() {
+        let labels = [
+            (0, "cycle 1".to_string()),
+            (30, "cycle 2".to_string()),
+            (100, "cycle 3".to_string()),
+        ];
+        assert_eq!(non_overlapping(&labels, 8, 6), vec![0, 2]);
+    }
+
+    #[test]
+    fn a_png_is_moved_into_place_and_no_temporary_file_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.png");
+        write_png(&path, 40, 30, |root| {
+            root.draw(&Rectangle::new([(0, 0), (10, 10)], RED.filled()))
+                .map_err(plot_err)?;
+            Ok(())
+        })
+        .unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["x.png".to_string()]);
+        assert_eq!(&std::fs::read(&path).unwrap()[1..4], b"PNG");
+    }
+}

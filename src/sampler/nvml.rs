@@ -1,0 +1,305 @@
+//! NVML, the driver's own bookkeeping of GPU memory: per-process used memory
+//! (the numbers `nvidia-smi --query-compute-apps` prints) and device used and
+//! total memory. Shared by the parent's VRAM probe and the CUDA worker.
+//!
+//! NVML never creates a CUDA context, so the parent can watch a worker
+//! without holding VRAM itself. Only in `cuda` builds.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::{Device, Nvml};
+
+use super::vram::VramProbe;
+use crate::protocol::Check;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+static NVML: OnceLock<Result<Nvml, String>> = OnceLock::new();
+
+/// The process-wide NVML handle, initialised on first use.
+pub fn handle() -> Result<&'static Nvml, String> {
+    NVML.get_or_init(|| {
+        Nvml::init().map_err(|e| {
+            format!("cannot initialise NVML (libnvidia-ml.so.1 comes with the NVIDIA driver): {e}")
+        })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Every GPU NVML sees, in NVML's order.
+pub fn devices() -> Result<Vec<Device<'static>>, String> {
+    let nvml = handle()?;
+    let count = nvml
+        .device_count()
+        .map_err(|e| format!("nvml device count: {e}"))?;
+    (0..count)
+        .map(|i| {
+            nvml.device_by_index(i)
+                .map_err(|e| format!("nvml device {i}: {e}"))
+        })
+        .collect()
+}
+
+/// The NVML device with a CUDA device's UUID (CUDA and NVML may number GPUs
+/// differently, e.g. under `CUDA_VISIBLE_DEVICES`).
+pub fn device_by_uuid(uuid: &[u8; 16]) -> Result<Device<'static>, String> {
+    let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    let text = format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    );
+    handle()?
+        .device_by_uuid(text.as_str())
+        .map_err(|e| format!("nvml has no device {text}: {e}"))
+}
+
+/// Bytes `pid` holds on `device`, `None` when NVML does not list it among the
+/// compute processes (no CUDA context there, or a PID from another namespace).
+pub fn process_bytes(device: &Device, pid: u32) -> Result<Option<u64>, String> {
+    let list = device
+        .running_compute_processes()
+        .map_err(|e| format!("nvml process list: {e}"))?;
+    let mut total: Option<u64> = None;
+    for p in list.iter().filter(|p| p.pid == pid) {
+        match p.used_gpu_memory {
+            UsedGpuMemory::Used(bytes) => total = Some(total.unwrap_or(0) + bytes),
+            UsedGpuMemory::Unavailable => {
+                return Err("nvml reports no per-process memory on this driver".into())
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// (used, total) bytes of the whole device.
+pub fn device_memory(device: &Device) -> Result<(u64, u64), String> {
+    device
+        .memory_info()
+        .map(|m| (m.used, m.total))
+        .map_err(|e| format!("nvml memory info: {e}"))
+}
+
+/// How long one NVML call takes: every duration (up to a pre-reserved
+/// number, so timing never allocates), for median, p99, max and mean.
+#[derive(Debug, Default, Clone)]
+struct Cost {
+    calls: u64,
+    total: Duration,
+    kept_ns: Vec<u32>,
+}
+
+/// Durations kept per probe: 20 minutes at 200 Hz.
+const KEPT_DURATIONS: usize = 240_000;
+
+impl Cost {
+    fn new() -> Cost {
+        Cost {
+            calls: 0,
+            total: Duration::ZERO,
+            kept_ns: Vec::with_capacity(KEPT_DURATIONS),
+        }
+    }
+
+    fn time<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let value = f();
+        let spent = start.elapsed();
+        self.calls += 1;
+        self.total += spent;
+        if self.kept_ns.len() < KEPT_DURATIONS {
+            self.kept_ns
+                .push(u32::try_from(spent.as_nanos()).unwrap_or(u32::MAX));
+        }
+        value
+    }
+
+    fn describe(&self) -> String {
+        if self.calls == 0 {
+            return "not called".into();
+        }
+        let mut sorted = self.kept_ns.clone();
+        sorted.sort_unstable();
+        let at = |q: f64| {
+            sorted
+                .get(((sorted.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        let us = |ns: u32| f64::from(ns) / 1e3;
+        let mean_us = self.total.as_secs_f64() * 1e6 / self.calls as f64;
+        format!(
+            "median {:.1} µs, p99 {:.1} µs, max {:.1} µs, mean {mean_us:.1} µs over {} calls",
+            us(at(0.5)),
+            us(at(0.99)),
+            us(at(1.0)),
+            self.calls
+        )
+    }
+}
+
+/// The parent's VRAM probe: NVML's per-process memory of the worker.
+///
+/// Until the worker's PID first appears in NVML's list it reads `None` (no
+/// context yet, or a PID NVML cannot see: a container's PID namespace); once
+/// seen, its absence means the worker holds no context, a real 0. Device used
+/// and total are tracked on the GPU where the PID was found.
+pub struct NvmlProbe {
+    devices: Vec<Device<'static>>,
+    found: Option<usize>,
+    pid: Option<u32>,
+    process_cost: Cost,
+    device_cost: Cost,
+    first_read: Option<Instant>,
+    last_read: Option<Instant>,
+    reads: u64,
+    device_used_first_bytes: Option<u64>,
+    device_used_max_bytes: u64,
+    device_used_last_bytes: u64,
+    device_total_bytes: u64,
+    errors: u64,
+    last_error: Option<String>,
+}
+
+impl NvmlProbe {
+    pub fn open() -> Result<NvmlProbe, String> {
+        let devices = devices()?;
+        if devices.is_empty() {
+            return Err("nvml sees no GPU".into());
+        }
+        Ok(NvmlProbe {
+            devices,
+            found: None,
+            pid: None,
+            process_cost: Cost::new(),
+            device_cost: Cost::new(),
+            first_read: None,
+            last_read: None,
+            reads: 0,
+            device_used_first_bytes: None,
+            device_used_max_bytes: 0,
+            device_used_last_bytes: 0,
+            device_total_bytes: 0,
+            errors: 0,
+            last_error: None,
+        })
+    }
+
+    fn note_error(&mut self, error: String) {
+        self.errors += 1;
+        self.last_error = Some(error);
+    }
+
+    fn track_device(&mut self, index: usize) {
+        let device = &self.devices[index];
+        match self.device_cost.time(|| device_memory(device)) {
+            Ok((used, total)) => {
+                self.device_used_first_bytes.get_or_insert(used);
+                self.device_used_max_bytes = self.device_used_max_bytes.max(used);
+                self.device_used_last_bytes = used;
+                self.device_total_bytes = total;
+            }
+            Err(e) => self.note_error(e),
+        }
+    }
+}
+
+impl VramProbe for NvmlProbe {
+    fn process_bytes(&mut self, pid: u32) -> Option<u64> {
+        let now = Instant::now();
+        self.first_read.get_or_insert(now);
+        self.last_read = Some(now);
+        self.reads += 1;
+        self.pid = Some(pid);
+        if let Some(index) = self.found {
+            let device = &self.devices[index];
+            let value = match self.process_cost.time(|| process_bytes(device, pid)) {
+                Ok(bytes) => Some(bytes.unwrap_or(0)),
+                Err(e) => {
+                    self.note_error(e);
+                    None
+                }
+            };
+            self.track_device(index);
+            return value;
+        }
+        for index in 0..self.devices.len() {
+            let device = &self.devices[index];
+            match self.process_cost.time(|| process_bytes(device, pid)) {
+                Ok(Some(bytes)) => {
+                    self.found = Some(index);
+                    self.track_device(index);
+                    return Some(bytes);
+                }
+                Ok(None) => {}
+                Err(e) => self.note_error(e),
+            }
+        }
+        None
+    }
+
+    fn checks(&self) -> Vec<Check> {
+        let pid = self
+            .pid
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "?".into());
+        let span_s = match (self.first_read, self.last_read) {
+            (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
+        let rate = if span_s > 0.0 {
+            format!("{:.0} Hz", (self.reads.saturating_sub(1)) as f64 / span_s)
+        } else {
+            "-".into()
+        };
+        let errors = match &self.last_error {
+            Some(e) => format!("; {} nvml errors, last: {e}", self.errors),
+            None => String::new(),
+        };
+        let detail = match self.found {
+            Some(index) => format!(
+                "nvml per-process memory of pid {pid} on nvml GPU {index}; device total {:.0} MiB, device used \
+                 first {:.0} / max {:.0} / last {:.0} MiB; {} readings over {span_s:.1} s ({rate}); one per-process \
+                 read: {}; one device-memory read: {}{errors}",
+                self.device_total_bytes as f64 / MIB,
+                self.device_used_first_bytes.unwrap_or(0) as f64 / MIB,
+                self.device_used_max_bytes as f64 / MIB,
+                self.device_used_last_bytes as f64 / MIB,
+                self.reads,
+                self.process_cost.describe(),
+                self.device_cost.describe(),
+            ),
+            None => {
+                warn_unseen(&pid);
+                format!(
+                    "pid {pid} never appeared in nvml's process list ({} readings; a container's PID namespace?): \
+                     sampled VRAM stays empty; the worker's phase-edge values are the fallback (see its \
+                     'vram source' check); one per-process read: {}{errors}",
+                    self.reads,
+                    self.process_cost.describe(),
+                )
+            }
+        };
+        vec![Check {
+            name: "vram sampler (nvml)".into(),
+            ok: true,
+            detail,
+        }]
+    }
+}
+
+fn warn_unseen(pid: &str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        eprintln!(
+            "memrel: warning: worker pid {pid} is not in nvml's process list (container PID namespace?): \
+             sampled VRAM columns stay empty; phase edges use the worker's fallback (runs.json checks say which)"
+        );
+    });
+}

@@ -1,0 +1,554 @@
+//! The worker on a CUDA device (`cuda` feature only): opens candle's CUDA
+//! device, calibrates what a bare device costs in VRAM, reads this process's
+//! VRAM at phase edges, and carries out the GPU release strategies.
+//!
+//! Facts it is built on (../shared/facts.md, "candle on CUDA"): cudarc frees
+//! with `cuMemFreeAsync`, so VRAM goes back only at the next synchronize;
+//! dropping candle's `Device` leaves the primary context alive (cuBLAS and
+//! cuRAND retain it); releasing it by hand is unsupported and opt-in. All of
+//! this runs on the worker's main thread, where the context is current, so a
+//! free never fails silently on a thread without a context.
+//!
+//! VRAM source: NVML's per-process memory of this PID (what nvidia-smi shows).
+//! Where NVML does not list this PID (a container's own PID namespace), it
+//! falls back to NVML's device used memory minus its value before this
+//! process created a context: right only while nothing else uses the GPU. The
+//! hello check `vram source (worker)` records which one a run used;
+//! `MEMREL_VRAM_FALLBACK=1` forces the fallback, to check it against NVML.
+
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use candle_core::{Device, Tensor};
+use cudarc::driver::{result as cu, sys, CudaContext};
+
+use crate::model::LoadedModel;
+use crate::protocol::Check;
+use crate::sampler::nvml;
+use crate::strategy::ReleaseAction;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Set once the device is open; read by [`process_vram_bytes`] at every edge.
+static READER: OnceLock<VramReader> = OnceLock::new();
+
+struct VramReader {
+    device: nvml_wrapper::Device<'static>,
+    pid: u32,
+    source: VramSource,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum VramSource {
+    /// NVML lists this PID: its per-process used memory (0 once it holds no context).
+    PerProcess,
+    /// NVML cannot see this PID: device used minus device used before our context.
+    DeviceDelta { before_context_bytes: u64 },
+}
+
+impl VramReader {
+    fn read(&self) -> Option<u64> {
+        match self.source {
+            VramSource::PerProcess => nvml::process_bytes(&self.device, self.pid)
+                .ok()
+                .map(|b| b.unwrap_or(0)),
+            VramSource::DeviceDelta {
+                before_context_bytes,
+            } => nvml::device_memory(&self.device)
+                .ok()
+                .map(|(used, _)| used.saturating_sub(before_context_bytes)),
+        }
+    }
+}
+
+/// This process's VRAM now, `None` before the device is open or without NVML.
+pub fn process_vram_bytes() -> Option<u64> {
+    READER.get().and_then(VramReader::read)
+}
+
+/// With `MEMREL_CROSSCHECK_NVIDIA_SMI=1`: what `nvidia-smi --query-compute-apps`
+/// says about this process, as `nvidia_smi_mib=N` (`absent` when not listed).
+/// Costs one nvidia-smi run (~20 ms) per phase edge: for cross-check runs only.
+pub fn nvidia_smi_note() -> Option<String> {
+    if std::env::var("MEMREL_CROSSCHECK_NVIDIA_SMI")
+        .ok()
+        .as_deref()
+        != Some("1")
+    {
+        return None;
+    }
+    let pid = READER.get()?.pid;
+    let output = Command::new("nvidia-smi")
+        .args([
+            "--query-compute-apps=pid,used_memory",
+            "--format=csv,noheader,nounits",
+        ])
+        .output();
+    let text = match output {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Ok(o) => return Some(format!("nvidia_smi=failed({})", o.status)),
+        Err(e) => return Some(format!("nvidia_smi=unavailable({e})")),
+    };
+    let mib: Option<u64> = text
+        .lines()
+        .filter_map(|line| line.split_once(','))
+        .filter(|(p, _)| p.trim().parse::<u32>().ok() == Some(pid))
+        .filter_map(|(_, m)| m.trim().parse::<u64>().ok())
+        .reduce(|a, b| a + b);
+    Some(match mib {
+        Some(m) => format!("nvidia_smi_mib={m}"),
+        None => "nvidia_smi_mib=absent".into(),
+    })
+}
+
+/// What opening the device cost, measured once per worker.
+#[derive(Debug, Clone, Default)]
+struct Calibration {
+    /// The primary context alone (`cuDevicePrimaryCtxRetain`).
+    context_only_bytes: Option<u64>,
+    /// A bare candle device: context + cuBLAS + cuRAND, no tensors.
+    bare_device_bytes: Option<u64>,
+    open_s: f64,
+}
+
+pub struct CudaState {
+    ordinal: usize,
+    cu_device: sys::CUdevice,
+    name: String,
+    total_bytes: u64,
+    calibration: Calibration,
+    source_detail: String,
+    source_ok: bool,
+    /// The primary context was released; the next device must prove it works.
+    verify_next_device: bool,
+    /// Devices opened after a context release so far.
+    reopened_after_release: u32,
+    /// Checks made during the run, returned by `finish`.
+    pending: Vec<Check>,
+}
+
+impl CudaState {
+    /// Opens candle's CUDA device `ordinal`, calibrating its VRAM on the way.
+    pub fn open(ordinal: usize) -> Result<(Device, CudaState)> {
+        let no_cuda = || {
+            format!("cannot use cuda:{ordinal}: is an NVIDIA driver installed and the GPU visible?")
+        };
+        cu::init().with_context(no_cuda)?;
+        let count = cu::device::get_count().with_context(no_cuda)?;
+        if ordinal as i32 >= count {
+            bail!(
+                "--device cuda:{ordinal} does not exist: this machine has {count} CUDA device(s)"
+            );
+        }
+        let cu_device = cu::device::get(ordinal as i32).with_context(no_cuda)?;
+        let name = cu::device::get_name(cu_device).unwrap_or_else(|_| "?".into());
+        // SAFETY: cu_device came from cuDeviceGet.
+        let total_bytes = unsafe { cu::device::total_mem(cu_device) }.unwrap_or(0) as u64;
+        let uuid = cu::device::get_uuid(cu_device).with_context(no_cuda)?;
+        let uuid_bytes: [u8; 16] = uuid.bytes.map(|b| b as u8);
+        let nvml_device = nvml::device_by_uuid(&uuid_bytes);
+        let before_context_bytes = nvml_device
+            .as_ref()
+            .ok()
+            .and_then(|d| nvml::device_memory(d).ok())
+            .map(|(used, _)| used);
+        let pid = std::process::id();
+
+        let start = Instant::now();
+        let context = CudaContext::new(ordinal).with_context(no_cuda)?;
+        // (per-process, device used) with the primary context alone, then with a full candle device.
+        let read = |d: &nvml_wrapper::Device<'static>| {
+            (
+                wait_listed(d, pid),
+                nvml::device_memory(d).ok().map(|(u, _)| u),
+            )
+        };
+        let at_context = nvml_device.as_ref().ok().map(read);
+        let device = Device::new_cuda(ordinal).with_context(no_cuda)?;
+        device.synchronize()?;
+        let open_s = start.elapsed().as_secs_f64();
+        drop(context);
+        let at_device = nvml_device.as_ref().ok().map(read);
+
+        let mut calibration = Calibration {
+            open_s,
+            ..Calibration::default()
+        };
+        // MEMREL_VRAM_FALLBACK=1 takes the fallback on purpose, to check it against NVML's per-process value.
+        let forced = std::env::var("MEMREL_VRAM_FALLBACK").ok().as_deref() == Some("1");
+        let at_device = at_device.map(|(listed, used)| (listed.filter(|_| !forced), used));
+        let (source, source_detail, source_ok) = match (
+            &nvml_device,
+            before_context_bytes,
+            at_device,
+        ) {
+            (Ok(_), _, Some((Some(bytes), _))) => {
+                calibration.context_only_bytes = at_context.and_then(|(listed, _)| listed);
+                calibration.bare_device_bytes = Some(bytes);
+                (
+                    Some(VramSource::PerProcess),
+                    format!("nvml per-process memory of pid {pid} (the value nvidia-smi --query-compute-apps shows)"),
+                    true,
+                )
+            }
+            (Ok(_), Some(before), Some((None, Some(used)))) => {
+                calibration.context_only_bytes = at_context
+                    .and_then(|(_, u)| u)
+                    .map(|u| u.saturating_sub(before));
+                calibration.bare_device_bytes = Some(used.saturating_sub(before));
+                (
+                    Some(VramSource::DeviceDelta {
+                        before_context_bytes: before,
+                    }),
+                    format!(
+                        "FALLBACK{}: pid {pid} is not in nvml's process list (a container PID namespace?); VRAM is \
+                         device used minus the {:.0} MiB used before this worker's context: wrong if anything else \
+                         uses the GPU meanwhile",
+                        if forced { " (forced by MEMREL_VRAM_FALLBACK=1)" } else { "" },
+                        before as f64 / MIB
+                    ),
+                    true,
+                )
+            }
+            (Err(e), _, _) => (None, format!("none: {e}; VRAM columns stay empty"), false),
+            (Ok(_), _, _) => (
+                None,
+                "none: nvml gave no memory readings; VRAM columns stay empty".into(),
+                false,
+            ),
+        };
+        if let (Some(source), Ok(d)) = (source, nvml_device) {
+            // A second open in one worker keeps the first reader: same device, same PID.
+            let _ = READER.set(VramReader {
+                device: d,
+                pid,
+                source,
+            });
+        }
+        let state = CudaState {
+            ordinal,
+            cu_device,
+            name,
+            total_bytes,
+            calibration,
+            source_detail,
+            source_ok,
+            verify_next_device: false,
+            reopened_after_release: 0,
+            pending: Vec::new(),
+        };
+        Ok((device, state))
+    }
+
+    /// Facts for the hello message: device, calibration, VRAM source.
+    pub fn checks(&self) -> Vec<Check> {
+        let c = &self.calibration;
+        let mib = |b: Option<u64>| {
+            b.map(|b| format!("{:.0} MiB", b as f64 / MIB))
+                .unwrap_or_else(|| "unknown".into())
+        };
+        let raw = |b: Option<u64>| b.map(|b| b.to_string()).unwrap_or_else(|| "unknown".into());
+        vec![
+            Check {
+                name: "cuda device".into(),
+                ok: true,
+                detail: format!(
+                    "cuda:{} {} ({:.0} MiB); device opened in {:.3} s",
+                    self.ordinal,
+                    self.name,
+                    self.total_bytes as f64 / MIB,
+                    c.open_s
+                ),
+            },
+            Check {
+                name: "cuda context (calibration)".into(),
+                ok: c.bare_device_bytes.is_some(),
+                detail: format!(
+                    "bare candle device (context + cuBLAS + cuRAND, no tensors): {}; the primary context alone: {}; \
+                     context_only_bytes={} bare_device_bytes={}",
+                    mib(c.bare_device_bytes),
+                    mib(c.context_only_bytes),
+                    raw(c.context_only_bytes),
+                    raw(c.bare_device_bytes),
+                ),
+            },
+            Check {
+                name: "vram source (worker)".into(),
+                ok: self.source_ok,
+                detail: self.source_detail.clone(),
+            },
+        ]
+    }
+
+    /// With the model still alive: `to-cpu` copies every weight to the CPU.
+    pub fn before_drop(
+        &mut self,
+        action: ReleaseAction,
+        model: &LoadedModel,
+        device: Option<&Device>,
+    ) -> Result<Option<String>> {
+        if let Some(Device::Cuda(d)) = device {
+            // The model's frees below must run where the context is current.
+            d.cuda_stream().context().bind_to_thread()?;
+        }
+        if action != ReleaseAction::CudaToCpu {
+            return Ok(None);
+        }
+        let weights = model.weights();
+        if weights.is_empty() {
+            bail!("to-cpu: the model was loaded without recording its weights (a memrel bug)");
+        }
+        let start = Instant::now();
+        let mut bytes = 0u64;
+        let mut copies = Vec::with_capacity(weights.len());
+        for w in weights {
+            bytes += (w.elem_count() * w.dtype().size_in_bytes()) as u64;
+            copies.push(w.to_device(&Device::Cpu)?);
+        }
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        // As after `model.to("cpu"); del model`: the CPU copies die with the model.
+        drop(copies);
+        Ok(Some(format!(
+            "copied {} weights ({:.0} MiB) to the CPU in {ms:.1} ms",
+            weights.len(),
+            bytes as f64 / MIB
+        )))
+    }
+
+    /// The strategy's release action. `device` is set to `None` where the
+    /// strategy drops it; [`CudaState::reopen`] makes the next one.
+    pub fn release(
+        &mut self,
+        action: ReleaseAction,
+        device: &mut Option<Device>,
+        models_alive: usize,
+    ) -> Result<Option<String>> {
+        let Some(open) = device.as_ref() else {
+            return Ok(Some("no device open: nothing to release".into()));
+        };
+        let start = Instant::now();
+        open.synchronize()?;
+        if let Device::Cuda(d) = open {
+            d.cuda_stream()
+                .context()
+                .check_err()
+                .context("a CUDA call failed earlier (an asynchronous free?)")?;
+        }
+        let sync_ms = start.elapsed().as_secs_f64() * 1e3;
+        let keeps_device = format!(
+            "{models_alive} model(s) still loaded: device kept, synchronized in {sync_ms:.2} ms"
+        );
+        let note = match action {
+            ReleaseAction::CudaSync | ReleaseAction::CudaToCpu => {
+                format!("synchronized in {sync_ms:.2} ms")
+            }
+            ReleaseAction::CudaPoolTrim => self.trim_pool(sync_ms)?,
+            ReleaseAction::CudaDeviceDrop | ReleaseAction::CudaContextRelease
+                if models_alive > 0 =>
+            {
+                keeps_device
+            }
+            ReleaseAction::CudaDeviceDrop => {
+                *device = None;
+                format!(
+                    "synchronized in {sync_ms:.2} ms, dropped the device in {:.2} ms; then {}",
+                    start.elapsed().as_secs_f64() * 1e3 - sync_ms,
+                    context_state(self.cu_device)
+                )
+            }
+            ReleaseAction::CudaContextRelease => {
+                *device = None;
+                self.release_primary_context(sync_ms)?
+            }
+            ReleaseAction::None | ReleaseAction::MallocTrim => return Ok(None),
+        };
+        Ok(Some(note))
+    }
+
+    /// `cuMemPoolTrimTo(default pool, 0)`, with the pool's reserved bytes around it.
+    fn trim_pool(&self, sync_ms: f64) -> Result<String> {
+        // SAFETY: cu_device came from cuDeviceGet; the pool is the device's own.
+        let pool = unsafe { cu::device::get_default_mem_pool(self.cu_device) }?;
+        let before = pool_reserved_bytes(pool);
+        let start = Instant::now();
+        // SAFETY: a valid pool; trimming only releases unused memory.
+        unsafe { cu::mem_pool::trim_to(pool, 0) }?;
+        let trim_ms = start.elapsed().as_secs_f64() * 1e3;
+        let after = pool_reserved_bytes(pool);
+        let mib = |b: Option<u64>| {
+            b.map(|b| format!("{:.1}", b as f64 / MIB))
+                .unwrap_or_else(|| "?".into())
+        };
+        Ok(format!(
+            "synchronized in {sync_ms:.2} ms; cuMemPoolTrimTo(default pool, 0) in {trim_ms:.2} ms: pool reserved {} → {} MiB",
+            mib(before),
+            mib(after)
+        ))
+    }
+
+    /// UNSUPPORTED: releases the primary context until the driver says it is
+    /// inactive, taking references cuBLAS and cuRAND own.
+    fn release_primary_context(&mut self, sync_ms: f64) -> Result<String> {
+        let after_drop = context_state(self.cu_device);
+        let start = Instant::now();
+        let mut releases = 0u32;
+        while primary_context_active(self.cu_device)? {
+            if releases >= 32 {
+                bail!("context-release: the primary context is still active after {releases} releases");
+            }
+            // SAFETY: cu_device came from cuDeviceGet. This is the unsupported
+            // part: it drops references the CUDA runtime holds for cuBLAS/cuRAND.
+            unsafe { cu::primary_ctx::release(self.cu_device) }?;
+            releases += 1;
+        }
+        let release_ms = start.elapsed().as_secs_f64() * 1e3;
+        let after_release = context_state(self.cu_device);
+        // The thread may still name the released context as current.
+        // SAFETY: setting no context current is always allowed.
+        unsafe { cu::ctx::set_current(std::ptr::null_mut()) }?;
+        self.verify_next_device = true;
+        Ok(format!(
+            "synchronized in {sync_ms:.2} ms; dropped the device: {after_drop}; cuDevicePrimaryCtxRelease_v2 ×{releases} \
+             in {release_ms:.2} ms: {after_release}; cleared this thread's current context: {}",
+            context_state(self.cu_device)
+        ))
+    }
+
+    /// A new device after a strategy dropped the last one; after a context
+    /// release it must also compute correctly (recorded as a check).
+    pub fn reopen(&mut self) -> Result<(Device, String)> {
+        let start = Instant::now();
+        let device = Device::new_cuda(self.ordinal).with_context(|| {
+            format!(
+                "cannot open a new device on cuda:{} after the release",
+                self.ordinal
+            )
+        })?;
+        device.synchronize()?;
+        let mut note = format!(
+            "new device in {:.1} ms",
+            start.elapsed().as_secs_f64() * 1e3
+        );
+        if self.verify_next_device {
+            self.verify_next_device = false;
+            self.reopened_after_release += 1;
+            let name = format!(
+                "new device after context release #{}",
+                self.reopened_after_release
+            );
+            let check = matmul_check(&device, &name)?;
+            note.push_str(&format!("; {}", check.detail));
+            self.pending.push(check);
+        }
+        Ok((device, note))
+    }
+
+    /// End of the run: a released context must be followed by a working device.
+    pub fn finish(&mut self, device: &mut Option<Device>) -> Result<Vec<Check>> {
+        if device.is_none() && self.verify_next_device {
+            let (new, _) = self.reopen()?;
+            *device = Some(new);
+        }
+        if let Some(Device::Cuda(d)) = device.as_ref() {
+            let parked = d.cuda_stream().context().check_err();
+            self.pending.push(Check {
+                name: "no parked cuda errors".into(),
+                ok: parked.is_ok(),
+                detail: match parked {
+                    Ok(()) => "cudarc recorded no failed asynchronous call".into(),
+                    Err(e) => format!("cudarc recorded a failed asynchronous call: {e}"),
+                },
+            });
+        }
+        Ok(std::mem::take(&mut self.pending))
+    }
+}
+
+/// Polls NVML briefly for `pid` (the list can trail a new context by a moment).
+fn wait_listed(device: &nvml_wrapper::Device<'static>, pid: u32) -> Option<u64> {
+    for _ in 0..25 {
+        if let Ok(Some(bytes)) = nvml::process_bytes(device, pid) {
+            return Some(bytes);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// The primary context's state and this process's VRAM, for the events file.
+fn context_state(device: sys::CUdevice) -> String {
+    let active = match primary_context_active(device) {
+        Ok(true) => "active",
+        Ok(false) => "inactive",
+        Err(_) => "unknown",
+    };
+    let current = match cu::ctx::get_current() {
+        Ok(Some(_)) => "a context is current on this thread",
+        Ok(None) => "no context current on this thread",
+        Err(_) => "current context unknown",
+    };
+    let vram = process_vram_bytes()
+        .map(|b| format!("{:.0} MiB", b as f64 / MIB))
+        .unwrap_or_else(|| "unknown".into());
+    format!("primary context {active}, {current}, process VRAM {vram}")
+}
+
+fn primary_context_active(device: sys::CUdevice) -> Result<bool> {
+    let mut flags: std::ffi::c_uint = 0;
+    let mut active: std::ffi::c_int = 0;
+    // SAFETY: valid device and out-pointers to locals.
+    unsafe { sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) }.result()?;
+    Ok(active != 0)
+}
+
+fn pool_reserved_bytes(pool: sys::CUmemoryPool) -> Option<u64> {
+    let mut value: u64 = 0;
+    // SAFETY: RESERVED_MEM_CURRENT is a cuuint64_t, written into a local u64.
+    unsafe {
+        cu::mem_pool::get_attribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+            (&mut value as *mut u64).cast(),
+        )
+    }
+    .ok()
+    .map(|()| value)
+}
+
+/// A 64×64 f32 matmul on `device` (cuBLAS) against the same on the CPU.
+fn matmul_check(device: &Device, name: &str) -> Result<Check> {
+    let n = 64usize;
+    let a: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 37 % 101) as f32) / 101.0)
+        .collect();
+    let b: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 53 % 89) as f32) / 89.0 - 0.5)
+        .collect();
+    let cpu = Tensor::from_vec(a.clone(), (n, n), &Device::Cpu)?.matmul(&Tensor::from_vec(
+        b.clone(),
+        (n, n),
+        &Device::Cpu,
+    )?)?;
+    let gpu = Tensor::from_vec(a, (n, n), device)?
+        .matmul(&Tensor::from_vec(b, (n, n), device)?)?
+        .to_device(&Device::Cpu)?;
+    let max_diff = (&cpu - &gpu)?
+        .abs()?
+        .flatten_all()?
+        .max(0)?
+        .to_scalar::<f32>()?;
+    let scale = cpu
+        .abs()?
+        .flatten_all()?
+        .max(0)?
+        .to_scalar::<f32>()?
+        .max(1e-6);
+    let ok = max_diff / scale < 1e-3;
+    Ok(Check {
+        name: name.into(),
+        ok,
+        detail: format!("64×64 matmul on the new device vs cpu: max |diff| {max_diff:.2e} (largest value {scale:.2})"),
+    })
+}

@@ -1,0 +1,168 @@
+//! CUDA from the command line of a build without the `cuda` feature (CI's
+//! build): every CUDA scenario fails at once, before any model is prepared,
+//! with a message that says how to build with CUDA; CPU scenarios are
+//! unaffected and leave the VRAM columns empty, never 0.
+//!
+//! In a `cuda` build these tests return early: CI has no GPU to run them on.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const CUDA_SCENARIOS: [&str; 4] = ["cuda-drop", "cuda-flush", "cuda-context", "article-gpu"];
+
+fn memrel(cache: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
+    command
+        .env("MEMREL_CACHE_DIR", cache)
+        .env("HF_HUB_OFFLINE", "1");
+    command
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn cuda_scenarios_without_the_feature_fail_fast_and_say_how_to_build() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for scenario in CUDA_SCENARIOS {
+        let start = Instant::now();
+        let out = tmp.path().join("out");
+        let output = memrel(&tmp.path().join("cache"))
+            .args(["run", "--scenario", scenario, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{scenario}: {err}");
+        for needle in [
+            "cuda:0",
+            "`cuda` feature",
+            "scripts/build-cuda.sh",
+            "--features cuda",
+        ] {
+            assert!(
+                err.contains(needle),
+                "{scenario}: missing {needle:?} in {err}"
+            );
+        }
+        // Refused before anything was prepared: no model generated, no results directory.
+        assert!(
+            !tmp.path().join("cache").exists(),
+            "{scenario} generated a model first"
+        );
+        assert!(!out.exists(), "{scenario} created results before refusing");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{scenario} took {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+fn cuda_ordinal_on_the_command_line_is_refused_the_same_way() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memrel(tmp.path())
+        .args([
+            "run",
+            "--scenario",
+            "ci-smoke",
+            "--device",
+            "cuda:1",
+            "--out",
+        ])
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cuda:1") && err.contains("build-cuda.sh"),
+        "{err}"
+    );
+}
+
+#[test]
+fn gpu_strategies_on_cpu_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memrel(tmp.path())
+        .args([
+            "run",
+            "--scenario",
+            "cuda-flush",
+            "--device",
+            "cpu",
+            "--out",
+        ])
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("\"sync\"") && err.contains("for cuda devices"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_cuda_scenarios_are_listed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memrel(tmp.path()).args(["list"]).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for scenario in CUDA_SCENARIOS {
+        assert!(
+            text.contains(scenario),
+            "memrel list lacks {scenario}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn cpu_scenarios_are_unaffected_and_leave_vram_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let output = memrel(&tmp.path().join("cache"))
+        .args([
+            "run",
+            "--scenario",
+            "ci-smoke",
+            "--cycles",
+            "1",
+            "--strategy",
+            "drop",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let dir = std::fs::read_dir(out.join("ci-smoke"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut reader = csv::Reader::from_path(dir.join("samples.csv")).unwrap();
+    let column = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|h| h == "vram_bytes")
+        .unwrap();
+    let mut rows = 0;
+    for row in reader.records() {
+        assert_eq!(&row.unwrap()[column], "", "a CPU run reported VRAM");
+        rows += 1;
+    }
+    assert!(rows > 0, "no samples");
+}
