@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::{RunSummary, Summary};
 use crate::scenario::Thresholds;
 
+const MIB_F64: f64 = 1024.0 * 1024.0;
+
 /// Bumped when verdict.json changes shape.
 pub const VERDICT_SCHEMA_VERSION: u32 = 1;
 
@@ -335,7 +337,11 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
             } else {
                 Verdict::NoChange
             };
-            v.note = format!("budget {budget:.0}, worst run {worst:.0}");
+            v.note = format!(
+                "budget {:.1} MiB, worst run {:.1} MiB",
+                budget / MIB_F64,
+                worst / MIB_F64
+            );
             v.metric = format!("{} (budget)", metric.as_str());
             out.push(v);
         }

@@ -176,7 +176,7 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
         return parse_str(&name, &path.display().to_string(), &text);
     }
     let mut available = builtin_names().join(", ");
-    if let Some(guess) = did_you_mean(name_or_path, builtin_names()) {
+    if let Some(guess) = did_you_mean(name_or_path, &builtin_names()) {
         available = format!("{available} (did you mean {guess:?}?)");
     }
     Err(ScenarioError::Unknown {

@@ -141,10 +141,15 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                 let forward_s = start.elapsed().as_secs_f64() - load_s;
                 device.before_drop(strategy.release, &m)?;
                 drop(m);
-                device.release(strategy.release, 0)?;
-                let reopened = reopened.map(|n| format!(", {n}")).unwrap_or_default();
+                let released = device.release(strategy.release, 0)?;
+                let reopened = reopened
+                    .map(|n| format!(", before it: {n}"))
+                    .unwrap_or_default();
+                let released = released
+                    .map(|n| format!(", release: {n}"))
+                    .unwrap_or_default();
                 times.push(format!(
-                    "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}"
+                    "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}{released}"
                 ));
             }
             Ok(((), Some(format!("untimed warm-up ({})", times.join("; ")))))
