@@ -3,7 +3,9 @@
 //! total memory. Shared by the parent's VRAM probe and the CUDA worker.
 //!
 //! NVML never creates a CUDA context, so the parent can watch a worker
-//! without holding VRAM itself. Only in `cuda` builds.
+//! without holding VRAM itself. Only in `cuda` builds. One reading costs
+//! ~40 µs (nvml-wrapper allocates the small process list each time); the
+//! measured costs are in results/reference/cuda/README.md.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

@@ -4,104 +4,27 @@
 //!
 //! Facts it is built on (../shared/facts.md, "candle on CUDA"): cudarc frees
 //! with `cuMemFreeAsync`, so VRAM goes back only at the next synchronize;
-//! dropping candle's `Device` leaves the primary context alive (cuBLAS and
-//! cuRAND retain it); releasing it by hand is unsupported and opt-in. All of
+//! dropping candle's `Device` leaves the primary context alive (the CUDA
+//! runtime behind cuBLAS and cuRAND retains it); releasing it by hand is
+//! unsupported and opt-in. All of
 //! this runs on the worker's main thread, where the context is current, so a
 //! free never fails silently on a thread without a context.
 //!
-//! VRAM source: NVML's per-process memory of this PID (what nvidia-smi shows).
-//! Where NVML does not list this PID (a container's own PID namespace), it
-//! falls back to NVML's device used memory minus its value before this
-//! process created a context: right only while nothing else uses the GPU. The
-//! hello check `vram source (worker)` records which one a run used;
-//! `MEMREL_VRAM_FALLBACK=1` forces the fallback, to check it against NVML.
+//! Its VRAM numbers come from `cuda_vram.rs` (NVML, with a documented fallback).
 
-use std::process::Command;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use cudarc::driver::{result as cu, sys, CudaContext};
 
+use super::cuda_vram::{self, process_vram_bytes};
 use crate::model::LoadedModel;
 use crate::protocol::Check;
 use crate::sampler::nvml;
 use crate::strategy::ReleaseAction;
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-/// Set once the device is open; read by [`process_vram_bytes`] at every edge.
-static READER: OnceLock<VramReader> = OnceLock::new();
-
-struct VramReader {
-    device: nvml_wrapper::Device<'static>,
-    pid: u32,
-    source: VramSource,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum VramSource {
-    /// NVML lists this PID: its per-process used memory (0 once it holds no context).
-    PerProcess,
-    /// NVML cannot see this PID: device used minus device used before our context.
-    DeviceDelta { before_context_bytes: u64 },
-}
-
-impl VramReader {
-    fn read(&self) -> Option<u64> {
-        match self.source {
-            VramSource::PerProcess => nvml::process_bytes(&self.device, self.pid)
-                .ok()
-                .map(|b| b.unwrap_or(0)),
-            VramSource::DeviceDelta {
-                before_context_bytes,
-            } => nvml::device_memory(&self.device)
-                .ok()
-                .map(|(used, _)| used.saturating_sub(before_context_bytes)),
-        }
-    }
-}
-
-/// This process's VRAM now, `None` before the device is open or without NVML.
-pub fn process_vram_bytes() -> Option<u64> {
-    READER.get().and_then(VramReader::read)
-}
-
-/// With `MEMREL_CROSSCHECK_NVIDIA_SMI=1`: what `nvidia-smi --query-compute-apps`
-/// says about this process, as `nvidia_smi_mib=N` (`absent` when not listed).
-/// Costs one nvidia-smi run (~20 ms) per phase edge: for cross-check runs only.
-pub fn nvidia_smi_note() -> Option<String> {
-    if std::env::var("MEMREL_CROSSCHECK_NVIDIA_SMI")
-        .ok()
-        .as_deref()
-        != Some("1")
-    {
-        return None;
-    }
-    let pid = READER.get()?.pid;
-    let output = Command::new("nvidia-smi")
-        .args([
-            "--query-compute-apps=pid,used_memory",
-            "--format=csv,noheader,nounits",
-        ])
-        .output();
-    let text = match output {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
-        Ok(o) => return Some(format!("nvidia_smi=failed({})", o.status)),
-        Err(e) => return Some(format!("nvidia_smi=unavailable({e})")),
-    };
-    let mib: Option<u64> = text
-        .lines()
-        .filter_map(|line| line.split_once(','))
-        .filter(|(p, _)| p.trim().parse::<u32>().ok() == Some(pid))
-        .filter_map(|(_, m)| m.trim().parse::<u64>().ok())
-        .reduce(|a, b| a + b);
-    Some(match mib {
-        Some(m) => format!("nvidia_smi_mib={m}"),
-        None => "nvidia_smi_mib=absent".into(),
-    })
-}
 
 /// What opening the device cost, measured once per worker.
 #[derive(Debug, Clone, Default)]
@@ -161,7 +84,7 @@ impl CudaState {
         // (per-process, device used) with the primary context alone, then with a full candle device.
         let read = |d: &nvml_wrapper::Device<'static>| {
             (
-                wait_listed(d, pid),
+                cuda_vram::wait_listed(d, pid),
                 nvml::device_memory(d).ok().map(|(u, _)| u),
             )
         };
@@ -176,57 +99,16 @@ impl CudaState {
             open_s,
             ..Calibration::default()
         };
-        // MEMREL_VRAM_FALLBACK=1 takes the fallback on purpose, to check it against NVML's per-process value.
-        let forced = std::env::var("MEMREL_VRAM_FALLBACK").ok().as_deref() == Some("1");
-        let at_device = at_device.map(|(listed, used)| (listed.filter(|_| !forced), used));
-        let (source, source_detail, source_ok) = match (
-            &nvml_device,
+        let source = cuda_vram::choose_source(
+            nvml_device,
             before_context_bytes,
+            at_context,
             at_device,
-        ) {
-            (Ok(_), _, Some((Some(bytes), _))) => {
-                calibration.context_only_bytes = at_context.and_then(|(listed, _)| listed);
-                calibration.bare_device_bytes = Some(bytes);
-                (
-                    Some(VramSource::PerProcess),
-                    format!("nvml per-process memory of pid {pid} (the value nvidia-smi --query-compute-apps shows)"),
-                    true,
-                )
-            }
-            (Ok(_), Some(before), Some((None, Some(used)))) => {
-                calibration.context_only_bytes = at_context
-                    .and_then(|(_, u)| u)
-                    .map(|u| u.saturating_sub(before));
-                calibration.bare_device_bytes = Some(used.saturating_sub(before));
-                (
-                    Some(VramSource::DeviceDelta {
-                        before_context_bytes: before,
-                    }),
-                    format!(
-                        "FALLBACK{}: pid {pid} is not in nvml's process list (a container PID namespace?); VRAM is \
-                         device used minus the {:.0} MiB used before this worker's context: wrong if anything else \
-                         uses the GPU meanwhile",
-                        if forced { " (forced by MEMREL_VRAM_FALLBACK=1)" } else { "" },
-                        before as f64 / MIB
-                    ),
-                    true,
-                )
-            }
-            (Err(e), _, _) => (None, format!("none: {e}; VRAM columns stay empty"), false),
-            (Ok(_), _, _) => (
-                None,
-                "none: nvml gave no memory readings; VRAM columns stay empty".into(),
-                false,
-            ),
-        };
-        if let (Some(source), Ok(d)) = (source, nvml_device) {
-            // A second open in one worker keeps the first reader: same device, same PID.
-            let _ = READER.set(VramReader {
-                device: d,
-                pid,
-                source,
-            });
-        }
+            pid,
+        );
+        calibration.context_only_bytes = source.context_only_bytes;
+        calibration.bare_device_bytes = source.bare_device_bytes;
+        let (source_detail, source_ok) = (source.detail, source.ok);
         let state = CudaState {
             ordinal,
             cu_device,
@@ -464,17 +346,6 @@ impl CudaState {
         }
         Ok(std::mem::take(&mut self.pending))
     }
-}
-
-/// Polls NVML briefly for `pid` (the list can trail a new context by a moment).
-fn wait_listed(device: &nvml_wrapper::Device<'static>, pid: u32) -> Option<u64> {
-    for _ in 0..25 {
-        if let Ok(Some(bytes)) = nvml::process_bytes(device, pid) {
-            return Some(bytes);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
 }
 
 /// The primary context's state and this process's VRAM, for the events file.

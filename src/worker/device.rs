@@ -20,6 +20,9 @@ use crate::strategy::ReleaseAction;
 #[cfg(feature = "cuda")]
 #[path = "cuda.rs"]
 mod cuda;
+#[cfg(feature = "cuda")]
+#[path = "cuda_vram.rs"]
+mod cuda_vram;
 
 pub struct Session {
     /// `None` only between a strategy dropping the device and the next load.
@@ -32,7 +35,7 @@ pub struct Session {
 pub fn vram_bytes_now() -> Option<u64> {
     #[cfg(feature = "cuda")]
     {
-        cuda::process_vram_bytes()
+        cuda_vram::process_vram_bytes()
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -45,7 +48,7 @@ pub fn vram_bytes_now() -> Option<u64> {
 pub fn crosscheck_note() -> Option<String> {
     #[cfg(feature = "cuda")]
     {
-        cuda::nvidia_smi_note()
+        cuda_vram::nvidia_smi_note()
     }
     #[cfg(not(feature = "cuda"))]
     {
