@@ -631,3 +631,28 @@ fn forward_time_is_shown_relative_to_drop() {
     let md = table::markdown(&c);
     assert!(md.contains("| +24 % |"), "{md}");
 }
+
+/// Regression: on CUDA the comparison only showed RSS, which says nothing about
+/// VRAM. Re-rendering the committed H100 run must show per-process VRAM.
+#[test]
+fn cuda_comparison_shows_vram_columns() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("cuda-flush");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("results/reference/cuda/cuda-flush"),
+        &dir,
+    );
+    memrel().arg("report").arg(&dir).assert().success();
+    let md = std::fs::read_to_string(dir.join("compare.md")).unwrap();
+    assert!(md.contains("| peak VRAM MiB | VRAM after release MiB |"), "{md}");
+    let row = |strategy: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| `{strategy}` |")))
+            .unwrap_or_else(|| panic!("no row for {strategy}: {md}"))
+            .to_string()
+    };
+    // Plain drop keeps the pool's blocks; a synchronize returns them; context release reaches 0.
+    assert!(row("drop").ends_with("| 1094 |"), "{}", row("drop"));
+    assert!(row("sync").ends_with("| 678 |"), "{}", row("sync"));
+    assert!(row("context-release").ends_with("| 0.00 |"), "{}", row("context-release"));
+}

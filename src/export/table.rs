@@ -27,6 +27,9 @@ const HEADERS: [&str; 12] = [
     "in processes",
 ];
 
+/// Appended when any run has VRAM samples (CUDA): the worker's own device memory.
+const VRAM_HEADERS: [&str; 2] = ["peak VRAM MiB", "VRAM after release MiB"];
+
 /// Columns right-aligned in Markdown (all but the strategy).
 const RIGHT_ALIGNED_FROM: usize = 1;
 
@@ -113,7 +116,15 @@ fn readable_utc(unix_s: u64) -> String {
 
 /// The cells of the table, one row per strategy and source, header first.
 pub fn cells(c: &Comparison) -> Vec<Vec<String>> {
-    let mut rows = vec![HEADERS.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+    // On CUDA the story is in VRAM: its columns appear when any run sampled it.
+    let has_vram = c.rows.iter().any(|r| {
+        r.summary.peak_vram_bytes.is_some() || r.summary.vram_after_release_bytes.is_some()
+    });
+    let mut header: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    if has_vram {
+        header.extend(VRAM_HEADERS.iter().map(|h| h.to_string()));
+    }
+    let mut rows = vec![header];
     for row in &c.rows {
         let s = &row.summary;
         let reference = c
@@ -138,6 +149,16 @@ pub fn cells(c: &Comparison) -> Vec<Vec<String>> {
             format!("{}/{}", s.cycles_retaining, s.cycles_total),
             format!("{}/{}", s.processes_retaining, s.runs),
         ]);
+        if has_vram {
+            if let Some(cells) = rows.last_mut() {
+                cells.push(spread_cell(s.peak_vram_bytes.as_ref(), 1.0 / MIB, ""));
+                cells.push(spread_cell(
+                    s.vram_after_release_bytes.as_ref(),
+                    1.0 / MIB,
+                    "",
+                ));
+            }
+        }
     }
     rows
 }
