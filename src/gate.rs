@@ -56,14 +56,17 @@ pub enum GateMetric {
     PeakBytes,
     RetainedSlopeBytesPerCycle,
     ReleaseLatencyS,
+    /// The worker's device memory after the last cycle's release (CUDA only).
+    VramAfterReleaseBytes,
 }
 
 impl GateMetric {
-    pub const ALL: [GateMetric; 4] = [
+    pub const ALL: [GateMetric; 5] = [
         GateMetric::RetainedBytes,
         GateMetric::PeakBytes,
         GateMetric::RetainedSlopeBytesPerCycle,
         GateMetric::ReleaseLatencyS,
+        GateMetric::VramAfterReleaseBytes,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +75,7 @@ impl GateMetric {
             GateMetric::PeakBytes => "peak_bytes",
             GateMetric::RetainedSlopeBytesPerCycle => "retained_slope_bytes_per_cycle",
             GateMetric::ReleaseLatencyS => "release_latency_s",
+            GateMetric::VramAfterReleaseBytes => "vram_after_release_bytes",
         }
     }
 
@@ -82,6 +86,11 @@ impl GateMetric {
                 GateMetric::RetainedBytes => r.retained_bytes.map(|v| v as f64),
                 GateMetric::PeakBytes => (r.peak_bytes > 0).then_some(r.peak_bytes as f64),
                 GateMetric::RetainedSlopeBytesPerCycle => r.retained_slope_bytes_per_cycle,
+                GateMetric::VramAfterReleaseBytes => r
+                    .cycles
+                    .last()
+                    .and_then(|c| c.vram_after_release_bytes)
+                    .map(|v| v as f64),
                 GateMetric::ReleaseLatencyS => {
                     let mut v: Vec<f64> = r
                         .cycles
@@ -100,7 +109,8 @@ impl GateMetric {
         match self {
             GateMetric::RetainedBytes
             | GateMetric::PeakBytes
-            | GateMetric::RetainedSlopeBytesPerCycle => t.noise_absolute_bytes as f64,
+            | GateMetric::RetainedSlopeBytesPerCycle
+            | GateMetric::VramAfterReleaseBytes => t.noise_absolute_bytes as f64,
             // Latency is measured at the sampling interval: 10 ms of noise is nothing.
             GateMetric::ReleaseLatencyS => 0.010,
         }
@@ -156,6 +166,9 @@ pub fn compare(baseline: &Summary, new: &Summary, thresholds: &Thresholds) -> Ve
             }
             let b = metric.observations(&base_runs);
             let n = metric.observations(&new_runs);
+            if metric == GateMetric::VramAfterReleaseBytes && b.is_empty() && n.is_empty() {
+                continue; // a CPU run has no VRAM: nothing to judge
+            }
             out.push(judge(&new.scenario, strategy, metric, &b, &n, thresholds));
         }
     }

@@ -644,7 +644,10 @@ fn cuda_comparison_shows_vram_columns() {
     );
     memrel().arg("report").arg(&dir).assert().success();
     let md = std::fs::read_to_string(dir.join("compare.md")).unwrap();
-    assert!(md.contains("| peak VRAM MiB | VRAM after release MiB |"), "{md}");
+    assert!(
+        md.contains("| peak VRAM MiB | VRAM after release MiB |"),
+        "{md}"
+    );
     let row = |strategy: &str| {
         md.lines()
             .find(|l| l.starts_with(&format!("| `{strategy}` |")))
@@ -654,5 +657,9 @@ fn cuda_comparison_shows_vram_columns() {
     // Plain drop keeps the pool's blocks; a synchronize returns them; context release reaches 0.
     assert!(row("drop").ends_with("| 1094 |"), "{}", row("drop"));
     assert!(row("sync").ends_with("| 678 |"), "{}", row("sync"));
-    assert!(row("context-release").ends_with("| 0.00 |"), "{}", row("context-release"));
+    assert!(
+        row("context-release").ends_with("| 0.00 |"),
+        "{}",
+        row("context-release")
+    );
 }
