@@ -59,6 +59,22 @@ pub struct RunArgs {
     /// Run only these strategies (repeatable); default: the scenario's list.
     #[arg(long = "strategy", value_name = "NAME")]
     pub strategies: Vec<String>,
+    #[command(flatten)]
+    pub overrides: ScenarioOverrides,
+    /// Where results go: a new directory <OUT>/<scenario>/<timestamp> is created.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Also write the runs as Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub export_trace: Option<PathBuf>,
+    /// Also save this run as baseline NAME (<OUT>/baselines/NAME/<scenario>) for `memrel check`.
+    #[arg(long, value_name = "NAME")]
+    pub save_baseline: Option<String>,
+}
+
+/// Options that override a scenario's own settings (shared by run and compare).
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioOverrides {
     /// Cycles per worker process (overrides the scenario).
     #[arg(long)]
     pub cycles: Option<u32>,
@@ -71,15 +87,6 @@ pub struct RunArgs {
     /// Device: cpu, cuda or cuda:N (overrides the scenario).
     #[arg(long)]
     pub device: Option<String>,
-    /// Where results go: a new directory <OUT>/<scenario>/<timestamp> is created.
-    #[arg(long, default_value = "results")]
-    pub out: PathBuf,
-    /// Also write the runs as Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
-    #[arg(long, value_name = "FILE")]
-    pub export_trace: Option<PathBuf>,
-    /// Also save this run as baseline NAME (<OUT>/baselines/NAME/<scenario>) for `memrel check`.
-    #[arg(long, value_name = "NAME")]
-    pub save_baseline: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -113,18 +120,8 @@ pub struct CompareArgs {
     /// Strategies to run, comma-separated (default: the scenario's list).
     #[arg(long, alias = "strategy", value_name = "A,B,C", value_delimiter = ',')]
     pub strategies: Vec<String>,
-    /// Cycles per worker process (overrides the scenario).
-    #[arg(long)]
-    pub cycles: Option<u32>,
-    /// Worker processes per strategy (overrides the scenario).
-    #[arg(long)]
-    pub repeat: Option<u32>,
-    /// Sampling interval in milliseconds, 1 to 10000 (default: the scenario's).
-    #[arg(long, value_name = "MS")]
-    pub interval_ms: Option<f64>,
-    /// Device: cpu, cuda or cuda:N (overrides the scenario).
-    #[arg(long)]
-    pub device: Option<String>,
+    #[command(flatten)]
+    pub overrides: ScenarioOverrides,
     /// Where results go: <OUT>/<scenario>/<timestamp> with --scenario, <OUT>/compare/<timestamp> for saved directories.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,

@@ -56,10 +56,7 @@ fn run_matrix(
     let run_args = RunArgs {
         scenario: scenario.to_string(),
         strategies: args.strategies.clone(),
-        cycles: args.cycles,
-        repeat: args.repeat,
-        interval_ms: args.interval_ms,
-        device: args.device.clone(),
+        overrides: args.overrides.clone(),
         out: args.out.clone(),
         export_trace: None,
         save_baseline: None,

@@ -29,24 +29,24 @@ pub struct RunOptions {
 impl RunOptions {
     pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         let mut scenario = scenario::load(&args.scenario)?;
-        if let Some(device) = &args.device {
+        if let Some(device) = &args.overrides.device {
             scenario.device = DeviceSpec::parse(device).with_context(|| {
                 format!("--device {device:?} is not valid: use cpu, cuda or cuda:N")
             })?;
         }
-        if let Some(cycles) = args.cycles {
+        if let Some(cycles) = args.overrides.cycles {
             if cycles == 0 {
                 bail!("--cycles must be at least 1");
             }
             scenario.cycles = cycles;
         }
-        if let Some(repeat) = args.repeat {
+        if let Some(repeat) = args.overrides.repeat {
             if repeat == 0 {
                 bail!("--repeat must be at least 1");
             }
             scenario.repeat = repeat;
         }
-        if let Some(ms) = args.interval_ms {
+        if let Some(ms) = args.overrides.interval_ms {
             if !(1.0..=10_000.0).contains(&ms) {
                 bail!("--interval-ms {ms} is out of range: use 1 to 10000");
             }
