@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::decimate::min_max_columns;
+use super::decimate::{anon_and_rss_mib, area_to_zero, min_max_columns};
 use super::palette::{lighten, phase_colour, strategy_colour};
 use super::png::{
     draw_legend, non_overlapping, plot_err, write_png, Area, LegendEntry, Swatch, FONT,
@@ -226,26 +226,9 @@ fn draw_run_panel(area: &Area, run: &RunRecord) -> Result<Vec<LegendEntry>> {
     draw_phase_labels(&mut chart, &spans, y_max)?;
 
     let columns = WIDTH as usize;
-    let anon = min_max_columns(
-        run.samples
-            .iter()
-            .map(|s| (s.t_s, s.anon_bytes as f64 / MIB)),
-        0.0,
-        t_end,
-        columns,
-    );
-    let rss = min_max_columns(
-        run.samples
-            .iter()
-            .map(|s| (s.t_s, s.rss_bytes as f64 / MIB)),
-        0.0,
-        t_end,
-        columns,
-    );
+    let (anon, rss) = anon_and_rss_mib(run, t_end, columns);
     // Anon filled from zero; file as the band between anon and total RSS.
-    let mut anon_poly = vec![(anon.first().map(|p| p.0).unwrap_or(0.0), 0.0)];
-    anon_poly.extend(anon.iter().copied());
-    anon_poly.push((anon.last().map(|p| p.0).unwrap_or(0.0), 0.0));
+    let anon_poly = area_to_zero(&anon);
     let anon_fill = lighten(colour, 0.35);
     chart
         .draw_series(std::iter::once(Polygon::new(

@@ -19,7 +19,7 @@ use anyhow::Result;
 use plotters::prelude::*;
 
 use super::chart::{drawn_run, phase_spans, run_end_s};
-use super::decimate::min_max_columns;
+use super::decimate::{anon_and_rss_mib, area_to_zero, min_max_columns};
 use super::palette::{lighten, phase_ribbon_colour, strategy_colour};
 use super::png::{draw_legend, plot_err, write_png, Area, LegendEntry, Swatch, FONT, LEGEND_WIDTH};
 use crate::metrics::comparison::{Comparison, Row};
@@ -280,27 +280,8 @@ fn draw_lane(area: &Area, l: &Line, t_end: f64, y_max: f64) -> Result<()> {
         .draw()
         .map_err(plot_err)?;
     let columns = (WIDTH - LEGEND_WIDTH) as usize;
-    let anon = min_max_columns(
-        l.run
-            .samples
-            .iter()
-            .map(|s| (s.t_s, s.anon_bytes as f64 / MIB)),
-        0.0,
-        t_end,
-        columns,
-    );
-    let rss = min_max_columns(
-        l.run
-            .samples
-            .iter()
-            .map(|s| (s.t_s, s.rss_bytes as f64 / MIB)),
-        0.0,
-        t_end,
-        columns,
-    );
-    let mut anon_poly = vec![(anon.first().map(|p| p.0).unwrap_or(0.0), 0.0)];
-    anon_poly.extend(anon.iter().copied());
-    anon_poly.push((anon.last().map(|p| p.0).unwrap_or(0.0), 0.0));
+    let (anon, rss) = anon_and_rss_mib(l.run, t_end, columns);
+    let anon_poly = area_to_zero(&anon);
     chart
         .draw_series(std::iter::once(Polygon::new(
             anon_poly,

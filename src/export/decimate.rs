@@ -2,6 +2,9 @@
 //! highest value that fell in it, in time order, so no peak or dip is lost
 //! however many samples a run has.
 
+use crate::record::{RunRecord, Sample};
+use crate::textutil::MIB;
+
 type Point = (f64, f64);
 
 /// The pixel column being filled: (column, first point, min point, max point, last point).
@@ -51,6 +54,32 @@ pub fn min_max_columns(
         flush(c, &mut out);
     }
     out
+}
+
+/// A run's RssAnon and total RSS in MiB, decimated to `columns` over `[0, t_end]`.
+pub fn anon_and_rss_mib(
+    run: &RunRecord,
+    t_end: f64,
+    columns: usize,
+) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    let series = |bytes: fn(&Sample) -> u64| {
+        min_max_columns(
+            run.samples.iter().map(|s| (s.t_s, bytes(s) as f64 / MIB)),
+            0.0,
+            t_end,
+            columns,
+        )
+    };
+    (series(|s| s.anon_bytes), series(|s| s.rss_bytes))
+}
+
+/// The polygon under `line`, closed down to zero at both ends.
+pub fn area_to_zero(line: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut poly = Vec::with_capacity(line.len() + 2);
+    poly.push((line.first().map(|p| p.0).unwrap_or(0.0), 0.0));
+    poly.extend_from_slice(line);
+    poly.push((line.last().map(|p| p.0).unwrap_or(0.0), 0.0));
+    poly
 }
 
 #[cfg(test)]
