@@ -57,11 +57,7 @@ pub fn min_max_columns(
 }
 
 /// A run's RssAnon and total RSS in MiB, decimated to `columns` over `[0, t_end]`.
-pub fn anon_and_rss_mib(
-    run: &RunRecord,
-    t_end: f64,
-    columns: usize,
-) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+pub fn anon_and_rss_mib(run: &RunRecord, t_end: f64, columns: usize) -> (Vec<Point>, Vec<Point>) {
     let series = |bytes: fn(&Sample) -> u64| {
         min_max_columns(
             run.samples.iter().map(|s| (s.t_s, bytes(s) as f64 / MIB)),
@@ -74,7 +70,7 @@ pub fn anon_and_rss_mib(
 }
 
 /// The polygon under `line`, closed down to zero at both ends.
-pub fn area_to_zero(line: &[(f64, f64)]) -> Vec<(f64, f64)> {
+pub fn area_to_zero(line: &[Point]) -> Vec<Point> {
     let mut poly = Vec::with_capacity(line.len() + 2);
     poly.push((line.first().map(|p| p.0).unwrap_or(0.0), 0.0));
     poly.extend_from_slice(line);
