@@ -27,7 +27,7 @@ pub enum Command {
     Run(RunArgs),
     /// Compare strategies side by side: run a scenario's matrix, or compare saved results directories.
     #[command(
-        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategies drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png and retained.png: into the run's own\nresults directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
+        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategies drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png and retained.png: into the run's own\nresults directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
     )]
     Compare(CompareArgs),
     /// Re-render every output of a saved run (CSV, JSON, charts, comparison) from its data on disk.
@@ -61,13 +61,20 @@ pub struct RunArgs {
     pub strategies: Vec<String>,
     #[command(flatten)]
     pub overrides: ScenarioOverrides,
-    /// Where results go: a new directory <OUT>/<scenario>/<timestamp> is created.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Where a run's outputs go (shared by run and compare).
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// The results root: a run writes a new <OUT>/<scenario>/<timestamp>; comparing saved directories writes <OUT>/compare/<timestamp>.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Also write the runs as Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub export_trace: Option<PathBuf>,
-    /// Also save this run as baseline NAME (<OUT>/baselines/NAME/<scenario>) for `memrel check`.
+    /// Also save the runs as baseline NAME (<OUT>/baselines/NAME/<scenario>) for `memrel check`.
     #[arg(long, value_name = "NAME")]
     pub save_baseline: Option<String>,
 }
@@ -112,7 +119,7 @@ pub struct CheckArgs {
 #[command(group(clap::ArgGroup::new("what").required(true).args(["scenario", "dirs"])))]
 pub struct CompareArgs {
     /// Saved results directories to compare (nothing is run).
-    #[arg(value_name = "RESULTS_DIR", conflicts_with_all = ["strategies", "cycles", "repeat", "interval_ms", "device"])]
+    #[arg(value_name = "RESULTS_DIR", conflicts_with_all = ["strategies", "cycles", "repeat", "interval_ms", "device", "save_baseline"])]
     pub dirs: Vec<PathBuf>,
     /// Run this scenario (a built-in name or a TOML path) and compare its strategies.
     #[arg(short, long)]
@@ -122,12 +129,8 @@ pub struct CompareArgs {
     pub strategies: Vec<String>,
     #[command(flatten)]
     pub overrides: ScenarioOverrides,
-    /// Where results go: <OUT>/<scenario>/<timestamp> with --scenario, <OUT>/compare/<timestamp> for saved directories.
-    #[arg(long, default_value = "results")]
-    pub out: PathBuf,
-    /// Also write every run as Chrome trace-event JSON (opens in Perfetto and chrome://tracing).
-    #[arg(long, value_name = "FILE")]
-    pub export_trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]

@@ -23,20 +23,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => {
             let options = commands::run::RunOptions::from_args(&args)?;
-            if let Some(path) = &args.export_trace {
-                commands::compare::check_trace_path(path)?;
-            }
+            commands::compare::check_output_args(&args.output)?;
             let (dir, summary) = commands::run::execute(&options, std::env::args().collect())?;
             print!("{}", console::summary_table(&summary));
             println!("\nresults: {}", dir.display());
-            if let Some(path) = &args.export_trace {
+            if let Some(path) = &args.output.export_trace {
                 commands::report::export_trace_of(&dir, path)?;
                 println!("trace: {}", path.display());
             }
-            if let Some(name) = &args.save_baseline {
-                let entry = memrel::baseline::save(&dir, &memrel::baseline::root(&args.out), name)?;
-                println!("baseline {name}: {}", entry.display());
-            }
+            save_baseline(&args.output, &dir)?;
             Ok(runs_failed_code(
                 summary.runs.iter().filter(|r| r.error.is_some()).count(),
                 summary.runs.len(),
@@ -47,9 +42,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let outcome = commands::compare::execute_args(&args, std::env::args().collect())?;
             print!("{}", table::plain(&outcome.comparison));
             println!("\nresults: {}", outcome.dir.display());
-            if let Some(path) = &args.export_trace {
+            if let Some(path) = &args.output.export_trace {
                 println!("trace: {}", path.display());
             }
+            save_baseline(&args.output, &outcome.dir)?;
             let runs: u32 = outcome.comparison.rows.iter().map(|r| r.summary.runs).sum();
             Ok(runs_failed_code(
                 outcome.failed_runs,
@@ -107,6 +103,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(2)))
         }
     }
+}
+
+/// `--save-baseline NAME`: copies the results directory into the baseline store.
+fn save_baseline(output: &memrel::cli::OutputArgs, dir: &std::path::Path) -> anyhow::Result<()> {
+    if let Some(name) = &output.save_baseline {
+        let entry = memrel::baseline::save(dir, &memrel::baseline::root(&output.out), name)?;
+        println!("baseline {name}: {}", entry.display());
+    }
+    Ok(())
 }
 
 /// Exit code 2 when some runs did not complete (their data is kept), else 0.

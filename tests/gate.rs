@@ -68,15 +68,16 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
     assert!(root.join("baselines/main/gate-test/summary.json").is_file());
     assert!(root.join("baselines/main/gate-test/samples.csv").is_file());
 
-    // The same configuration again: no regression.
+    // The same configuration again, through compare (which can save a baseline too): no regression.
     let again = memrel()
-        .args(["run", "--scenario"])
+        .args(["compare", "--scenario"])
         .arg(&good)
-        .arg("--out")
+        .args(["--save-baseline", "repeat", "--out"])
         .arg(&root)
         .output()
         .unwrap();
     assert!(again.status.success(), "{}", text(&again));
+    assert!(root.join("baselines/repeat/gate-test/runs.json").is_file());
     let same = memrel()
         .args(["check", "--baseline", "main", "--out"])
         .arg(&root)
@@ -173,4 +174,27 @@ fn missing_baseline_exits_2_with_the_command_to_create_it() {
         .unwrap();
     assert_eq!(lenient.status.code(), Some(0), "{}", text(&lenient));
     assert!(String::from_utf8_lossy(&lenient.stderr).contains("skipped"));
+}
+
+#[test]
+fn a_bad_baseline_name_fails_before_anything_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("results");
+    let output = memrel()
+        .args([
+            "run",
+            "--scenario",
+            "ci-smoke",
+            "--save-baseline",
+            "../up",
+            "--out",
+        ])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("--save-baseline"), "{err}");
+    assert!(err.contains("letters, digits"), "{err}");
+    assert!(!root.exists(), "nothing should have run");
 }

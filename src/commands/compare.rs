@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::run::{create_out_dir, execute, RunOptions};
-use crate::cli::{CompareArgs, RunArgs};
+use crate::cli::{CompareArgs, OutputArgs, RunArgs};
 use crate::export;
 use crate::fsutil::write_atomic;
 use crate::metrics::comparison::{compare, Comparison, Input};
@@ -39,13 +39,27 @@ pub struct Loaded {
 
 /// Runs `memrel compare` as the arguments ask.
 pub fn execute_args(args: &CompareArgs, command_line: Vec<String>) -> Result<CompareOutcome> {
-    if let Some(path) = &args.export_trace {
-        check_trace_path(path)?;
-    }
+    check_output_args(&args.output)?;
     match &args.scenario {
         Some(scenario) => run_matrix(args, scenario, command_line),
-        None => compare_saved(&args.dirs, &args.out, args.export_trace.as_deref()),
+        None => compare_saved(
+            &args.dirs,
+            &args.output.out,
+            args.output.export_trace.as_deref(),
+        ),
     }
+}
+
+/// Checks the output options before anything runs, so that a bad trace path
+/// or baseline name does not cost a whole matrix of runs.
+pub fn check_output_args(output: &OutputArgs) -> Result<()> {
+    if let Some(path) = &output.export_trace {
+        check_trace_path(path)?;
+    }
+    if let Some(name) = &output.save_baseline {
+        crate::baseline::validate_name(name).context("--save-baseline")?;
+    }
+    Ok(())
 }
 
 fn run_matrix(
@@ -57,9 +71,7 @@ fn run_matrix(
         scenario: scenario.to_string(),
         strategies: args.strategies.clone(),
         overrides: args.overrides.clone(),
-        out: args.out.clone(),
-        export_trace: None,
-        save_baseline: None,
+        output: args.output.clone(),
     };
     let options = RunOptions::from_args(&run_args)?;
     let (dir, _) = execute(&options, command_line)?;
@@ -70,7 +82,7 @@ fn run_matrix(
     let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
     export::write_compare_outputs(&dir, &comparison, &records)
         .with_context(|| format!("cannot write the comparison into {}", dir.display()))?;
-    if let Some(path) = &args.export_trace {
+    if let Some(path) = &args.output.export_trace {
         write_trace(path, &comparison, &records)?;
     }
     Ok(CompareOutcome {

@@ -61,7 +61,7 @@ impl RunOptions {
         Ok(RunOptions {
             scenario,
             strategies,
-            out_root: args.out.clone(),
+            out_root: args.output.out.clone(),
         })
     }
 }
