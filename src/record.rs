@@ -152,6 +152,44 @@ struct SampleRow {
     vram_bytes: Option<u64>,
 }
 
+/// The header of samples.csv: `SampleRow`'s fields, written by hand when
+/// there is no row to serialize (a unit test keeps the two in step).
+const SAMPLE_COLUMNS: [&str; 10] = [
+    "t_s",
+    "run",
+    "strategy",
+    "repetition",
+    "cycle",
+    "phase",
+    "rss_bytes",
+    "anon_bytes",
+    "file_bytes",
+    "vram_bytes",
+];
+
+/// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
+const EVENT_COLUMNS: [&str; 19] = [
+    "t_s",
+    "run",
+    "strategy",
+    "repetition",
+    "cycle",
+    "phase",
+    "edge",
+    "model",
+    "elapsed_s",
+    "rss_bytes",
+    "anon_bytes",
+    "file_bytes",
+    "vram_bytes",
+    "glibc_arena_bytes",
+    "glibc_mmapped_bytes",
+    "glibc_in_use_bytes",
+    "glibc_free_bytes",
+    "glibc_top_releasable_bytes",
+    "note",
+];
+
 #[derive(Debug, Serialize, Deserialize)]
 struct EventRow {
     t_s: f64,
@@ -240,18 +278,7 @@ impl Record {
             }
         }
         if self.runs.iter().all(|r| r.samples.is_empty()) {
-            writer.write_record([
-                "t_s",
-                "run",
-                "strategy",
-                "repetition",
-                "cycle",
-                "phase",
-                "rss_bytes",
-                "anon_bytes",
-                "file_bytes",
-                "vram_bytes",
-            ])?;
+            writer.write_record(SAMPLE_COLUMNS)?;
         }
         Ok(writer.into_inner()?)
     }
@@ -288,15 +315,7 @@ impl Record {
             }
         }
         if !any {
-            writer.write_record([
-                "t_s",
-                "run",
-                "strategy",
-                "repetition",
-                "cycle",
-                "phase",
-                "edge",
-            ])?;
+            writer.write_record(EVENT_COLUMNS)?;
         }
         Ok(writer.into_inner()?)
     }
@@ -674,6 +693,36 @@ mod tests {
         );
         assert_eq!(summarize(&record), summarize(&loaded));
         assert_eq!(*record.at_file_precision(), loaded);
+    }
+
+    fn header_line(csv: &[u8]) -> String {
+        String::from_utf8_lossy(csv)
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn empty_files_have_the_same_header_as_full_ones() {
+        let full = fixture::record();
+        let mut empty = fixture::record();
+        for run in &mut empty.runs {
+            run.samples.clear();
+            run.events.clear();
+        }
+        assert_eq!(
+            header_line(&empty.samples_csv().unwrap()),
+            header_line(&full.samples_csv().unwrap())
+        );
+        assert_eq!(
+            header_line(&empty.events_csv().unwrap()),
+            header_line(&full.events_csv().unwrap())
+        );
+        assert_eq!(
+            header_line(&empty.events_csv().unwrap()),
+            EVENT_COLUMNS.join(",")
+        );
     }
 
     #[test]
