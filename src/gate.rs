@@ -169,10 +169,39 @@ pub fn compare(baseline: &Summary, new: &Summary, thresholds: &Thresholds) -> Ve
             if metric == GateMetric::VramAfterReleaseBytes && b.is_empty() && n.is_empty() {
                 continue; // a CPU run has no VRAM: nothing to judge
             }
+            if metric == GateMetric::ReleaseLatencyS && (b.is_empty() || n.is_empty()) {
+                out.push(untimed_release(&new.scenario, strategy, &b, &n));
+                continue;
+            }
             out.push(judge(&new.scenario, strategy, metric, &b, &n, thresholds));
         }
     }
     out
+}
+
+/// Release latency when a side released less than the retention threshold in
+/// every cycle (see `metrics`): there is nothing to time there, and how much
+/// stayed is `retained_bytes`'s verdict, not this one's.
+fn untimed_release(scenario: &str, strategy: &str, base: &[f64], new: &[f64]) -> MetricVerdict {
+    let mut v = skipped(scenario, strategy, GateMetric::ReleaseLatencyS, "");
+    v.baseline_n = base.len();
+    v.new_n = new.len();
+    (v.verdict, v.note) = if base.is_empty() && new.is_empty() {
+        (
+            Verdict::NoChange,
+            "no release to time on either side (each cycle gave back less than the retention threshold)"
+                .into(),
+        )
+    } else {
+        (
+            Verdict::Inconclusive,
+            format!(
+                "no release to time in the {} runs (each cycle gave back less than the retention threshold): see retained_bytes",
+                if base.is_empty() { "baseline" } else { "new" }
+            ),
+        )
+    };
+    v
 }
 
 fn skipped(scenario: &str, strategy: &str, metric: GateMetric, note: &str) -> MetricVerdict {
@@ -390,6 +419,40 @@ mod tests {
             &thresholds(),
         );
         assert_eq!(v.verdict, Verdict::Regressed);
+    }
+
+    fn latency_verdict(base_kept_mib: &[u64], new_kept_mib: &[u64]) -> MetricVerdict {
+        let summary = |kept: &[u64]| {
+            let mut record = crate::record::fixture::record();
+            record.runs = (1..=2)
+                .map(|i| crate::record::fixture::run(i, "drop", i, kept))
+                .collect();
+            crate::metrics::summarize(&record)
+        };
+        compare(
+            &summary(base_kept_mib),
+            &summary(new_kept_mib),
+            &thresholds(),
+        )
+        .into_iter()
+        .find(|v| v.metric == "release_latency_s")
+        .unwrap()
+    }
+
+    #[test]
+    fn latency_is_not_judged_where_nothing_was_released() {
+        // Loaded at 110 MiB, kept 95: 5 MiB came back, too little to time.
+        let neither = latency_verdict(&[95, 95], &[95, 95]);
+        assert_eq!((neither.verdict, neither.new_n), (Verdict::NoChange, 0));
+        let one_side = latency_verdict(&[2, 2], &[95, 95]);
+        assert_eq!(one_side.verdict, Verdict::Inconclusive);
+        assert!(
+            one_side.note.contains("retained_bytes"),
+            "{}",
+            one_side.note
+        );
+        let both = latency_verdict(&[2, 2], &[2, 2]);
+        assert_eq!((both.baseline_n, both.new_n), (2, 2));
     }
 
     #[test]

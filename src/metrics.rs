@@ -254,16 +254,22 @@ fn cycle_metrics(
     let released_fraction = (denominator > 0.0)
         .then(|| (loaded_bytes as f64 - after_release.rss_bytes as f64) / denominator);
 
+    // A release smaller than the retention threshold is drift, not a release:
+    // timing it would report when a few MiB happened to move (on CUDA, the
+    // host side of the context shrinks some 300 ms into the settle).
     let drop_bytes = loaded_bytes.saturating_sub(after_release.rss_bytes);
     let tolerance = LATENCY_TOLERANCE_BYTES.max(drop_bytes / 50);
     let target = after_release.rss_bytes + tolerance;
-    let release_latency_s = run
-        .samples
-        .iter()
-        .filter(|s| s.t_s >= unloaded.t_s && s.t_s <= released.t_s)
-        .find(|s| s.rss_bytes <= target)
-        .map(|s| s.t_s - unloaded.t_s)
-        .or_else(|| (released.t_s > unloaded.t_s).then_some(released.t_s - unloaded.t_s));
+    let release_latency_s = if drop_bytes < threshold {
+        None
+    } else {
+        run.samples
+            .iter()
+            .filter(|s| s.t_s >= unloaded.t_s && s.t_s <= released.t_s)
+            .find(|s| s.rss_bytes <= target)
+            .map(|s| s.t_s - unloaded.t_s)
+            .or_else(|| (released.t_s > unloaded.t_s).then_some(released.t_s - unloaded.t_s))
+    };
 
     let sum = |phase: Phase| -> Option<f64> {
         let v: Vec<f64> = edges(run, cycle, phase, Edge::End)
@@ -515,6 +521,17 @@ mod tests {
         // Among completed runs 3 and 5 (60 and 2 MiB) the median is 31: a tie, the first wins.
         assert_eq!(of(&summary, "drop").representative_run, Some(3));
         assert!(of(&summary, "drop").incomplete);
+    }
+
+    #[test]
+    fn a_release_under_the_retention_threshold_is_not_timed() {
+        let mut record = crate::record::fixture::record();
+        // Loaded at 110 MiB: cycle 1 gives back 98 MiB, cycle 2 only 5 MiB.
+        record.runs = vec![crate::record::fixture::run(1, "drop", 1, &[2, 95])];
+        let summary = summarize(&record);
+        let cycles = &summary.runs[0].cycles;
+        assert!(cycles[0].release_latency_s.is_some_and(|s| s >= 0.0));
+        assert_eq!(cycles[1].release_latency_s, None);
     }
 
     #[test]
