@@ -104,6 +104,17 @@ impl GateMetric {
             .collect()
     }
 
+    /// Why a run can have no observation of this metric.
+    fn why_absent(self) -> &'static str {
+        match self {
+            GateMetric::ReleaseLatencyS => {
+                "no release to time (each cycle gave back less than the retention threshold): see retained_bytes"
+            }
+            GateMetric::VramAfterReleaseBytes => "no VRAM readings (see the run's vram checks)",
+            _ => "the runs did not measure it (see their errors and checks)",
+        }
+    }
+
     /// The absolute part of the noise band in this metric's unit.
     fn absolute_noise(self, t: &Thresholds) -> f64 {
         match self {
@@ -169,39 +180,10 @@ pub fn compare(baseline: &Summary, new: &Summary, thresholds: &Thresholds) -> Ve
             if metric == GateMetric::VramAfterReleaseBytes && b.is_empty() && n.is_empty() {
                 continue; // a CPU run has no VRAM: nothing to judge
             }
-            if metric == GateMetric::ReleaseLatencyS && (b.is_empty() || n.is_empty()) {
-                out.push(untimed_release(&new.scenario, strategy, &b, &n));
-                continue;
-            }
             out.push(judge(&new.scenario, strategy, metric, &b, &n, thresholds));
         }
     }
     out
-}
-
-/// Release latency when a side released less than the retention threshold in
-/// every cycle (see `metrics`): there is nothing to time there, and how much
-/// stayed is `retained_bytes`'s verdict, not this one's.
-fn untimed_release(scenario: &str, strategy: &str, base: &[f64], new: &[f64]) -> MetricVerdict {
-    let mut v = skipped(scenario, strategy, GateMetric::ReleaseLatencyS, "");
-    v.baseline_n = base.len();
-    v.new_n = new.len();
-    (v.verdict, v.note) = if base.is_empty() && new.is_empty() {
-        (
-            Verdict::NoChange,
-            "no release to time on either side (each cycle gave back less than the retention threshold)"
-                .into(),
-        )
-    } else {
-        (
-            Verdict::Inconclusive,
-            format!(
-                "no release to time in the {} runs (each cycle gave back less than the retention threshold): see retained_bytes",
-                if base.is_empty() { "baseline" } else { "new" }
-            ),
-        )
-    };
-    v
 }
 
 fn skipped(scenario: &str, strategy: &str, metric: GateMetric, note: &str) -> MetricVerdict {
@@ -234,8 +216,21 @@ pub fn judge(
     v.baseline_n = baseline.len();
     v.new_n = new.len();
     if baseline.is_empty() || new.is_empty() {
-        v.verdict = Verdict::Inconclusive;
-        v.note = "no observations on one side".into();
+        let side = match (baseline.is_empty(), new.is_empty()) {
+            (true, true) => "on either side",
+            (true, false) => "in the baseline runs",
+            _ => "in the new runs",
+        };
+        // Latency is absent when nothing was released (see `metrics`): absent
+        // on both sides is a fact that did not change, not missing data.
+        let unchanged =
+            metric == GateMetric::ReleaseLatencyS && baseline.is_empty() && new.is_empty();
+        v.verdict = if unchanged {
+            Verdict::NoChange
+        } else {
+            Verdict::Inconclusive
+        };
+        v.note = format!("no observations {side}: {}", metric.why_absent());
         return v;
     }
     let base_median = median(baseline);
