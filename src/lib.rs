@@ -18,6 +18,7 @@ pub mod protocol;
 pub mod record;
 pub mod sampler;
 pub mod scenario;
+pub mod stats;
 pub mod strategy;
 pub mod textutil;
 pub mod worker;

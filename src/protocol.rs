@@ -39,6 +39,10 @@ pub struct Hello {
     pub device: String,
     /// Results of the strategy's start-up checks (variable visible, mallopt accepted, …).
     pub checks: Vec<Check>,
+    /// VRAM of a bare device (context, cuBLAS, cuRAND; no tensors), calibrated
+    /// before anything was loaded (CUDA only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vram_floor_bytes: Option<u64>,
 }
 
 /// A yes/no verification that a strategy is really in force.

@@ -157,8 +157,8 @@ fn overlay_legend(lines: &[Line]) -> Vec<LegendEntry> {
         entries.push(
             LegendEntry::new(swatch, l.row.label.clone()).with_detail(format!(
                 "retained {} MiB · peak {} MiB (medians)",
-                median(&s.retained_bytes),
-                median(&s.peak_bytes)
+                median(&s.host().retained_bytes),
+                median(&s.host().peak_bytes)
             )),
         );
     }
@@ -334,11 +334,13 @@ fn draw_lane_label(area: &Area, l: &Line) -> Result<()> {
     .map_err(plot_err)?;
     let s = &l.row.summary;
     let retained = s
+        .host()
         .retained_bytes
         .as_ref()
         .map(|x| format!("{:.0}", x.median / MIB))
         .unwrap_or_else(|| "–".into());
     let anon = s
+        .host()
         .retained_anon_bytes
         .as_ref()
         .map(|x| format!("{:.0}", x.median / MIB))

@@ -13,19 +13,18 @@ use crate::metrics::{Spread, StrategySummary};
 type Pick = fn(&StrategySummary) -> &Option<Spread>;
 
 /// Spread-valued columns: name prefix and how to read it from a summary.
-const SPREADS: [(&str, Pick); 10] = [
-    ("peak_bytes", |s| &s.peak_bytes),
-    ("retained_bytes", |s| &s.retained_bytes),
-    ("retained_anon_bytes", |s| &s.retained_anon_bytes),
+const SPREADS: [(&str, Pick); 9] = [
+    ("peak_bytes", |s| &s.host().peak_bytes),
+    ("retained_bytes", |s| &s.host().retained_bytes),
+    ("retained_anon_bytes", |s| &s.host().retained_anon_bytes),
     ("retained_slope_bytes_per_cycle", |s| {
-        &s.retained_slope_bytes_per_cycle
+        &s.host().retained_slope_bytes_per_cycle
     }),
-    ("released_fraction", |s| &s.released_fraction),
-    ("release_latency_s", |s| &s.release_latency_s),
+    ("released_fraction", |s| &s.host().released_fraction),
+    ("release_latency_s", |s| &s.host().release_latency_s),
     ("load_time_s", |s| &s.load_time_s),
     ("forward_time_s", |s| &s.forward_time_s),
     ("release_action_s", |s| &s.release_action_s),
-    ("peak_vram_bytes", |s| &s.peak_vram_bytes),
 ];
 
 /// `compare.json`, pretty-printed.
@@ -94,10 +93,10 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
             record.push(number(spread.map(|x| x.max)));
         }
         record.push(number(row.forward_time_relative));
-        record.push(s.cycles_retaining.to_string());
+        record.push(s.host().cycles_retaining.to_string());
         record.push(s.cycles_total.to_string());
         record.push(s.cycles_expected.to_string());
-        record.push(s.processes_retaining.to_string());
+        record.push(s.host().processes_retaining.to_string());
         record.push(s.checks_passed.to_string());
         record.push(row.notes.join("; "));
         writer.write_record(&record)?;
@@ -132,6 +131,6 @@ mod tests {
         assert_eq!(&rows[0][2], "a,b");
         let json: serde_json::Value =
             serde_json::from_slice(&comparison_json(&c).unwrap()).unwrap();
-        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["schema_version"], 2);
     }
 }

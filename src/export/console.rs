@@ -1,115 +1,87 @@
-//! The summary table printed at the end of `memrel run`: one row per strategy,
-//! medians over repetitions, plus retained MiB per cycle.
+//! The summary table printed at the end of `memrel run`: one row per strategy
+//! with the columns of `table` (the lead resource first: VRAM on CUDA), then
+//! each resource's retained value after every cycle.
+//!
+//! Compact by default (fits 100 columns); `--wide` shows every column. The
+//! aggregation is the one of every table (see `table`): memory at the last
+//! cycle of the median run, so a row agrees with itself.
+//!
+//! Formats a [`Summary`]; computes nothing.
 
 use std::fmt::Write;
 
-use crate::metrics::{Spread, Summary};
+use super::table::{caption, console_lines, not_measured_notes, sig, Layout, Line};
+use crate::metrics::Summary;
 use crate::textutil::MIB;
 
-fn mib(s: &Option<Spread>) -> String {
-    s.as_ref()
-        .map(|s| format!("{:.1}", s.median / MIB))
-        .unwrap_or_else(|| "-".into())
-}
-
-fn ms(s: &Option<Spread>) -> String {
-    s.as_ref()
-        .map(|s| format!("{:.1}", s.median * 1e3))
-        .unwrap_or_else(|| "-".into())
-}
-
-fn pct(s: &Option<Spread>) -> String {
-    s.as_ref()
-        .map(|s| format!("{:.0}%", s.median * 100.0))
-        .unwrap_or_else(|| "-".into())
-}
-
-/// A plain-text table (medians over repetitions).
+/// The compact table (the default of `memrel run`).
 pub fn summary_table(summary: &Summary) -> String {
-    let header = [
-        "strategy",
-        "runs",
-        "baseline MiB",
-        "peak MiB",
-        "loaded MiB",
-        "after release MiB",
-        "retained MiB",
-        "released %",
-        "latency ms",
-        "load ms",
-        "forward ms",
-        "release ms",
-        "retaining cycles",
-        "processes",
-        "checks",
-    ];
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
-    for s in &summary.strategies {
-        rows.push(vec![
-            s.strategy.clone(),
-            format!("{}/{}", s.runs_completed, s.runs),
-            mib(&s.baseline_bytes),
-            mib(&s.peak_bytes),
-            mib(&s.loaded_bytes),
-            mib(&s.after_release_bytes),
-            mib(&s.retained_bytes),
-            pct(&s.released_fraction),
-            ms(&s.release_latency_s),
-            ms(&s.load_time_s),
-            ms(&s.forward_time_s),
-            ms(&s.release_action_s),
-            format!("{}/{}", s.cycles_retaining, s.cycles_total),
-            format!("{}/{}", s.processes_retaining, s.runs),
-            if s.checks_passed {
-                "ok".into()
+    summary_table_as(summary, Layout::Compact)
+}
+
+/// The table in `layout` (`Layout::console(wide)`).
+pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
+    let resources = summary.shown();
+    let lines: Vec<Line> = summary
+        .strategies
+        .iter()
+        .map(|s| Line {
+            label: if s.incomplete {
+                format!("{} ⚠", s.strategy)
             } else {
-                "FAILED".into()
+                s.strategy.clone()
             },
-        ]);
-    }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+            summary: s,
+            relative: None,
+        })
         .collect();
+    let (table, ranges_left_out) = console_lines(layout, &resources, &lines, false);
     let mut out = String::new();
-    for (n, row) in rows.iter().enumerate() {
-        let cells: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == 0 {
-                    format!("{c:<w$}", w = widths[i])
-                } else {
-                    format!("{c:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-        if n == 0 {
-            let _ = writeln!(
-                out,
-                "{}",
-                "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1))
-            );
-        }
-    }
     let _ = writeln!(
         out,
-        "\nretained MiB after each cycle (median over repetitions; retention = above {:.0} MiB):",
-        summary.retention_threshold_bytes as f64 / MIB
+        "memrel run: {} on {}",
+        summary.scenario, summary.device
     );
+    for line in caption(layout, ranges_left_out).iter().chain(&table) {
+        let _ = writeln!(out, "{line}");
+    }
     let name_width = summary
         .strategies
         .iter()
-        .map(|s| s.strategy.len())
+        .map(|s| s.strategy.chars().count())
         .max()
         .unwrap_or(0);
-    for s in &summary.strategies {
-        let cycles: Vec<String> = s
-            .retained_by_cycle_bytes
+    for &r in &resources {
+        let measured: Vec<_> = summary
+            .strategies
             .iter()
-            .map(|b| format!("{:>7.1}", b / MIB))
+            .filter_map(|s| s.resource(r).map(|m| (s, m)))
+            .filter(|(_, m)| m.not_measured.is_none() && !m.retained_by_cycle.is_empty())
             .collect();
-        let _ = writeln!(out, "  {:<name_width$}  {}", s.strategy, cycles.join(" "));
+        if measured.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "\n{} retained MiB after each cycle (median over runs; retaining = above {:.0} MiB):",
+            r.label(),
+            summary.retention_threshold_bytes as f64 / MIB
+        );
+        for (s, m) in measured {
+            let cycles: Vec<String> = m
+                .retained_by_cycle
+                .iter()
+                .map(|c| format!("{:>7}", sig(c.spread.median / MIB)))
+                .collect();
+            let _ = writeln!(out, "  {:<name_width$}  {}", s.strategy, cycles.join(" "));
+        }
+    }
+    let notes = not_measured_notes(&resources, &lines);
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    for n in notes {
+        let _ = writeln!(out, "note: {n}");
     }
     for r in &summary.runs {
         if let Some(e) = &r.error {
@@ -121,4 +93,173 @@ pub fn summary_table(summary: &Summary) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::tests::assert_rows_agree;
+    use super::super::table::COMPACT_MAX_CHARS;
+    use super::*;
+    use crate::metrics::summarize;
+    use crate::record::fixture;
+
+    /// The header and rows of the table in a console text: cells are apart by
+    /// two spaces or more, and never hold two spaces themselves.
+    fn parse(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+        let split = |l: &str| -> Vec<String> {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(|c| c.trim_end_matches(" ⚠").to_string())
+                .collect()
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("strategy"))
+            .unwrap();
+        let header = split(lines[at]);
+        let rows = lines[at + 2..]
+            .iter()
+            .take_while(|l| !l.is_empty())
+            .map(|l| split(l))
+            .collect();
+        (header, rows)
+    }
+
+    #[test]
+    fn the_compact_table_fits_100_columns_on_cpu_and_cuda() {
+        for record in [fixture::record(), fixture::cuda_record()] {
+            let text = summary_table(&summarize(&record));
+            for line in text.lines() {
+                assert!(
+                    line.chars().count() <= COMPACT_MAX_CHARS,
+                    "{} chars: {line}\n{text}",
+                    line.chars().count()
+                );
+            }
+            let (header, rows) = parse(&text);
+            assert_eq!(
+                header,
+                [
+                    "strategy",
+                    "runs",
+                    "baseline",
+                    "after release",
+                    "retained",
+                    "released",
+                    "retaining"
+                ]
+                .into_iter()
+                .chain(if record.header.device == "cpu" {
+                    vec![]
+                } else {
+                    vec!["retained"]
+                })
+                .chain(["checks"])
+                .collect::<Vec<_>>()
+            );
+            assert_eq!(rows.len(), record.runs.len() / 2);
+            assert!(rows.iter().all(|r| r.len() == header.len()), "{text}");
+        }
+    }
+
+    #[test]
+    fn rows_agree_with_themselves_compact_and_wide() {
+        // Regression: `drop` read baseline 4.9, after release 340.4, retained
+        // 424.7 MiB: after release was a median over cycles, retained the last cycle's.
+        let mut record = fixture::record();
+        record.runs[0] = fixture::run(1, "drop", 1, &[300, 2, 60]);
+        for record in [record, fixture::cuda_record()] {
+            let summary = summarize(&record);
+            let (header, rows) = parse(&summary_table(&summary));
+            assert_eq!(assert_rows_agree(&header, &rows, &[("", "")]), rows.len());
+            let wide = summary_table_as(&summary, Layout::Wide);
+            let (header, rows) = parse(&wide);
+            // The wide header repeats the names per resource, lead first: check each group.
+            let groups = header.iter().filter(|h| *h == "baseline").count();
+            assert_eq!(groups, summary.resources.len(), "{wide}");
+            let starts: Vec<usize> = header
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| *h == "baseline")
+                .map(|(i, _)| i)
+                .collect();
+            for (n, &start) in starts.iter().enumerate() {
+                let end = starts.get(n + 1).copied().unwrap_or(header.len());
+                let sub = |r: &Vec<String>| r[start..end].to_vec();
+                assert_eq!(
+                    assert_rows_agree(
+                        &sub(&header),
+                        &rows.iter().map(sub).collect::<Vec<_>>(),
+                        &[("", "")]
+                    ),
+                    rows.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn on_cuda_vram_leads_and_each_resource_has_its_cycles() {
+        let summary = summarize(&fixture::cuda_record());
+        let text = summary_table(&summary);
+        let group_line = text.lines().nth(3).unwrap();
+        let vram = group_line.find("VRAM cuda:0").unwrap();
+        let host = group_line.find("host RSS").unwrap();
+        assert!(vram < host, "{text}");
+        let (header, rows) = parse(&text);
+        let drop = rows.iter().find(|r| r[0] == "drop").unwrap();
+        let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+        assert_eq!(drop[at("baseline")], "678");
+        assert_eq!(drop[at("after release")], "1094");
+        assert_eq!(drop[at("retained")], "416");
+        assert_eq!(drop[at("released")], "0.0 %");
+        assert!(
+            text.contains("VRAM cuda:0 retained MiB after each cycle"),
+            "{text}"
+        );
+        assert!(
+            text.contains("host RSS retained MiB after each cycle"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  context-release     -678    -678    -678"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn wide_has_every_column() {
+        let summary = summarize(&fixture::cuda_record());
+        let wide = summary_table_as(&summary, Layout::Wide);
+        let (header, rows) = parse(&wide);
+        for name in [
+            "baseline",
+            "floor",
+            "peak",
+            "loaded",
+            "after unload",
+            "after release",
+            "retained",
+            "released",
+            "growth/cycle",
+            "latency ms",
+            "retaining",
+            "processes",
+            "load ms",
+            "forward ms",
+            "release ms",
+            "checks",
+        ] {
+            assert!(header.iter().any(|h| h == name), "no {name}: {wide}");
+        }
+        // Two resources: 12 VRAM and 11 host columns, strategy, runs, 3 times, checks.
+        assert_eq!(header.len(), 2 + 12 + 11 + 4, "{header:?}");
+        let drop = rows.iter().find(|r| r[0] == "drop").unwrap();
+        assert_eq!(
+            drop[header.iter().position(|h| h == "floor").unwrap()],
+            "586"
+        );
+    }
 }

@@ -37,14 +37,14 @@ pub fn write_retained_chart(comparison: &Comparison, path: &Path) -> Result<()> 
     let rows = &comparison.rows;
     let last_cycle = rows
         .iter()
-        .flat_map(|r| r.summary.retained_by_cycle.iter().map(|c| c.cycle))
+        .flat_map(|r| r.summary.host().retained_by_cycle.iter().map(|c| c.cycle))
         .max()
         .unwrap_or(1)
         .max(1);
     let threshold_mib = comparison.retention_threshold_bytes as f64 / MIB;
     let (lo, hi) = rows
         .iter()
-        .flat_map(|r| r.summary.retained_by_cycle.iter())
+        .flat_map(|r| r.summary.host().retained_by_cycle.iter())
         .flat_map(|c| [c.spread.min / MIB, c.spread.max / MIB])
         .fold((0.0f64, threshold_mib), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
@@ -144,7 +144,7 @@ fn draw_lane(area: &Area, row: &Row, axes: &Axes) -> Result<()> {
             grey.stroke_width(1),
         ))
         .map_err(plot_err)?;
-    let cycles = &row.summary.retained_by_cycle;
+    let cycles = &row.summary.host().retained_by_cycle;
     let bar = lighten(colour, 0.3);
     let cap = 0.12;
     chart
@@ -192,12 +192,13 @@ fn draw_label(area: &Area, row: &Row) -> Result<()> {
         .map_err(plot_err)?;
     area.draw_text(&row.label, &(FONT, 15).into_font().color(&colour), (42, y))
         .map_err(plot_err)?;
-    let last = s
+    let h = s.host();
+    let last = h
         .retained_bytes
         .as_ref()
         .map(|x| format!("{:.1} MiB", x.median / MIB))
         .unwrap_or_else(|| "–".into());
-    let growth = s
+    let growth = h
         .retained_slope_bytes_per_cycle
         .as_ref()
         .map(|x| format!("{} MiB/cycle", signed(x.median / MIB)))
@@ -207,7 +208,7 @@ fn draw_label(area: &Area, row: &Row) -> Result<()> {
         format!("last {last} · growth {growth}"),
         format!(
             "retained in {}/{} cycles, {}/{} processes",
-            s.cycles_retaining, s.cycles_total, s.processes_retaining, s.runs
+            h.cycles_retaining, h.cycles_total, h.processes_retaining, s.runs
         ),
     ];
     for (i, text) in lines.iter().enumerate() {

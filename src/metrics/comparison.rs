@@ -8,11 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{StrategySummary, Summary};
+use super::{Resource, StrategySummary, Summary};
 use crate::record::{Header, Host, RunStatus};
 
 /// Version of compare.json (and the columns of compare.csv).
-pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+pub const COMPARE_SCHEMA_VERSION: u32 = 2;
 
 /// The strategy other rows are measured against when a source has it.
 pub const REFERENCE_STRATEGY: &str = "drop";
@@ -73,6 +73,10 @@ pub struct Comparison {
     pub scenario: String,
     pub device: String,
     pub retention_threshold_bytes: u64,
+    /// Every resource any source measured, in the order reports show them:
+    /// the lead (a device any source read, else host) first.
+    pub resources: Vec<Resource>,
+    pub lead: Resource,
     pub sources: Vec<Source>,
     pub rows: Vec<Row>,
     /// What differs between sources, and damage, one line each.
@@ -170,8 +174,23 @@ pub fn compare(inputs: &[Input]) -> Comparison {
             devices.push(&s.device);
         }
     }
+    let lead = inputs
+        .iter()
+        .map(|i| i.summary.lead)
+        .find(|r| r.is_device())
+        .unwrap_or(Resource::Host);
+    let mut resources = vec![lead];
+    for input in inputs {
+        for r in &input.summary.resources {
+            if !resources.contains(r) {
+                resources.push(*r);
+            }
+        }
+    }
     Comparison {
         schema_version: COMPARE_SCHEMA_VERSION,
+        resources,
+        lead,
         scenario: scenarios.join(" vs "),
         device: devices.join(" vs "),
         retention_threshold_bytes: sources

@@ -49,6 +49,7 @@ pub fn execute(
         checks: Vec::new(),
         vm_hwm_bytes: None,
         duration_s: 0.0,
+        vram_floor_bytes: None,
         stderr_tail: String::new(),
     };
     let spec_json = match serde_json::to_string(plan.spec) {
@@ -122,7 +123,10 @@ pub fn execute(
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok((t_s, Some(Ok(envelope)))) => match envelope.message {
-                Message::Hello(hello) => meta.checks.extend(hello.checks),
+                Message::Hello(hello) => {
+                    meta.vram_floor_bytes = hello.vram_floor_bytes;
+                    meta.checks.extend(hello.checks);
+                }
                 Message::Phase(edge) => {
                     on_event(&edge);
                     events.push(Event { t_s, edge });

@@ -97,6 +97,9 @@ struct ThresholdsFile {
     max_retained_mib: Option<f64>,
     max_retained_slope_mib_per_cycle: Option<f64>,
     max_peak_mib: Option<f64>,
+    max_retained_vram_mib: Option<Spanned<f64>>,
+    max_retained_vram_slope_mib_per_cycle: Option<Spanned<f64>>,
+    max_peak_vram_mib: Option<Spanned<f64>>,
 }
 
 impl Default for ThresholdsFile {
@@ -108,6 +111,9 @@ impl Default for ThresholdsFile {
             max_retained_mib: None,
             max_retained_slope_mib_per_cycle: None,
             max_peak_mib: None,
+            max_retained_vram_mib: None,
+            max_retained_vram_slope_mib_per_cycle: None,
+            max_peak_vram_mib: None,
         }
     }
 }
@@ -334,6 +340,26 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
 
     let t = &file.thresholds;
     let mib = |v: f64| (v * MIB).round().max(0.0) as u64;
+    let vram_budgets = [
+        ("max_retained_vram_mib", &t.max_retained_vram_mib),
+        (
+            "max_retained_vram_slope_mib_per_cycle",
+            &t.max_retained_vram_slope_mib_per_cycle,
+        ),
+        ("max_peak_vram_mib", &t.max_peak_vram_mib),
+    ];
+    if device == DeviceSpec::Cpu {
+        if let Some((key, Some(value))) = vram_budgets.iter().find(|(_, v)| v.is_some()) {
+            return Err(invalid(
+                value.span(),
+                format!(
+                    "[thresholds] {key} is a VRAM budget, but this scenario runs on the cpu: \
+                     remove it, or set device = \"cuda\""
+                ),
+            ));
+        }
+    }
+    let vram = |v: &Option<Spanned<f64>>| v.as_ref().map(|v| mib(*v.get_ref()));
     Ok(Scenario {
         name: name.to_string(),
         origin: origin.to_string(),
@@ -362,9 +388,16 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
             retention_threshold_bytes: mib(t.retention_mib),
             noise_relative: t.noise_percent / 100.0,
             noise_absolute_bytes: mib(t.noise_mib),
-            max_retained_bytes: t.max_retained_mib.map(mib),
-            max_retained_slope_bytes_per_cycle: t.max_retained_slope_mib_per_cycle.map(mib),
-            max_peak_bytes: t.max_peak_mib.map(mib),
+            host: Budgets {
+                max_retained_bytes: t.max_retained_mib.map(mib),
+                max_retained_slope_bytes_per_cycle: t.max_retained_slope_mib_per_cycle.map(mib),
+                max_peak_bytes: t.max_peak_mib.map(mib),
+            },
+            device: Budgets {
+                max_retained_bytes: vram(&t.max_retained_vram_mib),
+                max_retained_slope_bytes_per_cycle: vram(&t.max_retained_vram_slope_mib_per_cycle),
+                max_peak_bytes: vram(&t.max_peak_vram_mib),
+            },
         },
     })
 }

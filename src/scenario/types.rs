@@ -163,9 +163,29 @@ pub struct Thresholds {
     pub retention_threshold_bytes: u64,
     pub noise_relative: f64,
     pub noise_absolute_bytes: u64,
+    /// Absolute budgets for host memory (RSS).
+    pub host: Budgets,
+    /// Absolute budgets for device memory (per-process VRAM; CUDA scenarios only).
+    pub device: Budgets,
+}
+
+/// Absolute budgets for one resource, checked on the worst run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
     pub max_retained_bytes: Option<u64>,
     pub max_retained_slope_bytes_per_cycle: Option<u64>,
     pub max_peak_bytes: Option<u64>,
+}
+
+impl Thresholds {
+    /// The budgets of `resource`.
+    pub fn budgets(&self, resource: crate::metrics::Resource) -> &Budgets {
+        if resource.is_device() {
+            &self.device
+        } else {
+            &self.host
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -249,6 +249,18 @@ impl CudaState {
         Ok(Some(note))
     }
 
+    /// The calibrated VRAM of a bare candle device.
+    pub fn floor_bytes(&self) -> Option<u64> {
+        self.calibration.bare_device_bytes
+    }
+
+    /// Synchronize and trim the default pool: nothing freed stays reserved.
+    pub fn flush(&self, device: &Device) -> Result<String> {
+        let start = Instant::now();
+        device.synchronize()?;
+        self.trim_pool(start.elapsed().as_secs_f64() * 1e3)
+    }
+
     /// `cuMemPoolTrimTo(default pool, 0)`, with the pool's reserved bytes around it.
     fn trim_pool(&self, sync_ms: f64) -> Result<String> {
         // SAFETY: cu_device came from cuDeviceGet; the pool is the device's own.

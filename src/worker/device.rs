@@ -115,6 +115,32 @@ impl Session {
         Vec::new()
     }
 
+    /// The calibrated VRAM of a bare device (CUDA only).
+    pub fn vram_floor_bytes(&self) -> Option<u64> {
+        #[cfg(feature = "cuda")]
+        if let Some(state) = &self.cuda {
+            return state.floor_bytes();
+        }
+        None
+    }
+
+    /// After the warm-up: the same starting point for every strategy. A
+    /// device a strategy dropped is reopened, queued frees are completed and
+    /// the memory pool is trimmed, so no strategy's baseline holds pooled
+    /// memory that another's does not (no-op on CPU). Returns a note.
+    pub fn reset_to_floor(&mut self) -> Result<Option<String>> {
+        let reopened = self.ensure_open()?;
+        #[cfg(feature = "cuda")]
+        if let (Some(state), Some(device)) = (&self.cuda, &self.device) {
+            let flushed = state.flush(device)?;
+            return Ok(Some(match reopened {
+                Some(r) => format!("{r}; {flushed}"),
+                None => flushed,
+            }));
+        }
+        Ok(reopened)
+    }
+
     /// Waits for queued device work after a load (no-op on CPU).
     pub fn synchronize(&self) -> Result<()> {
         if let Some(device @ Device::Cuda(_)) = &self.device {

@@ -112,6 +112,7 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         strategy: strategy.name.to_string(),
         device: spec.device.to_string(),
         checks,
+        vram_floor_bytes: device.vram_floor_bytes(),
     }));
     let models: HashMap<&str, &ModelDir> =
         spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
@@ -152,7 +153,15 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                     "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}{released}"
                 ));
             }
-            Ok(((), Some(format!("untimed warm-up ({})", times.join("; ")))))
+            // Every strategy starts its cycles from the same floor.
+            let reset = device
+                .reset_to_floor()?
+                .map(|n| format!("; then the same start for every strategy: {n}"))
+                .unwrap_or_default();
+            Ok((
+                (),
+                Some(format!("untimed warm-up ({}){reset}", times.join("; "))),
+            ))
         })?;
     }
     phase(out, Phase::Baseline, 0, None, || {

@@ -74,10 +74,8 @@ fn gpu_strategy_on_a_cpu_scenario_is_refused() {
 }
 
 #[test]
+#[cfg_attr(feature = "cuda", ignore = "a cuda build has the feature")]
 fn cuda_without_the_feature_says_how_to_build() {
-    if cfg!(feature = "cuda") {
-        return;
-    }
     fails_with(
         &["run", "--scenario", "ci-smoke", "--device", "cuda"],
         &["`cuda` feature", "build-cuda.sh"],

@@ -72,7 +72,8 @@ fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
     let runs = summary["runs"].as_array().unwrap();
     let retained = |strategy: &str| -> Vec<f64> {
         let run = runs.iter().find(|r| r["strategy"] == strategy).unwrap();
-        run["cycles"]
+        assert_eq!(run["resources"][0]["resource"], "host");
+        run["resources"][0]["cycles"]
             .as_array()
             .unwrap()
             .iter()
@@ -100,8 +101,15 @@ fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
         .iter()
         .find(|s| s["strategy"] == "drop")
         .unwrap();
-    assert_eq!(drop_summary["cycles_retaining"], 2);
-    assert_eq!(drop_summary["processes_retaining"], 1);
+    let host = &drop_summary["resources"][0];
+    assert_eq!(host["resource"], "host");
+    assert_eq!(host["cycles_retaining"], 2);
+    assert_eq!(host["processes_retaining"], 1);
+    assert_eq!(
+        summary["resources"].as_array().unwrap().len(),
+        1,
+        "a cpu run measures host memory only"
+    );
 }
 
 #[test]
@@ -146,10 +154,11 @@ fn every_output_is_written_and_samples_carry_phases() {
         assert_eq!(rss, anon + file);
     }
     let summary = summary(&dir);
-    assert_eq!(summary["schema_version"], 1);
+    assert_eq!(summary["schema_version"], 2);
+    assert_eq!(summary["lead"], "host");
     for s in summary["strategies"].as_array().unwrap() {
         assert_eq!(s["runs_completed"], 1);
-        assert!(s["peak_bytes"]["median"].as_f64().unwrap() > 10.0 * MIB);
+        assert!(s["resources"][0]["peak_bytes"]["median"].as_f64().unwrap() > 10.0 * MIB);
     }
 }
 

@@ -1,0 +1,353 @@
+//! The memory metrics of one resource in one run, and over the runs of a
+//! strategy: baseline, peak, loaded, after unload, after release, retained and
+//! its slope, released fraction, release latency, cycles and processes
+//! retaining. One function each, applied alike to host RSS and device VRAM;
+//! the definitions are the README's "Metrics" table.
+
+use serde::{Deserialize, Serialize};
+
+use super::resource::Resource;
+use crate::protocol::{Edge, Phase};
+use crate::record::{Event, RunRecord, RunStatus};
+use crate::stats::{slope, spread, Spread};
+
+/// Release latency counts as reached within max(this, 2 % of the drop).
+const LATENCY_TOLERANCE_BYTES: u64 = 2 << 20;
+
+/// One cycle of one resource.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CycleMemory {
+    pub cycle: u32,
+    /// At the start of the first unload: everything of the cycle loaded.
+    pub loaded_bytes: u64,
+    /// At the end of the last unload, before the release step.
+    pub after_unload_bytes: u64,
+    /// After the release step and the settle time.
+    pub after_release_bytes: u64,
+    /// after_release − baseline (negative when memory ends below the baseline).
+    pub retained_bytes: i64,
+    /// The anonymous part of `retained_bytes` (host only: heap and copied tensors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retained_anon_bytes: Option<i64>,
+    /// (loaded − after_release) / (loaded − baseline); `None` when nothing was loaded.
+    pub released_fraction: Option<f64>,
+    /// From the end of the unload until memory first came within a tolerance
+    /// of its released value; `None` when less than the retention threshold
+    /// came back (drift, not a release).
+    pub release_latency_s: Option<f64>,
+    pub retained_over_threshold: bool,
+}
+
+/// One resource over one run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ResourceRun {
+    pub resource: Resource,
+    /// Why this resource has no readings (`None`: it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measured: Option<String>,
+    /// Just before the first load (after the warm-up, if any).
+    pub baseline_bytes: Option<u64>,
+    /// What the resource cannot go below while a device is open: a bare CUDA
+    /// device as the worker calibrated it. `None` for host memory.
+    pub floor_bytes: Option<u64>,
+    /// Highest sampled value.
+    pub peak_bytes: Option<u64>,
+    pub cycles: Vec<CycleMemory>,
+    /// Retained after the last complete cycle.
+    pub retained_bytes: Option<i64>,
+    pub retained_max_bytes: Option<i64>,
+    /// Least-squares slope of retained over cycles: growth means a leak.
+    pub retained_slope_bytes_per_cycle: Option<f64>,
+    pub cycles_retaining: u32,
+}
+
+/// One cycle's value over the runs of a strategy.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CycleSpread {
+    pub cycle: u32,
+    #[serde(flatten)]
+    pub spread: Spread,
+}
+
+/// The last cycle of one run: a row of a table that agrees with itself
+/// (`after_release − baseline = retained`, and the released fraction from the same numbers).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LastCycle {
+    pub run: u32,
+    pub cycle: u32,
+    pub baseline_bytes: u64,
+    pub peak_bytes: Option<u64>,
+    pub loaded_bytes: u64,
+    pub after_unload_bytes: u64,
+    pub after_release_bytes: u64,
+    pub retained_bytes: i64,
+    pub released_fraction: Option<f64>,
+}
+
+/// One resource over the runs of a strategy.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ResourceSummary {
+    pub resource: Resource,
+    /// Why no run has readings of this resource (`None`: measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measured: Option<String>,
+    /// The representative run's last cycle (see `StrategySummary::representative_run`).
+    pub row: Option<LastCycle>,
+    /// Per run (one value each): baseline, floor, peak.
+    pub baseline_bytes: Option<Spread>,
+    pub floor_bytes: Option<Spread>,
+    pub peak_bytes: Option<Spread>,
+    /// Per run, at its last cycle.
+    pub loaded_bytes: Option<Spread>,
+    pub after_unload_bytes: Option<Spread>,
+    pub after_release_bytes: Option<Spread>,
+    pub retained_bytes: Option<Spread>,
+    pub retained_anon_bytes: Option<Spread>,
+    pub released_fraction: Option<Spread>,
+    /// Per run.
+    pub retained_slope_bytes_per_cycle: Option<Spread>,
+    /// Every timed cycle of every run (each release is its own event).
+    pub release_latency_s: Option<Spread>,
+    /// Cycles whose retained value exceeded the threshold, over all runs.
+    pub cycles_retaining: u32,
+    pub cycles_total: u32,
+    /// Runs (processes) in which at least one cycle retained.
+    pub processes_retaining: u32,
+    /// Retained after each cycle, median and range over the runs that reached it.
+    pub retained_by_cycle: Vec<CycleSpread>,
+}
+
+fn edges<'a>(
+    run: &'a RunRecord,
+    cycle: u32,
+    phase: Phase,
+    edge: Edge,
+) -> impl Iterator<Item = &'a Event> + 'a {
+    run.events
+        .iter()
+        .filter(move |e| e.edge.cycle == cycle && e.edge.phase == phase && e.edge.edge == edge)
+}
+
+/// The edges that bound a cycle's memory metrics: (loaded, unloaded, released).
+pub(super) fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Event)> {
+    let loaded = edges(run, cycle, Phase::Unload, Edge::Begin).next()?;
+    let unloaded = edges(run, cycle, Phase::Unload, Edge::End).last()?;
+    let released = edges(run, cycle, Phase::Settle, Edge::End)
+        .last()
+        .or_else(|| edges(run, cycle, Phase::Release, Edge::End).last())
+        .unwrap_or(unloaded);
+    Some((loaded, unloaded, released))
+}
+
+/// The baseline edge: the end of the quiet time before the first load.
+pub(super) fn baseline_edge(run: &RunRecord) -> Option<&Event> {
+    edges(run, 0, Phase::Baseline, Edge::End).last()
+}
+
+/// Every memory metric of `resource` in one run.
+pub fn resource_run(
+    run: &RunRecord,
+    resource: Resource,
+    cycles: &[u32],
+    threshold: u64,
+    not_measured: Option<String>,
+) -> ResourceRun {
+    let baseline = baseline_edge(run);
+    let baseline_bytes = baseline.and_then(|e| resource.at_edge(&e.edge.memory));
+    let memory: Vec<CycleMemory> = match (baseline, baseline_bytes) {
+        (Some(base), Some(base_bytes)) => cycles
+            .iter()
+            .filter_map(|&c| cycle_memory(run, resource, c, base, base_bytes, threshold))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let retained: Vec<f64> = memory.iter().map(|c| c.retained_bytes as f64).collect();
+    ResourceRun {
+        resource,
+        not_measured,
+        baseline_bytes,
+        floor_bytes: if resource.is_device() {
+            run.meta.vram_floor_bytes
+        } else {
+            None
+        },
+        peak_bytes: run
+            .samples
+            .iter()
+            .filter_map(|s| resource.in_sample(s))
+            .max(),
+        retained_bytes: memory.last().map(|c| c.retained_bytes),
+        retained_max_bytes: memory.iter().map(|c| c.retained_bytes).max(),
+        retained_slope_bytes_per_cycle: slope(&retained),
+        cycles_retaining: memory.iter().filter(|c| c.retained_over_threshold).count() as u32,
+        cycles: memory,
+    }
+}
+
+fn cycle_memory(
+    run: &RunRecord,
+    resource: Resource,
+    cycle: u32,
+    baseline: &Event,
+    baseline_bytes: u64,
+    threshold: u64,
+) -> Option<CycleMemory> {
+    let (loaded, unloaded, released) = cycle_edges(run, cycle)?;
+    let loaded_bytes = resource.at_edge(&loaded.edge.memory)?;
+    let after_unload_bytes = resource.at_edge(&unloaded.edge.memory)?;
+    let after_release_bytes = resource.at_edge(&released.edge.memory)?;
+    let retained = after_release_bytes as i64 - baseline_bytes as i64;
+    let denominator = loaded_bytes as f64 - baseline_bytes as f64;
+    let released_fraction = (denominator > 0.0)
+        .then(|| (loaded_bytes as f64 - after_release_bytes as f64) / denominator);
+
+    // A release smaller than the retention threshold is drift, not a release:
+    // timing it would report when a few MiB happened to move (on CUDA, the
+    // host side of the context shrinks some 300 ms into the settle).
+    let drop_bytes = loaded_bytes.saturating_sub(after_release_bytes);
+    let tolerance = LATENCY_TOLERANCE_BYTES.max(drop_bytes / 50);
+    let target = after_release_bytes + tolerance;
+    let release_latency_s = if drop_bytes < threshold {
+        None
+    } else {
+        run.samples
+            .iter()
+            .filter(|s| s.t_s >= unloaded.t_s && s.t_s <= released.t_s)
+            .find(|s| resource.in_sample(s).is_some_and(|v| v <= target))
+            .map(|s| s.t_s - unloaded.t_s)
+            .or_else(|| (released.t_s > unloaded.t_s).then_some(released.t_s - unloaded.t_s))
+    };
+    let retained_anon_bytes = match (
+        resource.anon_at_edge(&released.edge.memory),
+        resource.anon_at_edge(&baseline.edge.memory),
+    ) {
+        (Some(after), Some(base)) => Some(after as i64 - base as i64),
+        _ => None,
+    };
+    Some(CycleMemory {
+        cycle,
+        loaded_bytes,
+        after_unload_bytes,
+        after_release_bytes,
+        retained_bytes: retained,
+        retained_anon_bytes,
+        released_fraction,
+        release_latency_s,
+        retained_over_threshold: retained > threshold as i64,
+    })
+}
+
+/// One resource over the runs of a strategy; `representative` is the run
+/// whose last cycle makes the table row.
+pub fn resource_summary(
+    resource: Resource,
+    runs: &[(&ResourceRun, RunStatus, u32)],
+    representative: Option<u32>,
+) -> ResourceSummary {
+    let over = |f: &dyn Fn(&ResourceRun) -> Option<f64>| {
+        spread(runs.iter().filter_map(|(r, _, _)| f(r)).collect())
+    };
+    let last = |f: &dyn Fn(&CycleMemory) -> Option<f64>| {
+        spread(
+            runs.iter()
+                .filter_map(|(r, _, _)| r.cycles.last().and_then(f))
+                .collect(),
+        )
+    };
+    let last_cycle = runs
+        .iter()
+        .flat_map(|(r, _, _)| r.cycles.iter().map(|c| c.cycle))
+        .max()
+        .unwrap_or(0);
+    let retained_by_cycle = (1..=last_cycle)
+        .filter_map(|cycle| {
+            let v: Vec<f64> = runs
+                .iter()
+                .flat_map(|(r, _, _)| r.cycles.iter().filter(|c| c.cycle == cycle))
+                .map(|c| c.retained_bytes as f64)
+                .collect();
+            spread(v).map(|spread| CycleSpread { cycle, spread })
+        })
+        .collect();
+    let row = runs
+        .iter()
+        .find(|(_, _, run)| Some(*run) == representative)
+        .and_then(|(r, _, run)| {
+            let c = r.cycles.last()?;
+            Some(LastCycle {
+                run: *run,
+                cycle: c.cycle,
+                baseline_bytes: r.baseline_bytes?,
+                peak_bytes: r.peak_bytes,
+                loaded_bytes: c.loaded_bytes,
+                after_unload_bytes: c.after_unload_bytes,
+                after_release_bytes: c.after_release_bytes,
+                retained_bytes: c.retained_bytes,
+                released_fraction: c.released_fraction,
+            })
+        });
+    let measured = runs.iter().any(|(r, _, _)| r.not_measured.is_none());
+    ResourceSummary {
+        resource,
+        not_measured: if measured {
+            None
+        } else {
+            runs.iter().find_map(|(r, _, _)| r.not_measured.clone())
+        },
+        row,
+        baseline_bytes: over(&|r| r.baseline_bytes.map(|v| v as f64)),
+        floor_bytes: over(&|r| r.floor_bytes.map(|v| v as f64)),
+        peak_bytes: over(&|r| r.peak_bytes.map(|v| v as f64)),
+        loaded_bytes: last(&|c| Some(c.loaded_bytes as f64)),
+        after_unload_bytes: last(&|c| Some(c.after_unload_bytes as f64)),
+        after_release_bytes: last(&|c| Some(c.after_release_bytes as f64)),
+        retained_bytes: over(&|r| r.retained_bytes.map(|v| v as f64)),
+        retained_anon_bytes: last(&|c| c.retained_anon_bytes.map(|v| v as f64)),
+        released_fraction: last(&|c| c.released_fraction),
+        retained_slope_bytes_per_cycle: over(&|r| r.retained_slope_bytes_per_cycle),
+        release_latency_s: spread(
+            runs.iter()
+                .flat_map(|(r, _, _)| r.cycles.iter().filter_map(|c| c.release_latency_s))
+                .collect(),
+        ),
+        cycles_retaining: runs.iter().map(|(r, _, _)| r.cycles_retaining).sum(),
+        cycles_total: runs.iter().map(|(r, _, _)| r.cycles.len() as u32).sum(),
+        processes_retaining: runs
+            .iter()
+            .filter(|(r, _, _)| r.cycles_retaining > 0)
+            .count() as u32,
+        retained_by_cycle,
+    }
+}
+
+/// The completed run (else any run) whose last retained value of `resource`
+/// is closest to the median over those runs (the first on a tie); runs
+/// without a retained value come last.
+pub fn representative_run(runs: &[(&ResourceRun, RunStatus, u32)]) -> Option<u32> {
+    let completed: Vec<&(&ResourceRun, RunStatus, u32)> = runs
+        .iter()
+        .filter(|(_, status, _)| *status == RunStatus::Completed)
+        .collect();
+    let pool: Vec<&(&ResourceRun, RunStatus, u32)> = if completed.is_empty() {
+        runs.iter().collect()
+    } else {
+        completed
+    };
+    let median = spread(
+        pool.iter()
+            .filter_map(|(r, _, _)| r.retained_bytes.map(|v| v as f64))
+            .collect(),
+    )
+    .map(|s| s.median);
+    let distance = |r: &ResourceRun| match (r.retained_bytes, median) {
+        (Some(v), Some(m)) => (v as f64 - m).abs(),
+        _ => f64::INFINITY,
+    };
+    let mut best: Option<&(&ResourceRun, RunStatus, u32)> = None;
+    for entry in pool {
+        if best.is_none_or(|b| distance(entry.0) < distance(b.0)) {
+            best = Some(entry);
+        }
+    }
+    best.map(|(_, _, run)| *run)
+}

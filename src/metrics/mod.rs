@@ -1,0 +1,550 @@
+//! Pure functions from a saved [`Record`] to the numbers people read.
+//!
+//! Nothing here measures or formats; every report (console, JSON, charts,
+//! the gate) reads a [`Summary`], so all of them agree and can be recomputed
+//! from disk at any time. Memory metrics are computed per [`Resource`] (host
+//! RSS, device VRAM) by one function each (`memory`); the definitions are in
+//! the README ("Metrics").
+
+pub mod comparison;
+pub mod memory;
+pub mod resource;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::stats::{slope, spread, Spread};
+pub use memory::{CycleMemory, CycleSpread, LastCycle, ResourceRun, ResourceSummary};
+pub use resource::Resource;
+
+use crate::protocol::{Edge, Phase};
+use crate::record::{Record, RunRecord, RunStatus};
+
+/// Version of summary.json (its shape; the record files have their own).
+pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
+
+/// The check whose failure explains missing VRAM readings.
+const VRAM_SOURCE_CHECKS: [&str; 2] = ["vram source (worker)", "vram source (sampler)"];
+
+/// Stands in for host memory in a hand-made summary that lacks it.
+static NO_HOST: ResourceSummary = ResourceSummary {
+    resource: Resource::Host,
+    not_measured: None,
+    row: None,
+    baseline_bytes: None,
+    floor_bytes: None,
+    peak_bytes: None,
+    loaded_bytes: None,
+    after_unload_bytes: None,
+    after_release_bytes: None,
+    retained_bytes: None,
+    retained_anon_bytes: None,
+    released_fraction: None,
+    retained_slope_bytes_per_cycle: None,
+    release_latency_s: None,
+    cycles_retaining: 0,
+    cycles_total: 0,
+    processes_retaining: 0,
+    retained_by_cycle: Vec::new(),
+};
+
+/// What a cycle cost in time, whatever the resource.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CycleTimes {
+    pub cycle: u32,
+    pub load_time_s: f64,
+    pub load_bytes: u64,
+    pub forward_time_s: Option<f64>,
+    pub release_action_s: Option<f64>,
+    /// glibc's free bytes inside its arenas after the release (mallinfo2 fordblks).
+    pub glibc_free_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunSummary {
+    pub run: u32,
+    pub strategy: String,
+    pub repetition: u32,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub checks_passed: bool,
+    /// The kernel's VmHWM, a cross-check of the host peak that no sampling can miss.
+    pub vm_hwm_bytes: Option<u64>,
+    pub samples: usize,
+    pub cycles: Vec<CycleTimes>,
+    /// Memory metrics, one entry per resource (host first).
+    pub resources: Vec<ResourceRun>,
+    pub load_throughput_bytes_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StrategySummary {
+    pub strategy: String,
+    pub runs: u32,
+    pub runs_completed: u32,
+    pub checks_passed: bool,
+    /// Median over every cycle of every run.
+    pub load_time_s: Option<Spread>,
+    pub load_throughput_bytes_per_s: Option<Spread>,
+    pub forward_time_s: Option<Spread>,
+    pub release_action_s: Option<Spread>,
+    /// Cycles measured over all runs, and asked for (runs × cycles).
+    pub cycles_total: u32,
+    pub cycles_expected: u32,
+    /// Some run failed or timed out, or fewer cycles were measured than asked for.
+    pub incomplete: bool,
+    /// The run charts draw and tables show for this strategy: the completed run
+    /// whose retained value of the lead resource is closest to the median (the
+    /// first such run on a tie).
+    pub representative_run: Option<u32>,
+    /// Memory metrics, one entry per resource (host first).
+    pub resources: Vec<ResourceSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub schema_version: u32,
+    pub scenario: String,
+    pub device: String,
+    pub memrel_version: String,
+    pub created_unix_s: u64,
+    pub retention_threshold_bytes: u64,
+    /// The resources measured, host first; `lead` is the one reports lead with.
+    pub resources: Vec<Resource>,
+    pub lead: Resource,
+    pub runs: Vec<RunSummary>,
+    pub strategies: Vec<StrategySummary>,
+}
+
+impl RunSummary {
+    pub fn resource(&self, resource: Resource) -> Option<&ResourceRun> {
+        self.resources.iter().find(|r| r.resource == resource)
+    }
+}
+
+impl StrategySummary {
+    pub fn resource(&self, resource: Resource) -> Option<&ResourceSummary> {
+        self.resources.iter().find(|r| r.resource == resource)
+    }
+
+    /// Host memory: every summary made by [`summarize`] has it.
+    pub fn host(&self) -> &ResourceSummary {
+        self.resource(Resource::Host).unwrap_or(&NO_HOST)
+    }
+}
+
+impl Summary {
+    /// The resources in the order reports show them: the lead first.
+    pub fn shown(&self) -> Vec<Resource> {
+        let mut out = vec![self.lead];
+        out.extend(self.resources.iter().copied().filter(|r| *r != self.lead));
+        out
+    }
+}
+
+/// Computes every metric of a record, at the precision its files keep, so the
+/// summary of a record and of the same record read back from disk are identical.
+pub fn summarize(record: &Record) -> Summary {
+    let record = record.at_file_precision();
+    let record = record.as_ref();
+    let threshold = record.header.retention_threshold_bytes;
+    let resources = Resource::of(&record.header);
+    let model_bytes: BTreeMap<&str, u64> = record
+        .header
+        .models
+        .iter()
+        .map(|m| (m.id.as_str(), m.tensor_bytes))
+        .collect();
+    let runs: Vec<RunSummary> = record
+        .runs
+        .iter()
+        .map(|r| summarize_run(r, &resources, threshold, &model_bytes))
+        .collect();
+    // A device leads when any run read it: on CUDA the device is the story.
+    let lead = resources
+        .iter()
+        .copied()
+        .find(|r| {
+            r.is_device()
+                && runs
+                    .iter()
+                    .any(|s| s.resource(*r).is_some_and(|m| m.not_measured.is_none()))
+        })
+        .unwrap_or(Resource::Host);
+    let mut order: Vec<String> = Vec::new();
+    for r in &runs {
+        if !order.contains(&r.strategy) {
+            order.push(r.strategy.clone());
+        }
+    }
+    let strategies = order
+        .iter()
+        .map(|name| {
+            let of: Vec<&RunSummary> = runs.iter().filter(|r| &r.strategy == name).collect();
+            summarize_strategy(name, &of, &resources, lead, record.header.cycles)
+        })
+        .collect();
+    Summary {
+        schema_version: SUMMARY_SCHEMA_VERSION,
+        scenario: record.header.scenario.clone(),
+        device: record.header.device.clone(),
+        memrel_version: record.header.memrel_version.clone(),
+        created_unix_s: record.header.created_unix_s,
+        retention_threshold_bytes: threshold,
+        resources,
+        lead,
+        runs,
+        strategies,
+    }
+}
+
+fn summarize_run(
+    run: &RunRecord,
+    resources: &[Resource],
+    threshold: u64,
+    model_bytes: &BTreeMap<&str, u64>,
+) -> RunSummary {
+    let last_cycle = run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
+    let cycles: Vec<u32> = if memory::baseline_edge(run).is_some() {
+        (1..=last_cycle)
+            .filter(|&c| memory::cycle_edges(run, c).is_some())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let times: Vec<CycleTimes> = cycles
+        .iter()
+        .map(|&c| cycle_times(run, c, model_bytes))
+        .collect();
+    let load_time: f64 = times.iter().map(|c| c.load_time_s).sum();
+    let load_bytes: u64 = times.iter().map(|c| c.load_bytes).sum();
+    RunSummary {
+        run: run.meta.run,
+        strategy: run.meta.strategy.clone(),
+        repetition: run.meta.repetition,
+        status: run.meta.status,
+        error: run.meta.error.clone(),
+        checks_passed: run.meta.checks.iter().all(|c| c.ok),
+        vm_hwm_bytes: run.meta.vm_hwm_bytes,
+        samples: run.samples.len(),
+        resources: resources
+            .iter()
+            .map(|&r| memory::resource_run(run, r, &cycles, threshold, not_measured(run, r)))
+            .collect(),
+        cycles: times,
+        load_throughput_bytes_per_s: (load_time > 0.0).then(|| load_bytes as f64 / load_time),
+    }
+}
+
+/// Why `resource` has no readings in `run`, `None` when it has some.
+fn not_measured(run: &RunRecord, resource: Resource) -> Option<String> {
+    let read_at_edges = run
+        .events
+        .iter()
+        .any(|e| resource.at_edge(&e.edge.memory).is_some());
+    let sampled = run.samples.iter().any(|s| resource.in_sample(s).is_some());
+    if read_at_edges || sampled {
+        return None;
+    }
+    let why = run
+        .meta
+        .checks
+        .iter()
+        .find(|c| VRAM_SOURCE_CHECKS.contains(&c.name.as_str()) && !c.ok)
+        .map(|c| c.detail.clone())
+        .or_else(|| run.meta.error.clone())
+        .unwrap_or_else(|| "the run has no readings of it".to_string());
+    Some(format!("{} not measured: {why}", resource.quantity()))
+}
+
+fn cycle_times(run: &RunRecord, cycle: u32, model_bytes: &BTreeMap<&str, u64>) -> CycleTimes {
+    let ends = |phase: Phase| {
+        run.events.iter().filter(move |e| {
+            e.edge.cycle == cycle && e.edge.phase == phase && e.edge.edge == Edge::End
+        })
+    };
+    let sum = |phase: Phase| -> Option<f64> {
+        let v: Vec<f64> = ends(phase).filter_map(|e| e.edge.elapsed_s).collect();
+        (!v.is_empty()).then(|| v.iter().sum())
+    };
+    let released = memory::cycle_edges(run, cycle).map(|(_, _, released)| released);
+    CycleTimes {
+        cycle,
+        load_time_s: sum(Phase::Load).unwrap_or(0.0),
+        load_bytes: ends(Phase::Load)
+            .filter_map(|e| e.edge.model.as_deref())
+            .filter_map(|m| model_bytes.get(m))
+            .sum(),
+        forward_time_s: sum(Phase::Forward),
+        release_action_s: sum(Phase::Release),
+        glibc_free_bytes: released.and_then(|e| e.edge.allocator.map(|a| a.free_bytes)),
+    }
+}
+
+fn summarize_strategy(
+    name: &str,
+    runs: &[&RunSummary],
+    resources: &[Resource],
+    lead: Resource,
+    cycles_per_run: u32,
+) -> StrategySummary {
+    let over =
+        |f: &dyn Fn(&RunSummary) -> Option<f64>| spread(runs.iter().filter_map(|r| f(r)).collect());
+    let per_cycle = |f: &dyn Fn(&CycleTimes) -> Option<f64>| {
+        spread(
+            runs.iter()
+                .flat_map(|r| r.cycles.iter().filter_map(f))
+                .collect(),
+        )
+    };
+    let of = |resource: Resource| -> Vec<(&ResourceRun, RunStatus, u32)> {
+        runs.iter()
+            .filter_map(|r| r.resource(resource).map(|m| (m, r.status, r.run)))
+            .collect()
+    };
+    let representative = memory::representative_run(&of(lead));
+    let runs_completed = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Completed)
+        .count() as u32;
+    let cycles_total: u32 = runs.iter().map(|r| r.cycles.len() as u32).sum();
+    let cycles_expected = runs.len() as u32 * cycles_per_run;
+    StrategySummary {
+        strategy: name.to_string(),
+        runs: runs.len() as u32,
+        runs_completed,
+        checks_passed: runs.iter().all(|r| r.checks_passed),
+        load_time_s: per_cycle(&|c| Some(c.load_time_s)),
+        load_throughput_bytes_per_s: over(&|r| r.load_throughput_bytes_per_s),
+        forward_time_s: per_cycle(&|c| c.forward_time_s),
+        release_action_s: per_cycle(&|c| c.release_action_s),
+        cycles_total,
+        cycles_expected,
+        incomplete: runs_completed < runs.len() as u32 || cycles_total < cycles_expected,
+        representative_run: representative,
+        resources: resources
+            .iter()
+            .map(|&r| memory::resource_summary(r, &of(r), representative))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of<'a>(summary: &'a Summary, name: &str) -> &'a StrategySummary {
+        summary
+            .strategies
+            .iter()
+            .find(|s| s.strategy == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn retained_after_each_cycle_has_its_range_over_repetitions() {
+        let summary = summarize(&crate::record::fixture::record());
+        let drop = of(&summary, "drop").host();
+        let mib = |b: f64| (b / (1u64 << 20) as f64).round();
+        let by_cycle: Vec<(u32, f64, f64, f64)> = drop
+            .retained_by_cycle
+            .iter()
+            .map(|c| {
+                (
+                    c.cycle,
+                    mib(c.spread.median),
+                    mib(c.spread.min),
+                    mib(c.spread.max),
+                )
+            })
+            .collect();
+        // Run 1 retains 2, 60, 60 MiB; run 3 retains 2, 2, 60 MiB.
+        assert_eq!(
+            by_cycle,
+            vec![
+                (1, 2.0, 2.0, 2.0),
+                (2, 31.0, 2.0, 60.0),
+                (3, 60.0, 60.0, 60.0)
+            ]
+        );
+        assert_eq!(
+            (
+                drop.cycles_retaining,
+                drop.cycles_total,
+                drop.processes_retaining
+            ),
+            (3, 6, 2)
+        );
+        let strategy = of(&summary, "drop");
+        assert_eq!(strategy.cycles_expected, 6);
+        assert!(!strategy.incomplete);
+        assert_eq!(mib(drop.retained_anon_bytes.as_ref().unwrap().median), 45.0);
+    }
+
+    #[test]
+    fn the_representative_run_is_the_one_nearest_the_median() {
+        let mut record = crate::record::fixture::record();
+        record
+            .runs
+            .push(crate::record::fixture::run(5, "drop", 3, &[2, 2, 2]));
+        let summary = summarize(&record);
+        // drop's last retained: 60, 60, 2 → median 60: run 1 (the first of the nearest).
+        assert_eq!(of(&summary, "drop").representative_run, Some(1));
+        record.runs[0].meta.status = RunStatus::Failed;
+        let summary = summarize(&record);
+        // Among completed runs 3 and 5 (60 and 2 MiB) the median is 31: a tie, the first wins.
+        assert_eq!(of(&summary, "drop").representative_run, Some(3));
+        assert!(of(&summary, "drop").incomplete);
+    }
+
+    #[test]
+    fn a_release_under_the_retention_threshold_is_not_timed() {
+        let mut record = crate::record::fixture::record();
+        // Loaded at 110 MiB: cycle 1 gives back 98 MiB, cycle 2 only 5 MiB.
+        record.runs = vec![crate::record::fixture::run(1, "drop", 1, &[2, 95])];
+        let summary = summarize(&record);
+        let cycles = &summary.runs[0].resources[0].cycles;
+        assert!(cycles[0].release_latency_s.is_some_and(|s| s >= 0.0));
+        assert_eq!(cycles[1].release_latency_s, None);
+    }
+
+    #[test]
+    fn a_run_cut_short_makes_its_strategy_incomplete() {
+        let mut record = crate::record::fixture::record();
+        record.runs[1].events.truncate(10);
+        let summary = summarize(&record);
+        let trim = of(&summary, "malloc-trim");
+        assert_eq!((trim.cycles_total, trim.cycles_expected), (4, 6));
+        assert_eq!(trim.host().cycles_total, 4);
+        assert!(trim.incomplete);
+    }
+
+    fn mib(bytes: f64) -> f64 {
+        (bytes / (1u64 << 20) as f64 * 10.0).round() / 10.0
+    }
+
+    #[test]
+    fn vram_gets_every_memory_metric_with_known_answers() {
+        let summary = summarize(&crate::record::fixture::cuda_record());
+        assert_eq!(summary.resources, [Resource::Host, Resource::Device(0)]);
+        assert_eq!(summary.lead, Resource::Device(0));
+        let vram = |name: &str| {
+            of(&summary, name)
+                .resource(Resource::Device(0))
+                .unwrap()
+                .clone()
+        };
+
+        let drop = vram("drop");
+        let row = drop.row.as_ref().unwrap();
+        assert_eq!(
+            (
+                mib(row.baseline_bytes as f64),
+                mib(row.loaded_bytes as f64),
+                mib(row.after_release_bytes as f64)
+            ),
+            (678.0, 1094.0, 1094.0)
+        );
+        assert_eq!(mib(row.retained_bytes as f64), 416.0);
+        assert_eq!(row.released_fraction, Some(0.0));
+        assert_eq!(
+            (
+                drop.cycles_retaining,
+                drop.cycles_total,
+                drop.processes_retaining
+            ),
+            (6, 6, 2)
+        );
+        assert_eq!(mib(drop.floor_bytes.as_ref().unwrap().median), 586.0);
+        assert_eq!(mib(drop.peak_bytes.as_ref().unwrap().median), 1094.0);
+        assert!(
+            drop.release_latency_s.is_none(),
+            "nothing came back: nothing to time"
+        );
+        assert_eq!(
+            drop.retained_slope_bytes_per_cycle.as_ref().unwrap().median,
+            0.0
+        );
+
+        let sync = vram("sync");
+        assert_eq!(sync.row.as_ref().unwrap().retained_bytes, 0);
+        assert_eq!(sync.row.as_ref().unwrap().released_fraction, Some(1.0));
+        assert_eq!(sync.cycles_retaining, 0);
+        let latency = sync.release_latency_s.as_ref().unwrap();
+        assert_eq!(latency.n, 6, "one release per cycle per run");
+        assert!(
+            latency.median >= 0.0 && latency.median < 0.05,
+            "{latency:?}"
+        );
+
+        // Below the floor, and below the baseline: a negative retained value.
+        let released = vram("context-release");
+        let row = released.row.as_ref().unwrap();
+        assert_eq!(
+            (row.after_release_bytes, mib(row.retained_bytes as f64)),
+            (0, -678.0)
+        );
+        assert_eq!(released.cycles_retaining, 0);
+
+        // Host memory is judged by the same function, from the same runs.
+        let host = of(&summary, "drop").host();
+        assert_eq!(host.row.as_ref().unwrap().retained_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn each_table_row_agrees_with_itself() {
+        for record in [
+            crate::record::fixture::record(),
+            crate::record::fixture::cuda_record(),
+        ] {
+            let summary = summarize(&record);
+            for s in &summary.strategies {
+                for r in &s.resources {
+                    let row = r.row.as_ref().unwrap();
+                    assert_eq!(
+                        row.after_release_bytes as i64 - row.baseline_bytes as i64,
+                        row.retained_bytes,
+                        "{} {}",
+                        s.strategy,
+                        r.resource
+                    );
+                    let fraction = (row.loaded_bytes as f64 - row.after_release_bytes as f64)
+                        / (row.loaded_bytes as f64 - row.baseline_bytes as f64);
+                    assert_eq!(row.released_fraction, Some(fraction));
+                    assert_eq!(Some(row.run), s.representative_run);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_cuda_record_without_vram_readings_says_so_and_leads_with_host() {
+        let mut record = crate::record::fixture::record();
+        record.header.device = "cuda:0".into();
+        record.runs[0].meta.checks.push(crate::protocol::Check {
+            name: "vram source (sampler)".into(),
+            ok: false,
+            detail: "nvml: driver not loaded".into(),
+        });
+        let summary = summarize(&record);
+        assert_eq!(summary.lead, Resource::Host);
+        let vram = of(&summary, "drop").resource(Resource::Device(0)).unwrap();
+        assert_eq!(
+            vram.not_measured.as_deref(),
+            Some("VRAM not measured: nvml: driver not loaded")
+        );
+        assert!(vram.row.is_none() && vram.retained_bytes.is_none() && vram.peak_bytes.is_none());
+    }
+
+    #[test]
+    fn summary_json_names_resources() {
+        let summary = summarize(&crate::record::fixture::cuda_record());
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(json["lead"], "cuda:0");
+        assert_eq!(json["strategies"][0]["resources"][1]["resource"], "cuda:0");
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, summary);
+    }
+}

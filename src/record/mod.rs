@@ -1,0 +1,178 @@
+//! The run record: everything measured in one invocation, and its on-disk form.
+//!
+//! A record is raw data only (samples, phase events, per-run metadata); every
+//! number in a report is computed from it by `metrics`, so a saved results
+//! directory can be re-rendered later without re-running anything.
+//!
+//! On disk a record is three files: `samples.csv`, `events.csv` and `runs.json`.
+//! They are rewritten atomically after every run, so a crash later loses nothing
+//! already measured.
+//!
+//! The files: `types` (the record in memory), `rows` (CSV rows), `schema`
+//! (file names, version, runs.json), `salvage` (reading damaged directories).
+
+mod rows;
+mod salvage;
+mod schema;
+mod types;
+
+#[cfg(test)]
+pub mod fixture;
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::fsutil::write_atomic;
+pub use schema::{EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION};
+pub use types::*;
+
+impl Record {
+    /// Writes samples.csv, events.csv and runs.json into `dir`, each atomically.
+    /// Times are written to the microsecond (see [`Record::at_file_precision`]).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let record = self.at_file_precision();
+        write_atomic(&dir.join(SAMPLES_FILE), &record.samples_csv()?)?;
+        write_atomic(&dir.join(EVENTS_FILE), &record.events_csv()?)?;
+        let runs = schema::RunsFile {
+            header: record.header.clone(),
+            runs: record.runs.iter().map(|r| r.meta.clone()).collect(),
+        };
+        let mut json = serde_json::to_vec_pretty(&runs)?;
+        json.push(b'\n');
+        write_atomic(&dir.join(RUNS_FILE), &json)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::summarize;
+    use std::borrow::Cow;
+
+    fn files(dir: &Path) -> Vec<Vec<u8>> {
+        [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE]
+            .iter()
+            .map(|f| std::fs::read(dir.join(f)).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn saving_what_was_loaded_writes_the_same_bytes_and_the_same_summary() {
+        let record = fixture::record();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        record.save(a.path()).unwrap();
+        let loaded = Record::load(a.path()).unwrap();
+        loaded.save(b.path()).unwrap();
+        assert!(
+            files(a.path()) == files(b.path()),
+            "a saved record changed on its way through disk"
+        );
+        assert_eq!(summarize(&record), summarize(&loaded));
+        assert_eq!(*record.at_file_precision(), loaded);
+    }
+
+    fn header_line(csv: &[u8]) -> String {
+        String::from_utf8_lossy(csv)
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn empty_files_have_the_same_header_as_full_ones() {
+        let full = fixture::record();
+        let mut empty = fixture::record();
+        for run in &mut empty.runs {
+            run.samples.clear();
+            run.events.clear();
+        }
+        assert_eq!(
+            header_line(&empty.samples_csv().unwrap()),
+            header_line(&full.samples_csv().unwrap())
+        );
+        assert_eq!(
+            header_line(&empty.events_csv().unwrap()),
+            header_line(&full.events_csv().unwrap())
+        );
+        assert_eq!(
+            header_line(&empty.events_csv().unwrap()),
+            rows::EVENT_COLUMNS.join(",")
+        );
+    }
+
+    #[test]
+    fn a_record_already_at_file_precision_is_not_copied() {
+        let loaded = fixture::record().at_file_precision().into_owned();
+        assert!(matches!(loaded.at_file_precision(), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_cut_short_samples_file_keeps_the_rows_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture::record().save(dir.path()).unwrap();
+        let path = dir.path().join(SAMPLES_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines = text.lines().count();
+        // Keep the header, 10 rows and half of the 11th.
+        let keep: usize = text.lines().take(11).map(|l| l.len() + 1).sum::<usize>() + 12;
+        std::fs::write(&path, &text[..keep]).unwrap();
+        let (record, damage) = Record::load_partial(dir.path()).unwrap();
+        assert_eq!(
+            record.runs.iter().map(|r| r.samples.len()).sum::<usize>(),
+            10
+        );
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(
+            damage[0].contains("samples.csv line 12 is malformed or cut short"),
+            "{}",
+            damage[0]
+        );
+        assert!(
+            damage[0].ends_with("kept the 10 rows before it"),
+            "{}",
+            damage[0]
+        );
+        assert!(lines > 12);
+        let strict = Record::load(dir.path()).unwrap_err().to_string();
+        assert!(strict.contains("samples.csv line 12"), "{strict}");
+    }
+
+    #[test]
+    fn a_missing_events_file_is_damage_not_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture::record().save(dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join(EVENTS_FILE)).unwrap();
+        let (record, damage) = Record::load_partial(dir.path()).unwrap();
+        assert!(record
+            .runs
+            .iter()
+            .all(|r| r.events.is_empty() && !r.samples.is_empty()));
+        assert!(
+            damage[0].starts_with("cannot read ") && damage[0].contains("events.csv"),
+            "{damage:?}"
+        );
+    }
+
+    #[test]
+    fn another_schema_version_names_the_file_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture::record().save(dir.path()).unwrap();
+        let path = dir.path().join(RUNS_FILE);
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"schema_version\": 1", "\"schema_version\": 7");
+        std::fs::write(&path, text).unwrap();
+        let e = format!("{:#}", Record::load_partial(dir.path()).unwrap_err());
+        assert!(
+            e.contains("runs.json has schema version 7 (written by memrel 0.1.0)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("open it with the memrel that wrote it, or re-run the scenario"),
+            "{e}"
+        );
+    }
+}

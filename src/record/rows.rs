@@ -1,0 +1,191 @@
+//! The CSV rows of samples.csv and events.csv: one flat row per sample and per
+//! phase edge, written by serde, with the column lists kept for empty files.
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::types::{round_us, Event, Record};
+use crate::protocol::{AllocatorState, Edge, MemoryAtEdge, Phase, PhaseEdge};
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct SampleRow {
+    pub(super) t_s: f64,
+    pub(super) run: u32,
+    pub(super) strategy: String,
+    pub(super) repetition: u32,
+    pub(super) cycle: u32,
+    pub(super) phase: String,
+    pub(super) rss_bytes: u64,
+    pub(super) anon_bytes: u64,
+    pub(super) file_bytes: u64,
+    pub(super) vram_bytes: Option<u64>,
+}
+
+/// The header of samples.csv: `SampleRow`'s fields, written by hand when
+/// there is no row to serialize (a unit test keeps the two in step).
+pub(super) const SAMPLE_COLUMNS: [&str; 10] = [
+    "t_s",
+    "run",
+    "strategy",
+    "repetition",
+    "cycle",
+    "phase",
+    "rss_bytes",
+    "anon_bytes",
+    "file_bytes",
+    "vram_bytes",
+];
+
+/// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
+pub(super) const EVENT_COLUMNS: [&str; 19] = [
+    "t_s",
+    "run",
+    "strategy",
+    "repetition",
+    "cycle",
+    "phase",
+    "edge",
+    "model",
+    "elapsed_s",
+    "rss_bytes",
+    "anon_bytes",
+    "file_bytes",
+    "vram_bytes",
+    "glibc_arena_bytes",
+    "glibc_mmapped_bytes",
+    "glibc_in_use_bytes",
+    "glibc_free_bytes",
+    "glibc_top_releasable_bytes",
+    "note",
+];
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct EventRow {
+    t_s: f64,
+    run: u32,
+    strategy: String,
+    repetition: u32,
+    cycle: u32,
+    phase: String,
+    edge: String,
+    model: Option<String>,
+    elapsed_s: Option<f64>,
+    rss_bytes: u64,
+    anon_bytes: u64,
+    file_bytes: u64,
+    vram_bytes: Option<u64>,
+    glibc_arena_bytes: Option<u64>,
+    glibc_mmapped_bytes: Option<u64>,
+    glibc_in_use_bytes: Option<u64>,
+    glibc_free_bytes: Option<u64>,
+    glibc_top_releasable_bytes: Option<u64>,
+    note: Option<String>,
+}
+
+impl Record {
+    pub fn samples_csv(&self) -> Result<Vec<u8>> {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        for run in &self.runs {
+            for (sample, (cycle, phase)) in run.samples.iter().zip(run.sample_phases()) {
+                writer.serialize(SampleRow {
+                    t_s: round_us(sample.t_s),
+                    run: run.meta.run,
+                    strategy: run.meta.strategy.clone(),
+                    repetition: run.meta.repetition,
+                    cycle,
+                    phase: phase.as_str().to_string(),
+                    rss_bytes: sample.rss_bytes,
+                    anon_bytes: sample.anon_bytes,
+                    file_bytes: sample.file_bytes,
+                    vram_bytes: sample.vram_bytes,
+                })?;
+            }
+        }
+        if self.runs.iter().all(|r| r.samples.is_empty()) {
+            writer.write_record(SAMPLE_COLUMNS)?;
+        }
+        Ok(writer.into_inner()?)
+    }
+
+    pub fn events_csv(&self) -> Result<Vec<u8>> {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        let mut any = false;
+        for run in &self.runs {
+            for event in &run.events {
+                any = true;
+                let e = &event.edge;
+                let alloc = e.allocator;
+                writer.serialize(EventRow {
+                    t_s: round_us(event.t_s),
+                    run: run.meta.run,
+                    strategy: run.meta.strategy.clone(),
+                    repetition: run.meta.repetition,
+                    cycle: e.cycle,
+                    phase: e.phase.as_str().to_string(),
+                    edge: e.edge.as_str().to_string(),
+                    model: e.model.clone(),
+                    elapsed_s: e.elapsed_s,
+                    rss_bytes: e.memory.rss_bytes,
+                    anon_bytes: e.memory.anon_bytes,
+                    file_bytes: e.memory.file_bytes,
+                    vram_bytes: e.memory.vram_bytes,
+                    glibc_arena_bytes: alloc.map(|a| a.arena_bytes),
+                    glibc_mmapped_bytes: alloc.map(|a| a.mmapped_bytes),
+                    glibc_in_use_bytes: alloc.map(|a| a.in_use_bytes),
+                    glibc_free_bytes: alloc.map(|a| a.free_bytes),
+                    glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
+                    note: e.note.clone(),
+                })?;
+            }
+        }
+        if !any {
+            writer.write_record(EVENT_COLUMNS)?;
+        }
+        Ok(writer.into_inner()?)
+    }
+}
+
+/// One events.csv row as (run, event).
+pub(super) fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event), String> {
+    let phase = Phase::parse(&row.phase).ok_or_else(|| format!("unknown phase {:?}", row.phase))?;
+    let edge = match row.edge.as_str() {
+        "begin" => Edge::Begin,
+        "end" => Edge::End,
+        other => return Err(format!("unknown edge {other:?}")),
+    };
+    let allocator = match (
+        row.glibc_arena_bytes,
+        row.glibc_mmapped_bytes,
+        row.glibc_in_use_bytes,
+        row.glibc_free_bytes,
+        row.glibc_top_releasable_bytes,
+    ) {
+        (Some(arena), Some(mmapped), Some(in_use), Some(free), Some(top)) => Some(AllocatorState {
+            arena_bytes: arena,
+            mmapped_bytes: mmapped,
+            in_use_bytes: in_use,
+            free_bytes: free,
+            top_releasable_bytes: top,
+        }),
+        _ => None,
+    };
+    let event = Event {
+        t_s: row.t_s,
+        edge: PhaseEdge {
+            phase,
+            edge,
+            cycle: row.cycle,
+            model: row.model,
+            elapsed_s: row.elapsed_s,
+            memory: MemoryAtEdge {
+                rss_bytes: row.rss_bytes,
+                anon_bytes: row.anon_bytes,
+                file_bytes: row.file_bytes,
+                vram_bytes: row.vram_bytes,
+            },
+            allocator,
+            note: row.note,
+        },
+    };
+    Ok((row.run, event))
+}

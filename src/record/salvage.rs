@@ -1,0 +1,95 @@
+//! Reading a results directory back, damaged or not: a missing or cut-short
+//! CSV keeps the rows before the damage and says where it stopped, so a crash
+//! during a run never makes what was measured before it unreadable.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+
+use super::rows::{event_from_row, EventRow, SampleRow};
+use super::schema::{read_runs_file, EVENTS_FILE, SAMPLES_FILE};
+use super::types::{Event, Record, RunRecord, Sample};
+
+impl Record {
+    /// Reads a results directory written by [`Record::save`]; any damage is an error.
+    pub fn load(dir: &Path) -> Result<Record> {
+        let (record, damage) = Record::load_partial(dir)?;
+        if let Some(first) = damage.first() {
+            bail!("{first}");
+        }
+        Ok(record)
+    }
+
+    /// Reads what can be read of a results directory: a missing or cut-short
+    /// samples.csv or events.csv keeps the rows before the damage, and each
+    /// problem comes back as one line for people. Only runs.json is required.
+    pub fn load_partial(dir: &Path) -> Result<(Record, Vec<String>)> {
+        let runs_file = read_runs_file(dir)?;
+        let mut damage = Vec::new();
+        let mut samples: BTreeMap<u32, Vec<Sample>> = BTreeMap::new();
+        read_rows::<SampleRow>(&dir.join(SAMPLES_FILE), &mut damage, |row, _| {
+            samples.entry(row.run).or_default().push(Sample {
+                t_s: row.t_s,
+                rss_bytes: row.rss_bytes,
+                anon_bytes: row.anon_bytes,
+                file_bytes: row.file_bytes,
+                vram_bytes: row.vram_bytes,
+            });
+            Ok(())
+        });
+        let mut events: BTreeMap<u32, Vec<Event>> = BTreeMap::new();
+        let events_path = dir.join(EVENTS_FILE);
+        read_rows::<EventRow>(&events_path, &mut damage, |row, line| {
+            let event = event_from_row(row)
+                .map_err(|e| format!("{} line {line}: {e}", events_path.display()))?;
+            events.entry(event.0).or_default().push(event.1);
+            Ok(())
+        });
+        let runs = runs_file
+            .runs
+            .into_iter()
+            .map(|meta| RunRecord {
+                samples: samples.remove(&meta.run).unwrap_or_default(),
+                events: events.remove(&meta.run).unwrap_or_default(),
+                meta,
+            })
+            .collect();
+        let record = Record {
+            header: runs_file.header,
+            runs,
+        };
+        Ok((record, damage))
+    }
+}
+
+/// Feeds each row of a CSV file to `take`; a missing file or the first bad
+/// row ends the reading with one line in `damage` (the rows before it are kept).
+fn read_rows<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    damage: &mut Vec<String>,
+    mut take: impl FnMut(T, usize) -> std::result::Result<(), String>,
+) {
+    let mut reader = match csv::Reader::from_path(path) {
+        Ok(reader) => reader,
+        Err(e) => {
+            damage.push(format!("cannot read {}: {e}", path.display()));
+            return;
+        }
+    };
+    for (i, row) in reader.deserialize::<T>().enumerate() {
+        let line = i + 2;
+        let taken = row
+            .map_err(|e| {
+                format!(
+                    "{} line {line} is malformed or cut short ({e})",
+                    path.display()
+                )
+            })
+            .and_then(|row| take(row, line));
+        if let Err(problem) = taken {
+            damage.push(format!("{problem}: kept the {} rows before it", i));
+            return;
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The run record's types: what one invocation measured, in memory.
+//!
+//! Raw data only (samples, phase events, per-run metadata); nothing here reads
+//! or writes files (see `rows`, `schema`, `salvage`) or computes a metric.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{Check, Edge, Phase, PhaseEdge};
+
+/// One reading of the worker's memory by the parent's sampler.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Seconds since the worker was spawned (parent's monotonic clock).
+    pub t_s: f64,
+    pub rss_bytes: u64,
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+    pub vram_bytes: Option<u64>,
+}
+
+/// A phase edge as the parent received it, stamped on the sampler's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub t_s: f64,
+    pub edge: PhaseEdge,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Completed,
+    /// The worker exited with an error, was killed by a signal, or broke the protocol.
+    Failed,
+    /// The worker ran past the scenario's timeout and was killed.
+    TimedOut,
+}
+
+/// What the parent knows about one worker process.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunMeta {
+    /// 1-based index within the invocation.
+    pub run: u32,
+    pub strategy: String,
+    /// 1-based repetition of this strategy.
+    pub repetition: u32,
+    pub pid: u32,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The strategy's checks, from the worker's hello and done messages.
+    pub checks: Vec<Check>,
+    /// The kernel's VmHWM for the worker, as the worker read it at the end.
+    #[serde(default)]
+    pub vm_hwm_bytes: Option<u64>,
+    pub duration_s: f64,
+    /// VRAM of a bare device (CUDA context, cuBLAS, cuRAND; no tensors) as
+    /// the worker calibrated it before its first load: the floor a device
+    /// resource cannot go below while a device is open (CUDA only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vram_floor_bytes: Option<u64>,
+    /// The last lines the worker wrote to stderr.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr_tail: String,
+}
+
+/// A model as it was resolved for this invocation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModelInfo {
+    pub id: String,
+    pub source: String,
+    pub dir: String,
+    pub architecture: String,
+    pub tensor_bytes: u64,
+    pub parameters: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    pub hostname: String,
+    pub os: String,
+    pub kernel: String,
+    pub libc: String,
+    pub cpus: usize,
+    pub total_memory_bytes: u64,
+}
+
+/// Facts about the whole invocation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    pub schema_version: u32,
+    pub memrel_version: String,
+    pub scenario: String,
+    /// `builtin` or the path the scenario was read from.
+    pub scenario_origin: String,
+    /// The scenario file exactly as it was used.
+    pub scenario_toml: String,
+    pub device: String,
+    pub command: Vec<String>,
+    pub created_unix_s: u64,
+    pub host: Host,
+    pub sampler: String,
+    pub interval_s: f64,
+    pub cycles: u32,
+    pub retention_threshold_bytes: u64,
+    pub models: Vec<ModelInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub meta: RunMeta,
+    pub samples: Vec<Sample>,
+    pub events: Vec<Event>,
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub header: Header,
+    pub runs: Vec<RunRecord>,
+}
+
+impl RunRecord {
+    /// The cycle and phase each sample falls in, joined from the events on one clock.
+    /// A sample belongs to the innermost phase that has begun and not yet ended
+    /// before it; between phases it belongs to `idle` of the current cycle.
+    pub fn sample_phases(&self) -> Vec<(u32, Phase)> {
+        let mut out = Vec::with_capacity(self.samples.len());
+        let mut open: Vec<Phase> = Vec::new();
+        let mut cycle = 0;
+        let mut next = 0;
+        for sample in &self.samples {
+            while next < self.events.len() && self.events[next].t_s <= sample.t_s {
+                let edge = &self.events[next].edge;
+                cycle = edge.cycle;
+                match edge.edge {
+                    Edge::Begin => open.push(edge.phase),
+                    Edge::End => {
+                        if let Some(pos) = open.iter().rposition(|p| *p == edge.phase) {
+                            open.remove(pos);
+                        }
+                    }
+                }
+                next += 1;
+            }
+            out.push((cycle, open.last().copied().unwrap_or(Phase::Idle)));
+        }
+        out
+    }
+}
+
+impl Record {
+    /// The record at the precision its files keep: times to the microsecond.
+    /// Saving and every metric go through this, so a summary recomputed from
+    /// the files on disk is identical to the one written during the run.
+    pub fn at_file_precision(&self) -> Cow<'_, Record> {
+        let exact = self.runs.iter().all(|r| {
+            r.meta.duration_s == round_us(r.meta.duration_s)
+                && r.samples.iter().all(|s| s.t_s == round_us(s.t_s))
+                && r.events.iter().all(|e| e.t_s == round_us(e.t_s))
+        });
+        if exact {
+            return Cow::Borrowed(self);
+        }
+        let mut rounded = self.clone();
+        for run in &mut rounded.runs {
+            run.meta.duration_s = round_us(run.meta.duration_s);
+            for s in &mut run.samples {
+                s.t_s = round_us(s.t_s);
+            }
+            for e in &mut run.events {
+                e.t_s = round_us(e.t_s);
+            }
+        }
+        Cow::Owned(rounded)
+    }
+}
+
+/// Times are stored to the microsecond: finer digits are noise and bloat the CSV.
+pub(crate) fn round_us(t_s: f64) -> f64 {
+    (t_s * 1e6).round() / 1e6
+}
