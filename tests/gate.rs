@@ -1,7 +1,8 @@
 //! The regression gate end to end: a baseline made with a release step, a
 //! new run whose release step is skipped (regressed, exit 1), a repeat of the
 //! baseline's own configuration (exit 0), and a missing baseline (exit 2 with
-//! the command that creates it).
+//! the command that creates it). On the committed CUDA baseline (no GPU
+//! needed): VRAM judged like RSS, per resource, with VRAM budgets.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -116,7 +117,7 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
     assert_eq!(retained["verdict"], "regressed", "{retained}");
     let md = std::fs::read_to_string(dir.join("verdict.md")).unwrap();
     assert!(
-        md.contains("| gate-test | malloc-trim | retained_bytes |"),
+        md.contains("| gate-test | malloc-trim | host RSS | retained_bytes |"),
         "{md}"
     );
     assert!(md.contains("regressed"));
@@ -197,4 +198,213 @@ fn a_bad_baseline_name_fails_before_anything_runs() {
     assert!(err.contains("--save-baseline"), "{err}");
     assert!(err.contains("letters, digits"), "{err}");
     assert!(!root.exists(), "nothing should have run");
+}
+
+const MIB: u64 = 1 << 20;
+const RECORD_FILES: [&str; 3] = ["runs.json", "events.csv", "samples.csv"];
+
+/// The committed GPU baseline: cuda-flush on an H100, 2 runs per strategy.
+fn gpu_record() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("results/baselines/gpu/cuda-flush")
+}
+
+fn copy_record(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for file in RECORD_FILES {
+        std::fs::copy(from.join(file), to.join(file)).unwrap();
+    }
+}
+
+/// Rewrites the CSV at `path` row by row.
+fn rewrite_csv(path: &Path, mut edit: impl FnMut(&csv::StringRecord, &mut Vec<String>)) {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for row in reader.records() {
+        let row = row.unwrap();
+        let mut fields: Vec<String> = row.iter().map(str::to_string).collect();
+        edit(&header, &mut fields);
+        rows.push(fields);
+    }
+    let mut writer = csv::Writer::from_path(path).unwrap();
+    writer.write_record(&header).unwrap();
+    for row in rows {
+        writer.write_record(&row).unwrap();
+    }
+    writer.flush().unwrap();
+}
+
+fn column(header: &csv::StringRecord, name: &str) -> usize {
+    header.iter().position(|h| h == name).unwrap()
+}
+
+/// Every strategy but `drop` keeps its VRAM at `level_bytes` from the end
+/// of its first load on: the release no longer gives device memory back.
+fn keep_vram_after_release(dir: &Path, level_bytes: u64) {
+    let mut first_load_end: std::collections::HashMap<String, f64> = Default::default();
+    rewrite_csv(&dir.join("events.csv"), |h, row| {
+        let get = |name: &str| row[column(h, name)].clone();
+        let (run, t_s) = (get("run"), get("t_s").parse::<f64>().unwrap());
+        if get("strategy") == "drop" {
+            return;
+        }
+        if get("cycle") == "1" && get("phase") == "load" && get("edge") == "end" {
+            first_load_end.insert(run.clone(), t_s);
+        }
+        let vram = column(h, "vram_bytes");
+        if first_load_end.get(&run).is_some_and(|t| t_s >= *t) && !row[vram].is_empty() {
+            let v: u64 = row[vram].parse().unwrap();
+            row[vram] = v.max(level_bytes).to_string();
+        }
+    });
+    assert_eq!(first_load_end.len(), 10, "5 strategies × 2 runs");
+    let mut raised = 0;
+    rewrite_csv(&dir.join("samples.csv"), |h, row| {
+        let vram = column(h, "vram_bytes");
+        let t_s: f64 = row[column(h, "t_s")].parse().unwrap();
+        let start = first_load_end.get(&row[column(h, "run")]);
+        if start.is_some_and(|t| t_s >= *t) && !row[vram].is_empty() {
+            let v: u64 = row[vram].parse().unwrap();
+            raised += usize::from(v < level_bytes);
+            row[vram] = v.max(level_bytes).to_string();
+        }
+    });
+    assert!(
+        raised > 100,
+        "the samples after each release were raised: {raised}"
+    );
+}
+
+fn verdicts(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("verdict.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["schema_version"], 2);
+    json["verdicts"].as_array().unwrap().clone()
+}
+
+fn failing(verdicts: &[serde_json::Value]) -> Vec<(String, String, String, String)> {
+    let mut out: Vec<_> = verdicts
+        .iter()
+        .filter(|v| v["verdict"] == "regressed" || v["verdict"] == "over-budget")
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap().to_string();
+            (s("strategy"), s("resource"), s("metric"), s("verdict"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+const FREEING: [&str; 5] = [
+    "cache-flush",
+    "context-release",
+    "device-drop",
+    "sync",
+    "to-cpu",
+];
+
+#[test]
+fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("results");
+    copy_record(&gpu_record(), &root.join("baselines/gpu/cuda-flush"));
+    let check = |dir: &Path| {
+        memrel()
+            .args(["check", "--baseline", "gpu", "--out"])
+            .arg(&root)
+            .arg(dir)
+            .output()
+            .unwrap()
+    };
+
+    // The baseline against itself: every resource judged, nothing fails.
+    let same = work.path().join("same");
+    copy_record(&gpu_record(), &same);
+    let output = check(&same);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let rows = verdicts(&same);
+    assert_eq!(failing(&rows), []);
+    for strategy in FREEING.iter().chain(["drop"].iter()) {
+        for resource in ["cuda:0", "host"] {
+            let row = rows
+                .iter()
+                .find(|v| {
+                    v["strategy"] == *strategy
+                        && v["resource"] == resource
+                        && v["metric"] == "retained_bytes"
+                })
+                .unwrap_or_else(|| panic!("{strategy} {resource}"));
+            assert_eq!(row["verdict"], "no-change", "{row}");
+        }
+    }
+
+    // The strategies that free VRAM stop freeing it: VRAM retained regresses
+    // for each of them, and nothing else fails.
+    let kept = work.path().join("kept");
+    copy_record(&gpu_record(), &kept);
+    keep_vram_after_release(&kept, 1094 * MIB);
+    let output = check(&kept);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let rows = verdicts(&kept);
+    let expected: Vec<_> = FREEING
+        .iter()
+        .map(|s| {
+            (
+                s.to_string(),
+                "cuda:0".to_string(),
+                "retained_bytes".to_string(),
+                "regressed".to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(failing(&rows), expected);
+    let sync = rows
+        .iter()
+        .find(|v| {
+            v["strategy"] == "sync" && v["resource"] == "cuda:0" && v["metric"] == "retained_bytes"
+        })
+        .unwrap();
+    assert_eq!(
+        sync["change"].as_f64(),
+        Some((1094 - 678) as f64 * MIB as f64),
+        "{sync}"
+    );
+    let md = std::fs::read_to_string(kept.join("verdict.md")).unwrap();
+    assert!(
+        md.contains("| cuda-flush | sync | VRAM cuda:0 | retained_bytes |"),
+        "{md}"
+    );
+
+    // A VRAM budget the runs exceed: over budget, naming the key.
+    let budget = work.path().join("budget");
+    copy_record(&gpu_record(), &budget);
+    let runs_json = budget.join("runs.json");
+    let mut runs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&runs_json).unwrap()).unwrap();
+    let toml = runs["header"]["scenario_toml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    runs["header"]["scenario_toml"] =
+        format!("{toml}\n[thresholds]\nmax_peak_vram_mib = 1000\n").into();
+    std::fs::write(&runs_json, serde_json::to_vec_pretty(&runs).unwrap()).unwrap();
+    let output = check(&budget);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let rows = verdicts(&budget);
+    let over: Vec<_> = rows
+        .iter()
+        .filter(|v| v["verdict"] == "over-budget")
+        .collect();
+    assert_eq!(
+        over.len(),
+        6,
+        "every strategy peaks near 1094 MiB: {rows:#?}"
+    );
+    for v in over {
+        assert_eq!(v["resource"], "cuda:0");
+        assert_eq!(v["metric"], "peak_bytes (budget)");
+        assert_eq!(v["budget"]["key"], "max_peak_vram_mib");
+    }
+    let md = std::fs::read_to_string(budget.join("verdict.md")).unwrap();
+    assert!(md.contains("`max_peak_vram_mib`"), "{md}");
 }

@@ -1,6 +1,10 @@
 //! `memrel check`: the regression gate. Compares saved results (or fresh runs
 //! of the baseline's own scenarios) with a named baseline and writes
 //! verdict.json and verdict.md. Exit code 1 on a regression or a blown budget.
+//!
+//! Every resource the records measured (host RSS, VRAM per CUDA device) is
+//! judged; a budget that could not be checked (its resource was not
+//! measured) is an `inconclusive` row and a warning here, never a silent pass.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use crate::baseline;
 use crate::export::verdict::{verdict_json, verdict_markdown};
 use crate::fsutil::write_atomic;
-use crate::gate::{self, VerdictReport, VERDICT_SCHEMA_VERSION};
+use crate::gate::{self, MetricVerdict, Verdict, VerdictReport, VERDICT_SCHEMA_VERSION};
 use crate::metrics;
 use crate::record::Record;
 use crate::scenario;
@@ -91,6 +95,7 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
             &new_scenario.thresholds,
         ));
     }
+    report.warnings.extend(unchecked_budgets(&report.verdicts));
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
     let out = match &options.verdict_dir {
         Some(dir) => dir.clone(),
@@ -106,6 +111,34 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
         verdict_markdown(&report).as_bytes(),
     )?;
     Ok((report, out))
+}
+
+/// One warning per scenario budget that nothing could be checked against,
+/// naming the strategies it concerns and why.
+fn unchecked_budgets(verdicts: &[MetricVerdict]) -> Vec<String> {
+    let mut out: Vec<(String, Vec<&str>, &str)> = Vec::new();
+    for v in verdicts {
+        let Some(budget) = &v.budget else { continue };
+        if v.verdict != Verdict::Inconclusive {
+            continue;
+        }
+        let head = format!(
+            "scenario {}: budget {} ({})",
+            v.scenario, budget.key, v.resource
+        );
+        match out.iter_mut().find(|(h, _, _)| *h == head) {
+            Some((_, strategies, _)) => strategies.push(&v.strategy),
+            None => out.push((head, vec![&v.strategy], &v.note)),
+        }
+    }
+    out.into_iter()
+        .map(|(head, strategies, note)| {
+            format!(
+                "{head} was not checked for {}: {note}",
+                strategies.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// Runs every scenario the baseline holds, as it was saved (same file, strategies,
@@ -153,4 +186,35 @@ fn run_baseline_scenarios(options: &CheckOptions, root: &Path) -> Result<Vec<Pat
         dirs.push(dir);
     }
     Ok(dirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Thresholds;
+
+    #[test]
+    fn a_budget_nothing_could_be_checked_against_is_one_warning() {
+        let mut t = Thresholds {
+            retention_threshold_bytes: 16 << 20,
+            noise_relative: 0.05,
+            noise_absolute_bytes: 16 << 20,
+            host: Default::default(),
+            device: Default::default(),
+        };
+        t.device.max_retained_bytes = Some(300 << 20);
+        t.host.max_retained_bytes = Some(64 << 20);
+        // A record without VRAM readings: the host budget is checked, the VRAM one cannot be.
+        let summary = metrics::summarize(&crate::record::fixture::record());
+        let warnings = unchecked_budgets(&gate::budgets(&summary, &t));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(
+                "scenario fixture: budget max_retained_vram_mib (cuda:0) was not checked for drop, malloc-trim: "
+            ),
+            "{}",
+            warnings[0]
+        );
+        assert!(warnings[0].contains("VRAM not measured"), "{}", warnings[0]);
+    }
 }

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use super::compare::{compare_loaded, load, write_trace, Loaded};
 use crate::cli::ReportArgs;
 use crate::export::{self, COMPARE_JSON_FILE};
-use crate::metrics::comparison::Comparison;
+use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
 use crate::record::{Record, RUNS_FILE};
 
@@ -59,8 +59,8 @@ pub fn execute_args(args: &ReportArgs) -> Result<ReportOutcome> {
         // was compared under, so compare.json comes out the same.
         let previous = read_comparison(dir)?;
         let mut sources = [loaded];
-        if let Some(first) = previous.sources.first() {
-            sources[0].dir = PathBuf::from(&first.dir);
+        if let Some(first) = previous.first() {
+            sources[0].dir = first.clone();
         }
         let c = compare_loaded(&sources);
         let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
@@ -92,16 +92,43 @@ pub fn execute_args(args: &ReportArgs) -> Result<ReportOutcome> {
     })
 }
 
-fn read_comparison(dir: &Path) -> Result<Comparison> {
+fn read_comparison(dir: &Path) -> Result<Vec<PathBuf>> {
     let path = dir.join(COMPARE_JSON_FILE);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| {
+    source_dirs(&text).with_context(|| {
         format!(
             "{} is not a compare.json this memrel can read: re-run `memrel compare` to write it again",
             path.display()
         )
     })
+}
+
+/// The source directories of a compare.json of any version this memrel knows
+/// (1: before metrics per resource; 2: now): only they are needed, the
+/// comparison itself is recomputed from their records.
+fn source_dirs(text: &str) -> Result<Vec<PathBuf>> {
+    let value: serde_json::Value = serde_json::from_str(text)?;
+    let version = value.get("schema_version").and_then(|v| v.as_u64());
+    if !matches!(version, Some(v) if (1..=u64::from(COMPARE_SCHEMA_VERSION)).contains(&v)) {
+        bail!(
+            "schema version {} is unknown (this memrel reads 1 to {COMPARE_SCHEMA_VERSION})",
+            version.map(|v| v.to_string()).unwrap_or_else(|| "none".into())
+        );
+    }
+    let sources = value
+        .get("sources")
+        .and_then(|s| s.as_array())
+        .context("it has no sources")?;
+    sources
+        .iter()
+        .map(|s| {
+            s.get("dir")
+                .and_then(|d| d.as_str())
+                .map(PathBuf::from)
+                .context("a source has no dir")
+        })
+        .collect()
 }
 
 /// A directory written by `memrel compare DIR...`: compare the same sources again.
@@ -110,12 +137,7 @@ fn report_comparison(
     out: Option<&Path>,
     trace: Option<&Path>,
 ) -> Result<ReportOutcome> {
-    let previous = read_comparison(dir)?;
-    let dirs: Vec<PathBuf> = previous
-        .sources
-        .iter()
-        .map(|s| PathBuf::from(&s.dir))
-        .collect();
+    let dirs = read_comparison(dir)?;
     for d in &dirs {
         if !d.join(RUNS_FILE).is_file() {
             bail!(
@@ -158,4 +180,18 @@ pub fn export_trace_of(dir: &Path, path: &Path) -> Result<()> {
     let loaded = load(dir)?;
     let c = compare_loaded(std::slice::from_ref(&loaded));
     write_trace(path, &c, &[&loaded.record])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_json_of_both_versions_gives_its_sources() {
+        let v1 = r#"{"schema_version": 1, "scenario": "x", "sources": [{"dir": "a/b", "label": "A"}], "rows": []}"#;
+        assert_eq!(source_dirs(v1).unwrap(), [PathBuf::from("a/b")]);
+        let v9 = r#"{"schema_version": 9, "sources": []}"#;
+        let e = source_dirs(v9).unwrap_err().to_string();
+        assert!(e.contains("schema version 9 is unknown"), "{e}");
+    }
 }

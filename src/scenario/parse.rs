@@ -483,4 +483,44 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
         let text = MINIMAL.replace("\"release\"", "\"unload m\"");
         assert!(parse_str("t", "t.toml", &text).is_err());
     }
+
+    #[test]
+    fn a_vram_budget_on_a_cpu_scenario_is_an_error_naming_the_key() {
+        for key in [
+            "max_retained_vram_mib",
+            "max_peak_vram_mib",
+            "max_retained_vram_slope_mib_per_cycle",
+        ] {
+            let text = format!("{MINIMAL}[thresholds]\nmax_retained_mib = 64\n{key} = 300\n");
+            let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+            assert!(err.starts_with("my.toml:10:"), "{key}: {err}");
+            assert!(
+                err.contains(&format!("[thresholds] {key} is a VRAM budget")),
+                "{err}"
+            );
+            assert!(err.contains("device = \"cuda\""), "{err}");
+        }
+    }
+
+    #[test]
+    fn vram_budgets_on_a_cuda_scenario_are_the_device_budgets() {
+        use crate::metrics::Resource;
+        let text = format!(
+            "device = \"cuda\"\n{MINIMAL}[thresholds]\nmax_retained_mib = 64\n\
+             max_retained_vram_mib = 300\nmax_peak_vram_mib = 1200.5\n\
+             max_retained_vram_slope_mib_per_cycle = 8\n"
+        );
+        let s = parse_str("t", "t.toml", &text).unwrap();
+        let t = &s.thresholds;
+        assert_eq!(t.device.max_retained_bytes, Some(300 << 20));
+        assert_eq!(
+            t.device.max_peak_bytes,
+            Some((1200.5 * 1024.0 * 1024.0) as u64)
+        );
+        assert_eq!(t.device.max_retained_slope_bytes_per_cycle, Some(8 << 20));
+        assert_eq!(t.host.max_retained_bytes, Some(64 << 20));
+        assert_eq!(t.host.max_peak_bytes, None);
+        assert_eq!(t.budgets(Resource::Device(0)), &t.device);
+        assert_eq!(t.budgets(Resource::Host), &t.host);
+    }
 }

@@ -124,21 +124,15 @@ impl Session {
         None
     }
 
-    /// After the warm-up: the same starting point for every strategy. A
-    /// device a strategy dropped is reopened, queued frees are completed and
-    /// the memory pool is trimmed, so no strategy's baseline holds pooled
-    /// memory that another's does not (no-op on CPU). Returns a note.
-    pub fn reset_to_floor(&mut self) -> Result<Option<String>> {
-        let reopened = self.ensure_open()?;
+    /// Completes queued frees and trims the memory pool, so nothing freed
+    /// stays reserved (CUDA; `None` on CPU). Used after the warm-up: no
+    /// strategy's baseline then holds pooled memory that another's does not.
+    pub fn flush(&self) -> Result<Option<String>> {
         #[cfg(feature = "cuda")]
         if let (Some(state), Some(device)) = (&self.cuda, &self.device) {
-            let flushed = state.flush(device)?;
-            return Ok(Some(match reopened {
-                Some(r) => format!("{r}; {flushed}"),
-                None => flushed,
-            }));
+            return state.flush(device).map(Some);
         }
-        Ok(reopened)
+        Ok(None)
     }
 
     /// Waits for queued device work after a load (no-op on CPU).

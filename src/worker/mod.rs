@@ -153,11 +153,32 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                     "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}{released}"
                 ));
             }
-            // Every strategy starts its cycles from the same floor.
-            let reset = device
-                .reset_to_floor()?
-                .map(|n| format!("; then the same start for every strategy: {n}"))
-                .unwrap_or_default();
+            // Every strategy starts its cycles from the same place: a device
+            // the strategy dropped is reopened and warmed like the first one
+            // (its kernels loaded, its libraries' workspaces made), then
+            // queued frees complete and the pool is trimmed.
+            let mut reset = Vec::new();
+            if let Some(reopened) = device.ensure_open()? {
+                for (_, model) in &spec.models {
+                    let mut m = LoadedModel::load_with(
+                        model,
+                        device.candle()?,
+                        w.dtype,
+                        w.load_method,
+                        keep_weights,
+                    )?;
+                    m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
+                    device.synchronize_forward()?;
+                    drop(m);
+                }
+                reset.push(format!("{reopened}, warmed with every model"));
+            }
+            reset.extend(device.flush()?);
+            let reset = if reset.is_empty() {
+                String::new()
+            } else {
+                format!("; then the same start for every strategy: {}", reset.join("; "))
+            };
             Ok((
                 (),
                 Some(format!("untimed warm-up ({}){reset}", times.join("; "))),
