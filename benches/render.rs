@@ -1,6 +1,8 @@
 //! Rendering cost of long runs: timeline.png and compare.png for a synthetic
-//! record of one million samples (1 ms sampling for 1000 s, 100 cycles). The
-//! charts draw min/max per pixel column, so this must stay well under 1 s.
+//! record of one million samples (1 ms sampling for 1000 s, 100 cycles), on
+//! the CPU and as a CUDA record (a VRAM series too, so every chart draws its
+//! VRAM panels). The charts draw min/max per pixel column, so this must stay
+//! well under 1 s.
 //!
 //! `cargo bench --bench render`
 
@@ -19,8 +21,10 @@ const CYCLES: u32 = 100;
 const MIB: u64 = 1 << 20;
 
 /// One run: 1 ms samples, 10 s cycles of load (4 s) → forward (3 s) → unload →
-/// release → settle, a sawtooth RSS with a one-sample spike in every cycle.
-fn synthetic_record() -> Record {
+/// release → settle, a sawtooth RSS with a one-sample spike in every cycle; on
+/// `cuda`, VRAM follows RSS 600 MiB higher (a context floor under it).
+fn synthetic_record(cuda: bool) -> Record {
+    let vram = |rss: u64| cuda.then_some(rss + 600 * MIB);
     let base = 50 * MIB;
     let mut samples = Vec::with_capacity(SAMPLES);
     for i in 0..SAMPLES {
@@ -39,7 +43,7 @@ fn synthetic_record() -> Record {
             rss_bytes: rss + spike,
             anon_bytes: (rss + spike) * 3 / 4,
             file_bytes: (rss + spike) / 4,
-            vram_bytes: None,
+            vram_bytes: vram(rss + spike),
         });
     }
     let mut events = Vec::new();
@@ -56,7 +60,7 @@ fn synthetic_record() -> Record {
                     rss_bytes,
                     anon_bytes: rss_bytes * 3 / 4,
                     file_bytes: rss_bytes / 4,
-                    vram_bytes: None,
+                    vram_bytes: vram(rss_bytes),
                 },
                 allocator: None,
                 note: None,
@@ -104,7 +108,7 @@ fn synthetic_record() -> Record {
             scenario: "synthetic-1m".into(),
             scenario_origin: "bench".into(),
             scenario_toml: String::new(),
-            device: "cpu".into(),
+            device: if cuda { "cuda:0" } else { "cpu" }.into(),
             command: Vec::new(),
             created_unix_s: 0,
             host: Host {
@@ -132,6 +136,7 @@ fn synthetic_record() -> Record {
                 checks: Vec::new(),
                 vm_hwm_bytes: None,
                 duration_s: 1000.0,
+                vram_floor_bytes: cuda.then_some(586 * MIB),
                 stderr_tail: String::new(),
             },
             samples,
@@ -141,15 +146,6 @@ fn synthetic_record() -> Record {
 }
 
 fn render(c: &mut Criterion) {
-    let record = synthetic_record();
-    let summary = metrics::summarize(&record);
-    let inputs = [comparison::Input {
-        dir: "bench".into(),
-        header: &record.header,
-        summary: &summary,
-        damage: Vec::new(),
-    }];
-    let comparison = comparison::compare(&inputs);
     let dir = std::env::temp_dir().join(format!("memrel-render-bench-{}", std::process::id()));
     if std::fs::create_dir_all(&dir).is_err() {
         eprintln!("cannot create {}", dir.display());
@@ -157,31 +153,46 @@ fn render(c: &mut Criterion) {
     }
     let mut group = c.benchmark_group("render_1m_samples");
     group.sample_size(10);
-    group.bench_function("timeline_png", |b| {
-        b.iter(|| chart::write_timeline(black_box(&record), &summary, &dir.join("timeline.png")))
-    });
-    group.bench_function("compare_png", |b| {
-        b.iter(|| {
-            compare_chart::write_compare_chart(
-                black_box(&comparison),
-                &[&record],
-                &dir.join("compare.png"),
-            )
-        })
-    });
-    group.bench_function("min_max_columns", |b| {
-        b.iter(|| {
-            decimate::min_max_columns(
-                record.runs[0]
-                    .samples
-                    .iter()
-                    .map(|s| (s.t_s, s.rss_bytes as f64)),
-                0.0,
-                1000.0,
-                1300,
-            )
-        })
-    });
+    for (name, cuda) in [("cpu", false), ("cuda", true)] {
+        let record = synthetic_record(cuda);
+        let summary = metrics::summarize(&record);
+        let inputs = [comparison::Input {
+            dir: "bench".into(),
+            header: &record.header,
+            summary: &summary,
+            damage: Vec::new(),
+        }];
+        let comparison = comparison::compare(&inputs);
+        group.bench_function(format!("timeline_png_{name}"), |b| {
+            b.iter(|| {
+                chart::write_timeline(black_box(&record), &summary, &dir.join("timeline.png"))
+            })
+        });
+        group.bench_function(format!("compare_png_{name}"), |b| {
+            b.iter(|| {
+                compare_chart::write_compare_chart(
+                    black_box(&comparison),
+                    &[&record],
+                    &dir.join("compare.png"),
+                )
+            })
+        });
+        if !cuda {
+            group.bench_function("min_max_columns", |b| {
+                b.iter(|| {
+                    decimate::min_max_columns(
+                        record.runs[0]
+                            .samples
+                            .iter()
+                            .map(|s| (s.t_s, s.rss_bytes as f64)),
+                        0.0,
+                        1000.0,
+                        1300,
+                    )
+                })
+            });
+        }
+    }
     group.finish();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -63,6 +63,9 @@ pub struct RunArgs {
     pub overrides: ScenarioOverrides,
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Print every column of the table (each resource's baseline, floor, peak, loaded, after unload, growth, latency, the times); default: a compact table that fits 100 columns.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// Where a run's outputs go (shared by run and compare).
@@ -131,6 +134,9 @@ pub struct CompareArgs {
     pub overrides: ScenarioOverrides,
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Print every column of the table (each resource's baseline, floor, peak, loaded, after unload, growth, latency, the times); default: a compact table that fits 100 columns.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Args)]

@@ -25,7 +25,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = commands::run::RunOptions::from_args(&args)?;
             commands::compare::check_output_args(&args.output)?;
             let (dir, summary) = commands::run::execute(&options, std::env::args().collect())?;
-            print!("{}", console::summary_table(&summary));
+            print!(
+                "{}",
+                console::summary_table_as(&summary, table::Layout::console(args.wide))
+            );
             println!("\nresults: {}", dir.display());
             if let Some(path) = &args.output.export_trace {
                 commands::report::export_trace_of(&dir, path)?;
@@ -40,7 +43,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Compare(args) => {
             let outcome = commands::compare::execute_args(&args, std::env::args().collect())?;
-            print!("{}", table::plain(&outcome.comparison));
+            print!(
+                "{}",
+                table::plain_as(&outcome.comparison, table::Layout::console(args.wide))
+            );
             println!("\nresults: {}", outcome.dir.display());
             if let Some(path) = &args.output.export_trace {
                 println!("trace: {}", path.display());

@@ -8,9 +8,12 @@ use std::sync::OnceLock;
 
 use assert_cmd::Command;
 use memrel::export::{compare_files, table};
-use memrel::metrics::comparison::{compare, Comparison, Input};
-use memrel::metrics::{CycleSpread, RunSummary, Spread, StrategySummary, Summary};
-use memrel::record::{Header, Host, ModelInfo, RunStatus};
+use memrel::metrics::comparison::{compare, Comparison, Input, COMPARE_SCHEMA_VERSION};
+use memrel::metrics::{
+    summarize, CycleSpread, LastCycle, Resource, ResourceSummary, RunSummary, Spread,
+    StrategySummary, Summary, SUMMARY_SCHEMA_VERSION,
+};
+use memrel::record::{Header, Host, ModelInfo, Record, RunStatus};
 use serde_json::Value;
 
 fn memrel() -> Command {
@@ -171,7 +174,10 @@ fn trace_file_follows_the_trace_event_format() {
     for name in ["rss", "anon", "file"] {
         assert!(counters.contains(name), "no {name} counter: {counters:?}");
     }
-    assert!(!counters.contains("vram"), "a cpu run has no vram counter");
+    assert!(
+        !counters.iter().any(|c| c.starts_with("vram")),
+        "a cpu run has no vram counter: {counters:?}"
+    );
     // Two cycles of load, forward, unload, release, settle plus the baseline, per run.
     assert!(slices >= 2 * (2 * 5 + 1), "only {slices} phase slices");
 }
@@ -289,7 +295,7 @@ fn compare_of_two_saved_runs_runs_nothing() {
         "saved runs are compared, not copied"
     );
     let json = read_json(&dir.join("compare.json"));
-    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["schema_version"], COMPARE_SCHEMA_VERSION);
     let labels: Vec<&str> = json["rows"]
         .as_array()
         .unwrap()
@@ -470,35 +476,56 @@ fn spread(median: f64, min: f64, max: f64, n: usize) -> Option<Spread> {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-fn strategy(name: &str, retained_mib: f64, forward_s: f64, failed: bool) -> StrategySummary {
-    StrategySummary {
-        strategy: name.to_string(),
-        runs: 3,
-        runs_completed: if failed { 2 } else { 3 },
-        checks_passed: true,
+/// Host memory of one strategy: 5 MiB baseline, 1134 MiB loaded, and
+/// `retained_mib` after the last release of its median run.
+fn host_memory(retained_mib: f64, failed: bool) -> ResourceSummary {
+    let retained_bytes = (retained_mib * MIB) as i64;
+    let baseline_bytes = (5.0 * MIB) as u64;
+    let loaded_bytes = (1134.0 * MIB) as u64;
+    let after_release_bytes = baseline_bytes + retained_bytes as u64;
+    let retaining = retained_mib > 16.0;
+    ResourceSummary {
+        resource: Resource::Host,
+        not_measured: None,
+        row: Some(LastCycle {
+            run: 1,
+            cycle: 10,
+            baseline_bytes,
+            floor_bytes: None,
+            peak_bytes: Some((1555.0 * MIB) as u64),
+            loaded_bytes,
+            after_unload_bytes: after_release_bytes + (3.0 * MIB) as u64,
+            after_release_bytes,
+            retained_bytes,
+            released_fraction: Some(
+                (loaded_bytes - after_release_bytes) as f64
+                    / (loaded_bytes - baseline_bytes) as f64,
+            ),
+        }),
         baseline_bytes: spread(5.0 * MIB, 5.0 * MIB, 5.0 * MIB, 3),
+        floor_bytes: None,
         peak_bytes: spread(1555.0 * MIB, 1554.0 * MIB, 1556.0 * MIB, 3),
-        loaded_bytes: spread(1134.0 * MIB, 1133.0 * MIB, 1135.0 * MIB, 30),
+        loaded_bytes: spread(1134.0 * MIB, 1133.0 * MIB, 1135.0 * MIB, 3),
+        after_unload_bytes: spread(
+            (8.0 + retained_mib) * MIB,
+            12.0 * MIB,
+            (8.0 + retained_mib) * MIB,
+            3,
+        ),
         after_release_bytes: spread(
             (5.0 + retained_mib) * MIB,
             9.0 * MIB,
             (5.0 + retained_mib) * MIB,
-            30,
+            3,
         ),
         retained_bytes: spread(retained_mib * MIB, 4.0 * MIB, retained_mib * MIB, 3),
+        retained_anon_bytes: spread(retained_mib * MIB * 0.9, 1.0 * MIB, retained_mib * MIB, 3),
+        released_fraction: spread(0.996, 0.25, 0.997, 3),
         retained_slope_bytes_per_cycle: spread(0.25 * MIB, 0.0, 0.5 * MIB, 3),
-        released_fraction: spread(0.996, 0.25, 0.997, 30),
         release_latency_s: spread(0.0052, 0.0001, 0.033, 30),
-        load_time_s: spread(1.135, 0.445, 4.89, 30),
-        load_throughput_bytes_per_s: spread(1.0e9, 0.9e9, 1.1e9, 3),
-        forward_time_s: spread(forward_s, forward_s * 0.9, forward_s * 1.5, 30),
-        release_action_s: spread(0.02, 0.0001, 0.05, 30),
-        peak_vram_bytes: None,
-        vram_after_release_bytes: None,
-        cycles_retaining: if retained_mib > 16.0 { 17 } else { 0 },
+        cycles_retaining: if retaining { 17 } else { 0 },
         cycles_total: if failed { 20 } else { 30 },
-        processes_retaining: if retained_mib > 16.0 { 2 } else { 0 },
-        retained_by_cycle_bytes: vec![retained_mib * MIB; 2],
+        processes_retaining: if retaining { 2 } else { 0 },
         retained_by_cycle: vec![
             CycleSpread {
                 cycle: 1,
@@ -519,10 +546,24 @@ fn strategy(name: &str, retained_mib: f64, forward_s: f64, failed: bool) -> Stra
                 },
             },
         ],
-        retained_anon_bytes: spread(retained_mib * MIB * 0.9, 1.0 * MIB, retained_mib * MIB, 3),
+    }
+}
+
+fn strategy(name: &str, retained_mib: f64, forward_s: f64, failed: bool) -> StrategySummary {
+    StrategySummary {
+        strategy: name.to_string(),
+        runs: 3,
+        runs_completed: if failed { 2 } else { 3 },
+        checks_passed: true,
+        load_time_s: spread(1.135, 0.445, 4.89, 30),
+        load_throughput_bytes_per_s: spread(1.0e9, 0.9e9, 1.1e9, 3),
+        forward_time_s: spread(forward_s, forward_s * 0.9, forward_s * 1.5, 30),
+        release_action_s: spread(0.02, 0.0001, 0.05, 30),
+        cycles_total: if failed { 20 } else { 30 },
         cycles_expected: 30,
         incomplete: failed,
         representative_run: Some(1),
+        resources: vec![host_memory(retained_mib, failed)],
     }
 }
 
@@ -534,17 +575,10 @@ fn failed_run(strategy: &str) -> RunSummary {
         status: RunStatus::Failed,
         error: Some("worker killed by signal 9 (SIGKILL)".to_string()),
         checks_passed: true,
-        baseline_bytes: 0,
-        baseline_vram_bytes: None,
-        peak_bytes: 0,
-        peak_vram_bytes: None,
         vm_hwm_bytes: None,
         samples: 0,
         cycles: Vec::new(),
-        retained_bytes: None,
-        retained_max_bytes: None,
-        retained_slope_bytes_per_cycle: None,
-        cycles_retaining: 0,
+        resources: Vec::new(),
         load_throughput_bytes_per_s: None,
     }
 }
@@ -585,12 +619,14 @@ fn fixed_header() -> Header {
 fn fixed_comparison() -> Comparison {
     let header = fixed_header();
     let summary = Summary {
-        schema_version: 1,
+        schema_version: SUMMARY_SCHEMA_VERSION,
         scenario: header.scenario.clone(),
         device: header.device.clone(),
         memrel_version: header.memrel_version.clone(),
         created_unix_s: header.created_unix_s,
         retention_threshold_bytes: header.retention_threshold_bytes,
+        resources: vec![Resource::Host],
+        lead: Resource::Host,
         runs: vec![failed_run("mallopt")],
         strategies: vec![
             strategy("drop", 848.5, 0.300, false),
@@ -633,33 +669,122 @@ fn forward_time_is_shown_relative_to_drop() {
 }
 
 /// Regression: on CUDA the comparison only showed RSS, which says nothing about
-/// VRAM. Re-rendering the committed H100 run must show per-process VRAM.
+/// VRAM. Re-rendering the committed H100 run must show per-process VRAM first.
 #[test]
 fn cuda_comparison_shows_vram_columns() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("cuda-flush");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("results/reference/cuda/cuda-flush"),
-        &dir,
-    );
+    copy_dir(&cuda_flush_dir(), &dir);
     memrel().arg("report").arg(&dir).assert().success();
     let md = std::fs::read_to_string(dir.join("compare.md")).unwrap();
-    assert!(
-        md.contains("| peak VRAM MiB | VRAM after release MiB |"),
-        "{md}"
-    );
-    let row = |strategy: &str| {
-        md.lines()
+    let header: Vec<&str> = md
+        .lines()
+        .find(|l| l.starts_with("| strategy |"))
+        .unwrap_or_else(|| panic!("no table: {md}"))
+        .trim_matches('|')
+        .split(" | ")
+        .map(str::trim)
+        .collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no column {name:?}: {header:?}"))
+    };
+    // The VRAM story leads, host RSS follows.
+    assert_eq!(header[2], "VRAM baseline MiB", "{header:?}");
+    assert!(column("VRAM after release MiB") < column("RSS retained MiB"));
+    column("VRAM floor MiB");
+    let cell = |strategy: &str, name: &str| -> String {
+        let row = md
+            .lines()
             .find(|l| l.starts_with(&format!("| `{strategy}` |")))
-            .unwrap_or_else(|| panic!("no row for {strategy}: {md}"))
+            .unwrap_or_else(|| panic!("no row for {strategy}: {md}"));
+        row.trim_matches('|')
+            .split(" | ")
+            .nth(column(name))
+            .unwrap()
+            .trim()
             .to_string()
     };
     // Plain drop keeps the pool's blocks; a synchronize returns them; context release reaches 0.
-    assert!(row("drop").ends_with("| 1094 |"), "{}", row("drop"));
-    assert!(row("sync").ends_with("| 678 |"), "{}", row("sync"));
-    assert!(
-        row("context-release").ends_with("| 0.00 |"),
-        "{}",
-        row("context-release")
+    assert_eq!(cell("drop", "VRAM after release MiB"), "1094");
+    assert_eq!(cell("sync", "VRAM after release MiB"), "678");
+    assert_eq!(cell("context-release", "VRAM after release MiB"), "0.00");
+}
+
+fn cuda_flush_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("results/reference/cuda/cuda-flush")
+}
+
+/// The comparison of the committed CUDA record, under a fixed directory label
+/// (no machine-dependent path in the snapshots). When the record is re-made,
+/// re-accept with `INSTA_UPDATE=always cargo test --release --test compare cuda_flush`.
+fn cuda_flush_comparison() -> Comparison {
+    let record = Record::load(&cuda_flush_dir()).unwrap();
+    let summary = summarize(&record);
+    compare(&[Input {
+        dir: "results/reference/cuda/cuda-flush".to_string(),
+        header: &record.header,
+        summary: &summary,
+        damage: Vec::new(),
+    }])
+}
+
+#[test]
+fn cuda_flush_compare_md_snapshot() {
+    insta::assert_snapshot!(
+        "cuda_flush_compare_md",
+        table::markdown(&cuda_flush_comparison())
     );
+}
+
+#[test]
+fn cuda_flush_compare_csv_snapshot() {
+    let csv = compare_files::comparison_csv(&cuda_flush_comparison()).unwrap();
+    insta::assert_snapshot!("cuda_flush_compare_csv", String::from_utf8(csv).unwrap());
+}
+
+#[test]
+fn cuda_flush_console_tables_snapshot() {
+    let c = cuda_flush_comparison();
+    let compact = table::plain(&c);
+    assert!(
+        compact
+            .lines()
+            .all(|l| l.chars().count() <= table::COMPACT_MAX_CHARS),
+        "{compact}"
+    );
+    insta::assert_snapshot!("cuda_flush_compare_console", compact);
+    insta::assert_snapshot!(
+        "cuda_flush_compare_console_wide",
+        table::plain_as(&c, table::Layout::Wide)
+    );
+}
+
+#[test]
+fn run_and_compare_take_wide() {
+    use clap::Parser;
+    use memrel::cli::{Cli, Command};
+    match Cli::try_parse_from(["memrel", "run", "--wide"])
+        .unwrap()
+        .command
+    {
+        Command::Run(args) => assert!(args.wide),
+        other => panic!("{other:?}"),
+    }
+    match Cli::try_parse_from(["memrel", "compare", "some/dir", "--wide"])
+        .unwrap()
+        .command
+    {
+        Command::Compare(args) => assert!(args.wide),
+        other => panic!("{other:?}"),
+    }
+    match Cli::try_parse_from(["memrel", "compare", "some/dir"])
+        .unwrap()
+        .command
+    {
+        Command::Compare(args) => assert!(!args.wide, "compact is the default"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -72,6 +72,7 @@ fn run_matrix(
         strategies: args.strategies.clone(),
         overrides: args.overrides.clone(),
         output: args.output.clone(),
+        wide: args.wide,
     };
     let options = RunOptions::from_args(&run_args)?;
     let (dir, _) = execute(&options, command_line)?;

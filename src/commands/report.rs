@@ -113,7 +113,9 @@ fn source_dirs(text: &str) -> Result<Vec<PathBuf>> {
     if !matches!(version, Some(v) if (1..=u64::from(COMPARE_SCHEMA_VERSION)).contains(&v)) {
         bail!(
             "schema version {} is unknown (this memrel reads 1 to {COMPARE_SCHEMA_VERSION})",
-            version.map(|v| v.to_string()).unwrap_or_else(|| "none".into())
+            version
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "none".into())
         );
     }
     let sources = value

@@ -1,10 +1,15 @@
 //! `timeline.png`: one panel per strategy (its representative run, the one
-//! whose retained value is the median):
-//! RssAnon and RssFile stacked, total RSS as a line, VRAM when there is any,
-//! every phase shaded, cycles numbered and the first cycle's phases labelled
-//! (labels that would overlap are left out), the baseline dashed, on a real
-//! time axis in seconds. The legend sits in a strip beside each panel, never
-//! over the data.
+//! whose retained value of the lead resource is the median), every run on one
+//! real-time axis with t = 0 at the start of its cycle 1 (the warm-up before
+//! it squeezed into a stub when long, see `layout::TimeAxis`).
+//!
+//! A panel is a list of sub-panels ([`panel_plan`]), one per resource on its
+//! own scale: on CUDA, the process's VRAM with its context floor and baseline
+//! labelled, above host RSS; RssAnon and RssFile stacked, total RSS as a line.
+//! Every phase shaded, cycles numbered and the first cycle's phases labelled
+//! (labels that would overlap are left out), the baseline dashed. A resource
+//! the run did not measure is a note ("VRAM not measured: …"), never a line at
+//! zero. The legend sits in a strip beside each panel, never over the data.
 //!
 //! Draws only: every sample goes through min/max decimation, so a run of a
 //! million samples costs no more to draw than one of a few thousand.
@@ -14,17 +19,19 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::decimate::{anon_and_rss_mib, area_to_zero, min_max_columns};
-use super::palette::{lighten, phase_colour, strategy_colour};
-use super::png::{
-    draw_legend, non_overlapping, plot_err, write_png, Area, LegendEntry, Swatch, FONT,
-    LEGEND_WIDTH,
+use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
+use super::layout::{
+    self, draw_level, draw_not_measured, header, label_stub, shade, stub_lines, time_panel, Band,
+    Chart, LabelAt, PanelStyle, RunClock, TimeAxis, LEVEL_GREY, WIDTH,
 };
-use crate::metrics::Summary;
+use super::palette::{lighten, phase_colour, strategy_colour};
+use super::png::{draw_legend, non_overlapping, plot_err, Area, LegendEntry, Swatch, FONT};
+use crate::metrics::{Resource, ResourceRun, RunSummary, Summary};
 use crate::protocol::{Edge, Phase};
 use crate::record::{Record, RunRecord, RunStatus};
 use crate::textutil::MIB;
 
+pub use super::layout::run_end_s;
 pub use super::png::register_font;
 
 /// A phase's time span within a run.
@@ -111,66 +118,104 @@ pub fn drawn_run<'a>(
         .or_else(|| of().next())
 }
 
-/// The last time anything happened in a run (sample or event), at least 1 ms.
-pub fn run_end_s(run: &RunRecord) -> f64 {
-    run.samples
-        .last()
-        .map(|s| s.t_s)
-        .unwrap_or(0.0)
-        .max(run.events.last().map(|e| e.t_s).unwrap_or(0.0))
-        .max(0.001)
+const PANEL_HEIGHT: u32 = 420;
+const CAPTION_HEIGHT: u32 = 42;
+/// Heights of a panel's sub-panels when it has a device: VRAM above, RSS below.
+const VRAM_HEIGHT: u32 = 220;
+const RSS_HEIGHT: u32 = 310;
+const NOTE_HEIGHT: u32 = 44;
+const X_DESC: &str = "time since cycle 1 began (s)";
+
+/// One sub-panel of a strategy's panel, top-down.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubPanel {
+    /// A resource this run has no readings of: the reason, never a line at zero.
+    NotMeasured(Resource, String),
+    /// The run's memory of one resource over time, on its own scale.
+    Memory(Resource),
 }
 
-const WIDTH: u32 = 1600;
-const PANEL_HEIGHT: u32 = 420;
-const HEADER_HEIGHT: u32 = 44;
+/// The sub-panels of `run`'s panel: notes for resources it did not measure
+/// first, then a panel per measured resource, the summary's lead first (on
+/// CUDA: VRAM above host RSS, each on its own axis).
+pub fn panel_plan(summary: &Summary, run: &RunRecord) -> Vec<SubPanel> {
+    let of_run = summary.runs.iter().find(|r| r.run == run.meta.run);
+    let mut notes = Vec::new();
+    let mut memory = Vec::new();
+    for r in summary.shown() {
+        let why = match of_run.and_then(|s| s.resource(r)) {
+            Some(m) => m.not_measured.clone(),
+            None if run.samples.iter().any(|s| r.in_sample(s).is_some()) => None,
+            None => Some(format!("{} not measured", r.quantity())),
+        };
+        match why {
+            Some(why) => notes.push(SubPanel::NotMeasured(r, why)),
+            None => memory.push(SubPanel::Memory(r)),
+        }
+    }
+    notes.extend(memory);
+    notes
+}
 
-/// Draws `timeline.png` for `record` at `path`, one panel per strategy of `summary`.
+fn sub_panel_height(panels: &[SubPanel], panel: &SubPanel) -> u32 {
+    match panel {
+        SubPanel::NotMeasured(..) => NOTE_HEIGHT,
+        SubPanel::Memory(Resource::Device(_)) => VRAM_HEIGHT,
+        SubPanel::Memory(Resource::Host) => {
+            if panels.len() > 1 {
+                RSS_HEIGHT
+            } else {
+                PANEL_HEIGHT - CAPTION_HEIGHT
+            }
+        }
+    }
+}
+
+/// Draws `timeline.png` for `record` at `path`, one panel per strategy of
+/// `summary`, every run on one time axis aligned on its cycle 1.
 pub fn write_timeline(record: &Record, summary: &Summary, path: &Path) -> Result<()> {
     let runs = drawn_runs(record, summary);
     if runs.is_empty() {
         return Ok(());
     }
-    let height = PANEL_HEIGHT * runs.len() as u32 + HEADER_HEIGHT;
-    write_png(path, WIDTH, height, |root| {
-        let (header, body) = root.split_vertically(HEADER_HEIGHT);
-        header
-            .draw_text(
-                &format!(
-                    "memrel timeline · scenario {} · device {} · {} · sampled every {:.0} ms ({})",
-                    record.header.scenario,
-                    record.header.device,
-                    record.header.host.hostname,
-                    record.header.interval_s * 1e3,
-                    record.header.sampler
-                ),
-                &(FONT, 22).into_font().color(&BLACK),
-                (16, 12),
-            )
-            .map_err(plot_err)?;
-        let panels = body.split_evenly((runs.len(), 1));
-        for (panel, run) in panels.iter().zip(runs) {
-            let (plot, legend) = panel.split_horizontally(WIDTH - LEGEND_WIDTH);
-            let entries = draw_run_panel(&plot, run)?;
-            draw_legend(&legend, 44, &entries)?;
-        }
-        Ok(())
-    })
+    let axis = TimeAxis::for_plots(&runs);
+    let axis = &axis;
+    let mut bands = vec![header(
+        format!(
+            "memrel timeline · scenario {} · device {} · {} · sampled every {:.0} ms ({})",
+            record.header.scenario,
+            record.header.device,
+            record.header.host.hostname,
+            record.header.interval_s * 1e3,
+            record.header.sampler
+        ),
+        Vec::new(),
+    )];
+    for run in runs {
+        let panels = panel_plan(summary, run);
+        let height = CAPTION_HEIGHT
+            + panels
+                .iter()
+                .map(|p| sub_panel_height(&panels, p))
+                .sum::<u32>();
+        let of_run = summary.runs.iter().find(|r| r.run == run.meta.run);
+        bands.push(Band::new(height, move |plot, legend| {
+            let entries = draw_run_panel(plot, run, of_run, &panels, axis)?;
+            draw_legend(legend, 44, &entries)
+        }));
+    }
+    layout::write_chart(path, bands)
 }
 
-/// Draws one run's panel and returns its legend entries.
-fn draw_run_panel(area: &Area, run: &RunRecord) -> Result<Vec<LegendEntry>> {
+/// Draws one run's panel (its caption, then its sub-panels) and returns its legend entries.
+fn draw_run_panel(
+    area: &Area,
+    run: &RunRecord,
+    of_run: Option<&RunSummary>,
+    panels: &[SubPanel],
+    axis: &TimeAxis,
+) -> Result<Vec<LegendEntry>> {
     let colour = strategy_colour(&run.meta.strategy);
-    let t_end = run_end_s(run);
-    let has_vram = run.samples.iter().any(|s| s.vram_bytes.is_some());
-    let top_bytes = run
-        .samples
-        .iter()
-        .map(|s| s.rss_bytes.max(s.vram_bytes.unwrap_or(0)))
-        .max()
-        .unwrap_or(1) as f64;
-    // Headroom above the highest sample for the two rows of labels.
-    let y_max = (top_bytes / MIB * 1.16).max(1.0);
     let status = match run.meta.status {
         RunStatus::Completed => String::new(),
         RunStatus::Failed => " · FAILED".to_string(),
@@ -180,150 +225,230 @@ fn draw_run_panel(area: &Area, run: &RunRecord) -> Result<Vec<LegendEntry>> {
         "strategy {} · run {} (repetition {}){status}",
         run.meta.strategy, run.meta.run, run.meta.repetition
     );
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, (FONT, 20).into_font().color(&colour))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0.0..t_end, 0.0..y_max)
+    let (caption_area, mut rest) = area.split_vertically(CAPTION_HEIGHT);
+    let font = (FONT, 20).into_font().color(&colour);
+    let (w, _) = caption_area.dim_in_pixel();
+    let (text_w, _) = caption_area
+        .estimate_text_size(&caption, &font)
         .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .x_desc("time since worker start (s)")
-        .y_desc(if has_vram {
-            "MiB (RSS; VRAM)"
-        } else {
-            "RSS (MiB)"
-        })
-        .label_style((FONT, 15))
-        .axis_desc_style((FONT, 16))
-        .light_line_style(RGBColor(240, 240, 240))
-        .draw()
+    caption_area
+        .draw_text(&caption, &font, ((w as i32 - text_w as i32) / 2, 14))
         .map_err(plot_err)?;
 
-    let mut legend = vec![LegendEntry::new(Swatch::Heading, "memory")];
-    // Phases: shaded spans.
     let spans = phase_spans(run);
-    let mut phase_entries = vec![LegendEntry::new(Swatch::Heading, "phases")];
+    let clock = axis.clock(run);
+    let mut legend = vec![LegendEntry::new(Swatch::Heading, "memory")];
+    let measured: Vec<Resource> = panels
+        .iter()
+        .filter_map(|p| match p {
+            SubPanel::Memory(r) => Some(*r),
+            SubPanel::NotMeasured(..) => None,
+        })
+        .collect();
+    for (i, panel) in panels.iter().enumerate() {
+        let last = i + 1 == panels.len();
+        let height = sub_panel_height(panels, panel);
+        let (this, below) = if last {
+            (rest.clone(), rest.clone())
+        } else {
+            rest.split_vertically(height)
+        };
+        match panel {
+            SubPanel::NotMeasured(_, why) => draw_not_measured(&this, why)?,
+            SubPanel::Memory(r) => {
+                let first = measured.first() == Some(r);
+                let style = PanelStyle {
+                    y_desc: None,
+                    x_axis: last.then_some(X_DESC),
+                    lane: false,
+                    margin_top: 4,
+                };
+                // Headroom above the highest sample for the two rows of labels.
+                let headroom = if first { 1.16 } else { 1.06 };
+                let top_bytes = run
+                    .samples
+                    .iter()
+                    .filter_map(|s| r.in_sample(s))
+                    .max()
+                    .unwrap_or(1) as f64;
+                let y_max = (top_bytes / MIB * headroom).max(1.0);
+                let y_desc = format!("{} (MiB)", r.quantity());
+                let style = PanelStyle {
+                    y_desc: Some(&y_desc),
+                    ..style
+                };
+                let mut chart = time_panel(&this, axis, 0.0..y_max, style)?;
+                shade(
+                    &mut chart,
+                    spans.iter().filter_map(|s| {
+                        let c = phase_colour(s.phase)?;
+                        Some((clock.x(s.start_s), clock.x(s.end_s), c))
+                    }),
+                    None,
+                )?;
+                if first {
+                    draw_phase_labels(&mut chart, &spans, &clock, y_max)?;
+                }
+                if last {
+                    label_stub(&mut chart, axis, &stub_lines(run))?;
+                }
+                let resource = of_run.and_then(|s| s.resource(*r));
+                let drawn = Drawn {
+                    run,
+                    clock,
+                    axis,
+                    colour,
+                    several: measured.len() > 1,
+                };
+                legend.extend(draw_memory(&mut chart, &drawn, *r, resource)?);
+            }
+        }
+        rest = below;
+    }
+    legend.push(LegendEntry::new(Swatch::Heading, "phases"));
     for phase in Phase::ALL {
         let Some(shade) = phase_colour(phase) else {
             continue;
         };
-        let of: Vec<&PhaseSpan> = spans.iter().filter(|s| s.phase == phase).collect();
-        if of.is_empty() {
-            continue;
+        if spans.iter().any(|s| s.phase == phase) {
+            legend.push(LegendEntry::new(Swatch::Fill(shade), phase.as_str()));
         }
-        chart
-            .draw_series(of.iter().map(|s| {
-                Rectangle::new(
-                    [(s.start_s, 0.0), (s.end_s.max(s.start_s), y_max)],
-                    shade.filled(),
-                )
-            }))
-            .map_err(plot_err)?;
-        phase_entries.push(LegendEntry::new(Swatch::Fill(shade), phase.as_str()));
     }
-    draw_phase_labels(&mut chart, &spans, y_max)?;
+    Ok(legend)
+}
 
+/// The run a panel draws, where it lies on the axis, and how.
+struct Drawn<'a> {
+    run: &'a RunRecord,
+    clock: RunClock,
+    axis: &'a TimeAxis,
+    colour: RGBColor,
+    /// The panel shows more than one resource (labels then name theirs).
+    several: bool,
+}
+
+/// One resource's series on its sub-panel, with its baseline (and, for a
+/// device, its context floor) as labelled levels; returns its legend entries.
+fn draw_memory(
+    chart: &mut Chart,
+    drawn: &Drawn,
+    r: Resource,
+    resource: Option<&ResourceRun>,
+) -> Result<Vec<LegendEntry>> {
+    let Drawn {
+        run,
+        clock,
+        axis,
+        colour,
+        several,
+    } = *drawn;
     let columns = WIDTH as usize;
-    let (anon, rss) = anon_and_rss_mib(run, t_end, columns);
-    // Anon filled from zero; file as the band between anon and total RSS.
-    let anon_poly = area_to_zero(&anon);
-    let anon_fill = lighten(colour, 0.35);
-    chart
-        .draw_series(std::iter::once(Polygon::new(
-            anon_poly,
-            anon_fill.mix(0.85).filled(),
-        )))
-        .map_err(plot_err)?;
-    legend.push(LegendEntry::new(
-        Swatch::Fill(anon_fill),
-        "RssAnon (tensors, heap)",
-    ));
-    let mut file_poly: Vec<(f64, f64)> = rss.clone();
-    file_poly.extend(anon.iter().rev().copied());
-    let file_fill = lighten(colour, 0.75);
-    chart
-        .draw_series(std::iter::once(Polygon::new(
-            file_poly,
-            file_fill.mix(0.9).filled(),
-        )))
-        .map_err(plot_err)?;
-    legend.push(LegendEntry::new(
-        Swatch::Fill(file_fill),
-        "RssFile (mapped files)",
-    ));
-    chart
-        .draw_series(LineSeries::new(rss, colour.stroke_width(2)))
-        .map_err(plot_err)?;
-    legend.push(LegendEntry::new(Swatch::Line(colour, 2), "RSS total"));
-    if has_vram {
-        let vram = min_max_columns(
-            run.samples
-                .iter()
-                .filter_map(|s| s.vram_bytes.map(|v| (s.t_s, v as f64 / MIB))),
-            0.0,
-            t_end,
-            columns,
-        );
-        let dark = RGBColor(20, 20, 20);
-        chart
-            .draw_series(DashedLineSeries::new(vram, 6, 4, dark.stroke_width(2)))
-            .map_err(plot_err)?;
-        legend.push(LegendEntry::new(
-            Swatch::Dashed(dark, 2),
-            "VRAM (this process)",
-        ));
+    let c = clock;
+    let x = move |t: f64| c.x(t);
+    let range = (-axis.lead_in, axis.end_s);
+    let mut legend = Vec::new();
+    let grey = RGBColor(60, 60, 60);
+    match r {
+        Resource::Host => {
+            let (anon, rss) = anon_and_rss_mib(run, x, range, columns);
+            // Anon filled from zero; file as the band between anon and total RSS.
+            let anon_fill = lighten(colour, 0.35);
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    area_to_zero(&anon),
+                    anon_fill.mix(0.85).filled(),
+                )))
+                .map_err(plot_err)?;
+            legend.push(LegendEntry::new(
+                Swatch::Fill(anon_fill),
+                "RssAnon (tensors, heap)",
+            ));
+            let mut file_poly: Vec<(f64, f64)> = rss.clone();
+            file_poly.extend(anon.iter().rev().copied());
+            let file_fill = lighten(colour, 0.75);
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    file_poly,
+                    file_fill.mix(0.9).filled(),
+                )))
+                .map_err(plot_err)?;
+            legend.push(LegendEntry::new(
+                Swatch::Fill(file_fill),
+                "RssFile (mapped files)",
+            ));
+            chart
+                .draw_series(LineSeries::new(rss, colour.stroke_width(2)))
+                .map_err(plot_err)?;
+            legend.push(LegendEntry::new(Swatch::Line(colour, 2), "RSS total"));
+        }
+        Resource::Device(_) => {
+            let vram = series_mib(run, x, range, columns, |s| r.in_sample(s));
+            // Light enough that the phases show through.
+            let fill = lighten(colour, 0.45);
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    area_to_zero(&vram),
+                    fill.mix(0.45).filled(),
+                )))
+                .map_err(plot_err)?;
+            chart
+                .draw_series(LineSeries::new(vram, colour.stroke_width(2)))
+                .map_err(plot_err)?;
+            legend.push(LegendEntry::new(
+                Swatch::Line(colour, 2),
+                format!("VRAM {} (this process)", r.key()),
+            ));
+            if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
+                let mib = floor as f64 / MIB;
+                let text = format!("context floor {mib:.0} MiB");
+                draw_level(chart, mib, Some((&text, LabelAt::BelowLeft)), LEVEL_GREY)?;
+                legend.push(LegendEntry::new(Swatch::Dashed(LEVEL_GREY, 1), text));
+            }
+        }
     }
-    // The baseline, dashed, from the worker's own reading before the first load.
-    if let Some(base) = run
-        .events
-        .iter()
-        .find(|e| e.edge.phase == Phase::Baseline && e.edge.edge == Edge::End)
-    {
-        let y = base.edge.memory.rss_bytes as f64 / MIB;
-        let grey = RGBColor(60, 60, 60);
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(0.0, y), (t_end, y)],
-                8,
-                6,
-                grey.stroke_width(1),
-            ))
-            .map_err(plot_err)?;
-        legend.push(LegendEntry::new(
-            Swatch::Dashed(grey, 1),
-            format!("baseline {y:.1} MiB"),
-        ));
+    // The baseline: the resource just before the first load (from the summary).
+    if let Some(base) = resource.and_then(|m| m.baseline_bytes) {
+        let y = base as f64 / MIB;
+        let text = match r {
+            Resource::Host if !several => format!("baseline {y:.1} MiB"),
+            _ => format!("{} baseline {y:.1} MiB", r.quantity()),
+        };
+        let label = r.is_device().then_some((text.as_str(), LabelAt::Right));
+        draw_level(chart, y, label, grey)?;
+        legend.push(LegendEntry::new(Swatch::Dashed(grey, 1), text));
     }
-    legend.extend(phase_entries);
     Ok(legend)
 }
 
 /// Cycle numbers on the top row, the first cycle's phase names on the second;
 /// a label that would run into the one before it is left out.
-fn draw_phase_labels<DB: DrawingBackend>(
-    chart: &mut ChartContext<
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+fn draw_phase_labels(
+    chart: &mut Chart,
     spans: &[PhaseSpan],
+    clock: &RunClock,
     y_max: f64,
 ) -> Result<()> {
     let font = (FONT, 13).into_font().color(&RGBColor(70, 70, 70));
-    let px = |t: f64| chart.backend_coord(&(t, 0.0)).0;
     let mut cycles: Vec<(i32, String, f64)> = Vec::new();
     let mut seen_cycle = 0;
     for s in spans {
         if s.cycle > seen_cycle {
             seen_cycle = s.cycle;
-            cycles.push((px(s.start_s), format!("cycle {}", s.cycle), s.start_s));
+            let x = clock.x(s.start_s);
+            cycles.push((
+                chart.backend_coord(&(x, 0.0)).0,
+                format!("cycle {}", s.cycle),
+                x,
+            ));
         }
     }
     let phases: Vec<(i32, String, f64)> = spans
         .iter()
         .filter(|s| s.cycle == 1)
-        .map(|s| (px(s.start_s), s.label(), s.start_s))
+        .map(|s| {
+            let x = clock.x(s.start_s);
+            (chart.backend_coord(&(x, 0.0)).0, s.label(), x)
+        })
         .collect();
     for (row, y) in [(cycles, y_max * 0.985), (phases, y_max * 0.935)] {
         let at: Vec<(i32, String)> = row.iter().map(|(x, text, _)| (*x, text.clone())).collect();
@@ -365,6 +490,69 @@ mod tests {
         let summary = summarize(&record);
         write_timeline(&record, &summary, &dir.path().join("t.png")).unwrap();
         assert!(dir.path().join("t.png").is_file());
+    }
+
+    #[test]
+    fn a_cuda_run_draws_vram_above_rss_and_a_cpu_run_rss_only() {
+        let record = fixture::cuda_record();
+        let summary = summarize(&record);
+        assert_eq!(
+            panel_plan(&summary, &record.runs[0]),
+            vec![
+                SubPanel::Memory(Resource::Device(0)),
+                SubPanel::Memory(Resource::Host)
+            ]
+        );
+        let cpu = fixture::record();
+        assert_eq!(
+            panel_plan(&summarize(&cpu), &cpu.runs[0]),
+            vec![SubPanel::Memory(Resource::Host)]
+        );
+    }
+
+    #[test]
+    fn a_cuda_run_without_vram_gets_a_note_not_a_vram_panel() {
+        let mut record = fixture::record();
+        record.header.device = "cuda:0".into();
+        record.runs[0].meta.checks.push(crate::protocol::Check {
+            name: "vram source (sampler)".into(),
+            ok: false,
+            detail: "nvml: driver not loaded".into(),
+        });
+        let summary = summarize(&record);
+        assert_eq!(
+            panel_plan(&summary, &record.runs[0]),
+            vec![
+                SubPanel::NotMeasured(
+                    Resource::Device(0),
+                    "VRAM not measured: nvml: driver not loaded".into()
+                ),
+                SubPanel::Memory(Resource::Host)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cuda_timeline_renders_at_the_planned_size() {
+        let record = fixture::cuda_record();
+        let summary = summarize(&record);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timeline.png");
+        write_timeline(&record, &summary, &path).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!(size(16), WIDTH);
+        // Header, then three strategies of caption + VRAM + RSS.
+        assert_eq!(
+            size(20),
+            44 + 3 * (CAPTION_HEIGHT + VRAM_HEIGHT + RSS_HEIGHT)
+        );
+        // A CPU record keeps its one-panel-per-strategy height.
+        let cpu = fixture::record();
+        write_timeline(&cpu, &summarize(&cpu), &path).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
+        assert_eq!(height, 44 + 2 * PANEL_HEIGHT);
     }
 
     #[test]

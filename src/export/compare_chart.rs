@@ -1,48 +1,151 @@
-//! `compare.png`: every strategy's timeline on one time axis (time since its
-//! worker started), each in its fixed colour.
+//! `compare.png`: every strategy on one real-time axis (t = 0 at the start of
+//! each run's cycle 1, the warm-up before it squeezed into a stub when long),
+//! each in its fixed colour; a chart planned as a list of panels ([`plan`]),
+//! one per resource, the comparison's lead resource first.
 //!
-//! On top, all strategies overlaid: total RSS as a faint line, and bold where
-//! the strategy has released and settled, so the level each one comes back to
-//! after every cycle stands out even when the load/forward sawtooths (which
-//! run at different speeds) cross. Below, one lane per strategy on the same
-//! axes: RssAnon filled, RssFile as a lighter band on top of it, and the
-//! strategy's phases as a ribbon under it, so the anon/file split and which
-//! phases took longer are read lane by lane.
+//! - An overlay per measured resource: every strategy's memory as a faint
+//!   line, and bold where the strategy has released and settled, so the level
+//!   each one comes back to after every cycle stands out even where the
+//!   load/forward sawtooths (which run at different speeds) cross. On a CUDA
+//!   comparison VRAM leads: its overlay carries the context floor as a
+//!   labelled level, and under it one phase ribbon per strategy; host RSS
+//!   follows as its own overlay.
+//! - Small multiples: one lane per strategy on the same axes, with a sub-lane
+//!   per resource on its own scale (VRAM filled; RssAnon filled and RssFile
+//!   as a lighter band on top), and the strategy's phases as a ribbon.
+//! - A resource no run measured ("VRAM not measured: …") is a note in place
+//!   of its panel, never a line at zero.
 //!
-//! Draws the for each strategy its run with the median retained memory (the spread over
-//! repetitions is in retained.png and the tables). Draws only: samples go
-//! through min/max decimation, values for the legend come from the summary.
+//! Draws for each strategy its representative run (`StrategySummary::
+//! representative_run`, the median retained value of the lead resource; the
+//! spread over repetitions is in retained.png and the tables). Draws only:
+//! samples go through min/max decimation, values for labels come from the summary.
 
 use std::path::Path;
 
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::chart::{drawn_run, phase_spans, run_end_s};
-use super::decimate::{anon_and_rss_mib, area_to_zero, min_max_columns};
+use super::chart::{drawn_run, phase_spans};
+use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
+use super::layout::{
+    self, draw_lane_label, draw_lane_tag, draw_level, draw_not_measured, header, label_stub,
+    run_end_s, shade, stub_lines_of, time_panel, Band, LabelAt, PanelStyle, RunClock, TimeAxis,
+    LEVEL_GREY, MARGIN, PLOT_WIDTH, Y_LABEL_AREA,
+};
 use super::palette::{lighten, phase_ribbon_colour, strategy_colour};
-use super::png::{draw_legend, plot_err, write_png, Area, LegendEntry, Swatch, FONT, LEGEND_WIDTH};
+use super::png::{draw_legend, legend_height, plot_err, Area, LegendEntry, Swatch, FONT};
 use crate::metrics::comparison::{Comparison, Row};
+use crate::metrics::{Resource, ResourceSummary, Spread};
 use crate::protocol::{Edge, Phase};
 use crate::record::{Record, RunRecord};
 use crate::textutil::MIB;
 
-const WIDTH: u32 = 1600;
-const HEADER_HEIGHT: u32 = 70;
-const OVERLAY_HEIGHT: u32 = 500;
+const LEAD_OVERLAY_HEIGHT: u32 = 500;
+const OVERLAY_HEIGHT: u32 = 330;
+/// Height of a lane with one resource; a lane with more gets [`SUB_LANE_HEIGHT`] per resource.
 const LANE_HEIGHT: u32 = 104;
-const AXIS_HEIGHT: u32 = 64;
-const FOOTER_HEIGHT: u32 = 36;
-const Y_LABEL_AREA: u32 = 80;
-const MARGIN: u32 = 12;
-/// Share of a lane's height below zero that holds its phase ribbon.
+const SUB_LANE_HEIGHT: u32 = 74;
+const NOTE_HEIGHT: u32 = 56;
+const KEY_HEIGHT: u32 = 36;
+/// Height of one strategy's ribbon under the device overlay.
+const RIBBON_PX: u32 = 11;
+/// Share of a lane's last sub-lane below zero that holds its phase ribbon.
 const RIBBON_SHARE: f64 = 0.2;
-/// One drawn line: a row of the comparison and its representative run.
+const X_DESC: &str = "time since cycle 1 began (s)";
+
+/// One panel of the chart, top-down.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Panel {
+    /// A resource no run measured: the reason, in place of its panels.
+    NotMeasured(Resource, String),
+    /// Every strategy's memory of one resource on one axis.
+    Overlay(Resource),
+    /// One phase ribbon per strategy, under the overlay before it.
+    Phases,
+    /// One lane per strategy, a sub-lane per resource, each on its own scale.
+    Lanes(Vec<Resource>),
+}
+
+/// The panels `comparison` is drawn as: notes for resources nobody measured
+/// first (a GPU user must see at once that VRAM is missing), then an overlay
+/// per measured resource in the comparison's order (the lead first; a device
+/// overlay followed by the phase ribbons), then the lanes with every measured
+/// resource.
+pub fn plan(comparison: &Comparison) -> Vec<Panel> {
+    let (missing, measured) = resources(comparison);
+    let mut panels: Vec<Panel> = missing
+        .into_iter()
+        .map(|(r, why)| Panel::NotMeasured(r, why))
+        .collect();
+    for &r in &measured {
+        panels.push(Panel::Overlay(r));
+        if r.is_device() {
+            panels.push(Panel::Phases);
+        }
+    }
+    panels.push(Panel::Lanes(measured));
+    panels
+}
+
+/// The resources of `comparison` that no row measured, each with why, and
+/// those some row measured, in the comparison's order (lead first).
+pub(super) fn resources(comparison: &Comparison) -> (Vec<(Resource, String)>, Vec<Resource>) {
+    let mut missing = Vec::new();
+    let mut measured = Vec::new();
+    for &r in &comparison.resources {
+        match not_measured(comparison, r) {
+            Some(why) => missing.push((r, why)),
+            None => measured.push(r),
+        }
+    }
+    (missing, measured)
+}
+
+fn measured_in(row: &Row, r: Resource) -> Option<&ResourceSummary> {
+    row.summary.resource(r).filter(|s| s.not_measured.is_none())
+}
+
+/// Why no row of `comparison` measured `r`; `None` when one did.
+fn not_measured(comparison: &Comparison, r: Resource) -> Option<String> {
+    if comparison.rows.is_empty()
+        || comparison
+            .rows
+            .iter()
+            .any(|row| measured_in(row, r).is_some())
+    {
+        return None;
+    }
+    Some(
+        comparison
+            .rows
+            .iter()
+            .find_map(|row| row.summary.resource(r)?.not_measured.clone())
+            .unwrap_or_else(|| format!("{} not measured", r.quantity())),
+    )
+}
+
+/// One drawn strategy: a row of the comparison and its representative run.
 struct Line<'a> {
     row: &'a Row,
     run: &'a RunRecord,
+    clock: RunClock,
     colour: RGBColor,
     dashed: bool,
+}
+
+impl Line<'_> {
+    /// The run's `r` in MiB on the shared axis, decimated to the plot's width.
+    fn series(&self, r: Resource, axis: &TimeAxis) -> Vec<(f64, f64)> {
+        let clock = self.clock;
+        series_mib(
+            self.run,
+            move |t| clock.x(t),
+            (-axis.lead_in, axis.end_s),
+            PLOT_WIDTH as usize,
+            |s| r.in_sample(s),
+        )
+    }
 }
 
 /// Draws `compare.png` at `path`; `records[i]` is source `i` of `comparison`.
@@ -51,64 +154,100 @@ pub fn write_compare_chart(
     records: &[&Record],
     path: &Path,
 ) -> Result<()> {
-    let lines: Vec<Line> = comparison
+    let runs: Vec<(&Row, &RunRecord)> = comparison
         .rows
         .iter()
         .filter_map(|row| {
             let record = records.get(row.source)?;
             let run = drawn_run(record, &row.strategy, row.summary.representative_run)?;
-            Some(Line {
-                row,
-                run,
-                colour: strategy_colour(&row.strategy),
-                dashed: row.source % 2 == 1,
-            })
+            Some((row, run))
         })
         .collect();
-    let lanes_height = LANE_HEIGHT * lines.len().max(1) as u32;
-    let height = HEADER_HEIGHT + OVERLAY_HEIGHT + lanes_height + AXIS_HEIGHT + FOOTER_HEIGHT;
-    let t_end = lines.iter().map(|l| run_end_s(l.run)).fold(0.001, f64::max);
-    let y_max = lines
-        .iter()
-        .flat_map(|l| l.run.samples.iter().map(|s| s.rss_bytes))
-        .max()
-        .unwrap_or(1) as f64
-        / MIB
-        * 1.06;
-    let y_max = y_max.max(1.0);
-    write_png(path, WIDTH, height, |root| {
-        let (header, rest) = root.split_vertically(HEADER_HEIGHT);
-        draw_header(&header, comparison, records)?;
-        let (overlay, rest) = rest.split_vertically(OVERLAY_HEIGHT);
-        let (lanes, rest) = rest.split_vertically(lanes_height);
-        let (axis, footer) = rest.split_vertically(AXIS_HEIGHT);
-
-        let (plot, legend) = overlay.split_horizontally(WIDTH - LEGEND_WIDTH);
-        draw_overlay(&plot, &lines, t_end, y_max)?;
-        draw_legend(&legend, 24, &overlay_legend(&lines))?;
-
-        let lane_areas = lanes.split_evenly((lines.len().max(1), 1));
-        for (area, line) in lane_areas.iter().zip(&lines) {
-            let (plot, label) = area.split_horizontally(WIDTH - LEGEND_WIDTH);
-            draw_lane(&plot, line, t_end, y_max)?;
-            draw_lane_label(&label, line)?;
+    let axis = TimeAxis::for_plots(&runs.iter().map(|(_, r)| *r).collect::<Vec<_>>());
+    let lines: Vec<Line> = runs
+        .into_iter()
+        .map(|(row, run)| Line {
+            row,
+            run,
+            clock: axis.clock(run),
+            colour: strategy_colour(&row.strategy),
+            dashed: row.source % 2 == 1,
+        })
+        .collect();
+    let lines = &lines;
+    let axis = &axis;
+    let mut bands = vec![header_band(comparison, records)];
+    let mut first_overlay = true;
+    let panels = plan(comparison);
+    let phases_follow = |i: usize| panels.get(i + 1) == Some(&Panel::Phases);
+    for (i, panel) in panels.iter().enumerate() {
+        match panel {
+            Panel::NotMeasured(_, why) => {
+                bands.push(layout::not_measured(NOTE_HEIGHT, why.clone()))
+            }
+            Panel::Overlay(r) => {
+                let r = *r;
+                let height = if first_overlay {
+                    LEAD_OVERLAY_HEIGHT
+                } else {
+                    OVERLAY_HEIGHT
+                };
+                let lead = first_overlay;
+                let x_labels = !phases_follow(i);
+                first_overlay = false;
+                // Room for the legend, however many strategies there are.
+                let height = height.max(legend_height(&overlay_legend(lines, r, lead)) + 40);
+                bands.push(Band::new(height, move |plot, legend| {
+                    draw_overlay(plot, lines, axis, r, x_labels)?;
+                    draw_legend(legend, 24, &overlay_legend(lines, r, lead))
+                }));
+            }
+            Panel::Phases => {
+                let height = RIBBON_PX * lines.len().max(1) as u32 + 8 + 30;
+                bands.push(Band::new(height, move |plot, _| {
+                    draw_phase_ribbons(plot, lines, axis)
+                }));
+            }
+            Panel::Lanes(resources) => {
+                let lane_height = if resources.len() > 1 {
+                    SUB_LANE_HEIGHT * resources.len() as u32 + 8
+                } else {
+                    LANE_HEIGHT
+                };
+                for line in lines {
+                    let resources = resources.clone();
+                    bands.push(Band::new(lane_height, move |plot, label| {
+                        draw_lane(plot, line, axis, &resources, lines)?;
+                        draw_lane_label(
+                            label,
+                            line.colour,
+                            &line.row.label,
+                            &lane_lines(line, &resources, axis),
+                            false,
+                        )
+                    }));
+                }
+                let stub = stub_lines_of(&runs_of(lines));
+                bands.push(layout::time_axis_band(axis.clone(), x_desc(axis), stub));
+                let resources = resources.clone();
+                bands.push(Band::whole(KEY_HEIGHT, move |area| {
+                    draw_key(area, lines, &resources)
+                }));
+            }
         }
-        let (axis_plot, _) = axis.split_horizontally(WIDTH - LEGEND_WIDTH);
-        draw_time_axis(&axis_plot, t_end)?;
-        draw_key(&footer, &lines)
-    })
+    }
+    layout::write_chart(path, bands)
 }
 
-fn draw_header(area: &Area, c: &Comparison, records: &[&Record]) -> Result<()> {
-    area.draw_text(
-        &format!(
-            "memrel compare · scenario {} · device {}",
-            c.scenario, c.device
-        ),
-        &(FONT, 24).into_font().color(&BLACK),
-        (16, 10),
-    )
-    .map_err(plot_err)?;
+fn x_desc(axis: &TimeAxis) -> String {
+    if axis.squeezed {
+        format!("{X_DESC} · left of the dashed line: worker start to cycle 1, squeezed")
+    } else {
+        X_DESC.to_string()
+    }
+}
+
+fn header_band<'a>(c: &Comparison, records: &[&Record]) -> Band<'a> {
     let host = c
         .sources
         .first()
@@ -128,81 +267,129 @@ fn draw_header(area: &Area, c: &Comparison, records: &[&Record]) -> Result<()> {
     } else {
         ""
     };
-    area.draw_text(
-        &format!(
-            "{host} · for each strategy its run with the median retained memory · sampled every {interval_ms:.0} ms · \
-             every worker's clock starts at 0{many}"
+    let what = match c.lead {
+        Resource::Host => "memory".to_string(),
+        r => r.quantity().to_string(),
+    };
+    header(
+        format!(
+            "memrel compare · scenario {} · device {}",
+            c.scenario, c.device
         ),
-        &(FONT, 15).into_font().color(&RGBColor(80, 80, 80)),
-        (16, 42),
+        vec![format!(
+            "{host} · for each strategy its run with the median retained {what} · sampled every \
+             {interval_ms:.0} ms · runs aligned on the start of cycle 1{many}"
+        )],
     )
-    .map_err(plot_err)?;
-    Ok(())
 }
 
-fn overlay_legend(lines: &[Line]) -> Vec<LegendEntry> {
-    let mut entries = vec![LegendEntry::new(Swatch::Heading, "strategy")];
+fn median_mib(v: &Option<Spread>) -> String {
+    v.as_ref()
+        .map(|x| format!("{:.0}", x.median / MIB))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn overlay_legend(lines: &[Line], r: Resource, lead: bool) -> Vec<LegendEntry> {
+    let quantity = r.quantity();
+    let heading = if lead {
+        "strategy".to_string()
+    } else {
+        r.label()
+    };
+    let mut entries = vec![LegendEntry::new(Swatch::Heading, heading)];
     for l in lines {
-        let s = &l.row.summary;
-        let median = |v: &Option<crate::metrics::Spread>| {
-            v.as_ref()
-                .map(|x| format!("{:.0}", x.median / MIB))
-                .unwrap_or_else(|| "–".into())
-        };
         let swatch = if l.dashed {
             Swatch::Dashed(l.colour, 4)
         } else {
             Swatch::Line(l.colour, 4)
         };
-        entries.push(
-            LegendEntry::new(swatch, l.row.label.clone()).with_detail(format!(
-                "retained {} MiB · peak {} MiB (medians)",
-                median(&s.host().retained_bytes),
-                median(&s.host().peak_bytes)
-            )),
-        );
+        let detail = match l.row.summary.resource(r) {
+            Some(s) if s.not_measured.is_none() => format!(
+                "retained {} MiB · peak {} MiB",
+                median_mib(&s.retained_bytes),
+                median_mib(&s.peak_bytes)
+            ),
+            _ => format!("{quantity} not measured"),
+        };
+        entries.push(LegendEntry::new(swatch, l.row.label.clone()).with_detail(detail));
     }
     entries.push(LegendEntry::new(Swatch::Heading, ""));
     entries.push(LegendEntry::new(
         Swatch::Text,
-        "dots: RSS at the end of each cycle",
+        format!("dots: {quantity} at the end of each cycle"),
     ));
     entries.push(LegendEntry::new(
         Swatch::Text,
         "(after the release and settle)",
     ));
-    entries.push(LegendEntry::new(Swatch::Text, "faint: RSS all the time"));
+    entries.push(LegendEntry::new(
+        Swatch::Text,
+        format!("faint: {quantity} all the time"),
+    ));
+    entries.push(LegendEntry::new(
+        Swatch::Text,
+        "retained, peak: medians over runs",
+    ));
+    if r.is_device() && !floors(lines, r).is_empty() {
+        entries.push(LegendEntry::new(
+            Swatch::Dashed(LEVEL_GREY, 1),
+            "context floor (bare device)",
+        ));
+    }
     entries
 }
 
-/// All strategies on one plot: faint full RSS, bold while settled.
-fn draw_overlay(area: &Area, lines: &[Line], t_end: f64, y_max: f64) -> Result<()> {
-    let mut chart = ChartBuilder::on(area)
-        .margin(MARGIN)
-        .x_label_area_size(34)
-        .y_label_area_size(Y_LABEL_AREA)
-        .build_cartesian_2d(0.0..t_end, 0.0..y_max)
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .y_desc("RSS total (MiB)")
-        .label_style((FONT, 15))
-        .axis_desc_style((FONT, 16))
-        .light_line_style(RGBColor(242, 242, 242))
-        .draw()
-        .map_err(plot_err)?;
-    let columns = (WIDTH - LEGEND_WIDTH) as usize;
+/// The context floors of the drawn strategies (medians over runs, whole MiB),
+/// each once, with the strategies that have it.
+fn floors(lines: &[Line], r: Resource) -> Vec<(f64, Vec<String>)> {
+    let mut out: Vec<(f64, Vec<String>)> = Vec::new();
+    for l in lines {
+        let Some(floor) = l
+            .row
+            .summary
+            .resource(r)
+            .and_then(|s| s.floor_bytes.as_ref())
+        else {
+            continue;
+        };
+        let mib = (floor.median / MIB).round();
+        match out.iter_mut().find(|(v, _)| *v == mib) {
+            Some((_, names)) => names.push(l.row.label.clone()),
+            None => out.push((mib, vec![l.row.label.clone()])),
+        }
+    }
+    out
+}
+
+/// The top of a y axis in MiB: the highest sample of `r` in any drawn run, with headroom.
+fn y_max_mib(lines: &[Line], r: Resource, headroom: f64) -> f64 {
+    let top = lines
+        .iter()
+        .flat_map(|l| l.run.samples.iter().filter_map(|s| r.in_sample(s)))
+        .max()
+        .unwrap_or(1) as f64
+        / MIB;
+    (top * headroom).max(1.0)
+}
+
+/// All strategies' `r` on one plot: faint all the time, bold while settled.
+fn draw_overlay(
+    area: &Area,
+    lines: &[Line],
+    axis: &TimeAxis,
+    r: Resource,
+    x_labels: bool,
+) -> Result<()> {
+    let y_max = y_max_mib(lines, r, 1.06);
+    let y_desc = format!("{} (MiB)", r.label());
+    let style = PanelStyle::main(&y_desc, x_labels.then_some(""));
+    let mut chart = time_panel(area, axis, 0.0..y_max, style)?;
     for l in lines.iter().rev() {
-        let points = min_max_columns(
-            l.run
-                .samples
-                .iter()
-                .map(|s| (s.t_s, s.rss_bytes as f64 / MIB)),
-            0.0,
-            t_end,
-            columns,
-        );
-        let faint = l.colour.mix(0.3).stroke_width(1);
+        let points = l.series(r, axis);
+        let faint = l
+            .colour
+            .mix(if r.is_device() { 0.45 } else { 0.3 })
+            .stroke_width(1);
         if l.dashed {
             chart
                 .draw_series(DashedLineSeries::new(points, 8, 5, faint))
@@ -213,9 +400,24 @@ fn draw_overlay(area: &Area, lines: &[Line], t_end: f64, y_max: f64) -> Result<(
                 .map_err(plot_err)?;
         }
     }
+    let floors = floors(lines, r);
+    let many = floors.len() > 1;
+    for (mib, names) in &floors {
+        let label = if many {
+            format!("context floor {mib:.0} MiB ({})", names.join(", "))
+        } else {
+            format!("context floor {mib:.0} MiB")
+        };
+        draw_level(
+            &mut chart,
+            *mib,
+            Some((&label, LabelAt::BelowRight)),
+            LEVEL_GREY,
+        )?;
+    }
     // The first row (usually `drop`, the problem) is drawn last, on top.
     for l in lines.iter().rev() {
-        let points = after_release_points(l.run);
+        let points = after_release_points(l, r);
         let bold = l.colour.stroke_width(3);
         if l.dashed {
             chart
@@ -230,17 +432,28 @@ fn draw_overlay(area: &Area, lines: &[Line], t_end: f64, y_max: f64) -> Result<(
             .draw_series(points.iter().map(|p| Circle::new(*p, 5, l.colour.filled())))
             .map_err(plot_err)?;
     }
+    if x_labels {
+        label_stub(&mut chart, axis, &stub_lines_of(&runs_of(lines)))?;
+    }
     Ok(())
 }
 
-/// (time, RSS MiB) where each cycle ended: the worker's own reading at the end
+fn runs_of<'a>(lines: &[Line<'a>]) -> Vec<&'a RunRecord> {
+    lines.iter().map(|l| l.run).collect()
+}
+
+/// (x, MiB of `r`) where each cycle ended: the worker's own reading at the end
 /// of its settle phase, or of its last release when it has no settle.
-fn after_release_points(run: &RunRecord) -> Vec<(f64, f64)> {
+fn after_release_points(l: &Line, r: Resource) -> Vec<(f64, f64)> {
     let ends = |phase: Phase| -> Vec<(f64, f64)> {
-        run.events
+        l.run
+            .events
             .iter()
             .filter(|e| e.edge.phase == phase && e.edge.edge == Edge::End && e.edge.cycle > 0)
-            .map(|e| (e.t_s, e.edge.memory.rss_bytes as f64 / MIB))
+            .filter_map(|e| {
+                r.at_edge(&e.edge.memory)
+                    .map(|v| (l.clock.x(e.t_s), v as f64 / MIB))
+            })
             .collect()
     };
     let settled = ends(Phase::Settle);
@@ -251,143 +464,248 @@ fn after_release_points(run: &RunRecord) -> Vec<(f64, f64)> {
     }
 }
 
-/// One strategy's lane: anon filled, file on top of it, phases under zero.
-fn draw_lane(area: &Area, l: &Line, t_end: f64, y_max: f64) -> Result<()> {
-    let y_min = -y_max * RIBBON_SHARE;
+/// A run's phases as `(x0, x1, ribbon colour)` on the shared axis.
+fn ribbon_spans(l: &Line) -> Vec<(f64, f64, RGBColor)> {
+    phase_spans(l.run)
+        .iter()
+        .filter_map(|s| {
+            let shade = phase_ribbon_colour(s.phase)?;
+            Some((l.clock.x(s.start_s), l.clock.x(s.end_s), shade))
+        })
+        .collect()
+}
+
+/// One thin phase ribbon per strategy, in legend order, under the overlay.
+fn draw_phase_ribbons(area: &Area, lines: &[Line], axis: &TimeAxis) -> Result<()> {
+    let rows = lines.len().max(1) as f64;
     let mut chart = ChartBuilder::on(area)
         .margin_left(MARGIN)
         .margin_right(MARGIN)
         .margin_top(4)
         .margin_bottom(4)
+        .x_label_area_size(28)
         .y_label_area_size(Y_LABEL_AREA)
-        .build_cartesian_2d(0.0..t_end, y_min..y_max)
+        .build_cartesian_2d(axis.range(), 0.0..rows)
         .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .disable_x_axis()
-        .y_labels(4)
-        .y_label_formatter(&|y| {
-            if *y < 0.0 {
-                String::new()
-            } else {
-                format!("{y:.0}")
-            }
-        })
-        .label_style((FONT, 12))
-        .light_line_style(WHITE)
-        .bold_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(plot_err)?;
-    let columns = (WIDTH - LEGEND_WIDTH) as usize;
-    let (anon, rss) = anon_and_rss_mib(l.run, t_end, columns);
-    let anon_poly = area_to_zero(&anon);
-    chart
-        .draw_series(std::iter::once(Polygon::new(
-            anon_poly,
-            lighten(l.colour, 0.25).filled(),
-        )))
-        .map_err(plot_err)?;
-    let mut file_poly: Vec<(f64, f64)> = rss.clone();
-    file_poly.extend(anon.iter().rev().copied());
-    chart
-        .draw_series(std::iter::once(Polygon::new(
-            file_poly,
-            lighten(l.colour, 0.7).filled(),
-        )))
-        .map_err(plot_err)?;
-    chart
-        .draw_series(LineSeries::new(rss, l.colour.stroke_width(1)))
-        .map_err(plot_err)?;
-    let (top, bottom) = (y_min * 0.15, y_min * 0.9);
-    chart
-        .draw_series(std::iter::once(Rectangle::new(
-            [(0.0, bottom), (run_end_s(l.run), top)],
-            RGBColor(246, 246, 246).filled(),
-        )))
-        .map_err(plot_err)?;
-    chart
-        .draw_series(phase_spans(l.run).iter().filter_map(|s| {
-            let shade = phase_ribbon_colour(s.phase)?;
-            Some(Rectangle::new(
-                [(s.start_s, bottom), (s.end_s.max(s.start_s), top)],
-                shade.filled(),
-            ))
-        }))
-        .map_err(plot_err)?;
-    Ok(())
-}
-
-fn draw_lane_label(area: &Area, l: &Line) -> Result<()> {
-    let (_, h) = area.dim_in_pixel();
-    let y = h as i32 / 2 - 18;
-    area.draw(&Rectangle::new(
-        [(10, y + 4), (32, y + 14)],
-        l.colour.filled(),
-    ))
-    .map_err(plot_err)?;
-    area.draw_text(
-        &l.row.label,
-        &(FONT, 15).into_font().color(&l.colour),
-        (42, y),
-    )
-    .map_err(plot_err)?;
-    let s = &l.row.summary;
-    let retained = s
-        .host()
-        .retained_bytes
-        .as_ref()
-        .map(|x| format!("{:.0}", x.median / MIB))
-        .unwrap_or_else(|| "–".into());
-    let anon = s
-        .host()
-        .retained_anon_bytes
-        .as_ref()
-        .map(|x| format!("{:.0}", x.median / MIB))
-        .unwrap_or_else(|| "–".into());
-    area.draw_text(
-        &format!("retained {retained} MiB, of it anon {anon} MiB"),
-        &(FONT, 12).into_font().color(&RGBColor(90, 90, 90)),
-        (42, y + 20),
-    )
-    .map_err(plot_err)?;
-    Ok(())
-}
-
-/// The shared time axis under the lanes.
-fn draw_time_axis(area: &Area, t_end: f64) -> Result<()> {
-    let mut chart = ChartBuilder::on(area)
-        .margin_left(MARGIN)
-        .margin_right(MARGIN)
-        .x_label_area_size(AXIS_HEIGHT - 6)
-        .y_label_area_size(Y_LABEL_AREA)
-        .build_cartesian_2d(0.0..t_end, 0.0..1.0)
-        .map_err(plot_err)?;
+    let label = |x: &f64| axis.tick_label(*x);
     chart
         .configure_mesh()
         .disable_mesh()
         .disable_y_axis()
-        .x_desc("time since worker start (s)")
+        .x_label_formatter(&label)
         .label_style((FONT, 15))
-        .axis_desc_style((FONT, 16))
         .draw()
         .map_err(plot_err)?;
+    let (origin_x, origin_y) = area.get_base_pixel();
+    for (i, l) in lines.iter().enumerate() {
+        let top = rows - i as f64 - 0.12;
+        let bottom = rows - i as f64 - 0.88;
+        let end = l.clock.x(run_end_s(l.run));
+        let start = l.clock.x(0.0);
+        shade(
+            &mut chart,
+            [(start, end, RGBColor(246, 246, 246))],
+            Some((bottom, top)),
+        )?;
+        shade(&mut chart, ribbon_spans(l), Some((bottom, top)))?;
+        // The strategy's colour left of the axis names the ribbon.
+        let (x_px, y_top) = chart.backend_coord(&(-axis.lead_in, top));
+        let (_, y_bottom) = chart.backend_coord(&(-axis.lead_in, bottom));
+        let x = x_px - origin_x - 22;
+        area.draw(&Rectangle::new(
+            [(x, y_top - origin_y), (x + 14, y_bottom - origin_y)],
+            l.colour.filled(),
+        ))
+        .map_err(plot_err)?;
+    }
+    label_stub(&mut chart, axis, &stub_lines_of(&runs_of(lines)))?;
+    area.draw_text(
+        "phases",
+        &(FONT, 12).into_font().color(&RGBColor(110, 110, 110)),
+        (4, 4),
+    )
+    .map_err(plot_err)?;
     Ok(())
 }
 
+/// One strategy's lane: a sub-lane per resource, the phases under the last one.
+fn draw_lane(
+    area: &Area,
+    l: &Line,
+    axis: &TimeAxis,
+    resources: &[Resource],
+    lines: &[Line],
+) -> Result<()> {
+    if resources.is_empty() {
+        return Ok(());
+    }
+    let n = resources.len() as u32;
+    let (_, h) = area.dim_in_pixel();
+    let sub = h / n;
+    let mut rest = area.clone();
+    for (i, &r) in resources.iter().enumerate() {
+        let last = i + 1 == resources.len();
+        let (this, below) = if last {
+            (rest.clone(), rest.clone())
+        } else {
+            rest.split_vertically(sub)
+        };
+        if n > 1 {
+            draw_lane_tag(&this, r.quantity())?;
+        }
+        match l.row.summary.resource(r) {
+            Some(s) if s.not_measured.is_none() => {
+                draw_sub_lane(&this, l, axis, r, lines, last)?;
+            }
+            other => {
+                let why = other
+                    .and_then(|s| s.not_measured.clone())
+                    .unwrap_or_else(|| format!("{} not measured in this source", r.quantity()));
+                draw_not_measured(&this, &why)?;
+            }
+        }
+        rest = below;
+    }
+    Ok(())
+}
+
+/// One resource of one lane: host RSS as anon + file, a device as a filled
+/// line over its floor; with the phase ribbon under zero when it is the last.
+fn draw_sub_lane(
+    area: &Area,
+    l: &Line,
+    axis: &TimeAxis,
+    r: Resource,
+    lines: &[Line],
+    ribbon: bool,
+) -> Result<()> {
+    let y_max = y_max_mib(lines, r, 1.06);
+    let y_min = if ribbon { -y_max * RIBBON_SHARE } else { 0.0 };
+    let mut chart = time_panel(area, axis, y_min..y_max, PanelStyle::lane())?;
+    let clock = l.clock;
+    let x = move |t: f64| clock.x(t);
+    let range = (-axis.lead_in, axis.end_s);
+    let columns = PLOT_WIDTH as usize;
+    match r {
+        Resource::Host => {
+            let (anon, rss) = anon_and_rss_mib(l.run, x, range, columns);
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    area_to_zero(&anon),
+                    lighten(l.colour, 0.25).filled(),
+                )))
+                .map_err(plot_err)?;
+            let mut file_poly: Vec<(f64, f64)> = rss.clone();
+            file_poly.extend(anon.iter().rev().copied());
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    file_poly,
+                    lighten(l.colour, 0.7).filled(),
+                )))
+                .map_err(plot_err)?;
+            chart
+                .draw_series(LineSeries::new(rss, l.colour.stroke_width(1)))
+                .map_err(plot_err)?;
+        }
+        Resource::Device(_) => {
+            let vram = l.series(r, axis);
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    area_to_zero(&vram),
+                    lighten(l.colour, 0.45).filled(),
+                )))
+                .map_err(plot_err)?;
+            chart
+                .draw_series(LineSeries::new(vram, l.colour.stroke_width(1)))
+                .map_err(plot_err)?;
+            if let Some(floor) = l
+                .row
+                .summary
+                .resource(r)
+                .and_then(|s| s.floor_bytes.as_ref())
+            {
+                draw_level(&mut chart, floor.median / MIB, None, LEVEL_GREY)?;
+            }
+        }
+    }
+    if ribbon {
+        let (top, bottom) = (y_min * 0.15, y_min * 0.9);
+        shade(
+            &mut chart,
+            [(
+                l.clock.x(0.0),
+                l.clock.x(run_end_s(l.run)),
+                RGBColor(246, 246, 246),
+            )],
+            Some((bottom, top)),
+        )?;
+        shade(&mut chart, ribbon_spans(l), Some((bottom, top)))?;
+    }
+    Ok(())
+}
+
+/// The grey lines of a lane's label: per resource, what it retained.
+fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -> Vec<String> {
+    let row = line.row;
+    let many = resources.len() > 1;
+    let mut lines: Vec<String> = resources
+        .iter()
+        .map(|&r| {
+            let prefix = if many {
+                format!("{} ", r.quantity())
+            } else {
+                String::new()
+            };
+            match row.summary.resource(r) {
+                Some(s) if s.not_measured.is_none() => match r {
+                    Resource::Host => format!(
+                        "{prefix}retained {} MiB, of it anon {} MiB",
+                        median_mib(&s.retained_bytes),
+                        median_mib(&s.retained_anon_bytes)
+                    ),
+                    Resource::Device(_) => format!(
+                        "{prefix}retained {} MiB · peak {} MiB",
+                        median_mib(&s.retained_bytes),
+                        median_mib(&s.peak_bytes)
+                    ),
+                },
+                _ => format!("{} not measured", r.quantity()),
+            }
+        })
+        .collect();
+    if axis.squeezed {
+        // The stub is not to scale: say how long this run took to reach cycle 1.
+        lines.push(format!(
+            "{} {:.1} s before cycle 1 (squeezed)",
+            layout::lead_in_name(line.run),
+            layout::lead_in_s(line.run)
+        ));
+    }
+    lines
+}
+
 /// The lane key and phase colours, in one row at the bottom.
-fn draw_key(area: &Area, lines: &[Line]) -> Result<()> {
+fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
     let font = (FONT, 15).into_font().color(&BLACK);
     let mut x = Y_LABEL_AREA as i32 + MARGIN as i32;
     let grey = RGBColor(120, 120, 120);
-    for (swatch, text) in [
-        (lighten(grey, 0.25), "RssAnon (heap, copied tensors)"),
-        (lighten(grey, 0.7), "RssFile (mapped files)"),
-    ] {
+    let mut swatches: Vec<(RGBColor, String)> = Vec::new();
+    for r in resources {
+        match r {
+            Resource::Device(_) => {
+                swatches.push((lighten(grey, 0.45), format!("{} (this process)", r.label())))
+            }
+            Resource::Host => {
+                swatches.push((lighten(grey, 0.25), "RssAnon (heap, copied tensors)".into()));
+                swatches.push((lighten(grey, 0.7), "RssFile (mapped files)".into()));
+            }
+        }
+    }
+    for (swatch, text) in &swatches {
         area.draw(&Rectangle::new([(x, 8), (x + 22, 24)], swatch.filled()))
             .map_err(plot_err)?;
         area.draw_text(text, &font, (x + 28, 8)).map_err(plot_err)?;
-        x += 50 + 8 * text.len() as i32;
+        x += 50 + 8 * text.chars().count() as i32;
     }
     area.draw_text("phases:", &font, (x, 8)).map_err(plot_err)?;
     x += 66;
@@ -408,4 +726,131 @@ fn draw_key(area: &Area, lines: &[Line]) -> Result<()> {
         x += 40 + 9 * phase.as_str().len() as i32;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::comparison::{compare, Input};
+    use crate::metrics::summarize;
+    use crate::record::fixture;
+
+    fn comparison_of(record: &Record) -> Comparison {
+        let summary = summarize(record);
+        compare(&[Input {
+            dir: "d".into(),
+            header: &record.header,
+            summary: &summary,
+            damage: Vec::new(),
+        }])
+    }
+
+    #[test]
+    fn a_cuda_comparison_leads_with_vram_then_rss_and_lanes_show_both() {
+        let c = comparison_of(&fixture::cuda_record());
+        let dev = Resource::Device(0);
+        assert_eq!(
+            plan(&c),
+            vec![
+                Panel::Overlay(dev),
+                Panel::Phases,
+                Panel::Overlay(Resource::Host),
+                Panel::Lanes(vec![dev, Resource::Host]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cpu_comparison_plans_only_rss_panels() {
+        let c = comparison_of(&fixture::record());
+        assert_eq!(
+            plan(&c),
+            vec![
+                Panel::Overlay(Resource::Host),
+                Panel::Lanes(vec![Resource::Host])
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cuda_record_without_vram_plans_a_note_and_no_vram_line() {
+        let mut record = fixture::record();
+        record.header.device = "cuda:0".into();
+        record.runs[0].meta.checks.push(crate::protocol::Check {
+            name: "vram source (sampler)".into(),
+            ok: false,
+            detail: "nvml: driver not loaded".into(),
+        });
+        let c = comparison_of(&record);
+        let panels = plan(&c);
+        assert_eq!(
+            panels,
+            vec![
+                Panel::NotMeasured(
+                    Resource::Device(0),
+                    "VRAM not measured: nvml: driver not loaded".into()
+                ),
+                Panel::Overlay(Resource::Host),
+                Panel::Lanes(vec![Resource::Host]),
+            ]
+        );
+        // And the legend says so rather than giving numbers of zero.
+        let run = &record.runs[0];
+        let axis = TimeAxis::for_plots(&[run]);
+        let line = Line {
+            row: &c.rows[0],
+            run,
+            clock: axis.clock(run),
+            colour: BLACK,
+            dashed: false,
+        };
+        assert!(line.series(Resource::Device(0), &axis).is_empty());
+        let legend = overlay_legend(std::slice::from_ref(&line), Resource::Device(0), true);
+        assert_eq!(legend[1].detail.as_deref(), Some("VRAM not measured"));
+        let dir = tempfile::tempdir().unwrap();
+        write_compare_chart(&c, &[&record], &dir.path().join("c.png")).unwrap();
+    }
+
+    #[test]
+    fn the_context_floor_is_one_labelled_level() {
+        let record = fixture::cuda_record();
+        let c = comparison_of(&record);
+        let axis = TimeAxis::for_plots(&[&record.runs[0]]);
+        let lines: Vec<Line> = c
+            .rows
+            .iter()
+            .map(|row| Line {
+                row,
+                run: &record.runs[0],
+                clock: axis.clock(&record.runs[0]),
+                colour: BLACK,
+                dashed: false,
+            })
+            .collect();
+        let levels = floors(&lines, Resource::Device(0));
+        assert_eq!(levels.len(), 1);
+        assert_eq!(levels[0].0, 586.0);
+        assert!(floors(&lines, Resource::Host).is_empty());
+    }
+
+    #[test]
+    fn a_cuda_comparison_renders_at_the_planned_size() {
+        let record = fixture::cuda_record();
+        let c = comparison_of(&record);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("compare.png");
+        write_compare_chart(&c, &[&record], &path).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!(size(16), layout::WIDTH);
+        let strategies = 3;
+        let expected = 68
+            + LEAD_OVERLAY_HEIGHT
+            + (RIBBON_PX * strategies + 38)
+            + OVERLAY_HEIGHT
+            + strategies * (2 * SUB_LANE_HEIGHT + 8)
+            + 64
+            + KEY_HEIGHT;
+        assert_eq!(size(20), expected);
+    }
 }

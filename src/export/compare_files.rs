@@ -1,27 +1,142 @@
 //! compare.csv and compare.json: the comparison in machine units (bytes,
 //! seconds, fractions), one row per strategy and source.
 //!
+//! compare.json is the [`Comparison`] as serde writes it (every resource's
+//! summary under `rows[].summary.resources`). compare.csv has the strategy's
+//! columns, then one column group per resource of `Comparison::resources`
+//! (lead first), each prefixed by the resource key without its colon
+//! (`cuda0_…`, `host_…`), then the times once:
+//! - `<r>_baseline_bytes`, `_peak_bytes`, `_loaded_bytes`, `_after_unload_bytes`,
+//!   `_after_release_bytes`, `_retained_bytes`, `_released_fraction`: the last
+//!   cycle of the representative run (column `representative_run`), so
+//!   `after_release − baseline = retained` on every line;
+//! - `<r>_retained_bytes_{median,min,max}`: over the runs (each at its last cycle);
+//! - `<r>_floor_bytes_*` (devices), `<r>_retained_anon_bytes_*` (host),
+//!   `<r>_retained_slope_bytes_per_cycle_*`: over the runs;
+//!   `<r>_release_latency_s_*`: over every timed cycle;
+//! - `<r>_cycles_retaining`, `_cycles_total`, `_processes_retaining`, and
+//!   `<r>_not_measured` (why the resource has no readings; empty when measured).
+//!
 //! Formats a [`Comparison`]; computes nothing. The columns of compare.csv are
 //! part of `COMPARE_SCHEMA_VERSION`: change them only together with it.
 
 use anyhow::Result;
 
 use crate::metrics::comparison::Comparison;
-use crate::metrics::{Spread, StrategySummary};
+use crate::metrics::{Resource, ResourceSummary, Spread, StrategySummary};
 
-/// How a spread-valued column is read from a summary.
+/// One column (or median/min/max triple) of a resource's group.
+enum Field {
+    /// A value of the representative run's last cycle.
+    Last(&'static str, fn(&ResourceSummary) -> Option<String>),
+    /// A spread: `<name>_median`, `<name>_min`, `<name>_max`.
+    Spread(&'static str, fn(&ResourceSummary) -> Option<&Spread>),
+    /// A count or a text.
+    Plain(&'static str, fn(&ResourceSummary) -> String),
+}
+
+/// The fields of `resource`'s group, in column order.
+fn fields(resource: Resource) -> Vec<Field> {
+    let mut out = vec![
+        Field::Plain("not_measured", |m| {
+            m.not_measured.clone().unwrap_or_default()
+        }),
+        Field::Last("baseline_bytes", |m| {
+            m.row.as_ref().map(|r| r.baseline_bytes.to_string())
+        }),
+    ];
+    if resource.is_device() {
+        out.push(Field::Spread("floor_bytes", |m| m.floor_bytes.as_ref()));
+    }
+    out.extend([
+        Field::Last("peak_bytes", |m| {
+            m.row
+                .as_ref()
+                .and_then(|r| r.peak_bytes)
+                .map(|v| v.to_string())
+        }),
+        Field::Last("loaded_bytes", |m| {
+            m.row.as_ref().map(|r| r.loaded_bytes.to_string())
+        }),
+        Field::Last("after_unload_bytes", |m| {
+            m.row.as_ref().map(|r| r.after_unload_bytes.to_string())
+        }),
+        Field::Last("after_release_bytes", |m| {
+            m.row.as_ref().map(|r| r.after_release_bytes.to_string())
+        }),
+        Field::Last("retained_bytes", |m| {
+            m.row.as_ref().map(|r| r.retained_bytes.to_string())
+        }),
+        Field::Last("released_fraction", |m| {
+            m.row
+                .as_ref()
+                .and_then(|r| r.released_fraction)
+                .map(|v| v.to_string())
+        }),
+        Field::Spread("retained_bytes", |m| m.retained_bytes.as_ref()),
+    ]);
+    if !resource.is_device() {
+        out.push(Field::Spread("retained_anon_bytes", |m| {
+            m.retained_anon_bytes.as_ref()
+        }));
+    }
+    out.extend([
+        Field::Spread("retained_slope_bytes_per_cycle", |m| {
+            m.retained_slope_bytes_per_cycle.as_ref()
+        }),
+        Field::Spread("release_latency_s", |m| m.release_latency_s.as_ref()),
+        Field::Plain("cycles_retaining", |m| m.cycles_retaining.to_string()),
+        Field::Plain("cycles_total", |m| m.cycles_total.to_string()),
+        Field::Plain("processes_retaining", |m| m.processes_retaining.to_string()),
+    ]);
+    out
+}
+
+/// `cuda:0` → `cuda0`, `host` → `host`.
+fn column_prefix(resource: Resource) -> String {
+    resource.key().replace(':', "")
+}
+
+const PARTS: [&str; 3] = ["median", "min", "max"];
+
+fn resource_header(resource: Resource) -> Vec<String> {
+    let prefix = column_prefix(resource);
+    let mut out = Vec::new();
+    for field in fields(resource) {
+        match field {
+            Field::Last(name, _) | Field::Plain(name, _) => out.push(format!("{prefix}_{name}")),
+            Field::Spread(name, _) => {
+                out.extend(PARTS.iter().map(|p| format!("{prefix}_{name}_{p}")))
+            }
+        }
+    }
+    out
+}
+
+/// The cells of `resource`'s group; empty where the row lacks the resource.
+fn resource_cells(resource: Resource, s: &StrategySummary) -> Vec<String> {
+    let m = s.resource(resource);
+    let mut out = Vec::new();
+    for field in fields(resource) {
+        match field {
+            Field::Last(_, pick) => out.push(m.and_then(pick).unwrap_or_default()),
+            Field::Plain(_, pick) => out.push(m.map(pick).unwrap_or_default()),
+            Field::Spread(_, pick) => {
+                let spread = m.and_then(pick);
+                out.push(number(spread.map(|x| x.median)));
+                out.push(number(spread.map(|x| x.min)));
+                out.push(number(spread.map(|x| x.max)));
+            }
+        }
+    }
+    out
+}
+
+/// How a time column is read from a summary.
 type Pick = fn(&StrategySummary) -> &Option<Spread>;
 
-/// Spread-valued columns: name prefix and how to read it from a summary.
-const SPREADS: [(&str, Pick); 9] = [
-    ("peak_bytes", |s| &s.host().peak_bytes),
-    ("retained_bytes", |s| &s.host().retained_bytes),
-    ("retained_anon_bytes", |s| &s.host().retained_anon_bytes),
-    ("retained_slope_bytes_per_cycle", |s| {
-        &s.host().retained_slope_bytes_per_cycle
-    }),
-    ("released_fraction", |s| &s.host().released_fraction),
-    ("release_latency_s", |s| &s.host().release_latency_s),
+/// Time columns (median, min, max over every cycle), written once.
+const TIMES: [(&str, Pick); 3] = [
     ("load_time_s", |s| &s.load_time_s),
     ("forward_time_s", |s| &s.forward_time_s),
     ("release_action_s", |s| &s.release_action_s),
@@ -50,22 +165,22 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
         "runs",
         "runs_completed",
         "incomplete",
+        "representative_run",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    for (name, _) in SPREADS {
-        for part in ["median", "min", "max"] {
-            header.push(format!("{name}_{part}"));
-        }
+    for &r in &c.resources {
+        header.extend(resource_header(r));
+    }
+    for (name, _) in TIMES {
+        header.extend(PARTS.iter().map(|p| format!("{name}_{p}")));
     }
     header.extend(
         [
             "forward_time_relative",
-            "cycles_retaining",
             "cycles_total",
             "cycles_expected",
-            "processes_retaining",
             "checks_passed",
             "notes",
         ]
@@ -85,18 +200,22 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
             s.runs.to_string(),
             s.runs_completed.to_string(),
             s.incomplete.to_string(),
+            s.representative_run
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
         ];
-        for (_, pick) in SPREADS {
+        for &r in &c.resources {
+            record.extend(resource_cells(r, s));
+        }
+        for (_, pick) in TIMES {
             let spread = pick(s).as_ref();
             record.push(number(spread.map(|x| x.median)));
             record.push(number(spread.map(|x| x.min)));
             record.push(number(spread.map(|x| x.max)));
         }
         record.push(number(row.forward_time_relative));
-        record.push(s.host().cycles_retaining.to_string());
         record.push(s.cycles_total.to_string());
         record.push(s.cycles_expected.to_string());
-        record.push(s.host().processes_retaining.to_string());
         record.push(s.checks_passed.to_string());
         record.push(row.notes.join("; "));
         writer.write_record(&record)?;
@@ -106,10 +225,19 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::table::tests::comparison_of;
     use super::*;
     use crate::metrics::comparison::{compare, Input};
     use crate::metrics::summarize;
     use crate::record::fixture;
+
+    fn read(c: &Comparison) -> (csv::StringRecord, Vec<csv::StringRecord>) {
+        let bytes = comparison_csv(c).unwrap();
+        let mut reader = csv::Reader::from_reader(bytes.as_slice());
+        let header = reader.headers().unwrap().clone();
+        let rows = reader.records().map(|r| r.unwrap()).collect();
+        (header, rows)
+    }
 
     #[test]
     fn every_csv_row_has_as_many_cells_as_the_header() {
@@ -121,16 +249,64 @@ mod tests {
             summary: &summary,
             damage: Vec::new(),
         }]);
-        let bytes = comparison_csv(&c).unwrap();
-        let mut reader = csv::Reader::from_reader(bytes.as_slice());
-        let columns = reader.headers().unwrap().len();
-        let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+        let (header, rows) = read(&c);
         assert_eq!(rows.len(), 2);
-        assert!(rows.iter().all(|r| r.len() == columns));
+        assert!(rows.iter().all(|r| r.len() == header.len()));
         // A comma in a path is quoted, not a new column.
         assert_eq!(&rows[0][2], "a,b");
         let json: serde_json::Value =
             serde_json::from_slice(&comparison_json(&c).unwrap()).unwrap();
         assert_eq!(json["schema_version"], 2);
+        // A cpu comparison has host columns only.
+        assert!(header.iter().all(|h| !h.starts_with("cuda")), "{header:?}");
+    }
+
+    #[test]
+    fn cuda_columns_come_first_and_each_line_agrees_with_itself() {
+        let c = comparison_of(&fixture::cuda_record());
+        let (header, rows) = read(&c);
+        let at = |name: &str| {
+            header
+                .iter()
+                .position(|h| h == name)
+                .unwrap_or_else(|| panic!("no {name} in {header:?}"))
+        };
+        assert!(at("cuda0_baseline_bytes") < at("host_baseline_bytes"));
+        assert!(at("host_retained_anon_bytes_median") > 0);
+        assert!(!header.iter().any(|h| h == "host_floor_bytes_median"));
+        assert_eq!(
+            header
+                .iter()
+                .filter(|h| h.starts_with("load_time_s"))
+                .count(),
+            3,
+            "times once"
+        );
+        for row in &rows {
+            for prefix in ["cuda0", "host"] {
+                let int =
+                    |name: &str| -> i64 { row[at(&format!("{prefix}_{name}"))].parse().unwrap() };
+                assert_eq!(
+                    int("after_release_bytes") - int("baseline_bytes"),
+                    int("retained_bytes"),
+                    "{prefix}: {row:?}"
+                );
+            }
+        }
+        let drop = rows.iter().find(|r| &r[4] == "drop").unwrap();
+        let mib = |v: &str| v.parse::<f64>().unwrap() / (1u64 << 20) as f64;
+        assert_eq!(mib(&drop[at("cuda0_retained_bytes_median")]), 416.0);
+        assert_eq!(mib(&drop[at("cuda0_floor_bytes_median")]), 586.0);
+        assert_eq!(&drop[at("cuda0_not_measured")], "");
+        let context = rows.iter().find(|r| &r[4] == "context-release").unwrap();
+        assert_eq!(mib(&context[at("cuda0_retained_bytes")]), -678.0);
+        assert_eq!(&context[at("cuda0_after_release_bytes")], "0");
+        let json: serde_json::Value =
+            serde_json::from_slice(&comparison_json(&c).unwrap()).unwrap();
+        assert_eq!(json["resources"][0], "cuda:0");
+        assert_eq!(
+            json["rows"][0]["summary"]["resources"][1]["resource"],
+            "cuda:0"
+        );
     }
 }

@@ -169,7 +169,10 @@ mod tests {
         // Regression: `drop` read baseline 4.9, after release 340.4, retained
         // 424.7 MiB: after release was a median over cycles, retained the last cycle's.
         let mut record = fixture::record();
-        record.runs[0] = fixture::run(1, "drop", 1, &[300, 2, 60]);
+        // Drop's runs end at 60 and 40 MiB: a median over runs (or cycles)
+        // of after release is not the median run's.
+        record.runs[0] = fixture::run(1, "drop", 1, &[90, 30, 60]);
+        record.runs[2] = fixture::run(3, "drop", 2, &[2, 2, 40]);
         for record in [record, fixture::cuda_record()] {
             let summary = summarize(&record);
             let (header, rows) = parse(&summary_table(&summary));

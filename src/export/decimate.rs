@@ -56,17 +56,37 @@ pub fn min_max_columns(
     out
 }
 
-/// A run's RssAnon and total RSS in MiB, decimated to `columns` over `[0, t_end]`.
-pub fn anon_and_rss_mib(run: &RunRecord, t_end: f64, columns: usize) -> (Vec<Point>, Vec<Point>) {
-    let series = |bytes: fn(&Sample) -> u64| {
-        min_max_columns(
-            run.samples.iter().map(|s| (s.t_s, bytes(s) as f64 / MIB)),
-            0.0,
-            t_end,
-            columns,
-        )
-    };
-    (series(|s| s.anon_bytes), series(|s| s.rss_bytes))
+/// A run's `value` of each sample in MiB, at `x(t_s)` on a chart's axis,
+/// decimated to `columns` over `x_range`. Samples without a value (a resource
+/// not read at that instant) are left out: never drawn as zero.
+pub fn series_mib(
+    run: &RunRecord,
+    x: impl Fn(f64) -> f64,
+    x_range: (f64, f64),
+    columns: usize,
+    value: impl Fn(&Sample) -> Option<u64>,
+) -> Vec<Point> {
+    min_max_columns(
+        run.samples
+            .iter()
+            .filter_map(|s| value(s).map(|v| (x(s.t_s), v as f64 / MIB))),
+        x_range.0,
+        x_range.1,
+        columns,
+    )
+}
+
+/// A run's RssAnon and total RSS in MiB (see [`series_mib`]).
+pub fn anon_and_rss_mib(
+    run: &RunRecord,
+    x: impl Fn(f64) -> f64 + Copy,
+    x_range: (f64, f64),
+    columns: usize,
+) -> (Vec<Point>, Vec<Point>) {
+    (
+        series_mib(run, x, x_range, columns, |s| Some(s.anon_bytes)),
+        series_mib(run, x, x_range, columns, |s| Some(s.rss_bytes)),
+    )
 }
 
 /// The polygon under `line`, closed down to zero at both ends.
@@ -90,5 +110,14 @@ mod tests {
         assert!(out.len() <= 4 * 1000);
         assert!(out.iter().any(|p| p.1 == 900.0));
         assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+
+    #[test]
+    fn samples_without_a_reading_are_left_out_not_drawn_at_zero() {
+        let mut run = crate::record::fixture::run(1, "drop", 1, &[2]);
+        assert!(series_mib(&run, |t| t, (0.0, 2.0), 100, |s| s.vram_bytes).is_empty());
+        run.samples[3].vram_bytes = Some(5 << 20);
+        let points = series_mib(&run, |t| t - 1.0, (-1.0, 1.0), 100, |s| s.vram_bytes);
+        assert_eq!(points, vec![(run.samples[3].t_s - 1.0, 5.0)]);
     }
 }

@@ -9,6 +9,7 @@ pub mod compare_chart;
 pub mod compare_files;
 pub mod console;
 pub mod decimate;
+pub mod layout;
 pub mod palette;
 pub mod png;
 pub mod retained_chart;

@@ -101,6 +101,24 @@ impl LegendEntry {
     }
 }
 
+/// The height `draw_legend` gives `entries`, in pixels (without its top offset).
+pub fn legend_height(entries: &[LegendEntry]) -> u32 {
+    let mut y = 0;
+    for (i, entry) in entries.iter().enumerate() {
+        y += match entry.swatch {
+            Swatch::Heading => 22 + if i > 0 { 6 } else { 0 },
+            Swatch::Text => 20,
+            _ => {
+                21 + entry
+                    .detail
+                    .as_ref()
+                    .map_or(0, |d| 16 * d.lines().count() as u32 + 2)
+            }
+        };
+    }
+    y
+}
+
 /// Draws `entries` top-down into `area` (a strip beside a plot), starting `top` px down.
 pub fn draw_legend(area: &Area, top: i32, entries: &[LegendEntry]) -> Result<()> {
     let text = (FONT, 15).into_font().color(&BLACK);
@@ -206,6 +224,17 @@ mod tests {
             (100, "cycle 3".to_string()),
         ];
         assert_eq!(non_overlapping(&labels, 8, 6), vec![0, 2]);
+    }
+
+    #[test]
+    fn the_legend_height_counts_headings_details_and_text() {
+        let entries = [
+            LegendEntry::new(Swatch::Heading, "a"),
+            LegendEntry::new(Swatch::Line(BLACK, 1), "b").with_detail("x\ny"),
+            LegendEntry::new(Swatch::Heading, ""),
+            LegendEntry::new(Swatch::Text, "c"),
+        ];
+        assert_eq!(legend_height(&entries), 22 + (21 + 34) + 28 + 20);
     }
 
     #[test]

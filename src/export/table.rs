@@ -911,6 +911,44 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn the_compact_table_drops_its_ranges_rather_than_overflow() {
+        // Two sources (labels grow by " (A)") and context-release runs that
+        // end apart (-678 and -600 MiB): with its range the table is too wide.
+        let mut record = fixture::cuda_record();
+        let last = record.runs.len() - 1;
+        let meta = record.runs[last].meta.clone();
+        record.runs[last] = fixture::with_vram(
+            fixture::run(meta.run, &meta.strategy, meta.repetition, &[1, 1, 1]),
+            678,
+            1094,
+            &[-678, -678, -600],
+            586,
+        );
+        let summary = summarize(&record);
+        let input = |dir: &str| Input {
+            dir: dir.into(),
+            header: &record.header,
+            summary: &summary,
+            damage: Vec::new(),
+        };
+        let c = compare(&[input("a"), input("b")]);
+        let compact = plain(&c);
+        assert!(
+            compact
+                .lines()
+                .all(|l| l.chars().count() <= COMPACT_MAX_CHARS),
+            "{compact}"
+        );
+        assert!(
+            compact.contains("ranges left out to fit 100 columns"),
+            "{compact}"
+        );
+        assert!(!compact.contains("(-678–-600)"), "{compact}");
+        let wide = plain_as(&c, Layout::Wide);
+        assert!(wide.contains("-678 (-678–-600)"), "{wide}");
+    }
+
+    #[test]
     fn a_resource_not_measured_says_why_instead_of_a_zero() {
         let mut record = fixture::cuda_record();
         for run in &mut record.runs {

@@ -1,9 +1,11 @@
 //! `--export-trace FILE`: the runs as Chrome trace-event JSON, for Perfetto
 //! (ui.perfetto.dev) and chrome://tracing.
 //!
-//! Each run is one process (named after its strategy and repetition) with
-//! counter tracks `rss`, `anon`, `file` and `vram` in MiB (`"ph":"C"`) and its
-//! phases as complete slices on one thread (`"ph":"X"`). Timestamps are
+//! Each run is one process (named after its strategy and repetition) with a
+//! counter track in MiB (`"ph":"C"`) per resource of its record: `rss` (with
+//! its parts `anon` and `file`) for host memory, `vram cuda:N` for each device
+//! (named after the device, so several devices stay apart), and its phases as
+//! complete slices on one thread (`"ph":"X"`). Timestamps are
 //! microseconds since the worker started, so every run starts at 0 and the
 //! runs line up like in compare.png. A counter holds its value until the next
 //! event, so a sample is written only when its value changed: lossless, and a
@@ -17,7 +19,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::chart::phase_spans;
-use crate::record::{Record, RunRecord};
+use crate::metrics::Resource;
+use crate::record::{Record, RunRecord, Sample};
 use crate::textutil::MIB;
 
 #[derive(Serialize)]
@@ -95,7 +98,8 @@ pub fn trace_json(records: &[(&str, &Record)]) -> Result<Vec<u8>> {
                     serde_json::json!({ "name": run.meta.strategy }),
                 ),
             )?;
-            write_counters(run, pid, &mut |e| emit(&mut out, e))?;
+            let resources = Resource::of(&record.header);
+            write_counters(run, &resources, pid, &mut |e| emit(&mut out, e))?;
             for span in phase_spans(run) {
                 let label = span.label();
                 emit(
@@ -131,21 +135,37 @@ fn metadata(name: &'static str, pid: u32, args: serde_json::Value) -> TraceEvent
     }
 }
 
+/// A counter track: its name and its value in a sample (`None`: not read then).
+type Track = (String, Box<dyn Fn(&Sample) -> Option<u64>>);
+
+/// The counter tracks of `resources`.
+fn tracks(resources: &[Resource]) -> Vec<Track> {
+    let mut out: Vec<Track> = Vec::new();
+    for &r in resources {
+        match r {
+            Resource::Host => {
+                out.push(("rss".into(), Box::new(move |s| r.in_sample(s))));
+                out.push(("anon".into(), Box::new(|s| Some(s.anon_bytes))));
+                out.push(("file".into(), Box::new(|s| Some(s.file_bytes))));
+            }
+            Resource::Device(_) => out.push((
+                format!("vram {}", r.key()),
+                Box::new(move |s| r.in_sample(s)),
+            )),
+        }
+    }
+    out
+}
+
 /// Counter events for one run, each series only where its value changed
 /// (and at the last sample, so the track ends where the run ended).
 fn write_counters(
     run: &RunRecord,
+    resources: &[Resource],
     pid: u32,
     emit: &mut dyn FnMut(&TraceEvent) -> Result<()>,
 ) -> Result<()> {
-    type Pick = fn(&crate::record::Sample) -> Option<u64>;
-    let series: [(&str, Pick); 4] = [
-        ("rss", |s| Some(s.rss_bytes)),
-        ("anon", |s| Some(s.anon_bytes)),
-        ("file", |s| Some(s.file_bytes)),
-        ("vram", |s| s.vram_bytes),
-    ];
-    for (name, pick) in series {
+    for (name, pick) in tracks(resources) {
         let mut last: Option<u64> = None;
         let n = run.samples.len();
         for (i, sample) in run.samples.iter().enumerate() {
@@ -156,7 +176,7 @@ fn write_counters(
             last = Some(value);
             let mib = (value as f64 / MIB * 1000.0).round() / 1000.0;
             emit(&TraceEvent {
-                name,
+                name: &name,
                 ph: "C",
                 ts: us(sample.t_s),
                 pid,
@@ -198,5 +218,36 @@ mod tests {
             .map(|e| e["args"]["name"].as_str().unwrap())
             .collect();
         assert_eq!(names[1], "malloc-trim · repetition 1 · run 2");
+        assert!(
+            !events
+                .iter()
+                .any(|e| e["name"].as_str().unwrap().starts_with("vram")),
+            "a cpu record has no vram track"
+        );
+    }
+
+    #[test]
+    fn each_device_has_its_own_vram_track() {
+        let record = fixture::cuda_record();
+        let bytes = trace_json(&[("A", &record)]).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let events = value["traceEvents"].as_array().unwrap();
+        let vram: Vec<f64> = events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["pid"] == 1 && e["name"] == "vram cuda:0")
+            .map(|e| e["args"]["MiB"].as_f64().unwrap())
+            .collect();
+        // drop: 678 MiB, then loaded at 1094 and back to 678 + 416 = 1094 (unchanged).
+        assert_eq!(vram.first(), Some(&678.0), "{vram:?}");
+        assert!(vram.contains(&1094.0), "{vram:?}");
+        let context: Vec<f64> = events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["pid"] == 3 && e["name"] == "vram cuda:0")
+            .map(|e| e["args"]["MiB"].as_f64().unwrap())
+            .collect();
+        assert_eq!(context.last(), Some(&0.0), "context-release ends at 0 MiB");
+        for name in ["rss", "anon", "file"] {
+            assert!(events.iter().any(|e| e["name"] == name), "no {name}");
+        }
     }
 }

@@ -76,6 +76,8 @@ pub struct LastCycle {
     pub run: u32,
     pub cycle: u32,
     pub baseline_bytes: u64,
+    /// The run's context floor (device memory only).
+    pub floor_bytes: Option<u64>,
     pub peak_bytes: Option<u64>,
     pub loaded_bytes: u64,
     pub after_unload_bytes: u64,
@@ -278,6 +280,7 @@ pub fn resource_summary(
                 run: *run,
                 cycle: c.cycle,
                 baseline_bytes: r.baseline_bytes?,
+                floor_bytes: r.floor_bytes,
                 peak_bytes: r.peak_bytes,
                 loaded_bytes: c.loaded_bytes,
                 after_unload_bytes: c.after_unload_bytes,

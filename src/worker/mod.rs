@@ -177,7 +177,10 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
             let reset = if reset.is_empty() {
                 String::new()
             } else {
-                format!("; then the same start for every strategy: {}", reset.join("; "))
+                format!(
+                    "; then the same start for every strategy: {}",
+                    reset.join("; ")
+                )
             };
             Ok((
                 (),
