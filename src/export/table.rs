@@ -584,10 +584,17 @@ pub(super) fn caption(layout: Layout, ranges_left_out: bool) -> Vec<String> {
 /// What the numbers mean, in one paragraph (compare.md).
 fn legend_text(c: &Comparison) -> String {
     let reference = reference_names(c);
-    let floor = if c.resources.iter().any(|r| r.is_device()) {
+    let device = c.resources.iter().any(|r| r.is_device());
+    let why_slower = if device {
+        ""
+    } else {
+        " (freezing glibc's mmap threshold slows inference)"
+    };
+    let floor = if device {
         "Floor = VRAM of a bare CUDA device as each run's worker calibrated it (median (min–max) \
-         over runs); every GPU strategy starts its cycles from it, and VRAM can end below it \
-         (a released context). "
+         over runs): VRAM cannot go below it while a device is open, and ends below it where the \
+         context is released. Every GPU strategy starts its cycles from the same baseline (after \
+         the warm-up, a dropped device is reopened and warmed, and the memory pool trimmed). "
     } else {
         ""
     };
@@ -601,7 +608,7 @@ fn legend_text(c: &Comparison) -> String {
          flat). Release latency, load and forward: median (min–max) over every cycle of every run. \
          Retaining cycles: cycles whose retained is above {threshold:.0} MiB, of those measured; \
          retaining processes: runs with at least one. Forward vs ref = median forward time \
-         relative to {reference} (freezing glibc's mmap threshold slows inference). \
+         relative to {reference}{why_slower}. \
          ⚠ = incomplete, see the notes.",
         lead = c.lead.label(),
         threshold = c.retention_threshold_bytes as f64 / MIB
