@@ -25,7 +25,7 @@ use crate::record::{Record, RunRecord, RunStatus};
 pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
 
 /// The check whose failure explains missing VRAM readings.
-const VRAM_SOURCE_CHECKS: [&str; 2] = ["vram source (worker)", "vram source (sampler)"];
+const VRAM_SOURCE_CHECKS: [&str; 2] = ["vram source (worker)", "vram sampler (nvml)"];
 
 /// Stands in for host memory in a hand-made summary that lacks it.
 static NO_HOST: ResourceSummary = ResourceSummary {
@@ -524,7 +524,7 @@ mod tests {
         let mut record = crate::record::fixture::record();
         record.header.device = "cuda:0".into();
         record.runs[0].meta.checks.push(crate::protocol::Check {
-            name: "vram source (sampler)".into(),
+            name: "vram sampler (nvml)".into(),
             ok: false,
             detail: "nvml: driver not loaded".into(),
         });
