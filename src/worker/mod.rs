@@ -120,71 +120,11 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
 
     let keep_weights = device::Session::needs_weights(strategy.release);
     if w.warmup {
-        // One untimed load + forward + drop of every model: PTX JIT compilation
-        // (10–15 s on a fresh machine) and cold caches stay out of the numbers.
         let first = spec.models.first().map(|(id, _)| id.as_str());
         phase(out, Phase::Warmup, 0, first, || {
-            let mut times = Vec::new();
-            for (id, model) in &spec.models {
-                let reopened = device.ensure_open()?;
-                let start = Instant::now();
-                let mut m = LoadedModel::load_with(
-                    model,
-                    device.candle()?,
-                    w.dtype,
-                    w.load_method,
-                    keep_weights,
-                )?;
-                device.synchronize()?;
-                let load_s = start.elapsed().as_secs_f64();
-                m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
-                device.synchronize_forward()?;
-                let forward_s = start.elapsed().as_secs_f64() - load_s;
-                device.before_drop(strategy.release, &m)?;
-                drop(m);
-                let released = device.release(strategy.release, 0)?;
-                let reopened = reopened
-                    .map(|n| format!(", before it: {n}"))
-                    .unwrap_or_default();
-                let released = released
-                    .map(|n| format!(", release: {n}"))
-                    .unwrap_or_default();
-                times.push(format!(
-                    "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}{released}"
-                ));
-            }
-            // Every strategy starts its cycles from the same place: a device
-            // the strategy dropped is reopened and warmed like the first one
-            // (its kernels loaded, its libraries' workspaces made), then
-            // queued frees complete and the pool is trimmed.
-            let mut reset = Vec::new();
-            if let Some(reopened) = device.ensure_open()? {
-                for (_, model) in &spec.models {
-                    let mut m = LoadedModel::load_with(
-                        model,
-                        device.candle()?,
-                        w.dtype,
-                        w.load_method,
-                        keep_weights,
-                    )?;
-                    m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
-                    device.synchronize_forward()?;
-                    drop(m);
-                }
-                reset.push(format!("{reopened}, warmed with every model"));
-            }
-            reset.extend(device.flush()?);
-            let reset = if reset.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; then the same start for every strategy: {}",
-                    reset.join("; ")
-                )
-            };
             Ok((
                 (),
-                Some(format!("untimed warm-up ({}){reset}", times.join("; "))),
+                Some(warm_up(spec, &mut device, strategy, keep_weights)?),
             ))
         })?;
     }
@@ -295,6 +235,79 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     }));
     drop(kept_small);
     Ok(())
+}
+
+/// One untimed load + forward + drop of every model with the strategy's
+/// release: PTX JIT compilation (10–15 s on a fresh machine) and cold caches
+/// stay out of the numbers. Then every strategy is brought to the same start:
+/// a device the strategy dropped is reopened and warmed like the first one
+/// (its kernels loaded, its libraries' workspaces made), queued frees complete
+/// and the pool is trimmed. Returns the note of the warm-up's end edge.
+fn warm_up(
+    spec: &WorkerSpec,
+    device: &mut device::Session,
+    strategy: &Strategy,
+    keep_weights: bool,
+) -> Result<String> {
+    let mut times = Vec::new();
+    for (id, model) in &spec.models {
+        let reopened = device.ensure_open()?;
+        let (m, load_s, forward_s) = load_and_forward(spec, device, model, keep_weights)?;
+        device.before_drop(strategy.release, &m)?;
+        drop(m);
+        let released = device.release(strategy.release, 0)?;
+        let reopened = reopened
+            .map(|n| format!(", before it: {n}"))
+            .unwrap_or_default();
+        let released = released
+            .map(|n| format!(", release: {n}"))
+            .unwrap_or_default();
+        times.push(format!(
+            "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}{released}"
+        ));
+    }
+    let mut reset = Vec::new();
+    if let Some(reopened) = device.ensure_open()? {
+        for (_, model) in &spec.models {
+            drop(load_and_forward(spec, device, model, keep_weights)?);
+        }
+        reset.push(format!("{reopened}, warmed with every model"));
+    }
+    reset.extend(device.flush()?);
+    let reset = if reset.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; then the same start for every strategy: {}",
+            reset.join("; ")
+        )
+    };
+    Ok(format!("untimed warm-up ({}){reset}", times.join("; ")))
+}
+
+/// Loads `model` and runs one forward pass on it; returns it with the load
+/// and forward times in seconds (device work synchronized in both).
+fn load_and_forward(
+    spec: &WorkerSpec,
+    device: &device::Session,
+    model: &ModelDir,
+    keep_weights: bool,
+) -> Result<(LoadedModel, f64, f64)> {
+    let w = &spec.workload;
+    let start = Instant::now();
+    let mut m = LoadedModel::load_with(
+        model,
+        device.candle()?,
+        w.dtype,
+        w.load_method,
+        keep_weights,
+    )?;
+    device.synchronize()?;
+    let load_s = start.elapsed().as_secs_f64();
+    m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
+    device.synchronize_forward()?;
+    let forward_s = start.elapsed().as_secs_f64() - load_s;
+    Ok((m, load_s, forward_s))
 }
 
 /// Checks done before anything is loaded: the strategy's variables are visible
