@@ -681,7 +681,7 @@ mod tests {
                 .for_each(|e| e.edge.memory.vram_bytes = None);
             r.samples.iter_mut().for_each(|s| s.vram_bytes = None);
             r.meta.checks.push(Check {
-                name: "vram source (sampler)".into(),
+                name: "vram sampler (nvml)".into(),
                 ok: false,
                 detail: "nvml: driver not loaded".into(),
             });

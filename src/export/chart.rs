@@ -124,7 +124,6 @@ const CAPTION_HEIGHT: u32 = 42;
 const VRAM_HEIGHT: u32 = 220;
 const RSS_HEIGHT: u32 = 310;
 const NOTE_HEIGHT: u32 = 44;
-const X_DESC: &str = "time since cycle 1 began (s)";
 
 /// One sub-panel of a strategy's panel, top-down.
 #[derive(Debug, Clone, PartialEq)]
@@ -259,7 +258,7 @@ fn draw_run_panel(
                 let first = measured.first() == Some(r);
                 let style = PanelStyle {
                     y_desc: None,
-                    x_axis: last.then_some(X_DESC),
+                    x_axis: last.then_some(super::layout::X_DESC),
                     lane: false,
                     margin_top: 4,
                 };
@@ -515,7 +514,7 @@ mod tests {
         let mut record = fixture::record();
         record.header.device = "cuda:0".into();
         record.runs[0].meta.checks.push(crate::protocol::Check {
-            name: "vram source (sampler)".into(),
+            name: "vram sampler (nvml)".into(),
             ok: false,
             detail: "nvml: driver not loaded".into(),
         });

@@ -52,7 +52,6 @@ const KEY_HEIGHT: u32 = 36;
 const RIBBON_PX: u32 = 11;
 /// Share of a lane's last sub-lane below zero that holds its phase ribbon.
 const RIBBON_SHARE: f64 = 0.2;
-const X_DESC: &str = "time since cycle 1 began (s)";
 
 /// One panel of the chart, top-down.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,9 +240,12 @@ pub fn write_compare_chart(
 
 fn x_desc(axis: &TimeAxis) -> String {
     if axis.squeezed {
-        format!("{X_DESC} · left of the dashed line: worker start to cycle 1, squeezed")
+        format!(
+            "{} · left of the dashed line: worker start to cycle 1, squeezed",
+            super::layout::X_DESC
+        )
     } else {
-        X_DESC.to_string()
+        super::layout::X_DESC.to_string()
     }
 }
 
@@ -731,19 +733,8 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::comparison::{compare, Input};
-    use crate::metrics::summarize;
+    use crate::export::table::tests::comparison_of;
     use crate::record::fixture;
-
-    fn comparison_of(record: &Record) -> Comparison {
-        let summary = summarize(record);
-        compare(&[Input {
-            dir: "d".into(),
-            header: &record.header,
-            summary: &summary,
-            damage: Vec::new(),
-        }])
-    }
 
     #[test]
     fn a_cuda_comparison_leads_with_vram_then_rss_and_lanes_show_both() {
@@ -777,7 +768,7 @@ mod tests {
         let mut record = fixture::record();
         record.header.device = "cuda:0".into();
         record.runs[0].meta.checks.push(crate::protocol::Check {
-            name: "vram source (sampler)".into(),
+            name: "vram sampler (nvml)".into(),
             ok: false,
             detail: "nvml: driver not loaded".into(),
         });

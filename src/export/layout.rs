@@ -24,6 +24,9 @@ use anyhow::Result;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
+/// The time axis's description, shared by every chart on the aligned clock.
+pub const X_DESC: &str = "time since cycle 1 began (s)";
+
 use super::png::{plot_err, write_png, Area, FONT, LEGEND_WIDTH};
 use crate::protocol::{Edge, Phase};
 use crate::record::RunRecord;

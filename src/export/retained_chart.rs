@@ -308,19 +308,8 @@ fn signed(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::comparison::{compare, Input};
-    use crate::metrics::summarize;
-    use crate::record::{fixture, Record};
-
-    fn comparison_of(record: &Record) -> Comparison {
-        let summary = summarize(record);
-        compare(&[Input {
-            dir: "d".into(),
-            header: &record.header,
-            summary: &summary,
-            damage: Vec::new(),
-        }])
-    }
+    use crate::export::table::tests::comparison_of;
+    use crate::record::fixture;
 
     #[test]
     fn growth_has_a_sign_but_zero_has_none() {
