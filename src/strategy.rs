@@ -90,7 +90,7 @@ pub const STRATEGIES: &[Strategy] = &[
             parked in the tcache) stops the heap from shrinking. On CUDA, candle frees with \
             cuMemFreeAsync into the device's memory pool: the VRAM stays with the process until \
             something synchronizes, and the next load reuses it first. Measured (H100, bert-base, \
-            415 MiB): 1094 MiB stay after the drop against a 678 MiB floor; with the article's \
+            415 MiB): 1094 MiB stay after the drop against a 678 MiB baseline (416 MiB retained); with the article's \
             three models deleted 1832 MiB stay (the article's PyTorch: 1702 MiB).",
         env: &[],
         start: StartAction::None,
@@ -192,9 +192,10 @@ pub const STRATEGIES: &[Strategy] = &[
         summary: "drop, then synchronize the device",
         explanation: "The pool's release threshold is 0, so the frees queued on the stream return \
             their memory to the driver as soon as the stream is synchronized. Measured (H100, \
-            bert-base): 1094 → 678 MiB in a synchronize of about 1 ms (0.4–4.3 ms). 678 MiB is the floor while the \
-            device lives: the bare device (context + cuBLAS + cuRAND) is 586 MiB and the loaded \
-            kernels and cuBLAS workspace add 92 MiB once a model has run.",
+            bert-base): 1094 → 678 MiB, back to the baseline, in a synchronize of about 1 ms. 678 MiB is \
+            as low as VRAM goes while the device lives: the bare device (context + cuBLAS + cuRAND, \
+            the context floor) is 586 MiB and the loaded kernels and cuBLAS workspace add 92 MiB once \
+            a model has run.",
         env: &[],
         start: StartAction::None,
         release: ReleaseAction::CudaSync,
@@ -209,7 +210,7 @@ pub const STRATEGIES: &[Strategy] = &[
         explanation: "candle's equivalent of torch.cuda.empty_cache(): trims the default memory pool \
             to zero. After a synchronize there is nothing left to trim with a release threshold of \
             0 (measured: the pool's reserved bytes are the same before and after the trim, and the \
-            process ends at the same 678 MiB floor as `sync`); it matters where the threshold was \
+            process ends at the same 678 MiB baseline as `sync`); it matters where the threshold was \
             raised. The article's empty_cache() reached 254 MiB, its PyTorch context.",
         env: &[],
         start: StartAction::None,
