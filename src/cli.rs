@@ -37,7 +37,7 @@ pub enum Command {
     Report(ReportArgs),
     /// The regression gate: compare results with a named baseline; exit 1 on a regression.
     #[command(
-        after_help = "Examples:\n  memrel run --scenario ci-smoke --save-baseline main\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios"
+        after_help = "Examples:\n  memrel run --scenario ci-smoke --save-baseline main\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios\n  memrel check --baseline main --complete-runs-only results/ci-smoke/20261122-040426\n\nExit codes: 0 no regression, 1 regression or budget exceeded, 2 error (broken evidence:\na run failed, timed out, was killed or is incomplete; a budget nothing could be checked against)."
     )]
     Check(CheckArgs),
     /// List built-in scenarios, strategies and model presets.
@@ -116,6 +116,9 @@ pub struct CheckArgs {
     /// Where verdict.json and verdict.md go (default: the checked results directory).
     #[arg(long, value_name = "DIR")]
     pub verdict_dir: Option<PathBuf>,
+    /// Judge only the complete runs: leave out runs that failed, timed out, were killed or are incomplete (every affected verdict says so); default: such runs make the check an error (exit 2).
+    #[arg(long)]
+    pub complete_runs_only: bool,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,12 @@
 //! baseline's own configuration (exit 0), and a missing baseline (exit 2 with
 //! the command that creates it). On the committed CUDA baseline (no GPU
 //! needed): VRAM judged like RSS, per resource, with VRAM budgets.
+//!
+//! Broken evidence never passes (issue 12): on copies of the committed CPU
+//! baseline with runs marked failed, timed out or cut short (no workload
+//! runs), and on the issue's own reproduction (ci-gate with `timeout_s = 1`),
+//! `memrel check` exits 2 naming each broken run, unless
+//! `--complete-runs-only` is given.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -278,7 +284,7 @@ fn keep_vram_after_release(dir: &Path, level_bytes: u64) {
 fn verdicts(dir: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join("verdict.json")).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(json["schema_version"], 2);
+    assert_eq!(json["schema_version"], 3);
     json["verdicts"].as_array().unwrap().clone()
 }
 
@@ -346,15 +352,19 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
     let output = check(&kept);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     let rows = verdicts(&kept);
+    // Every cycle of both runs now retains VRAM where none did: the
+    // retention rate regresses with it (6 of 6 against 0 of 6, p = 0.002).
     let expected: Vec<_> = FREEING
         .iter()
-        .map(|s| {
-            (
-                s.to_string(),
-                "cuda:0".to_string(),
-                "retained_bytes".to_string(),
-                "regressed".to_string(),
-            )
+        .flat_map(|s| {
+            ["retained_bytes", "retention_rate"].map(|metric| {
+                (
+                    s.to_string(),
+                    "cuda:0".to_string(),
+                    metric.to_string(),
+                    "regressed".to_string(),
+                )
+            })
         })
         .collect();
     assert_eq!(failing(&rows), expected);
@@ -407,4 +417,255 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
     }
     let md = std::fs::read_to_string(budget.join("verdict.md")).unwrap();
     assert!(md.contains("`max_peak_vram_mib`"), "{md}");
+}
+
+/// The committed CPU baseline: ci-gate, 3 runs each of malloc-trim (runs 1, 3, 5)
+/// and tcache-off (2, 4, 6), 3 cycles each.
+fn ci_record() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("results/baselines/ci/ci-gate")
+}
+
+/// Marks run `run` of the record in `dir` with `status` and `error`, as the
+/// orchestrator writes a run that broke.
+fn break_run(dir: &Path, run: u64, status: &str, error: &str) {
+    let path = dir.join("runs.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let meta = json["runs"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["run"] == run)
+        .unwrap();
+    meta["status"] = status.into();
+    meta["error"] = error.into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+}
+
+/// A work dir with the committed ci baseline as baseline `ci` and a copy of
+/// it as the new results in `<work>/new`.
+fn ci_copies(work: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let root = work.join("results");
+    copy_record(&ci_record(), &root.join("baselines/ci/ci-gate"));
+    let new = work.join("new");
+    copy_record(&ci_record(), &new);
+    (root, new)
+}
+
+fn check_ci(root: &Path, dir: &Path, extra: &[&str]) -> Output {
+    memrel()
+        .args(["check", "--baseline", "ci", "--out"])
+        .arg(root)
+        .args(extra)
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+fn verdict_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn an_unchanged_copy_of_the_ci_baseline_passes() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    let output = check_ci(&root, &new, &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let json = verdict_json(&new);
+    assert_eq!(json["errors"], serde_json::json!([]));
+    assert_eq!(json["broken_runs"], serde_json::json!([]));
+    let rate = json["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["metric"] == "retention_rate" && v["strategy"] == "malloc-trim")
+        .unwrap();
+    assert_eq!(rate["statistic"], "rate");
+    assert_eq!(rate["rate"]["p_value"], 1.0);
+    assert_eq!(
+        (rate["baseline_n"].as_u64(), rate["new_n"].as_u64()),
+        (Some(9), Some(9))
+    );
+}
+
+#[test]
+fn failed_and_timed_out_new_runs_exit_2_naming_each() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    break_run(&new, 3, "failed", "worker exited with status 101");
+    break_run(
+        &new,
+        2,
+        "timed_out",
+        "worker ran past the scenario's timeout_s (1 s) and was killed",
+    );
+    let output = check_ci(&root, &new, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("2 run(s) failed, timed out, were killed or are incomplete"),
+        "{err}"
+    );
+    assert!(
+        err.contains("new run 2 (tcache-off repetition 1): timed_out: worker ran past the scenario's timeout_s (1 s)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("new run 3 (malloc-trim repetition 2): failed: worker exited with status 101"),
+        "{err}"
+    );
+    assert!(err.contains("--complete-runs-only"), "{err}");
+    // The verdict files say so too, for the CI job summary.
+    let json = verdict_json(&new);
+    assert_eq!(json["broken_runs"].as_array().unwrap().len(), 2);
+    assert_eq!(json["complete_runs_only"], false);
+    let md = std::fs::read_to_string(new.join("verdict.md")).unwrap();
+    assert!(md.contains("⛔ broken evidence"), "{md}");
+    assert!(
+        md.contains("new run 3 (malloc-trim repetition 2): failed"),
+        "{md}"
+    );
+}
+
+#[test]
+fn a_broken_baseline_run_exits_2_too() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    break_run(
+        &root.join("baselines/ci/ci-gate"),
+        1,
+        "failed",
+        "worker was killed by signal 9 (SIGKILL)",
+    );
+    let output = check_ci(&root, &new, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains(
+            "baseline run 1 (malloc-trim repetition 1): failed: worker was killed by signal 9"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("re-make the baseline"), "{err}");
+}
+
+#[test]
+fn a_run_that_measured_too_few_cycles_is_incomplete() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    // Run 4 completed, but its third cycle's events are gone.
+    let events = new.join("events.csv");
+    let mut reader = csv::Reader::from_path(&events).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = reader
+        .records()
+        .map(|r| r.unwrap())
+        .filter(|r| !(&r[column(&header, "run")] == "4" && &r[column(&header, "cycle")] == "3"))
+        .collect();
+    let mut writer = csv::Writer::from_path(&events).unwrap();
+    writer.write_record(&header).unwrap();
+    for row in rows {
+        writer.write_record(&row).unwrap();
+    }
+    writer.flush().unwrap();
+    let output = check_ci(&root, &new, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("new run 4 (tcache-off repetition 2): incomplete: measured 2 of 3 cycles"),
+        "{err}"
+    );
+}
+
+#[test]
+fn complete_runs_only_judges_the_rest_and_every_affected_row_says_so() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    break_run(&new, 3, "failed", "worker exited with status 101");
+    let output = check_ci(&root, &new, &["--complete-runs-only"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let json = verdict_json(&new);
+    assert_eq!(json["complete_runs_only"], true);
+    assert_eq!(json["broken_runs"][0]["run"], 3);
+    let rows = json["verdicts"].as_array().unwrap();
+    for v in rows {
+        let note = v["note"].as_str().unwrap();
+        let affected = note.starts_with("complete runs only, left out new run 3 (failed)");
+        assert_eq!(affected, v["strategy"] == "malloc-trim", "{v}");
+        if v["strategy"] == "malloc-trim" && v["budget"].is_null() {
+            assert_eq!(
+                v["new_runs"], 2,
+                "judged on the complete runs (1 and 5): {v}"
+            );
+        }
+    }
+    let md = std::fs::read_to_string(new.join("verdict.md")).unwrap();
+    assert!(md.contains("**complete runs only**"), "{md}");
+}
+
+#[test]
+fn complete_runs_only_with_no_complete_run_left_is_an_error() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    for run in [1, 3, 5] {
+        break_run(
+            &new,
+            run,
+            "timed_out",
+            "worker ran past the scenario's timeout_s (1 s)",
+        );
+    }
+    let output = check_ci(&root, &new, &["--complete-runs-only"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("strategy malloc-trim: complete runs only, left out new run 1 (timed_out), new run 3 (timed_out), new run 5 (timed_out); no complete run of this strategy in the new runs"),
+        "{err}"
+    );
+    // The budget has no observation left: an error, never "-inf" or a pass.
+    assert!(
+        err.contains("budget max_retained_mib (host) was not checked for malloc-trim: no run has a value of it"),
+        "{err}"
+    );
+    assert!(!err.contains("inf"), "{err}");
+}
+
+/// Issue 12's reproduction: ci-gate with `timeout_s = 1`, so the workers are
+/// killed before they measure (much); the check must not pass.
+#[test]
+fn ci_gate_with_a_1_s_timeout_fails_the_check_naming_the_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, _) = ci_copies(work.path());
+    let builtin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/ci-gate.toml"),
+    )
+    .unwrap();
+    let scenario = work.path().join("ci-gate.toml");
+    std::fs::write(&scenario, format!("timeout_s = 1\n{builtin}")).unwrap();
+    let run = memrel()
+        .args(["run", "--scenario"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run));
+    let dir = std::fs::read_dir(root.join("ci-gate"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let output = check_ci(&root, &dir, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("timed_out: worker ran past the scenario's timeout_s (1 s)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("new run 1 (malloc-trim repetition 1)"),
+        "{err}"
+    );
 }

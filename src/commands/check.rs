@@ -1,10 +1,14 @@
 //! `memrel check`: the regression gate. Compares saved results (or fresh runs
 //! of the baseline's own scenarios) with a named baseline and writes
-//! verdict.json and verdict.md. Exit code 1 on a regression or a blown budget.
+//! verdict.json and verdict.md. Exit code 1 on a regression or a blown
+//! budget; an error (exit 2) when the evidence is broken.
 //!
-//! Every resource the records measured (host RSS, VRAM per CUDA device) is
-//! judged; a budget that could not be checked (its resource was not
-//! measured) is an `inconclusive` row and a warning here, never a silent pass.
+//! Broken evidence never passes: a run of either side that failed, timed
+//! out, was killed or measured too few cycles makes the check an error that
+//! names each such run and why, unless `--complete-runs-only` asks to judge
+//! the complete runs alone (every affected verdict then says which runs were
+//! left out). A budget nothing could be checked against is an error too. The
+//! verdict files are written either way, so a CI job summary shows why.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use crate::baseline;
 use crate::export::verdict::{verdict_json, verdict_markdown};
 use crate::fsutil::write_atomic;
-use crate::gate::{self, MetricVerdict, Verdict, VerdictReport, VERDICT_SCHEMA_VERSION};
+use crate::gate::{self, MetricVerdict, Side, Verdict, VerdictReport, VERDICT_SCHEMA_VERSION};
 use crate::metrics;
 use crate::record::Record;
 use crate::scenario;
@@ -28,10 +32,35 @@ pub struct CheckOptions {
     pub results_root: PathBuf,
     /// Where verdict.json and verdict.md go.
     pub verdict_dir: Option<PathBuf>,
+    /// What to do with runs that failed, timed out, were killed or are incomplete.
+    pub broken_runs: BrokenRuns,
 }
 
-/// Runs the gate; returns the report and the directory holding the verdict files.
+/// What the gate does with runs that failed, timed out, were killed or are incomplete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokenRuns {
+    /// The check is an error (exit 2) naming them: the default.
+    Fail,
+    /// Leave them out, judge the complete runs, and say so in every affected verdict.
+    LeaveOut,
+}
+
+impl BrokenRuns {
+    /// `--complete-runs-only` as a policy.
+    pub fn from_flag(complete_runs_only: bool) -> BrokenRuns {
+        if complete_runs_only {
+            BrokenRuns::LeaveOut
+        } else {
+            BrokenRuns::Fail
+        }
+    }
+}
+
+/// Runs the gate; returns the report and the directory holding the verdict
+/// files. An error when the evidence is broken, after the verdict files are
+/// written.
 pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
+    let broken_runs = options.broken_runs;
     baseline::validate_name(&options.baseline)?;
     let root = baseline::root(&options.results_root);
     let dirs = if options.dirs.is_empty() {
@@ -39,13 +68,19 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
     } else {
         options.dirs.clone()
     };
+    let leave_out = broken_runs == BrokenRuns::LeaveOut;
     let mut report = VerdictReport {
         schema_version: VERDICT_SCHEMA_VERSION,
         baseline: options.baseline.clone(),
         regressed: false,
+        errors: Vec::new(),
+        broken_runs: Vec::new(),
+        complete_runs_only: leave_out,
         verdicts: Vec::new(),
         warnings: Vec::new(),
     };
+    // Where each broken run's record lives, for the error message.
+    let mut broken_in: Vec<(gate::BrokenRun, PathBuf)> = Vec::new();
     for dir in &dirs {
         let record = Record::load(dir)?;
         let name = record.header.scenario.clone();
@@ -55,10 +90,13 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
             &record.header.scenario_toml,
         )
         .with_context(|| format!("the scenario saved in {}", dir.display()))?;
-        let new_summary = metrics::summarize(&record);
-        report
-            .verdicts
-            .extend(gate::budgets(&new_summary, &new_scenario.thresholds));
+        let mut new_summary = metrics::summarize(&record);
+        let mut left_out = gate::broken_runs(&new_summary, Side::New);
+        broken_in.extend(left_out.iter().map(|b| (b.clone(), dir.clone())));
+        if leave_out {
+            new_summary = gate::complete_only(&new_summary);
+        }
+        let mut verdicts = gate::budgets(&new_summary, &new_scenario.thresholds);
         let Some(base) = baseline::load(&root, &options.baseline, &name)? else {
             let create = format!(
                 "memrel run --scenario {name} --save-baseline {}",
@@ -69,6 +107,7 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
                     "baseline {:?} has no entry for scenario {name}: skipped; create it with `{create}`",
                     options.baseline
                 ));
+                finish_scenario(&mut report, verdicts, &left_out);
                 continue;
             }
             bail!(
@@ -88,15 +127,27 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
                 base.header.host.hostname, record.header.host.hostname
             ));
         }
-        let base_summary = metrics::summarize(&base);
-        report.verdicts.extend(gate::compare(
+        let mut base_summary = metrics::summarize(&base);
+        let base_broken = gate::broken_runs(&base_summary, Side::Baseline);
+        let base_dir = root.join(&options.baseline).join(&name);
+        broken_in.extend(base_broken.iter().map(|b| (b.clone(), base_dir.clone())));
+        left_out.extend(base_broken);
+        if leave_out {
+            base_summary = gate::complete_only(&base_summary);
+        }
+        verdicts.extend(gate::compare(
             &base_summary,
             &new_summary,
             &new_scenario.thresholds,
         ));
+        finish_scenario(&mut report, verdicts, &left_out);
     }
-    report.warnings.extend(unchecked_budgets(&report.verdicts));
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
+    if !leave_out && !broken_in.is_empty() {
+        report.errors.push(broken_message(&broken_in));
+    }
+    report.errors.extend(unchecked_budgets(&report.verdicts));
+    report.errors.extend(unjudged(&report.verdicts));
     let out = match &options.verdict_dir {
         Some(dir) => dir.clone(),
         None => match dirs.as_slice() {
@@ -110,16 +161,74 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
         &out.join("verdict.md"),
         verdict_markdown(&report).as_bytes(),
     )?;
+    if !report.errors.is_empty() {
+        bail!(
+            "the gate cannot judge this evidence (verdict files in {}):\n{}",
+            out.display(),
+            report.errors.join("\n")
+        );
+    }
     Ok((report, out))
 }
 
-/// One warning per scenario budget that nothing could be checked against,
+/// Adds one scenario's rows to the report, each affected row saying which
+/// broken runs were left out.
+fn finish_scenario(
+    report: &mut VerdictReport,
+    mut verdicts: Vec<MetricVerdict>,
+    broken: &[gate::BrokenRun],
+) {
+    if report.complete_runs_only {
+        gate::note_left_out(&mut verdicts, broken);
+    }
+    report.verdicts.extend(verdicts);
+    report.broken_runs.extend(broken.iter().cloned());
+}
+
+/// The error that names every broken run, where it is and why.
+fn broken_message(broken: &[(gate::BrokenRun, PathBuf)]) -> String {
+    let mut out = format!(
+        "{} run(s) failed, timed out, were killed or are incomplete, so their evidence is broken:",
+        broken.len()
+    );
+    for (run, dir) in broken {
+        out.push_str(&format!("\n  - {run} (in {})", dir.display()));
+    }
+    let baseline_broken = broken.iter().any(|(b, _)| b.side == Side::Baseline);
+    out.push_str(if baseline_broken {
+        "\nre-make the baseline from complete runs (memrel run --save-baseline), fix the runs, or pass --complete-runs-only to judge only the complete runs"
+    } else {
+        "\nfix the runs (their errors above; timeout_s in the scenario), or pass --complete-runs-only to judge only the complete runs"
+    });
+    out
+}
+
+/// One error per strategy the gate could not judge at all (no complete run
+/// on a side), naming the scenario and why.
+fn unjudged(verdicts: &[MetricVerdict]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in verdicts
+        .iter()
+        .filter(|v| v.verdict == Verdict::Error && v.budget.is_none())
+    {
+        let line = format!(
+            "scenario {}, strategy {}: {}",
+            v.scenario, v.strategy, v.note
+        );
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// One error per scenario budget that nothing could be checked against,
 /// naming the strategies it concerns and why.
 fn unchecked_budgets(verdicts: &[MetricVerdict]) -> Vec<String> {
     let mut out: Vec<(String, Vec<&str>, &str)> = Vec::new();
     for v in verdicts {
         let Some(budget) = &v.budget else { continue };
-        if v.verdict != Verdict::Inconclusive {
+        if v.verdict != Verdict::Error {
             continue;
         }
         let head = format!(
@@ -128,7 +237,13 @@ fn unchecked_budgets(verdicts: &[MetricVerdict]) -> Vec<String> {
         );
         match out.iter_mut().find(|(h, _, _)| *h == head) {
             Some((_, strategies, _)) => strategies.push(&v.strategy),
-            None => out.push((head, vec![&v.strategy], &v.note)),
+            None => {
+                let why = v
+                    .note
+                    .split_once(" not checked: ")
+                    .map_or(v.note.as_str(), |(_, why)| why);
+                out.push((head, vec![&v.strategy], why))
+            }
         }
     }
     out.into_iter()
@@ -194,7 +309,7 @@ mod tests {
     use crate::scenario::Thresholds;
 
     #[test]
-    fn a_budget_nothing_could_be_checked_against_is_one_warning() {
+    fn a_budget_nothing_could_be_checked_against_is_one_error() {
         let mut t = Thresholds {
             retention_threshold_bytes: 16 << 20,
             noise_relative: 0.05,

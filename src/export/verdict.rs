@@ -1,13 +1,14 @@
 //! `verdict.json` and `verdict.md` of `memrel check`: formats a
 //! [`VerdictReport`], computes nothing. Every row names its resource (host
 //! RSS or VRAM of one CUDA device); comparisons with the baseline and the
-//! scenario's absolute budgets get a table each.
+//! scenario's absolute budgets get a table each; broken evidence (the errors
+//! that make the check exit 2) and the runs left out lead the page.
 
 use std::fmt::Write;
 
 use anyhow::Result;
 
-use crate::gate::{MetricVerdict, Per, VerdictReport};
+use crate::gate::{rate_cycles_needed, MetricVerdict, Per, VerdictReport, RATE_ALPHA, RATE_BAND};
 use crate::textutil::MIB;
 
 pub fn verdict_json(report: &VerdictReport) -> Result<Vec<u8>> {
@@ -21,13 +22,28 @@ fn value(metric: &str, v: Option<f64>) -> String {
         None => "-".into(),
         Some(v) if metric.starts_with("release_latency") => format!("{:.1} ms", v * 1e3),
         Some(v) if metric.starts_with("retained_slope") => format!("{:.1} MiB/cycle", v / MIB),
+        Some(v) if metric.starts_with("retention_rate") => format!("{:.0} %", v * 100.0),
         Some(v) => format!("{:.1} MiB", v / MIB),
+    }
+}
+
+/// A row's value on one side: the rate with its counts, else the value.
+fn side_value(
+    v: &MetricVerdict,
+    value_of: Option<f64>,
+    retaining: Option<u64>,
+    n: usize,
+) -> String {
+    match retaining {
+        Some(hits) => format!("{} ({hits}/{n})", value(&v.metric, value_of)),
+        None => value(&v.metric, value_of),
     }
 }
 
 fn icon(v: &MetricVerdict) -> &'static str {
     match v.verdict.as_str() {
         "regressed" | "over-budget" => "❌",
+        "error" => "⛔",
         "improved" => "✅",
         "no-change" => "➖",
         _ => "❔",
@@ -52,10 +68,29 @@ fn observations(n: usize, runs: usize, per: Per) -> String {
     }
 }
 
+/// What each verdict means and how much evidence a decision needs.
+fn footer() -> String {
+    let (rate_regressed, rate_no_change) = rate_cycles_needed();
+    format!(
+        "**How to read this.** Retained (after the last cycle), peak and retained slope: one value per run; release latency: one per timed cycle; retention rate: one per cycle (retaining or not). \
+Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.\n\n\
+- `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±{band:.0} points with Fisher p < {alpha}, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.\n\
+- `no-change`: the whole interval lies inside the noise band. For the retention rate with no cycle retaining on either side that takes {rate_no_change} cycles a side.\n\
+- `inconclusive`: neither: more runs (`--repeat`) or cycles (`--cycles`) would decide; it does not fail the check. A retention rate needs at least {rate_regressed} cycles a side (every one retaining against none) to reach `regressed`.\n\
+- `over-budget`: the worst run exceeds a budget of the scenario's `[thresholds]` (exit 1).\n\
+- `error`: the gate cannot judge (a budget with no observation, a strategy with no complete run): exit 2. A run of either side that failed, timed out, was killed or is incomplete is an error too, unless `--complete-runs-only` leaves it out (and the rows say so).\n\n\
+A resource that was not measured is never judged as zero.",
+        band = RATE_BAND * 100.0,
+        alpha = RATE_ALPHA,
+    )
+}
+
 /// GitHub-flavoured Markdown, ready for `$GITHUB_STEP_SUMMARY`.
 pub fn verdict_markdown(report: &VerdictReport) -> String {
     let mut out = String::new();
-    let headline = if report.regressed {
+    let headline = if !report.errors.is_empty() {
+        "⛔ broken evidence, the gate cannot pass"
+    } else if report.regressed {
         "❌ memory regression"
     } else {
         "✅ no memory regression"
@@ -65,6 +100,23 @@ pub fn verdict_markdown(report: &VerdictReport) -> String {
         "### memrel check: {headline} (baseline `{}`)\n",
         report.baseline
     );
+    if !report.errors.is_empty() {
+        let _ = writeln!(out, "**errors** (exit 2)\n");
+        for e in &report.errors {
+            let _ = writeln!(out, "- {}", e.replace('\n', "\n  "));
+        }
+        let _ = writeln!(out);
+    }
+    if report.complete_runs_only && !report.broken_runs.is_empty() {
+        let _ = writeln!(
+            out,
+            "**complete runs only**: these runs were left out and the rest judged\n"
+        );
+        for b in &report.broken_runs {
+            let _ = writeln!(out, "- {b}");
+        }
+        let _ = writeln!(out);
+    }
     let (budgets, comparisons): (Vec<&MetricVerdict>, Vec<&MetricVerdict>) =
         report.verdicts.iter().partition(|v| v.budget.is_some());
     if !comparisons.is_empty() {
@@ -82,6 +134,7 @@ pub fn verdict_markdown(report: &VerdictReport) -> String {
                 )
             })
             .unwrap_or_else(|| "-".into());
+        let rate = v.rate.as_ref();
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} → {} | {} |",
@@ -89,8 +142,13 @@ pub fn verdict_markdown(report: &VerdictReport) -> String {
             v.strategy,
             v.resource.label(),
             v.metric,
-            value(&v.metric, v.baseline_median),
-            value(&v.metric, v.new_median),
+            side_value(
+                v,
+                v.baseline_value,
+                rate.map(|r| r.baseline_retaining),
+                v.baseline_n
+            ),
+            side_value(v, v.new_value, rate.map(|r| r.new_retaining), v.new_n),
             value(&v.metric, v.change),
             interval,
             v.noise_band
@@ -133,10 +191,7 @@ pub fn verdict_markdown(report: &VerdictReport) -> String {
             let _ = writeln!(out, "- {w}");
         }
     }
-    let _ = writeln!(
-        out,
-        "\nRetained (after the last cycle), peak and retained slope: one value per run, medians over runs. Release latency: one value per timed cycle of every run. A verdict needs the whole 95% interval of the change beyond the noise band (max of the relative and absolute parts) and two runs or more on each side; otherwise it is no-change (inside the band) or inconclusive. A resource that was not measured is never judged as zero."
-    );
+    let _ = writeln!(out, "\n{}", footer());
     out
 }
 
@@ -164,6 +219,9 @@ mod tests {
             schema_version: VERDICT_SCHEMA_VERSION,
             baseline: "gpu".into(),
             regressed: verdicts.iter().any(|v| v.verdict.fails()),
+            errors: Vec::new(),
+            broken_runs: Vec::new(),
+            complete_runs_only: false,
             verdicts,
             warnings: Vec::new(),
         }
@@ -196,5 +254,33 @@ mod tests {
         // Budget rows are not mixed into the comparison table.
         let comparisons = md.split("**budgets**").next().unwrap();
         assert!(!comparisons.contains("(budget)"), "{md}");
+    }
+
+    #[test]
+    fn broken_evidence_leads_the_page_and_rates_show_their_counts() {
+        let mut report = report();
+        report.errors = vec!["1 run(s) failed\n  - scenario s, new run 2: failed: boom".into()];
+        let md = verdict_markdown(&report);
+        assert!(
+            md.starts_with("### memrel check: ⛔ broken evidence, the gate cannot pass"),
+            "{md}"
+        );
+        assert!(
+            md.contains("**errors** (exit 2)\n\n- 1 run(s) failed\n    - scenario s, new run 2: failed: boom"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cuda-fixture | drop | VRAM cuda:0 | retention_rate | 100 % (6/6) | 100 % (6/6) | 0 % |"),
+            "{md}"
+        );
+        // The footer says what each verdict means and what a decision needs.
+        for needed in [
+            "`error`",
+            "`inconclusive`",
+            "at least 4 cycles a side",
+            "35 cycles a side",
+        ] {
+            assert!(md.contains(needed), "{needed}: {md}");
+        }
     }
 }
