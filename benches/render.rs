@@ -138,6 +138,7 @@ fn synthetic_record(cuda: bool) -> Record {
                 duration_s: 1000.0,
                 vram_floor_bytes: cuda.then_some(586 * MIB),
                 stderr_tail: String::new(),
+                stdout_tail: String::new(),
             },
             samples,
             events,

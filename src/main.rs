@@ -1,5 +1,6 @@
 //! The `memrel` binary: parse arguments, run the command, map the outcome to
-//! an exit code (0 ok, 1 regression, 2 error). Nothing else lives here.
+//! an exit code (0 ok, 1 regression, 2 error, 130 / 143 interrupted by
+//! SIGINT / SIGTERM). Nothing else lives here.
 
 use std::process::ExitCode;
 
@@ -7,6 +8,7 @@ use clap::Parser;
 use memrel::cli::{Cli, Command, ModelCommand};
 use memrel::commands;
 use memrel::export::{console, table};
+use memrel::orchestrator::signals;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -14,7 +16,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("memrel: error: {}", lowercase_chain(&e));
-            ExitCode::from(2)
+            // Stopped by SIGINT/SIGTERM: that is the outcome, whatever failed after it.
+            match signals::received() {
+                Some(sig) => ExitCode::from(u8::try_from(signals::exit_code(sig)).unwrap_or(2)),
+                None => ExitCode::from(2),
+            }
         }
     }
 }
@@ -30,6 +36,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 console::summary_table_as(&summary, table::Layout::console(args.wide))
             );
             println!("\nresults: {}", dir.display());
+            if let Some(code) = interrupted_code(&dir) {
+                return Ok(code);
+            }
             if let Some(path) = &args.output.export_trace {
                 commands::report::export_trace_of(&dir, path)?;
                 println!("trace: {}", path.display());
@@ -48,6 +57,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 table::plain_as(&outcome.comparison, table::Layout::console(args.wide))
             );
             println!("\nresults: {}", outcome.dir.display());
+            if let Some(code) = interrupted_code(&outcome.dir) {
+                return Ok(code);
+            }
             if let Some(path) = &args.output.export_trace {
                 println!("trace: {}", path.display());
             }
@@ -79,6 +91,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 lenient: args.lenient,
                 results_root: args.out.clone(),
                 verdict_dir: args.verdict_dir.clone(),
+                broken_runs: commands::check::BrokenRuns::from_flag(args.complete_runs_only),
             };
             let (report, dir) = commands::check::execute(&options)?;
             for w in &report.warnings {
@@ -86,6 +99,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             print!("{}", memrel::export::verdict::verdict_markdown(&report));
             println!("\nverdict: {}", dir.join("verdict.json").display());
+            if let Some(code) = interrupted_code(&dir) {
+                return Ok(code);
+            }
             Ok(if report.regressed {
                 ExitCode::from(1)
             } else {
@@ -118,6 +134,21 @@ fn save_baseline(output: &memrel::cli::OutputArgs, dir: &std::path::Path) -> any
         println!("baseline {name}: {}", entry.display());
     }
     Ok(())
+}
+
+/// 128 + the signal when SIGINT or SIGTERM stopped the runs: what was
+/// measured is saved, but it is no baseline and no trace is exported.
+fn interrupted_code(dir: &std::path::Path) -> Option<ExitCode> {
+    let sig = signals::received()?;
+    eprintln!(
+        "memrel: interrupted by {}: the worker was stopped and no further run started; \
+         what was measured so far is in {}",
+        signals::name(sig),
+        dir.display()
+    );
+    Some(ExitCode::from(
+        u8::try_from(signals::exit_code(sig)).unwrap_or(2),
+    ))
 }
 
 /// Exit code 2 when some runs did not complete (their data is kept), else 0.

@@ -1,8 +1,13 @@
-//! The worker → parent messages: one JSON object per line on the worker's
-//! stdout, in a versioned `{"v": 1, "type": …, "data": …}` envelope.
+//! The worker → parent messages: one JSON object per line, in a versioned
+//! `{"v": 1, "type": …, "data": …}` envelope, on a private channel: an
+//! inherited pipe on file descriptor [`EVENT_FD`], named to the worker in
+//! [`EVENT_FD_ENV`]. Never on stdout: the libraries a worker loads print
+//! there, and a stray `print!` must neither swallow nor fake a phase edge.
 //!
 //! This is the only channel from the child to the parent. The worker never sees
 //! samples and the parent never infers phases from memory: phases come from here.
+//! Because nothing else writes on it, every line that is not a valid message
+//! is a protocol error that the parent records in the run, never skipped.
 //! Every memory reading in a message is the worker's own `/proc/self/statm` at
 //! the instant of the phase edge, so phase-point metrics carry no sampling lag.
 
@@ -10,6 +15,16 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape; the parent refuses other versions.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The worker's file descriptor of the channel's write end.
+pub const EVENT_FD: i32 = 3;
+
+/// The environment variable that tells the worker which descriptor is the channel.
+pub const EVENT_FD_ENV: &str = "MEMREL_EVENT_FD";
+
+/// The longest line the parent accepts; a longer one is a protocol error (a
+/// real message is a few hundred bytes: this bounds the parent's memory).
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 
 /// One line of the protocol.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -179,27 +194,38 @@ impl Envelope {
         }
     }
 
-    /// Parses one line; `None` for lines that are not protocol messages
-    /// (a library printing to stdout must not break a run).
-    pub fn parse_line(line: &str) -> Option<Result<Envelope, String>> {
-        let trimmed = line.trim();
-        if !trimmed.starts_with('{') {
-            return None;
-        }
-        let value: serde_json::Value = serde_json::from_str(trimmed).ok()?;
-        let version = value.get("v").and_then(|v| v.as_u64())?;
+    /// Parses one line of the channel (without its newline). Every line must be
+    /// a message: anything else is an error that names what was wrong.
+    pub fn parse_line(line: &str) -> Result<Envelope, String> {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("not a protocol message ({e}): {}", excerpt(line)))?;
+        let version = value
+            .get("v")
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| format!("message without a version \"v\": {}", excerpt(line)))?;
         if version != u64::from(PROTOCOL_VERSION) {
-            return Some(Err(format!(
+            return Err(format!(
                 "worker speaks protocol v{version}, this memrel speaks v{PROTOCOL_VERSION}: rebuild memrel"
-            )));
+            ));
         }
-        Some(serde_json::from_value(value).map_err(|e| format!("bad worker message: {e}")))
+        serde_json::from_value(value)
+            .map_err(|e| format!("bad worker message ({e}): {}", excerpt(line)))
     }
 
     pub fn to_line(&self) -> String {
         // Serializing plain data structs cannot fail.
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"v\":0,\"error\":\"{e}\"}}"))
     }
+}
+
+/// The start of a bad line, quoted, for an error message.
+fn excerpt(line: &str) -> String {
+    const MAX_CHARS: usize = 80;
+    if line.chars().count() <= MAX_CHARS {
+        return format!("{line:?}");
+    }
+    let head: String = line.chars().take(MAX_CHARS).collect();
+    format!("{head:?}…")
 }
 
 #[cfg(test)]
@@ -225,13 +251,26 @@ mod tests {
         }));
         let line = env.to_line();
         assert!(line.starts_with("{\"v\":1,\"type\":\"phase\",\"data\":{"));
-        assert_eq!(Envelope::parse_line(&line), Some(Ok(env)));
+        assert_eq!(Envelope::parse_line(&line), Ok(env));
     }
 
     #[test]
-    fn stray_stdout_lines_are_ignored_and_other_versions_refused() {
-        assert_eq!(Envelope::parse_line("hello from a library"), None);
+    fn every_line_that_is_not_a_message_is_an_error() {
+        for bad in [
+            "hello from a library",
+            "",
+            "{\"v\":1,\"type\":\"pha",
+            "{\"type\":\"done\",\"data\":{\"vm_hwm_bytes\":1,\"checks\":[]}}",
+            "{\"v\":1,\"type\":\"nonsense\",\"data\":{}}",
+        ] {
+            let err = Envelope::parse_line(bad).expect_err(bad);
+            assert!(!err.is_empty());
+        }
         let other = r#"{"v":99,"type":"done","data":{}}"#;
-        assert!(matches!(Envelope::parse_line(other), Some(Err(_))));
+        let err = Envelope::parse_line(other).expect_err("other version");
+        assert!(err.contains("v99"), "{err}");
+        let long = "x".repeat(500);
+        let err = Envelope::parse_line(&long).expect_err("junk");
+        assert!(err.len() < 300, "the excerpt is bounded: {err}");
     }
 }

@@ -127,6 +127,10 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
         });
         models.push((id.clone(), dir));
     }
+    // From here on, Ctrl-C or SIGTERM stops the worker, saves its run marked
+    // interrupted and starts no other (main then exits 130 / 143): a results
+    // directory, once made, always gets a record.
+    orchestrator::signals::install()?;
     let out_dir = create_out_dir(&options.out_root, &scenario.name)?;
     let exe =
         std::env::current_exe().context("cannot find the memrel executable to start workers")?;
@@ -161,7 +165,7 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
     );
     let mut run_number = 0u32;
     let mut summary = metrics::summarize(&record);
-    for repetition in 1..=scenario.repeat {
+    'runs: for repetition in 1..=scenario.repeat {
         for strategy in &options.strategies {
             run_number += 1;
             let spec = WorkerSpec {
@@ -213,6 +217,9 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
             summary = metrics::summarize(&record);
             export::write_run_outputs(&out_dir, &record, &summary)
                 .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
+            if orchestrator::signals::received().is_some() {
+                break 'runs;
+            }
         }
     }
     progress.finish_and_clear();
@@ -240,7 +247,7 @@ fn scenario_base_dir(scenario: &Scenario) -> PathBuf {
 
 /// A new, never-reused directory `<root>/<scenario>/<UTC timestamp>[-N]`.
 pub fn create_out_dir(root: &Path, scenario: &str) -> Result<PathBuf> {
-    let parent = root.join(scenario);
+    let parent = crate::fsutil::join_name(root, "scenario", scenario)?;
     std::fs::create_dir_all(&parent).with_context(|| {
         format!(
             "cannot create {}: pass --out with a writable directory",

@@ -219,6 +219,7 @@ fn draw_run_panel(
         RunStatus::Completed => String::new(),
         RunStatus::Failed => " · FAILED".to_string(),
         RunStatus::TimedOut => " · TIMED OUT".to_string(),
+        RunStatus::Killed => " · KILLED".to_string(),
     };
     let caption = format!(
         "strategy {} · run {} (repetition {}){status}",

@@ -228,6 +228,7 @@ fn row_notes(input: &Input, s: &StrategySummary) -> Vec<String> {
         if run.status != RunStatus::Completed {
             let what = match run.status {
                 RunStatus::TimedOut => "timed out",
+                RunStatus::Killed => "was killed",
                 _ => "failed",
             };
             let why = run

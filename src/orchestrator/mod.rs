@@ -1,22 +1,36 @@
 //! Runs one worker process and turns what happened into a [`RunRecord`]:
-//! spawns the child with the strategy's environment, samples it, reads its
-//! phase events and drains its stderr on their own threads, enforces the
-//! timeout, and joins samples and events on one monotonic clock.
+//! spawns the child in its own process group with the strategy's environment
+//! and a private event channel, samples it, reads its phase events and drains
+//! its stdout and stderr on their own threads, and joins samples and events on
+//! one monotonic clock.
 //!
-//! Whatever happens to the child (error, crash, OOM kill, timeout), the
-//! samples and events taken so far are returned: a run is never lost.
+//! Every wait on the child is bounded: the scenario's timeout covers the whole
+//! run (a worker that closes its channel and hangs included), and after the
+//! worker ends or is killed, collecting what is left waits a few seconds at
+//! most. A timeout or a SIGINT/SIGTERM to memrel kills the worker's whole
+//! process group. Whatever happens to the child (error, crash, OOM kill,
+//! timeout, interruption), the samples and events taken so far are returned:
+//! a run is never lost.
+//!
+//! Parts: `child` (process group, bounded waits), `channel` (the event pipe),
+//! `drain` (output tails), `signals` (Ctrl-C and SIGTERM to memrel).
 
-use std::io::{BufRead, BufReader, Read};
+mod channel;
+mod child;
+mod drain;
+pub mod signals;
+
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::protocol::{Envelope, Message, PhaseEdge};
+use crate::protocol::{Message, PhaseEdge};
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
 use crate::sampler::{Sampler, VramProbe};
 use crate::strategy::{Strategy, ALLOCATOR_ENV_VARS};
 use crate::worker::WorkerSpec;
+use channel::{Arrival, Channel};
 
 /// Everything needed to execute one run.
 pub struct RunPlan<'a> {
@@ -28,8 +42,28 @@ pub struct RunPlan<'a> {
     pub timeout: Duration,
 }
 
-/// Keeps this much of a worker's stderr (its tail) in the record.
-const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// Keeps this much of a worker's stdout and of its stderr (their tails) in the record.
+const TAIL_BYTES: usize = 8 * 1024;
+
+/// How often the run loop looks at the child, the clock and the signal flag.
+const TICK: Duration = Duration::from_millis(20);
+
+/// After the worker ended or was killed: how long it may take to be reaped.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+
+/// After the worker was reaped: how long the channel and output pipes may take
+/// to end (only a process that left the worker's group can hold them open).
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// How many bad channel lines are quoted in the run's error (all are counted).
+const PROTOCOL_ERRORS_QUOTED: usize = 3;
+
+/// Why memrel itself stopped the worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stop {
+    Timeout,
+    Signal(i32),
+}
 
 /// Executes `plan` with `exe` as the worker binary; `on_event` sees each
 /// phase edge as it arrives (for progress display).
@@ -51,11 +85,21 @@ pub fn execute(
         duration_s: 0.0,
         vram_floor_bytes: None,
         stderr_tail: String::new(),
+        stdout_tail: String::new(),
     };
     let spec_json = match serde_json::to_string(plan.spec) {
         Ok(json) => json,
         Err(e) => {
             meta.error = Some(format!("cannot encode the worker spec: {e}"));
+            return (empty_record(meta), "none");
+        }
+    };
+    let channel = match Channel::open() {
+        Ok(channel) => channel,
+        Err(e) => {
+            meta.error = Some(format!(
+                "cannot open the worker's event channel (a pipe): {e}"
+            ));
             return (empty_record(meta), "none");
         }
     };
@@ -71,6 +115,8 @@ pub fn execute(
         command.env_remove(var);
     }
     command.envs(plan.strategy.env.iter().copied());
+    channel.attach(&mut command);
+    child::configure(&mut command);
 
     let clock_zero = Instant::now();
     let mut child = match command.spawn() {
@@ -80,108 +126,214 @@ pub fn execute(
             return (empty_record(meta), "none");
         }
     };
-    meta.pid = child.id();
-    let sampler = Sampler::start(child.id(), plan.interval, clock_zero, vram);
+    let pid = child.id();
+    meta.pid = pid;
+    let messages = channel.start_reader(clock_zero);
+    let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
+    let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
+    let sampler = Sampler::start(pid, plan.interval, clock_zero, vram);
     let probe_name = sampler.probe_name;
 
-    let (tx, rx) = mpsc::channel::<(f64, Option<Result<Envelope, String>>)>();
-    let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        if let Some(stdout) = stdout {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let t_s = clock_zero.elapsed().as_secs_f64();
-                if tx.send((t_s, Envelope::parse_line(&line))).is_err() {
-                    break;
-                }
+    let mut got = Collected::default();
+    let deadline = clock_zero + plan.timeout;
+    let mut channel_open = true;
+    let stop = loop {
+        if channel_open {
+            match messages.recv_timeout(TICK) {
+                Ok(arrival) => got.take(arrival, &mut meta, on_event),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => channel_open = false,
             }
+        } else {
+            std::thread::sleep(TICK);
         }
-    });
-    let stderr = child.stderr.take();
-    let drain = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        if let Some(mut stderr) = stderr {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                all.extend_from_slice(&buf[..n]);
-                if all.len() > 4 * STDERR_TAIL_BYTES {
-                    all.drain(..all.len() - STDERR_TAIL_BYTES);
-                }
-            }
+        if child::has_exited(pid) {
+            break None;
         }
-        let start = all.len().saturating_sub(STDERR_TAIL_BYTES);
-        String::from_utf8_lossy(&all[start..]).into_owned()
-    });
-
-    let mut events = Vec::new();
-    let mut done = false;
-    let mut worker_error: Option<String> = None;
-    let mut timed_out = false;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok((t_s, Some(Ok(envelope)))) => match envelope.message {
-                Message::Hello(hello) => {
-                    meta.vram_floor_bytes = hello.vram_floor_bytes;
-                    meta.checks.extend(hello.checks);
-                }
-                Message::Phase(edge) => {
-                    on_event(&edge);
-                    events.push(Event { t_s, edge });
-                }
-                Message::Done(d) => {
-                    meta.vm_hwm_bytes = Some(d.vm_hwm_bytes);
-                    meta.checks.extend(d.checks);
-                    done = true;
-                }
-                Message::Error(e) => worker_error = Some(e.message),
-            },
-            Ok((_, Some(Err(protocol_error)))) => worker_error = Some(protocol_error),
-            Ok((_, None)) => {}
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        if let Some(sig) = signals::received() {
+            break Some(Stop::Signal(sig));
         }
-        if clock_zero.elapsed() > plan.timeout {
-            timed_out = true;
-            let _ = child.kill();
-            break;
+        if Instant::now() >= deadline {
+            break Some(Stop::Timeout);
         }
-    }
-    let status = wait(&mut child);
+    };
+    // The worker is a zombie or about to be killed: its group id is still
+    // reserved, so this reaches everything it started and nothing else.
+    child::kill_group(pid);
+    let status = child::wait_bounded(&mut child, REAP_GRACE);
     let (samples, vram_checks) = sampler.stop_with_checks();
     meta.checks.extend(vram_checks);
-    let _ = reader.join();
-    meta.stderr_tail = drain.join().unwrap_or_default();
-    meta.duration_s = clock_zero.elapsed().as_secs_f64();
-
-    match (timed_out, status, done) {
-        (true, _, _) => {
-            meta.status = RunStatus::TimedOut;
-            meta.error = Some(format!(
-                "worker ran past the scenario's timeout_s ({:.0} s) and was killed",
-                plan.timeout.as_secs_f64()
-            ));
-        }
-        (false, Some(s), true) if s.success() => meta.status = RunStatus::Completed,
-        (false, status, _) => {
-            meta.status = RunStatus::Failed;
-            meta.error = Some(worker_error.unwrap_or_else(|| describe_exit(status)));
-        }
+    if channel_open {
+        got.drain(&messages, PIPE_GRACE, &mut meta, on_event);
     }
+    meta.duration_s = clock_zero.elapsed().as_secs_f64();
+    meta.stdout_tail = stdout.finish(PIPE_GRACE);
+    meta.stderr_tail = stderr.finish(PIPE_GRACE);
+
+    let (run_status, error) = outcome(stop, status, &got, plan.timeout);
+    meta.status = run_status;
+    meta.error = error;
     (
         RunRecord {
             meta,
             samples,
-            events,
+            events: got.events,
         },
         probe_name,
     )
 }
 
-fn wait(child: &mut Child) -> Option<ExitStatus> {
-    child.wait().ok()
+/// What arrived on the channel.
+#[derive(Default)]
+struct Collected {
+    events: Vec<Event>,
+    done: bool,
+    worker_error: Option<String>,
+    protocol_errors: Vec<String>,
+    protocol_error_count: usize,
+}
+
+impl Collected {
+    fn take(&mut self, arrival: Arrival, meta: &mut RunMeta, on_event: &mut dyn FnMut(&PhaseEdge)) {
+        let (t_s, parsed) = arrival;
+        let envelope = match parsed {
+            Ok(envelope) => envelope,
+            Err(e) => {
+                self.protocol_error_count += 1;
+                if self.protocol_errors.len() < PROTOCOL_ERRORS_QUOTED {
+                    self.protocol_errors.push(format!("at {t_s:.3} s: {e}"));
+                }
+                return;
+            }
+        };
+        match envelope.message {
+            Message::Hello(hello) => {
+                meta.vram_floor_bytes = hello.vram_floor_bytes;
+                meta.checks.extend(hello.checks);
+            }
+            Message::Phase(edge) => {
+                on_event(&edge);
+                self.events.push(Event { t_s, edge });
+            }
+            Message::Done(d) => {
+                meta.vm_hwm_bytes = Some(d.vm_hwm_bytes);
+                meta.checks.extend(d.checks);
+                self.done = true;
+            }
+            Message::Error(e) => self.worker_error = Some(e.message),
+        }
+    }
+
+    /// Takes what is still in the channel until it ends or `grace` passes.
+    fn drain(
+        &mut self,
+        messages: &Receiver<Arrival>,
+        grace: Duration,
+        meta: &mut RunMeta,
+        on_event: &mut dyn FnMut(&PhaseEdge),
+    ) {
+        let deadline = Instant::now() + grace;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match messages.recv_timeout(left) {
+                Ok(arrival) => self.take(arrival, meta, on_event),
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.worker_error.get_or_insert_with(|| {
+                        format!(
+                            "the event channel stayed open {:.0} s after the worker ended \
+                             (a process outside its group holds it)",
+                            grace.as_secs_f64()
+                        )
+                    });
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The protocol errors as one sentence, if there were any.
+    fn protocol_error(&self) -> Option<String> {
+        if self.protocol_error_count == 0 {
+            return None;
+        }
+        let more = self.protocol_error_count - self.protocol_errors.len();
+        let more = if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{} bad line(s) on the worker's event channel{more}: {}",
+            self.protocol_error_count,
+            self.protocol_errors.join("; ")
+        ))
+    }
+}
+
+/// The run's status and error from why it stopped, how the worker ended and
+/// what it said. A protocol error fails a run that would otherwise complete:
+/// its events cannot be trusted to be all there.
+fn outcome(
+    stop: Option<Stop>,
+    status: Option<ExitStatus>,
+    got: &Collected,
+    timeout: Duration,
+) -> (RunStatus, Option<String>) {
+    let (run_status, primary) = match stop {
+        Some(Stop::Timeout) => (
+            RunStatus::TimedOut,
+            Some(format!(
+                "worker ran past the scenario's timeout_s ({:.0} s) and was killed with its process group",
+                timeout.as_secs_f64()
+            )),
+        ),
+        Some(Stop::Signal(sig)) => (
+            interrupted_status(),
+            Some(format!(
+                "interrupted: memrel received {} and killed the worker's process group",
+                child::signal_name(sig)
+            )),
+        ),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            let clean = status.is_some_and(|s| s.success()) && got.done;
+            if clean && got.protocol_error_count == 0 {
+                return (RunStatus::Completed, None);
+            }
+            let killed = status.is_some_and(|s| s.signal().is_some());
+            let primary = if clean {
+                None
+            } else if killed {
+                Some(child::describe_exit(status, REAP_GRACE))
+            } else {
+                got.worker_error
+                    .clone()
+                    .or_else(|| Some(child::describe_exit(status, REAP_GRACE)))
+            };
+            let run_status = if killed {
+                killed_status()
+            } else {
+                RunStatus::Failed
+            };
+            (run_status, primary)
+        }
+    };
+    let error = match (primary, got.protocol_error()) {
+        (Some(p), Some(e)) => Some(format!("{p}; also {e}")),
+        (p, e) => p.or(e),
+    };
+    (run_status, error)
+}
+
+/// The status of a worker killed by a signal memrel did not send (the error names it).
+fn killed_status() -> RunStatus {
+    RunStatus::Killed
+}
+
+/// The status of a run cut short by SIGINT/SIGTERM to memrel (the error says so).
+fn interrupted_status() -> RunStatus {
+    RunStatus::Killed
 }
 
 fn empty_record(meta: RunMeta) -> RunRecord {
@@ -192,15 +344,82 @@ fn empty_record(meta: RunMeta) -> RunRecord {
     }
 }
 
-fn describe_exit(status: Option<ExitStatus>) -> String {
+#[cfg(test)]
+mod tests {
+    use super::*;
     use std::os::unix::process::ExitStatusExt;
-    match status {
-        None => "lost track of the worker process".to_string(),
-        Some(s) => match (s.code(), s.signal()) {
-            (_, Some(9)) => "worker was killed by SIGKILL (out of memory?)".to_string(),
-            (_, Some(sig)) => format!("worker was killed by signal {sig}"),
-            (Some(code), _) => format!("worker exited with code {code} without finishing"),
-            _ => "worker ended without finishing".to_string(),
-        },
+
+    const TIMEOUT: Duration = Duration::from_secs(7);
+
+    fn finished(protocol_errors: usize) -> Collected {
+        Collected {
+            done: true,
+            protocol_errors: vec![
+                "at 0.1 s: not a protocol message".into();
+                protocol_errors.min(3)
+            ],
+            protocol_error_count: protocol_errors,
+            ..Collected::default()
+        }
+    }
+
+    #[test]
+    fn a_clean_exit_after_done_completes() {
+        let got = finished(0);
+        let exit = Some(ExitStatus::from_raw(0));
+        assert_eq!(
+            outcome(None, exit, &got, TIMEOUT),
+            (RunStatus::Completed, None)
+        );
+    }
+
+    #[test]
+    fn a_protocol_error_fails_a_run_that_otherwise_completed() {
+        let got = finished(5);
+        let exit = Some(ExitStatus::from_raw(0));
+        let (status, error) = outcome(None, exit, &got, TIMEOUT);
+        assert_eq!(status, RunStatus::Failed);
+        let error = error.expect("an error");
+        assert!(
+            error.contains("5 bad line(s)") && error.contains("2 more"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_signal_memrel_did_not_send_is_named() {
+        let got = Collected::default();
+        let exit = Some(ExitStatus::from_raw(libc::SIGKILL));
+        let (status, error) = outcome(None, exit, &got, TIMEOUT);
+        assert_eq!(status, killed_status());
+        let error = error.expect("an error");
+        assert!(
+            error.contains("SIGKILL") && error.contains("did not send"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn memrel_stopping_the_worker_says_why() {
+        let got = finished(0);
+        let killed = Some(ExitStatus::from_raw(libc::SIGKILL));
+        let (status, error) = outcome(Some(Stop::Timeout), killed, &got, TIMEOUT);
+        assert_eq!(status, RunStatus::TimedOut);
+        assert!(error.is_some_and(|e| e.contains("timeout_s (7 s)")));
+        let (status, error) = outcome(Some(Stop::Signal(libc::SIGINT)), killed, &got, TIMEOUT);
+        assert_eq!(status, interrupted_status());
+        assert!(error.is_some_and(|e| e.contains("interrupted") && e.contains("SIGINT")));
+    }
+
+    #[test]
+    fn a_worker_error_message_is_kept() {
+        let got = Collected {
+            worker_error: Some("model.safetensors is truncated".into()),
+            ..Collected::default()
+        };
+        let exit = Some(ExitStatus::from_raw(3 << 8));
+        let (status, error) = outcome(None, exit, &got, TIMEOUT);
+        assert_eq!(status, RunStatus::Failed);
+        assert_eq!(error.as_deref(), Some("model.safetensors is truncated"));
     }
 }

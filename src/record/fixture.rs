@@ -131,6 +131,7 @@ pub fn run(run: u32, strategy: &str, repetition: u32, retained_mib: &[u64]) -> R
             duration_s: 1.0 / 3.0 + end_s,
             vram_floor_bytes: None,
             stderr_tail: String::new(),
+            stdout_tail: String::new(),
         },
         samples,
         events,

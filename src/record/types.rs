@@ -31,10 +31,13 @@ pub struct Event {
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Completed,
-    /// The worker exited with an error, was killed by a signal, or broke the protocol.
+    /// The worker exited with an error or broke the protocol.
     Failed,
     /// The worker ran past the scenario's timeout and was killed.
     TimedOut,
+    /// Killed by a signal memrel did not send (an OOM kill, a user), or
+    /// stopped by SIGINT/SIGTERM to memrel; the error names which.
+    Killed,
 }
 
 /// What the parent knows about one worker process.
@@ -63,6 +66,10 @@ pub struct RunMeta {
     /// The last lines the worker wrote to stderr.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr_tail: String,
+    /// The last bytes the worker wrote to stdout (libraries print there;
+    /// memrel's own messages travel on a private pipe).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdout_tail: String,
 }
 
 /// A model as it was resolved for this invocation.

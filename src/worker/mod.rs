@@ -1,23 +1,33 @@
 //! The child process of one run: applies the strategy's in-process knobs,
 //! loads, uses and drops models as the scenario's steps say, runs the
-//! strategy's release action, and reports every phase edge on stdout.
+//! strategy's release action, and reports every phase edge on its private
+//! event channel (the descriptor the parent names in `MEMREL_EVENT_FD`; see
+//! `protocol`), never on stdout, where the libraries it loads print.
 //!
 //! It never samples itself over time and never sees the parent's samples; the
 //! only memory it reads is its own at phase edges (no sampling lag there).
+//!
+//! Test hooks (`MEMREL_WORKER_STDOUT_NOISE`, `MEMREL_WORKER_HANG_AFTER`) live
+//! in `hooks`: inert unless their variable is set, for memrel's own tests.
 
 mod device;
 mod glibc;
+mod hooks;
 mod selfmem;
 pub mod spec;
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::Write;
+use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use crate::model::{LoadedModel, ModelDir};
-use crate::protocol::{Check, Done, Edge, Envelope, Hello, Message, Phase, PhaseEdge, WorkerError};
+use crate::protocol::{
+    Check, Done, Edge, Envelope, Hello, Message, Phase, PhaseEdge, WorkerError, EVENT_FD_ENV,
+};
 use crate::scenario::{LoadThread, Step};
 use crate::strategy::{self, StartAction, Strategy};
 pub use spec::WorkerSpec;
@@ -27,7 +37,13 @@ pub const EXIT_WORKER_ERROR: i32 = 3;
 
 /// Entry point of `memrel worker --spec JSON`.
 pub fn main(spec_json: &str) -> i32 {
-    let mut out = Emitter;
+    let mut out = match Emitter::from_env() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("memrel worker: error: {e:#}");
+            return EXIT_WORKER_ERROR;
+        }
+    };
     let result = serde_json::from_str::<WorkerSpec>(spec_json)
         .context("bad worker spec (memrel worker is internal: use memrel run)")
         .and_then(|spec| run(&spec, &mut out));
@@ -42,17 +58,49 @@ pub fn main(spec_json: &str) -> i32 {
     }
 }
 
-/// Writes protocol lines to stdout, flushed at once so the parent's clock is right.
-struct Emitter;
+/// Writes protocol lines on the private event channel, one write per line
+/// (unbuffered, so the parent stamps each edge when it happens).
+struct Emitter {
+    /// The channel's write end; `None` once a test hook closed it.
+    channel: Option<File>,
+    hooks: hooks::Hooks,
+}
 
 impl Emitter {
+    /// Takes the channel the parent opened and named in `MEMREL_EVENT_FD`.
+    fn from_env() -> Result<Emitter> {
+        let text = std::env::var(EVENT_FD_ENV).with_context(|| {
+            format!("{EVENT_FD_ENV} is not set: memrel worker is internal, use memrel run")
+        })?;
+        let fd: i32 = text
+            .parse()
+            .ok()
+            .filter(|fd| *fd > 2)
+            .with_context(|| format!("{EVENT_FD_ENV}={text:?} is not a descriptor above 2"))?;
+        // Close-on-exec, so that programs the workload starts do not hold the
+        // channel open; also tells whether the descriptor is open at all.
+        // SAFETY: fcntl on a descriptor number only reads or sets its flags.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+            anyhow::bail!(
+                "{EVENT_FD_ENV}={fd} is not an open descriptor: memrel worker is internal, use memrel run"
+            );
+        }
+        // SAFETY: the descriptor is open, was made for this process by the
+        // parent, and nothing else in the worker uses it.
+        let channel = unsafe { File::from_raw_fd(fd) };
+        Ok(Emitter {
+            channel: Some(channel),
+            hooks: hooks::Hooks::from_env(),
+        })
+    }
+
     fn send(&mut self, message: Message) {
-        let line = Envelope::new(message).to_line();
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        // A closed pipe means the parent is gone; nothing useful is left to do.
-        let _ = writeln!(lock, "{line}");
-        let _ = lock.flush();
+        let mut line = Envelope::new(message).to_line();
+        line.push('\n');
+        if let Some(channel) = &mut self.channel {
+            // A closed pipe means the parent is gone; nothing useful is left to do.
+            let _ = channel.write_all(line.as_bytes());
+        }
     }
 
     fn edge(
@@ -64,6 +112,7 @@ impl Emitter {
         elapsed: Option<Duration>,
         note: Option<String>,
     ) {
+        self.hooks.before_edge();
         let mut memory = selfmem::memory_now();
         memory.vram_bytes = device::vram_bytes_now();
         let note = match (note, device::crosscheck_note()) {
@@ -84,6 +133,7 @@ impl Emitter {
             },
             note,
         }));
+        self.hooks.after_edge(phase, edge, &mut self.channel);
     }
 }
 

@@ -1,0 +1,190 @@
+//! The private worker → parent channel: a pipe made here, whose write end the
+//! worker inherits as file descriptor [`EVENT_FD`], and the thread that reads
+//! it, stamps each line on arrival and parses it.
+//!
+//! Nothing but the worker's emitter writes on this pipe, so every line that is
+//! not a valid message (junk, a line cut off by the worker's death, a line
+//! longer than [`MAX_LINE_BYTES`]) is handed on as a protocol error, never
+//! skipped. Hand-written on libc (`pipe2`, `fcntl`, `dup2`): three calls,
+//! where a crate would add a dependency for the same lines, and std's
+//! `io::pipe` needs a newer Rust than this crate's `rust-version`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Instant;
+
+use crate::protocol::{Envelope, EVENT_FD, EVENT_FD_ENV, MAX_LINE_BYTES};
+
+/// One line of the channel: when it arrived (seconds on the run's clock) and
+/// the message, or what was wrong with it.
+pub type Arrival = (f64, Result<Envelope, String>);
+
+/// Both ends of the pipe, both close-on-exec in the parent.
+pub struct Channel {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl Channel {
+    pub fn open() -> std::io::Result<Channel> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array it is given.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created and are owned by nobody else.
+        let (read, low_write) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // The write end moves above the standard descriptors and EVENT_FD, so
+        // the child's stdio set-up cannot overwrite it and dup2 never sees
+        // source == target (which would keep close-on-exec set).
+        // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
+        let high = unsafe { libc::fcntl(low_write.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        if high < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `high` is a new descriptor that nothing else owns.
+        let write = unsafe { OwnedFd::from_raw_fd(high) };
+        Ok(Channel { read, write })
+    }
+
+    /// Makes `command` hand the write end to the worker as [`EVENT_FD`] (the
+    /// only descriptor beyond stdio it inherits) and name it in [`EVENT_FD_ENV`].
+    pub fn attach(&self, command: &mut Command) {
+        let source = self.write.as_raw_fd();
+        command.env(EVENT_FD_ENV, EVENT_FD.to_string());
+        // SAFETY: runs between fork and exec; dup2 is async-signal-safe and the
+        // closure allocates nothing. dup2's copy does not inherit close-on-exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(source, EVENT_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// Closes the parent's copy of the write end (so the channel ends when the
+    /// worker and everything that inherited it are gone) and reads on a thread.
+    pub fn start_reader(self, clock_zero: Instant) -> Receiver<Arrival> {
+        let Channel { read, write } = self;
+        drop(write);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || read_messages(File::from(read), clock_zero, &tx));
+        rx
+    }
+}
+
+/// Reads lines until the end of the channel, sending each as it arrives.
+fn read_messages(source: impl Read, clock_zero: Instant, tx: &Sender<Arrival>) {
+    let mut reader = BufReader::new(source);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let n = match (&mut reader).take(limit).read_until(b'\n', &mut line) {
+            Ok(n) => n,
+            Err(e) => {
+                let t_s = clock_zero.elapsed().as_secs_f64();
+                let _ = tx.send((t_s, Err(format!("cannot read the event channel: {e}"))));
+                return;
+            }
+        };
+        if n == 0 {
+            return;
+        }
+        let t_s = clock_zero.elapsed().as_secs_f64();
+        let parsed = if line.last() == Some(&b'\n') {
+            line.pop();
+            std::str::from_utf8(&line)
+                .map_err(|e| format!("a line that is not UTF-8 ({e})"))
+                .and_then(Envelope::parse_line)
+        } else if line.len() > MAX_LINE_BYTES {
+            skip_to_newline(&mut reader);
+            Err(format!("a line longer than {MAX_LINE_BYTES} bytes"))
+        } else {
+            Err(format!(
+                "a message cut off before its newline (the worker ended while writing it): {:?}",
+                String::from_utf8_lossy(&line[..line.len().min(80)])
+            ))
+        };
+        if tx.send((t_s, parsed)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Discards the rest of an over-long line, a bounded piece at a time.
+fn skip_to_newline(reader: &mut impl BufRead) {
+    let mut chunk = Vec::new();
+    loop {
+        chunk.clear();
+        match reader.take(64 * 1024).read_until(b'\n', &mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(_) if chunk.last() == Some(&b'\n') => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Done, Message};
+
+    fn read_all(bytes: &[u8]) -> Vec<Result<Envelope, String>> {
+        let (tx, rx) = mpsc::channel();
+        read_messages(bytes, Instant::now(), &tx);
+        drop(tx);
+        rx.into_iter().map(|(_, parsed)| parsed).collect()
+    }
+
+    fn done_line() -> String {
+        Envelope::new(Message::Done(Done {
+            vm_hwm_bytes: 7,
+            checks: Vec::new(),
+        }))
+        .to_line()
+    }
+
+    #[test]
+    fn every_bad_line_on_the_channel_is_an_error_and_good_lines_pass() {
+        let done = done_line();
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(format!("{done}\njunk\n\n").as_bytes());
+        bytes.extend_from_slice(&[0xff, 0xfe, b'\n']);
+        bytes.extend_from_slice(&vec![b'x'; MAX_LINE_BYTES + 10]);
+        bytes.extend_from_slice(format!("\n{done}\n{{\"v\":1,\"type\":\"ph").as_bytes());
+        let got = read_all(&bytes);
+        assert_eq!(got.len(), 7, "{got:?}");
+        assert!(got[0].is_ok() && got[5].is_ok(), "{got:?}");
+        for (i, bad) in [1, 2, 3, 4, 6].into_iter().map(|i| (i, &got[i])) {
+            assert!(bad.is_err(), "line {i} passed: {bad:?}");
+        }
+        let last = got[6].as_ref().expect_err("cut off");
+        assert!(last.contains("cut off"), "{last}");
+        let long = got[4].as_ref().expect_err("too long");
+        assert!(long.contains("longer than"), "{long}");
+    }
+
+    #[test]
+    fn the_child_gets_the_write_end_as_the_event_fd_and_the_parent_sees_the_end() {
+        let channel = Channel::open().expect("pipe");
+        let mut command = Command::new("sh");
+        command.args(["-c", &format!("echo \"$MEMREL_EVENT_FD\" >&{EVENT_FD}")]);
+        channel.attach(&mut command);
+        let mut child = command.spawn().expect("sh starts");
+        let rx = channel.start_reader(Instant::now());
+        let got: Vec<Arrival> = rx.into_iter().collect();
+        assert!(child.wait().expect("exit").success());
+        // "3" is not a message: the line arrives as an error, and then the channel ends.
+        assert_eq!(got.len(), 1);
+        let err = got[0].1.as_ref().expect_err("not a message");
+        assert!(err.contains("\"3\""), "{err}");
+    }
+}

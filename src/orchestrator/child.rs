@@ -1,0 +1,190 @@
+//! The worker process as the orchestrator controls it: spawned in its own
+//! process group (so a timeout or Ctrl-C kills everything it started, and a
+//! Ctrl-C at the terminal reaches memrel only), tied to memrel's life (it gets
+//! SIGKILL if memrel dies first), checked for its end without being reaped (so
+//! its group id stays reserved until the group is killed), and waited for with
+//! a bound, never forever.
+//!
+//! libc directly: `waitid(WNOWAIT)` and `PR_SET_PDEATHSIG` are one call each
+//! and std has neither.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// How often a bounded wait looks at the child again.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Makes `command` start the worker as the leader of a new process group that
+/// dies with memrel. (The kernel sends the parent-death signal when the
+/// spawning *thread* ends: spawn from a thread that outlives the worker, as
+/// `memrel run` does from its main thread.)
+pub fn configure(command: &mut Command) {
+    command.process_group(0);
+    let parent_pid = std::process::id();
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // memrel died between fork and prctl: do not start an orphan.
+            if libc::getppid() != parent_pid as libc::pid_t {
+                return Err(std::io::Error::other(
+                    "memrel exited while starting the worker",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Whether the child has ended; it stays a zombie (not reaped), so its pid and
+/// process-group id cannot be reused before [`kill_group`] and [`wait_bounded`].
+pub fn has_exited(pid: u32) -> bool {
+    // SAFETY: siginfo_t is plain data; waitid only writes into it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a plain syscall on our own child with a valid out-pointer.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if rc != 0 {
+        // ECHILD: already reaped or not ours; either way it is not running.
+        return true;
+    }
+    // SAFETY: waitid filled `info` (si_pid is 0 when nothing has exited yet).
+    unsafe { info.si_pid() != 0 }
+}
+
+/// SIGKILL to every process in the worker's group (the worker and whatever it
+/// started). Call it before the worker is reaped: the group id is its pid.
+pub fn kill_group(pid: u32) {
+    if pid == 0 {
+        return;
+    }
+    // SAFETY: a plain syscall; a negative pid names the process group.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    }
+}
+
+/// Reaps the child, waiting at most `limit`; `None` when it has not ended by then
+/// (a process stuck in the kernel) or cannot be waited for.
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            _ => return None,
+        }
+    }
+}
+
+/// How the worker ended, for a run's error, when memrel did not stop it.
+pub fn describe_exit(status: Option<ExitStatus>, limit: Duration) -> String {
+    match status {
+        None => format!(
+            "the worker did not end within {:.0} s of its exit or SIGKILL (stuck in the kernel?)",
+            limit.as_secs_f64()
+        ),
+        Some(s) => match (s.code(), s.signal()) {
+            (_, Some(sig)) => format!(
+                "the worker was killed by signal {sig} ({}), which memrel did not send{}",
+                signal_name(sig),
+                if sig == libc::SIGKILL {
+                    " (out of memory? see dmesg)"
+                } else {
+                    ""
+                }
+            ),
+            (Some(code), _) => format!("worker exited with code {code} without finishing"),
+            _ => "worker ended without finishing".to_string(),
+        },
+    }
+}
+
+/// The usual name of a signal number (`SIG?` for others).
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => "SIG?",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    #[test]
+    fn a_killed_group_takes_the_grandchild_with_it() {
+        // sh starts a sleeping grandchild in the same group, prints its pid and waits.
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null());
+        configure(&mut command);
+        let mut child = command.spawn().expect("sh starts");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            &mut line,
+        )
+        .expect("pid line");
+        let grandchild: i32 = line.trim().parse().expect("a pid");
+        assert!(!has_exited(child.id()));
+        kill_group(child.id());
+        let status = wait_bounded(&mut child, Duration::from_secs(5)).expect("reaped");
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(grandchild) && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        assert!(!alive(grandchild), "grandchild {grandchild} survived");
+    }
+
+    #[test]
+    fn a_bounded_wait_gives_up_on_a_child_that_does_not_end() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let start = Instant::now();
+        assert_eq!(wait_bounded(&mut child, Duration::from_millis(50)), None);
+        assert!(start.elapsed() < Duration::from_secs(2));
+        let _ = child.kill();
+        assert!(wait_bounded(&mut child, Duration::from_secs(5)).is_some());
+    }
+
+    /// Alive and not a zombie.
+    fn alive(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+            Err(_) => false,
+        }
+    }
+}

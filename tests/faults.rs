@@ -1,0 +1,387 @@
+//! Faults around the worker, end to end through the real binary: a worker
+//! whose stdout is full of noise that looks like events, a worker that closes
+//! its channel and hangs with a grandchild, a worker killed by a signal memrel
+//! did not send, and memrel itself stopped by SIGINT or SIGTERM mid-run.
+//! Every case also checks that the results directory is complete enough for
+//! `memrel report` to re-render it.
+//!
+//! The faults come from the real worker's test hooks (src/worker/hooks.rs),
+//! set through the environment; the scenarios use the tiny bert-tiny preset
+//! and finish in seconds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const NOISE_ENV: &str = "MEMREL_WORKER_STDOUT_NOISE";
+const HANG_ENV: &str = "MEMREL_WORKER_HANG_AFTER";
+
+/// The memrel binary with the shared model cache (as tests/run/common.rs).
+fn memrel() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
+    command.env(
+        "MEMREL_CACHE_DIR",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"),
+    );
+    command.env("HF_HUB_OFFLINE", "1");
+    command.env_remove(NOISE_ENV).env_remove(HANG_ENV);
+    command
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A tiny scenario: bert-tiny, `cycles` of load → forward → drop with `extra` steps.
+fn scenario(dir: &Path, name: &str, cycles: u32, timeout_s: f64, extra_steps: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let toml = format!(
+        r#"description = "fault test"
+device = "cpu"
+cycles = {cycles}
+strategies = ["drop"]
+interval_ms = 5
+timeout_s = {timeout_s}
+
+[models.tiny]
+preset = "bert-tiny"
+
+[workload]
+steps = ["load tiny", "forward tiny", "unload tiny", "release", "settle"{extra_steps}]
+batch_size = 1
+seq_len = 8
+settle_ms = 20
+baseline_ms = 50
+"#
+    );
+    std::fs::write(&path, toml).expect("scenario written");
+    path
+}
+
+/// The results directories under `out/<scenario>/`.
+fn results_dirs(out: &Path, scenario: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(out.join(scenario))
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default()
+}
+
+fn only_results_dir(out: &Path, scenario: &str) -> PathBuf {
+    let mut dirs = results_dirs(out, scenario);
+    assert_eq!(dirs.len(), 1, "one results directory: {dirs:?}");
+    dirs.remove(0)
+}
+
+fn runs(dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("runs.json")).expect("runs.json");
+    let json: Value = serde_json::from_str(&text).expect("runs.json is JSON");
+    json["runs"].as_array().expect("runs").clone()
+}
+
+/// `memrel report DIR` re-renders the directory (exit 0).
+fn assert_rerenders(dir: &Path) {
+    let output = memrel().arg("report").arg(dir).output().expect("report");
+    assert!(
+        output.status.success(),
+        "memrel report {} failed: {}",
+        dir.display(),
+        text(&output.stderr)
+    );
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn assert_gone(pid: i64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!alive(pid), "{what} (pid {pid}) is still running");
+}
+
+fn wait_with_limit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("memrel did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The (run, cycle, phase, edge) rows of events.csv.
+fn event_rows(dir: &Path) -> Vec<(String, String, String, String)> {
+    let mut reader = csv::Reader::from_path(dir.join("events.csv")).expect("events.csv");
+    let headers = reader.headers().expect("header").clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("events.csv has {name}"))
+    };
+    let (run, cycle, phase, edge) = (col("run"), col("cycle"), col("phase"), col("edge"));
+    reader
+        .records()
+        .map(|r| {
+            let r = r.expect("row");
+            (
+                r[run].to_string(),
+                r[cycle].to_string(),
+                r[phase].to_string(),
+                r[edge].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn stdout_noise_that_looks_like_events_neither_loses_nor_fakes_an_event() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let output = memrel()
+        .args(["run", "--scenario", "ci-smoke", "--out"])
+        .arg(tmp.path())
+        .env(NOISE_ENV, "1")
+        .output()
+        .expect("memrel starts");
+    assert!(
+        output.status.success(),
+        "memrel run failed: {}",
+        text(&output.stderr)
+    );
+    let dir = only_results_dir(tmp.path(), "ci-smoke");
+
+    // ci-smoke: 2 strategies, baseline, then 3 cycles of load, forward, unload, release, settle.
+    let mut expected = Vec::new();
+    for run in ["1", "2"] {
+        for edge in ["begin", "end"] {
+            expected.push((run.into(), "0".into(), "baseline".into(), edge.into()));
+        }
+        for cycle in ["1", "2", "3"] {
+            for phase in ["load", "forward", "unload", "release", "settle"] {
+                for edge in ["begin", "end"] {
+                    expected.push((run.into(), cycle.into(), phase.into(), edge.into()));
+                }
+            }
+        }
+    }
+    assert_eq!(event_rows(&dir), expected);
+
+    for run in runs(&dir) {
+        assert_eq!(run["status"], "completed", "{run}");
+        let tail = run["stdout_tail"].as_str().unwrap_or_default();
+        // The noise really was printed (the hook is not inert) and is kept.
+        assert!(
+            tail.contains("\"cycle\":9999") && tail.contains("library progress 42%"),
+            "the worker's stdout noise is kept in the record: {tail}"
+        );
+    }
+    assert_rerenders(&dir);
+}
+
+#[test]
+fn a_worker_that_closes_its_channel_and_hangs_is_killed_at_the_timeout_with_its_grandchild() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = scenario(tmp.path(), "hang", 2, 2.0, "");
+    let start = Instant::now();
+    let mut child = memrel()
+        .args(["run", "--scenario"])
+        .arg(&path)
+        .arg("--out")
+        .arg(tmp.path())
+        .env(HANG_ENV, "baseline")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("memrel starts");
+    // Model preparation included; without the bound memrel would wait forever.
+    let status = wait_with_limit(&mut child, Duration::from_secs(30));
+    let elapsed = start.elapsed();
+    assert_eq!(status.code(), Some(2));
+    assert!(
+        elapsed < Duration::from_secs(20),
+        "memrel waited {elapsed:?} on a 2 s timeout"
+    );
+    let dir = only_results_dir(tmp.path(), "hang");
+    let runs = runs(&dir);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "timed_out", "{}", runs[0]);
+    let error = runs[0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("timeout_s (2 s)"), "{error}");
+    assert!(
+        runs[0]["duration_s"].as_f64().unwrap_or(0.0) < 10.0,
+        "{}",
+        runs[0]
+    );
+
+    let tail = runs[0]["stderr_tail"].as_str().unwrap_or_default();
+    let grandchild: i64 = tail
+        .split("grandchild pid ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("the hook names its grandchild: {tail}"));
+    assert_gone(grandchild, "the hung worker's grandchild");
+    assert_gone(runs[0]["pid"].as_i64().expect("pid"), "the hung worker");
+    assert_rerenders(&dir);
+}
+
+/// The worker processes memrel `parent` has started (its direct children).
+fn children_of(parent: u32) -> Vec<i64> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i64>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_worker_killed_by_a_signal_memrel_did_not_send_is_reported_with_the_signal() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = scenario(tmp.path(), "foreign-kill", 1, 60.0, "");
+    let mut child = memrel()
+        .args(["run", "--scenario"])
+        .arg(&path)
+        .arg("--out")
+        .arg(tmp.path())
+        .env(HANG_ENV, "baseline")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("memrel starts");
+    let mut workers = Vec::new();
+    wait_for("the worker", || {
+        workers = children_of(child.id());
+        !workers.is_empty()
+    });
+    // SAFETY: a plain kill(2) of the worker this test found.
+    unsafe { libc::kill(workers[0] as libc::pid_t, libc::SIGKILL) };
+    let status = wait_with_limit(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(2));
+    let dir = only_results_dir(tmp.path(), "foreign-kill");
+    let runs = runs(&dir);
+    assert_eq!(
+        runs[0]["status"], "killed",
+        "not the 60 s timeout: {}",
+        runs[0]
+    );
+    let error = runs[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("signal 9 (SIGKILL), which memrel did not send"),
+        "{error}"
+    );
+    assert_rerenders(&dir);
+}
+
+/// Runs two long runs, sends `sig` to memrel while the second runs, and
+/// checks the exit code, the saved record and the re-rendering.
+fn interrupt_the_second_run(sig: i32, name: &str, want_code: i32) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Each run: 2 cycles with an idle of 1 s: long enough to be caught in the middle.
+    let path = scenario(tmp.path(), name, 2, 60.0, ", \"idle 1000\"");
+    let mut child = memrel()
+        .args(["run", "--repeat", "2", "--scenario"])
+        .arg(&path)
+        .arg("--out")
+        .arg(tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("memrel starts");
+    // The first run is saved; the second one's worker is running.
+    wait_for("the first run's record", || {
+        results_dirs(tmp.path(), name)
+            .iter()
+            .any(|d| d.join("runs.json").exists())
+    });
+    let mut workers = Vec::new();
+    wait_for("the second worker", || {
+        workers = children_of(child.id());
+        !workers.is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    // SAFETY: a plain kill(2) of the memrel process this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    let status = wait_with_limit(&mut child, Duration::from_secs(20));
+    let reaction = start.elapsed();
+    let stderr = child
+        .stderr
+        .take()
+        .map(|mut e| {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+            s
+        })
+        .unwrap_or_default();
+    assert_eq!(status.code(), Some(want_code), "{stderr}");
+    assert!(
+        reaction < Duration::from_secs(5),
+        "memrel took {reaction:?} to stop"
+    );
+    assert!(stderr.contains("interrupted by"), "{stderr}");
+    for worker in workers {
+        assert_gone(worker, "the interrupted worker");
+    }
+
+    let dir = only_results_dir(tmp.path(), name);
+    let runs = runs(&dir);
+    assert_eq!(runs.len(), 2, "the interrupted run is saved too");
+    assert_eq!(runs[0]["status"], "completed", "{}", runs[0]);
+    assert_eq!(runs[1]["status"], "killed", "{}", runs[1]);
+    let error = runs[1]["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("interrupted"), "{error}");
+    let samples = std::fs::read_to_string(dir.join("samples.csv")).expect("samples.csv");
+    assert!(
+        samples.lines().any(|l| l.split(',').nth(1) == Some("2")),
+        "the second run's samples are kept"
+    );
+    assert_rerenders(&dir);
+}
+
+#[test]
+fn sigint_mid_run_saves_everything_and_exits_130() {
+    interrupt_the_second_run(libc::SIGINT, "sigint", 130);
+}
+
+#[test]
+fn sigterm_mid_run_saves_everything_and_exits_143() {
+    interrupt_the_second_run(libc::SIGTERM, "sigterm", 143);
+}
