@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::export::SUMMARY_FILE;
+use crate::fsutil::{check_name, join_name};
 use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
 
 /// `<results root>/baselines`.
@@ -15,10 +16,11 @@ pub fn root(results_root: &Path) -> PathBuf {
     results_root.join("baselines")
 }
 
-/// Names must be usable as one directory name.
+/// Names must be usable as one directory name (and are held to a narrower
+/// alphabet than [`check_name`], since they are typed on command lines).
 pub fn validate_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 100
+    check_name("baseline", name)?;
+    let ok = name.len() <= 100
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
@@ -29,12 +31,20 @@ pub fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// `<root>/<name>/<scenario>`: both names checked, so neither a baseline name
+/// nor a scenario name read back from a saved `runs.json` can leave `root`.
+fn entry_dir(root: &Path, name: &str, scenario: &str) -> Result<PathBuf> {
+    validate_name(name)?;
+    Ok(join_name(&root.join(name), "scenario", scenario)?)
+}
+
 /// Copies the record files of `results_dir` into `<root>/<name>/<scenario>/`,
 /// replacing that scenario's earlier entry. Returns the entry's directory.
 pub fn save(results_dir: &Path, root: &Path, name: &str) -> Result<PathBuf> {
     validate_name(name)?;
     let record = Record::load(results_dir)?;
-    let entry = root.join(name).join(&record.header.scenario);
+    let entry = entry_dir(root, name, &record.header.scenario)
+        .with_context(|| format!("cannot save {} as a baseline", results_dir.display()))?;
     let tmp = root.join(name).join(format!(
         ".{}.tmp{}",
         record.header.scenario,
@@ -57,6 +67,7 @@ pub fn save(results_dir: &Path, root: &Path, name: &str) -> Result<PathBuf> {
 
 /// The scenarios a baseline holds, sorted.
 pub fn scenarios(root: &Path, name: &str) -> Result<Vec<String>> {
+    validate_name(name)?;
     let dir = root.join(name);
     let entries = std::fs::read_dir(&dir).with_context(|| {
         format!(
@@ -68,7 +79,7 @@ pub fn scenarios(root: &Path, name: &str) -> Result<Vec<String>> {
         .filter_map(|e| e.ok())
         .filter(|e| e.path().join(RUNS_FILE).is_file())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
+        .filter(|n| check_name("scenario", n).is_ok())
         .collect();
     out.sort();
     Ok(out)
@@ -76,9 +87,66 @@ pub fn scenarios(root: &Path, name: &str) -> Result<Vec<String>> {
 
 /// The saved record of `scenario` in baseline `name`, `None` if it has none.
 pub fn load(root: &Path, name: &str, scenario: &str) -> Result<Option<Record>> {
-    let entry = root.join(name).join(scenario);
+    let entry = entry_dir(root, name, scenario)?;
     if !entry.join(RUNS_FILE).is_file() {
         return Ok(None);
     }
     Record::load(&entry).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixture;
+
+    /// A results directory whose runs.json names `scenario` (as a damaged or
+    /// hand-edited record could).
+    fn results_dir_naming(scenario: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut record = fixture::record();
+        record.header.scenario = scenario.to_string();
+        record.save(dir.path()).unwrap();
+        std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_scenario_name_from_runs_json_cannot_leave_the_baseline_root() {
+        for scenario in ["../../escaped", "..", "/tmp/abs", "a\0b"] {
+            let results = results_dir_naming(scenario);
+            let top = tempfile::tempdir().unwrap();
+            let root = top.path().join("results").join("baselines");
+            let err = save(results.path(), &root, "ci").unwrap_err();
+            assert!(
+                format!("{err:#}").contains("scenario name"),
+                "{scenario:?}: {err:#}"
+            );
+            // Nothing was written anywhere under the top directory but the root.
+            assert!(!top.path().join("escaped").exists());
+            assert!(!top.path().join("results").join("escaped").exists());
+            let err = load(&root, "ci", scenario).unwrap_err();
+            assert!(err.to_string().contains("scenario name"), "{err}");
+        }
+    }
+
+    #[test]
+    fn baseline_names_with_separators_or_nul_are_refused() {
+        for name in ["", "..", "../x", "a/b", "a\0b", ".x", "a\\b"] {
+            assert!(validate_name(name).is_err(), "{name:?}");
+            let root = tempfile::tempdir().unwrap();
+            assert!(load(root.path(), name, "cpu-trim").is_err(), "{name:?}");
+            assert!(scenarios(root.path(), name).is_err(), "{name:?}");
+        }
+        validate_name("ci-2.gate_x").unwrap();
+    }
+
+    #[test]
+    fn save_then_load_an_ordinary_name() {
+        let results = results_dir_naming("cpu-trim");
+        let root = tempfile::tempdir().unwrap();
+        let entry = save(results.path(), root.path(), "ci").unwrap();
+        assert_eq!(entry, root.path().join("ci").join("cpu-trim"));
+        assert!(load(root.path(), "ci", "cpu-trim").unwrap().is_some());
+        assert_eq!(scenarios(root.path(), "ci").unwrap(), vec!["cpu-trim"]);
+    }
 }

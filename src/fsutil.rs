@@ -1,9 +1,12 @@
 //! Small file-system helpers shared by everything that writes results.
 //!
 //! Results must never be half-written: every file goes to a temporary name in
-//! the same directory and is renamed into place.
+//! the same directory and is renamed into place. And a name that comes from
+//! outside (a scenario file's name, a baseline name, a scenario name read back
+//! from a saved `runs.json`) becomes a path only through [`join_name`], so no
+//! name can write outside the directory it is joined to.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -18,6 +21,54 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, path)
         .with_context(|| format!("cannot move {} into place", path.display()))?;
     Ok(())
+}
+
+/// The longest name [`check_name`] accepts, in bytes (file systems allow 255).
+pub const MAX_NAME_BYTES: usize = 200;
+
+/// A name that cannot be used as one directory name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} name {name:?} cannot be a directory name: {reason}; use letters, digits, '-', '_' and '.'")]
+pub struct UnsafeName {
+    /// What the name names: `scenario`, `baseline`, …
+    pub what: &'static str,
+    pub name: String,
+    pub reason: &'static str,
+}
+
+/// Accepts `name` only if it is exactly one ordinary path component: not
+/// empty, not `.` or `..`, no `/` or `\`, no NUL or other control
+/// character, not hidden (a leading `.` is how memrel names its temporary
+/// files), at most [`MAX_NAME_BYTES`].
+pub fn check_name(what: &'static str, name: &str) -> Result<(), UnsafeName> {
+    let reason = if name.is_empty() {
+        "it is empty"
+    } else if name == "." || name == ".." {
+        "it names the current or the parent directory"
+    } else if name.contains('/') || name.contains('\\') {
+        "it contains a path separator"
+    } else if name.contains('\0') {
+        "it contains a NUL byte"
+    } else if name.chars().any(char::is_control) {
+        "it contains a control character"
+    } else if name.starts_with('.') {
+        "it starts with '.'"
+    } else if name.len() > MAX_NAME_BYTES {
+        "it is longer than 200 bytes"
+    } else {
+        return Ok(());
+    };
+    Err(UnsafeName {
+        what,
+        name: name.to_string(),
+        reason,
+    })
+}
+
+/// `root/name` after [`check_name`]: the one way a name from outside becomes a path.
+pub fn join_name(root: &Path, what: &'static str, name: &str) -> Result<PathBuf, UnsafeName> {
+    check_name(what, name)?;
+    Ok(root.join(name))
 }
 
 /// Seconds since the Unix epoch as `YYYYMMDD-HHMMSS` (UTC), for directory names.
@@ -57,5 +108,36 @@ mod tests {
     fn utc_stamp_matches_known_dates() {
         assert_eq!(utc_stamp(0), "19700101-000000");
         assert_eq!(utc_stamp(1_795_000_000), "20261118-110640");
+    }
+
+    #[test]
+    fn names_that_would_leave_the_root_are_refused() {
+        let root = Path::new("/results");
+        for bad in [
+            "", ".", "..", "../x", "a/b", "/etc", "a\\b", "a\0b", "\0", "a\nb", ".hidden", "..x",
+        ] {
+            let err = join_name(root, "scenario", bad).unwrap_err();
+            assert_eq!(err.name, bad);
+            assert!(err.to_string().starts_with("scenario name "), "{err}");
+        }
+        assert!(join_name(root, "scenario", &"x".repeat(MAX_NAME_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn ordinary_names_stay_one_component_under_the_root() {
+        let root = Path::new("/results");
+        for good in [
+            "cpu-trim",
+            "ci_gate.v2",
+            "my scenario",
+            "日本語",
+            "a..b",
+            "x.",
+        ] {
+            let path = join_name(root, "scenario", good).unwrap();
+            assert_eq!(path.parent(), Some(root), "{good}");
+            assert_eq!(path.file_name().and_then(|n| n.to_str()), Some(good));
+        }
+        assert!(join_name(root, "scenario", &"x".repeat(MAX_NAME_BYTES)).is_ok());
     }
 }

@@ -57,14 +57,20 @@ impl Architecture {
         Ok(arch)
     }
 
-    /// The prefix before the tensor names candle's loader expects, found from
-    /// an anchor tensor every checkpoint of the architecture has.
-    pub fn tensor_prefix(self, names: &BTreeSet<String>) -> Result<String> {
-        let anchor = match self {
+    /// The token-embedding tensor every checkpoint of the architecture has,
+    /// of shape `[vocab_size, hidden_size]`, without a prefix.
+    pub fn embedding_tensor(self) -> &'static str {
+        match self {
             Architecture::Bert => "embeddings.word_embeddings.weight",
             // candle's qwen2/llama loaders add `model.` themselves.
             Architecture::Qwen2 | Architecture::Llama => "model.embed_tokens.weight",
-        };
+        }
+    }
+
+    /// The prefix before the tensor names candle's loader expects, found from
+    /// the embedding tensor.
+    pub fn tensor_prefix(self, names: &BTreeSet<String>) -> Result<String> {
+        let anchor = self.embedding_tensor();
         match names.iter().find(|n| n.ends_with(anchor)) {
             Some(name) => Ok(name[..name.len() - anchor.len()].to_string()),
             None => bail!("no tensor named *{anchor}"),

@@ -1,10 +1,14 @@
 //! Reads what a HuggingFace-layout model directory holds, without loading it:
 //! config.json, which safetensors files (single or sharded), how many tensor
 //! bytes, the architecture, and the tensor-name prefix the loader must use.
+//!
+//! It is also where a model directory is first read, so hostile or damaged
+//! files are refused here, in the parent, before any worker starts: every
+//! safetensors header is checked against its file (`header`), config.json's
+//! sizes are checked (`config`) and must agree with the embedding tensor the
+//! file really holds, and shard names cannot leave the directory.
 
 use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -12,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::arch::Architecture;
+use super::{config, header};
 
 /// A model directory as the worker needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,30 +51,26 @@ impl ModelDir {
             .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
         let architecture = Architecture::from_config(&config)
             .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+        let sizes = config::check(&config_path, architecture, &config)?;
         let files = safetensors_files(dir)?;
-        let mut tensor_bytes = 0;
-        let mut parameters = 0;
+        let mut tensor_bytes = 0u64;
+        let mut parameters = 0u64;
         let mut names = BTreeSet::new();
+        let mut shapes = std::collections::HashMap::new();
         for file in &files {
-            let header = read_header(file)?;
-            for (name, entry) in header.iter() {
-                if name == "__metadata__" {
-                    continue;
+            for tensor in header::read_header(file)? {
+                // Each term is below the file's length (checked), so the sums cannot overflow.
+                tensor_bytes += tensor.bytes;
+                parameters += tensor.shape.iter().product::<u64>();
+                if !names.insert(tensor.name.clone()) {
+                    bail!(
+                        "tensor {:?} is in two shards of {} ({} is one): the checkpoint is damaged",
+                        tensor.name,
+                        dir.display(),
+                        file.display()
+                    );
                 }
-                let offsets = entry["data_offsets"].as_array().with_context(|| {
-                    format!("{}: tensor {name} has no data_offsets", file.display())
-                })?;
-                let (start, end) = (
-                    offsets.first().and_then(Value::as_u64).unwrap_or(0),
-                    offsets.get(1).and_then(Value::as_u64).unwrap_or(0),
-                );
-                let count: u64 = entry["shape"]
-                    .as_array()
-                    .map(|s| s.iter().filter_map(Value::as_u64).product())
-                    .unwrap_or(0);
-                tensor_bytes += end.saturating_sub(start);
-                parameters += count;
-                names.insert(name.clone());
+                shapes.insert(tensor.name, tensor.shape);
             }
         }
         let tensor_prefix = architecture.tensor_prefix(&names).with_context(|| {
@@ -79,6 +80,18 @@ impl ModelDir {
                 architecture.as_str()
             )
         })?;
+        let embedding = format!("{tensor_prefix}{}", architecture.embedding_tensor());
+        let want = [sizes.vocab_size, sizes.hidden_size];
+        if shapes.get(&embedding).map(Vec::as_slice) != Some(&want[..]) {
+            bail!(
+                "{} says vocab_size × hidden_size = {} × {}, but tensor {embedding:?} has shape {:?}: \
+                 the config and the weights are not of one model",
+                config_path.display(),
+                want[0],
+                want[1],
+                shapes.get(&embedding).cloned().unwrap_or_default()
+            );
+        }
         Ok(ModelDir {
             dir: dir.to_path_buf(),
             architecture,
@@ -86,7 +99,7 @@ impl ModelDir {
             tensor_bytes,
             parameters,
             tensor_count: names.len(),
-            vocab_size: config["vocab_size"].as_u64().unwrap_or(2) as usize,
+            vocab_size: sizes.vocab_size as usize,
             tensor_prefix,
         })
     }
@@ -109,6 +122,14 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
             .as_object()
             .with_context(|| format!("{} has no weight_map", index_path.display()))?;
         let shards: BTreeSet<&str> = map.values().filter_map(Value::as_str).collect();
+        for shard in &shards {
+            crate::fsutil::check_name("shard", shard).with_context(|| {
+                format!(
+                    "{} names a shard outside its directory",
+                    index_path.display()
+                )
+            })?;
+        }
         let files: Vec<PathBuf> = shards.into_iter().map(|s| dir.join(s)).collect();
         if let Some(missing) = files.iter().find(|f| !f.is_file()) {
             bail!(
@@ -125,26 +146,54 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     )
 }
 
-/// The JSON header of a safetensors file.
-pub fn read_header(path: &Path) -> Result<serde_json::Map<String, Value>> {
-    let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut len_bytes = [0u8; 8];
-    file.read_exact(&mut len_bytes)
-        .with_context(|| format!("{} is too short to be safetensors", path.display()))?;
-    let len = u64::from_le_bytes(len_bytes);
-    if len > 100 << 20 {
-        bail!(
-            "{} has an implausible header size ({len} bytes): not safetensors?",
-            path.display()
-        );
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{preset, synth};
+
+    /// A qwen2-tiny directory whose tensors are split over two shards by an index.
+    fn sharded(shard_names: [&str; 2]) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        synth::write_model_dir(preset::lookup("qwen2-tiny").unwrap(), tmp.path()).unwrap();
+        let whole = tmp.path().join("model.safetensors");
+        for shard in shard_names {
+            if let Some(parent) = tmp.path().join(shard).parent() {
+                std::fs::create_dir_all(parent).unwrap();
+            }
+            std::fs::copy(&whole, tmp.path().join(shard)).unwrap();
+        }
+        std::fs::remove_file(&whole).unwrap();
+        let index = serde_json::json!({"weight_map": {"a": shard_names[0], "b": shard_names[1]}});
+        std::fs::write(
+            tmp.path().join("model.safetensors.index.json"),
+            index.to_string(),
+        )
+        .unwrap();
+        tmp
     }
-    let mut header = vec![0u8; len as usize];
-    file.read_exact(&mut header)
-        .with_context(|| format!("{} ends inside its header", path.display()))?;
-    let value: Value = serde_json::from_slice(&header)
-        .with_context(|| format!("{} has a header that is not JSON", path.display()))?;
-    match value {
-        Value::Object(map) => Ok(map),
-        _ => bail!("{} has a header that is not a JSON object", path.display()),
+
+    #[test]
+    fn a_shard_name_outside_the_directory_is_refused() {
+        for bad in ["../outside.safetensors", "/etc/passwd", "sub/../../x"] {
+            let dir = sharded(["model-1.safetensors", "model-1.safetensors"]);
+            let index = serde_json::json!({"weight_map": {"a": "model-1.safetensors", "b": bad}});
+            std::fs::write(
+                dir.path().join("model.safetensors.index.json"),
+                index.to_string(),
+            )
+            .unwrap();
+            let err = format!("{:#}", ModelDir::inspect(dir.path()).unwrap_err());
+            assert!(
+                err.contains("names a shard outside its directory"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tensor_in_two_shards_is_refused() {
+        let dir = sharded(["model-1.safetensors", "model-2.safetensors"]);
+        let err = format!("{:#}", ModelDir::inspect(dir.path()).unwrap_err());
+        assert!(err.contains("is in two shards"), "{err}");
     }
 }

@@ -5,6 +5,8 @@
 //! The parent only resolves and inspects; loading happens in the worker.
 
 pub mod arch;
+pub mod config;
+pub mod header;
 pub mod inspect;
 pub mod preset;
 pub mod source;

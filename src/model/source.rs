@@ -92,6 +92,10 @@ fn fetch_from_hub(repo_id: &str, revision: &str) -> Result<PathBuf> {
             shards.sort_unstable();
             shards.dedup();
             for shard in shards {
+                // hf-hub writes each file under the cache's snapshot directory by this name.
+                crate::fsutil::check_name("shard", shard).with_context(|| {
+                    format!("{} names a shard outside its repository", index.display())
+                })?;
                 fetch(shard)?;
             }
         }

@@ -13,6 +13,8 @@ use crate::strategy;
 use crate::textutil::did_you_mean;
 
 const MIB: f64 = 1024.0 * 1024.0;
+/// The largest amount a threshold may name, in MiB (1 PiB): larger is a typo.
+const MAX_MIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -22,6 +24,11 @@ pub enum ScenarioError {
     Unknown { name: String, available: String },
     #[error("cannot read scenario file {path}: {reason}")]
     Unreadable { path: String, reason: String },
+    #[error("{origin}: {source} (rename the file)")]
+    UnusableName {
+        origin: String,
+        source: crate::fsutil::UnsafeName,
+    },
     #[error("{origin}:{line}:{column}: {message}")]
     Invalid {
         origin: String,
@@ -45,7 +52,7 @@ struct ScenarioFile {
     #[serde(default = "default_interval_ms")]
     interval_ms: Spanned<f64>,
     #[serde(default = "default_timeout_s")]
-    timeout_s: f64,
+    timeout_s: Spanned<f64>,
     models: Spanned<BTreeMap<String, Spanned<ModelFile>>>,
     workload: WorkloadFile,
     #[serde(default)]
@@ -66,9 +73,9 @@ struct ModelFile {
 struct WorkloadFile {
     steps: Spanned<Vec<Spanned<String>>>,
     #[serde(default = "one")]
-    batch_size: usize,
+    batch_size: Spanned<usize>,
     #[serde(default = "default_seq_len")]
-    seq_len: usize,
+    seq_len: Spanned<usize>,
     #[serde(default = "default_load_method")]
     load_method: LoadMethod,
     #[serde(default = "default_load_thread")]
@@ -89,14 +96,14 @@ struct WorkloadFile {
 #[serde(deny_unknown_fields)]
 struct ThresholdsFile {
     #[serde(default = "default_retention_mib")]
-    retention_mib: f64,
+    retention_mib: Spanned<f64>,
     #[serde(default = "default_noise_percent")]
-    noise_percent: f64,
+    noise_percent: Spanned<f64>,
     #[serde(default = "default_noise_mib")]
-    noise_mib: f64,
-    max_retained_mib: Option<f64>,
-    max_retained_slope_mib_per_cycle: Option<f64>,
-    max_peak_mib: Option<f64>,
+    noise_mib: Spanned<f64>,
+    max_retained_mib: Option<Spanned<f64>>,
+    max_retained_slope_mib_per_cycle: Option<Spanned<f64>>,
+    max_peak_mib: Option<Spanned<f64>>,
     max_retained_vram_mib: Option<Spanned<f64>>,
     max_retained_vram_slope_mib_per_cycle: Option<Spanned<f64>>,
     max_peak_vram_mib: Option<Spanned<f64>>,
@@ -130,14 +137,14 @@ fn default_repeat() -> u32 {
 fn default_interval_ms() -> Spanned<f64> {
     Spanned::new(0..0, 10.0)
 }
-fn default_timeout_s() -> f64 {
-    600.0
+fn default_timeout_s() -> Spanned<f64> {
+    Spanned::new(0..0, 600.0)
 }
-fn one() -> usize {
-    1
+fn one() -> Spanned<usize> {
+    Spanned::new(0..0, 1)
 }
-fn default_seq_len() -> usize {
-    32
+fn default_seq_len() -> Spanned<usize> {
+    Spanned::new(0..0, 32)
 }
 fn default_load_method() -> LoadMethod {
     LoadMethod::Mmap
@@ -154,15 +161,21 @@ fn default_settle_ms() -> u64 {
 fn default_baseline_ms() -> u64 {
     200
 }
-fn default_retention_mib() -> f64 {
-    16.0
+fn default_retention_mib() -> Spanned<f64> {
+    Spanned::new(0..0, 16.0)
 }
-fn default_noise_percent() -> f64 {
-    5.0
+fn default_noise_percent() -> Spanned<f64> {
+    Spanned::new(0..0, 5.0)
 }
-fn default_noise_mib() -> f64 {
-    16.0
+fn default_noise_mib() -> Spanned<f64> {
+    Spanned::new(0..0, 16.0)
 }
+
+/// The longest timeout a scenario may ask for: a week, in seconds.
+const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
+/// The most tokens one forward pass may take (batch_size × seq_len): the
+/// worker builds the batch before any model code can refuse it.
+const MAX_TOKENS: usize = 1 << 20;
 
 /// Loads a scenario by built-in name or file path.
 pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
@@ -193,6 +206,11 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
 
 /// Parses and validates scenario text. `origin` names the file in errors.
 pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    // The name becomes `results/<name>/…` and `baselines/<b>/<name>`.
+    crate::fsutil::check_name("scenario", name).map_err(|source| ScenarioError::UnusableName {
+        origin: origin.to_string(),
+        source,
+    })?;
     let invalid = |span: std::ops::Range<usize>, message: String| {
         let (line, column) = line_column(text, span.start);
         ScenarioError::Invalid {
@@ -221,6 +239,13 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         return Err(invalid(
             file.cycles.span(),
             "cycles must be at least 1".into(),
+        ));
+    }
+    let timeout_s = *file.timeout_s.get_ref();
+    if !(timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_S) {
+        return Err(invalid(
+            file.timeout_s.span(),
+            format!("timeout_s {timeout_s} is out of range: use more than 0 and at most {MAX_TIMEOUT_S} (a week)"),
         ));
     }
     let interval_ms = *file.interval_ms.get_ref();
@@ -253,10 +278,15 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
                 ModelSource::Preset(p.clone())
             }
             (None, Some(p), None) => ModelSource::Path(p.clone()),
-            (None, None, Some(h)) => ModelSource::Hub {
-                repo: h.clone(),
-                revision: m.revision.clone().unwrap_or_else(|| "main".to_string()),
-            },
+            (None, None, Some(h)) => {
+                let revision = m.revision.clone().unwrap_or_else(|| "main".to_string());
+                check_hub_names(h, &revision)
+                    .map_err(|e| invalid(spec.span(), format!("model {id:?}: {e}")))?;
+                ModelSource::Hub {
+                    repo: h.clone(),
+                    revision,
+                }
+            }
             _ => {
                 return Err(invalid(
                     spec.span(),
@@ -331,14 +361,62 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
             "steps load no model: add e.g. \"load bert\"".into(),
         ));
     }
-    if file.workload.batch_size == 0 || file.workload.seq_len == 0 {
+    let (batch_size, seq_len) = (&file.workload.batch_size, &file.workload.seq_len);
+    for (key, value) in [("batch_size", batch_size), ("seq_len", seq_len)] {
+        if *value.get_ref() == 0 {
+            let span = if value.span().is_empty() {
+                file.workload.steps.span()
+            } else {
+                value.span()
+            };
+            return Err(invalid(span, format!("{key} must be at least 1")));
+        }
+    }
+    if batch_size.get_ref().saturating_mul(*seq_len.get_ref()) > MAX_TOKENS {
+        let span = if seq_len.span().is_empty() {
+            batch_size.span()
+        } else {
+            seq_len.span()
+        };
         return Err(invalid(
-            file.workload.steps.span(),
-            "batch_size and seq_len must be at least 1".into(),
+            span,
+            format!(
+                "batch_size × seq_len = {} × {} is more than {MAX_TOKENS} tokens in one forward pass: make them smaller",
+                batch_size.get_ref(),
+                seq_len.get_ref()
+            ),
         ));
     }
 
     let t = &file.thresholds;
+    let amounts = [
+        ("retention_mib", Some(&t.retention_mib)),
+        ("noise_percent", Some(&t.noise_percent)),
+        ("noise_mib", Some(&t.noise_mib)),
+        ("max_retained_mib", t.max_retained_mib.as_ref()),
+        (
+            "max_retained_slope_mib_per_cycle",
+            t.max_retained_slope_mib_per_cycle.as_ref(),
+        ),
+        ("max_peak_mib", t.max_peak_mib.as_ref()),
+        ("max_retained_vram_mib", t.max_retained_vram_mib.as_ref()),
+        (
+            "max_retained_vram_slope_mib_per_cycle",
+            t.max_retained_vram_slope_mib_per_cycle.as_ref(),
+        ),
+        ("max_peak_vram_mib", t.max_peak_vram_mib.as_ref()),
+    ];
+    for (key, value) in amounts {
+        if let Some(value) = value {
+            let v = *value.get_ref();
+            if !(0.0..=MAX_MIB).contains(&v) {
+                return Err(invalid(
+                    value.span(),
+                    format!("[thresholds] {key} = {v} is out of range: use 0 to {MAX_MIB}"),
+                ));
+            }
+        }
+    }
     let mib = |v: f64| (v * MIB).round().max(0.0) as u64;
     let vram_budgets = [
         ("max_retained_vram_mib", &t.max_retained_vram_mib),
@@ -359,7 +437,7 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
             ));
         }
     }
-    let vram = |v: &Option<Spanned<f64>>| v.as_ref().map(|v| mib(*v.get_ref()));
+    let budget = |v: &Option<Spanned<f64>>| v.as_ref().map(|v| mib(*v.get_ref()));
     Ok(Scenario {
         name: name.to_string(),
         origin: origin.to_string(),
@@ -370,12 +448,12 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         repeat: file.repeat.max(1),
         strategies,
         interval_ms,
-        timeout_s: file.timeout_s,
+        timeout_s,
         models,
         workload: Workload {
             steps,
-            batch_size: file.workload.batch_size,
-            seq_len: file.workload.seq_len,
+            batch_size: *batch_size.get_ref(),
+            seq_len: *seq_len.get_ref(),
             load_method: file.workload.load_method,
             load_thread: file.workload.load_thread,
             dtype: file.workload.dtype,
@@ -385,26 +463,52 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
             warmup: file.workload.warmup,
         },
         thresholds: Thresholds {
-            retention_threshold_bytes: mib(t.retention_mib),
-            noise_relative: t.noise_percent / 100.0,
-            noise_absolute_bytes: mib(t.noise_mib),
+            retention_threshold_bytes: mib(*t.retention_mib.get_ref()),
+            noise_relative: t.noise_percent.get_ref() / 100.0,
+            noise_absolute_bytes: mib(*t.noise_mib.get_ref()),
             host: Budgets {
-                max_retained_bytes: t.max_retained_mib.map(mib),
-                max_retained_slope_bytes_per_cycle: t.max_retained_slope_mib_per_cycle.map(mib),
-                max_peak_bytes: t.max_peak_mib.map(mib),
+                max_retained_bytes: budget(&t.max_retained_mib),
+                max_retained_slope_bytes_per_cycle: budget(&t.max_retained_slope_mib_per_cycle),
+                max_peak_bytes: budget(&t.max_peak_mib),
             },
             device: Budgets {
-                max_retained_bytes: vram(&t.max_retained_vram_mib),
-                max_retained_slope_bytes_per_cycle: vram(&t.max_retained_vram_slope_mib_per_cycle),
-                max_peak_bytes: vram(&t.max_peak_vram_mib),
+                max_retained_bytes: budget(&t.max_retained_vram_mib),
+                max_retained_slope_bytes_per_cycle: budget(
+                    &t.max_retained_vram_slope_mib_per_cycle,
+                ),
+                max_peak_bytes: budget(&t.max_peak_vram_mib),
             },
         },
     })
 }
 
-/// 1-based line and column of a byte offset.
+/// A hub repository id (`owner/name` or `name`) and revision become paths in
+/// the hub cache (`models--owner--name/refs/<revision>`): each part must be a
+/// plain name, so neither can point outside the cache.
+fn check_hub_names(repo: &str, revision: &str) -> Result<(), String> {
+    let parts: Vec<&str> = repo.split('/').collect();
+    if parts.len() > 2 {
+        return Err(format!(
+            "hub = {repo:?} is not a repository id: use \"owner/name\""
+        ));
+    }
+    for part in parts {
+        crate::fsutil::check_name("hub repository", part).map_err(|e| e.to_string())?;
+    }
+    for part in revision.split('/') {
+        crate::fsutil::check_name("revision", part).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// 1-based line and column of a byte offset (clamped to the text and to the
+/// character boundary at or before it, so no span can make it panic).
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let column = before
         .rsplit('\n')
@@ -522,5 +626,118 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
         assert_eq!(t.host.max_peak_bytes, None);
         assert_eq!(t.budgets(Resource::Device(0)), &t.device);
         assert_eq!(t.budgets(Resource::Host), &t.host);
+    }
+
+    #[test]
+    fn a_scenario_name_that_is_not_one_directory_name_is_refused() {
+        for name in ["..", ".", "a/b", "../../x", "a\0b", ""] {
+            let err = parse_str(name, "dir/x.toml", MINIMAL)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("dir/x.toml: scenario name "),
+                "{name:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_scenario_file_named_dot_dot_cannot_name_the_parent_directory() {
+        // `...toml` has the stem `..`: results would go to `<out>/../<stamp>`.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("...toml");
+        std::fs::write(&path, MINIMAL).unwrap();
+        let err = load(path.to_str().unwrap()).unwrap_err().to_string();
+        assert!(err.contains("scenario name \"..\""), "{err}");
+    }
+
+    #[test]
+    fn hub_ids_and_revisions_that_leave_the_cache_are_refused() {
+        for (hub, revision) in [
+            ("../../etc", "main"),
+            ("a/b/c", "main"),
+            ("owner/..", "main"),
+            ("owner/name", "../../../x"),
+            ("owner/name", "/abs"),
+            ("owner/name", "a\0b"),
+        ] {
+            let text = MINIMAL.replace(
+                "preset = \"bert-tiny\"",
+                &format!(
+                    // JSON string escapes are valid TOML (`\u0000` for NUL).
+                    "hub = {}\nrevision = {}",
+                    serde_json::Value::from(hub),
+                    serde_json::Value::from(revision)
+                ),
+            );
+            let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+            assert!(
+                err.starts_with("my.toml:4:1: model \"m\""),
+                "{hub} {revision}: {err}"
+            );
+        }
+        let text = MINIMAL.replace(
+            "preset = \"bert-tiny\"",
+            "hub = \"owner/name\"\nrevision = \"refs/pr/1\"",
+        );
+        parse_str("t", "my.toml", &text).unwrap();
+    }
+
+    #[test]
+    fn absurd_numbers_are_refused_with_their_position() {
+        for (from, to, line) in [
+            (
+                "strategies = [\"drop\"]",
+                "strategies = [\"drop\"]\ntimeout_s = inf",
+                4,
+            ),
+            (
+                "strategies = [\"drop\"]",
+                "strategies = [\"drop\"]\ntimeout_s = -1.0",
+                4,
+            ),
+            (
+                "strategies = [\"drop\"]",
+                "strategies = [\"drop\"]\ntimeout_s = nan",
+                4,
+            ),
+            (
+                "\"settle\"]",
+                "\"settle\"]\nbatch_size = 1000000\nseq_len = 1000000",
+                9,
+            ),
+            ("\"settle\"]", "\"settle\"]\nseq_len = 0", 8),
+            (
+                "\"settle\"]",
+                "\"settle\"]\n[thresholds]\nmax_retained_mib = -5",
+                9,
+            ),
+            (
+                "\"settle\"]",
+                "\"settle\"]\n[thresholds]\nretention_mib = nan",
+                9,
+            ),
+            (
+                "\"settle\"]",
+                "\"settle\"]\n[thresholds]\nmax_peak_mib = 1e300",
+                9,
+            ),
+        ] {
+            let text = MINIMAL.replace(from, to);
+            let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("my.toml:{line}:")), "{to}: {err}");
+            assert!(
+                err.contains("out of range")
+                    || err.contains("at least 1")
+                    || err.contains("tokens"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn line_column_never_panics_inside_a_character() {
+        assert_eq!(line_column("é\nx", 1), (1, 1));
+        assert_eq!(line_column("ab", 99), (1, 3));
     }
 }
