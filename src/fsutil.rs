@@ -17,10 +17,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".to_string());
     let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("cannot move {} into place", path.display()))?;
-    Ok(())
+    let written = std::fs::write(&tmp, bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("cannot move {} into place", path.display()))
+        });
+    if written.is_err() {
+        // A full disk must not also leave a hidden half-written file behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The longest name [`check_name`] accepts, in bytes (file systems allow 255).

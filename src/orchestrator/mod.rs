@@ -172,7 +172,10 @@ pub fn execute(
 
     let (run_status, error) = outcome(stop, status, &got, plan.timeout);
     meta.status = run_status;
-    meta.error = error;
+    meta.error = match stop {
+        None => error.map(|e| name_out_of_memory(e, &meta.stderr_tail)),
+        Some(_) => error,
+    };
     (
         RunRecord {
             meta,
@@ -326,6 +329,36 @@ fn outcome(
     (run_status, error)
 }
 
+/// What Rust's allocation-failure handler prints before it aborts the worker.
+const ALLOC_FAILED_PREFIX: &str = "memory allocation of ";
+
+/// Says "out of memory" first in the error of a worker that ran out of it:
+/// an allocation that failed (Rust's handler named it on stderr, then
+/// aborted) or a mapping or device allocation refused with ENOMEM or
+/// CUDA_ERROR_OUT_OF_MEMORY (the worker's own error names it). A limit on the
+/// worker (RLIMIT_AS, a cgroup) shows up as one of these; the kernel's OOM
+/// killer sends SIGKILL, which [`child::describe_exit`] points at.
+fn name_out_of_memory(error: String, stderr_tail: &str) -> String {
+    if error.starts_with("out of memory") {
+        return error;
+    }
+    let failed_allocation = stderr_tail.lines().rev().find(|line| {
+        line.trim_start().starts_with(ALLOC_FAILED_PREFIX) && line.trim_end().ends_with("failed")
+    });
+    if let Some(line) = failed_allocation {
+        return format!("out of memory: {} ({error})", line.trim());
+    }
+    let lower = error.to_lowercase();
+    if lower.contains("os error 12")
+        || lower.contains("cannot allocate memory")
+        || lower.contains("out_of_memory")
+        || lower.contains("out of memory")
+    {
+        return format!("out of memory: {error}");
+    }
+    error
+}
+
 /// The status of a worker killed by a signal memrel did not send (the error names it).
 fn killed_status() -> RunStatus {
     RunStatus::Killed
@@ -409,6 +442,24 @@ mod tests {
         let (status, error) = outcome(Some(Stop::Signal(libc::SIGINT)), killed, &got, TIMEOUT);
         assert_eq!(status, interrupted_status());
         assert!(error.is_some_and(|e| e.contains("interrupted") && e.contains("SIGINT")));
+    }
+
+    #[test]
+    fn an_allocation_that_failed_is_reported_as_out_of_memory() {
+        let died = "the worker was killed by signal 6 (SIGABRT), which memrel did not send";
+        let tail = "memrel: preparing model\nmemory allocation of 17825792 bytes failed\n";
+        let error = name_out_of_memory(died.into(), tail);
+        assert_eq!(
+            error,
+            format!("out of memory: memory allocation of 17825792 bytes failed ({died})")
+        );
+        let refused = "path: \"model.safetensors\" Cannot allocate memory (os error 12)";
+        assert_eq!(
+            name_out_of_memory(refused.into(), ""),
+            format!("out of memory: {refused}")
+        );
+        let other = "model.safetensors is truncated";
+        assert_eq!(name_out_of_memory(other.into(), "allocation of x"), other);
     }
 
     #[test]

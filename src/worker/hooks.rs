@@ -14,6 +14,10 @@
 //!   process group, names its pid on stderr (`grandchild pid N`), closes its
 //!   event channel and stdout, and sleeps forever: the parent must kill it at
 //!   the timeout, grandchild included.
+//! - `MEMREL_WORKER_AS_LIMIT_AFTER=<phase>`: after the first end edge of
+//!   `<phase>`, the worker limits its own address space (RLIMIT_AS) to what it
+//!   maps now plus [`AS_HEADROOM_BYTES`], so the next large allocation (the
+//!   following load) runs out of memory the way it would under a real limit.
 
 use std::fs::File;
 use std::io::Write;
@@ -24,6 +28,11 @@ use crate::protocol::{Edge, Envelope, MemoryAtEdge, Message, Phase, PhaseEdge};
 
 pub const STDOUT_NOISE_ENV: &str = "MEMREL_WORKER_STDOUT_NOISE";
 pub const HANG_AFTER_ENV: &str = "MEMREL_WORKER_HANG_AFTER";
+pub const AS_LIMIT_AFTER_ENV: &str = "MEMREL_WORKER_AS_LIMIT_AFTER";
+
+/// Room left above the address space in use when the limit is set: enough for
+/// the worker to keep sending events, far too little to load a model.
+pub const AS_HEADROOM_BYTES: u64 = 1 << 20;
 
 /// The cycle of the fake events printed on stdout (no scenario has that many).
 pub const FAKE_CYCLE: u32 = 9999;
@@ -33,22 +42,26 @@ pub const FAKE_CYCLE: u32 = 9999;
 pub struct Hooks {
     noise: bool,
     hang_after: Option<Phase>,
+    as_limit_after: Option<Phase>,
+}
+
+/// The phase named by the environment variable `var`, if it is set.
+fn phase_from_env(var: &str) -> Option<Phase> {
+    std::env::var(var).ok().and_then(|name| {
+        let phase = Phase::parse(&name);
+        if phase.is_none() {
+            eprintln!("memrel worker: test hook {var}={name:?} names no phase; ignored");
+        }
+        phase
+    })
 }
 
 impl Hooks {
     pub fn from_env() -> Hooks {
-        let hang_after = std::env::var(HANG_AFTER_ENV).ok().and_then(|name| {
-            let phase = Phase::parse(&name);
-            if phase.is_none() {
-                eprintln!(
-                    "memrel worker: test hook {HANG_AFTER_ENV}={name:?} names no phase; ignored"
-                );
-            }
-            phase
-        });
         Hooks {
             noise: std::env::var(STDOUT_NOISE_ENV).is_ok_and(|v| v == "1"),
-            hang_after,
+            hang_after: phase_from_env(HANG_AFTER_ENV),
+            as_limit_after: phase_from_env(AS_LIMIT_AFTER_ENV),
         }
     }
 
@@ -63,9 +76,13 @@ impl Hooks {
     }
 
     /// After an edge was sent on `channel`; may close it and never return.
-    pub fn after_edge(&self, phase: Phase, edge: Edge, channel: &mut Option<File>) {
+    pub fn after_edge(&mut self, phase: Phase, edge: Edge, channel: &mut Option<File>) {
         if self.noise {
             print_noise(phase, edge);
+        }
+        if edge == Edge::End && self.as_limit_after == Some(phase) {
+            self.as_limit_after = None;
+            limit_address_space(phase);
         }
         if edge == Edge::End && self.hang_after == Some(phase) {
             hang(phase, channel);
@@ -90,6 +107,40 @@ fn print_noise(phase: Phase, edge: Edge) {
     let _ = write!(out, "{{\"v\":1,\"type\":\"phase\",\"data\":{{\"phase\":\"");
     let _ = out.write_all(b"\xff\xfe junk \x1b[31m\n");
     let _ = out.flush();
+}
+
+/// Sets RLIMIT_AS to the address space mapped now plus [`AS_HEADROOM_BYTES`].
+fn limit_address_space(phase: Phase) {
+    let Some(mapped_bytes) = vm_size_bytes() else {
+        eprintln!("memrel test hook: cannot read VmSize; no address-space limit set");
+        return;
+    };
+    let limit = mapped_bytes + AS_HEADROOM_BYTES;
+    let rlim = libc::rlimit {
+        rlim_cur: limit as libc::rlim_t,
+        rlim_max: limit as libc::rlim_t,
+    };
+    // SAFETY: setrlimit on this process with a valid, initialised struct.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_AS, &rlim) };
+    if rc == 0 {
+        eprintln!(
+            "memrel test hook: address space limited to {limit} bytes after {}",
+            phase.as_str()
+        );
+    } else {
+        eprintln!(
+            "memrel test hook: cannot limit the address space: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// The process's mapped address space (VmSize in /proc/self/status).
+fn vm_size_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmSize:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn hang(phase: Phase, channel: &mut Option<File>) -> ! {
