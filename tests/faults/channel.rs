@@ -1,4 +1,4 @@
-//! Faults around the worker, end to end through the real binary: a worker
+//! Faults around the worker channel and memrel's own signals, end to end through the real binary: a worker
 //! whose stdout is full of noise that looks like events, a worker that closes
 //! its channel and hangs with a grandchild, a worker killed by a signal memrel
 //! did not send, and memrel itself stopped by SIGINT or SIGTERM mid-run.
@@ -9,119 +9,11 @@
 //! set through the environment; the scenarios use the tiny bert-tiny preset
 //! and finish in seconds.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-const NOISE_ENV: &str = "MEMREL_WORKER_STDOUT_NOISE";
-const HANG_ENV: &str = "MEMREL_WORKER_HANG_AFTER";
-
-/// The memrel binary with the shared model cache (as tests/run/common.rs).
-fn memrel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
-    command.env(
-        "MEMREL_CACHE_DIR",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"),
-    );
-    command.env("HF_HUB_OFFLINE", "1");
-    command.env_remove(NOISE_ENV).env_remove(HANG_ENV);
-    command
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A tiny scenario: bert-tiny, `cycles` of load → forward → drop with `extra` steps.
-fn scenario(dir: &Path, name: &str, cycles: u32, timeout_s: f64, extra_steps: &str) -> PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    let toml = format!(
-        r#"description = "fault test"
-device = "cpu"
-cycles = {cycles}
-strategies = ["drop"]
-interval_ms = 5
-timeout_s = {timeout_s}
-
-[models.tiny]
-preset = "bert-tiny"
-
-[workload]
-steps = ["load tiny", "forward tiny", "unload tiny", "release", "settle"{extra_steps}]
-batch_size = 1
-seq_len = 8
-settle_ms = 20
-baseline_ms = 50
-"#
-    );
-    std::fs::write(&path, toml).expect("scenario written");
-    path
-}
-
-/// The results directories under `out/<scenario>/`.
-fn results_dirs(out: &Path, scenario: &str) -> Vec<PathBuf> {
-    std::fs::read_dir(out.join(scenario))
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default()
-}
-
-fn only_results_dir(out: &Path, scenario: &str) -> PathBuf {
-    let mut dirs = results_dirs(out, scenario);
-    assert_eq!(dirs.len(), 1, "one results directory: {dirs:?}");
-    dirs.remove(0)
-}
-
-fn runs(dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(dir.join("runs.json")).expect("runs.json");
-    let json: Value = serde_json::from_str(&text).expect("runs.json is JSON");
-    json["runs"].as_array().expect("runs").clone()
-}
-
-/// `memrel report DIR` re-renders the directory (exit 0).
-fn assert_rerenders(dir: &Path) {
-    let output = memrel().arg("report").arg(dir).output().expect("report");
-    assert!(
-        output.status.success(),
-        "memrel report {} failed: {}",
-        dir.display(),
-        text(&output.stderr)
-    );
-}
-
-/// Alive and not a zombie.
-fn alive(pid: i64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-fn assert_gone(pid: i64, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!alive(pid), "{what} (pid {pid}) is still running");
-}
-
-fn wait_with_limit(child: &mut Child, limit: Duration) -> ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("memrel did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use crate::support::*;
 
 /// The (run, cycle, phase, edge) rows of events.csv.
 fn event_rows(dir: &Path) -> Vec<(String, String, String, String)> {
@@ -195,7 +87,7 @@ fn stdout_noise_that_looks_like_events_neither_loses_nor_fakes_an_event() {
 #[test]
 fn a_worker_that_closes_its_channel_and_hangs_is_killed_at_the_timeout_with_its_grandchild() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let path = scenario(tmp.path(), "hang", 2, 2.0, "");
+    let path = scenario(tmp.path(), "hang", 2, 2.0, 20, "");
     let start = Instant::now();
     let mut child = memrel()
         .args(["run", "--scenario"])
@@ -240,40 +132,10 @@ fn a_worker_that_closes_its_channel_and_hangs_is_killed_at_the_timeout_with_its_
     assert_rerenders(&dir);
 }
 
-/// The worker processes memrel `parent` has started (its direct children).
-fn children_of(parent: u32) -> Vec<i64> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i64>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) && alive(pid) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn a_worker_killed_by_a_signal_memrel_did_not_send_is_reported_with_the_signal() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let path = scenario(tmp.path(), "foreign-kill", 1, 60.0, "");
+    let path = scenario(tmp.path(), "foreign-kill", 1, 60.0, 20, "");
     let mut child = memrel()
         .args(["run", "--scenario"])
         .arg(&path)
@@ -314,7 +176,7 @@ fn a_worker_killed_by_a_signal_memrel_did_not_send_is_reported_with_the_signal()
 fn interrupt_the_second_run(sig: i32, name: &str, want_code: i32) {
     let tmp = tempfile::tempdir().expect("tempdir");
     // Each run: 2 cycles with an idle of 1 s: long enough to be caught in the middle.
-    let path = scenario(tmp.path(), name, 2, 60.0, ", \"idle 1000\"");
+    let path = scenario(tmp.path(), name, 2, 60.0, 20, ", \"idle 1000\"");
     let mut child = memrel()
         .args(["run", "--repeat", "2", "--scenario"])
         .arg(&path)

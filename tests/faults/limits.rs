@@ -1,8 +1,8 @@
-//! The fault suite of issue 12 (Build §5), end to end through the real
+//! The resource limits of the fault suite, end to end through the real
 //! binary: the worker SIGKILLed at 20 random moments, the worker out of memory
 //! under a limit, the results disk full while writing, and two `memrel run`
 //! at once into one `--out`. (The hung worker and the signals to memrel are
-//! in tests/faults.rs.)
+//! in `channel`.)
 //!
 //! Every case checks that each result file is complete and parseable
 //! (runs.json and summary.json parse, samples.csv and events.csv read back
@@ -17,163 +17,12 @@
 //! fails unless `MEMREL_TEST_NO_TMPFS=1` waives it).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use memrel::record::Record;
 use rand::{Rng, SeedableRng};
-use serde_json::Value;
 
-const AS_LIMIT_ENV: &str = "MEMREL_WORKER_AS_LIMIT_AFTER";
-
-/// The memrel binary with the shared model cache (as tests/run/common.rs).
-fn memrel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
-    command.env(
-        "MEMREL_CACHE_DIR",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"),
-    );
-    command.env("HF_HUB_OFFLINE", "1");
-    command
-        .env_remove(AS_LIMIT_ENV)
-        .env_remove("MEMREL_WORKER_STDOUT_NOISE")
-        .env_remove("MEMREL_WORKER_HANG_AFTER");
-    command
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A tiny scenario: bert-tiny, `cycles` of load → forward → drop with `extra` steps.
-fn scenario(dir: &Path, name: &str, cycles: u32, settle_ms: u32, extra_steps: &str) -> PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    let toml = format!(
-        r#"description = "fault suite"
-device = "cpu"
-cycles = {cycles}
-strategies = ["drop"]
-interval_ms = 5
-timeout_s = 60
-
-[models.tiny]
-preset = "bert-tiny"
-
-[workload]
-steps = ["load tiny", "forward tiny", "unload tiny", "release", "settle"{extra_steps}]
-batch_size = 1
-seq_len = 8
-settle_ms = {settle_ms}
-baseline_ms = 60
-"#
-    );
-    std::fs::write(&path, toml).expect("scenario written");
-    path
-}
-
-/// The results directories under `out/<scenario>/`.
-fn results_dirs(out: &Path, scenario: &str) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out.join(scenario))
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
-}
-
-fn only_results_dir(out: &Path, scenario: &str) -> PathBuf {
-    let mut dirs = results_dirs(out, scenario);
-    assert_eq!(dirs.len(), 1, "one results directory: {dirs:?}");
-    dirs.remove(0)
-}
-
-fn runs(dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(dir.join("runs.json")).expect("runs.json");
-    let json: Value = serde_json::from_str(&text).expect("runs.json is JSON");
-    json["runs"].as_array().expect("runs").clone()
-}
-
-/// Every result file complete and parseable, and `memrel report DIR` re-renders it.
-fn assert_intact(dir: &Path, want_runs: usize) -> Record {
-    let record =
-        Record::load(dir).unwrap_or_else(|e| panic!("{} does not read back: {e:#}", dir.display()));
-    assert_eq!(record.runs.len(), want_runs, "{}", dir.display());
-    assert_eq!(runs(dir).len(), want_runs);
-    let summary = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
-    serde_json::from_str::<Value>(&summary).expect("summary.json is JSON");
-    let png = std::fs::read(dir.join("timeline.png")).expect("timeline.png");
-    assert!(png.starts_with(b"\x89PNG"), "timeline.png is a PNG");
-    let output = memrel().arg("report").arg(dir).output().expect("report");
-    assert!(
-        output.status.success(),
-        "memrel report {} failed: {}",
-        dir.display(),
-        text(&output.stderr)
-    );
-    record
-}
-
-/// Alive and not a zombie.
-fn alive(pid: i64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// The live processes whose parent is `parent` (memrel's workers).
-fn children_of(parent: u32) -> Vec<i64> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i64>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) && alive(pid) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn wait_with_limit(child: &mut Child, limit: Duration) -> ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("memrel did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn stderr_of(child: &mut Child) -> String {
-    let mut s = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut s);
-    }
-    s
-}
+use crate::support::*;
 
 /// One run of the kill case: SIGKILL to the worker `delay` after it appears;
 /// returns where it was hit (the last phase edge in events.csv).
@@ -226,7 +75,7 @@ fn kill_worker_after(tmp: &Path, path: &Path, name: &str, delay: Duration) -> St
 fn a_worker_sigkilled_at_20_random_moments_leaves_20_intact_result_sets() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // ~0.25 s of worker: baseline 60 ms, then 3 cycles with a 40 ms settle.
-    let path = scenario(tmp.path(), "kill", 3, 40, "");
+    let path = scenario(tmp.path(), "kill", 3, 60.0, 40, "");
     let mut rng = rand::rngs::StdRng::seed_from_u64(12);
     // Kill within the first 0.16 s, so that no kill lands after the worker ended.
     let delays: Vec<Duration> = (0..20)
@@ -273,7 +122,7 @@ fn a_worker_sigkilled_at_20_random_moments_leaves_20_intact_result_sets() {
 #[test]
 fn a_worker_out_of_memory_under_an_address_space_limit_is_reported_with_its_samples() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let path = scenario(tmp.path(), "oom", 2, 20, "");
+    let path = scenario(tmp.path(), "oom", 2, 60.0, 20, "");
     let output = memrel()
         .args(["run", "--scenario"])
         .arg(&path)
@@ -368,7 +217,7 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
     };
     // Each run: one cycle and an idle of 1 s, time enough to fill the disk
     // while the second run's worker is running.
-    let path = scenario(tmp.path(), "full", 1, 20, ", \"idle 1000\"");
+    let path = scenario(tmp.path(), "full", 1, 60.0, 20, ", \"idle 1000\"");
     let out = disk.0.join("results");
     let mut child = memrel()
         .args(["run", "--repeat", "2", "--scenario"])
@@ -429,7 +278,7 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
 #[test]
 fn two_runs_at_once_into_one_out_write_two_complete_result_sets() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let path = scenario(tmp.path(), "twice", 2, 20, "");
+    let path = scenario(tmp.path(), "twice", 2, 60.0, 20, "");
     let start = || {
         memrel()
             .args(["run", "--scenario"])
