@@ -45,6 +45,23 @@ pub enum Message {
     Done(Done),
     /// The worker hit an error it could describe before exiting.
     Error(WorkerError),
+    /// The worker ends at a release step (`respawn`): a new process resumes.
+    Handover(Handover),
+}
+
+/// Where a new worker process takes over from one that ended at a release.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Resume {
+    pub cycle: u32,
+    /// Index (in the workload's steps) of the release step the old process began.
+    pub release_step: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Handover {
+    pub resume: Resume,
+    /// The ending process's `VmHWM`.
+    pub vm_hwm_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -58,6 +75,42 @@ pub struct Hello {
     /// before anything was loaded (CUDA only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vram_floor_bytes: Option<u64>,
+    /// The allocator that serves the worker's `malloc`, identified at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<AllocatorReport>,
+}
+
+/// Which allocator serves a process's `malloc`, and the settings it really
+/// runs with, as the process itself found out (not as it was asked).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AllocatorReport {
+    /// `glibc`, `jemalloc`, `tcmalloc`, `mimalloc`, or `unknown`.
+    pub name: String,
+    /// The allocator's own version string, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The file of the library whose `malloc` the process calls.
+    pub library: String,
+    /// Whether that library is mapped in `/proc/self/maps`.
+    pub mapped: bool,
+    /// Settings read back from the allocator (name → value as text).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, String>,
+}
+
+/// Any allocator's own view of its memory, the same three numbers for each:
+/// what the program holds, what the allocator keeps from the kernel, and the
+/// difference (free memory the allocator has not returned).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct HeapStats {
+    /// Bytes allocated by the program and not freed (`None` where the
+    /// allocator does not count them: mimalloc without its statistics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_use_bytes: Option<u64>,
+    /// Bytes the allocator holds from the kernel, resident or committed
+    /// (glibc arena + mmapped, jemalloc `stats.resident`, tcmalloc heap size
+    /// less unmapped, mimalloc committed).
+    pub held_bytes: u64,
 }
 
 /// A yes/no verification that a strategy is really in force.
@@ -168,6 +221,9 @@ pub struct PhaseEdge {
     pub memory: MemoryAtEdge,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocator: Option<AllocatorState>,
+    /// The allocator's own view of its memory, whichever allocator serves `malloc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap: Option<HeapStats>,
     /// Free text: the release action's result, the model's byte count, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -247,6 +303,7 @@ mod tests {
                 vram_bytes: None,
             },
             allocator: None,
+            heap: None,
             note: None,
         }));
         let line = env.to_line();

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::model::preset::PRESETS;
 use crate::scenario::{self, BUILTINS};
-use crate::strategy::STRATEGIES;
+use crate::strategy;
 use crate::textutil::MIB;
 
 pub fn render(long: bool) -> String {
@@ -21,8 +21,8 @@ pub fn render(long: bool) -> String {
         let _ = writeln!(out, "  {name:<15} {description}");
     }
     let _ = writeln!(out, "\nstrategies (memrel run --strategy NAME):");
-    for s in STRATEGIES {
-        let _ = writeln!(out, "  {:<19} [{}] {}", s.name, s.device, s.summary);
+    for s in strategy::all() {
+        let _ = writeln!(out, "  {:<21} [{}] {}", s.name, s.device, s.summary);
         if long {
             let mut line = String::new();
             for word in s.explanation.split_whitespace() {
@@ -38,8 +38,19 @@ pub fn render(long: bool) -> String {
             if !line.is_empty() {
                 let _ = writeln!(out, "      {line}");
             }
+            if let (Some(library), Some(package)) =
+                (s.allocator.library(), s.allocator.debian_package())
+            {
+                let _ = writeln!(
+                    out,
+                    "      preloads: {library} (Debian/Ubuntu package {package})"
+                );
+            }
             for (k, v) in s.env {
                 let _ = writeln!(out, "      environment: {k}={v}");
+            }
+            for (k, v) in s.expect {
+                let _ = writeln!(out, "      checks: {} reads {k} = {v}", s.allocator.name());
             }
             if s.needs_glibc {
                 let _ = writeln!(out, "      needs glibc");

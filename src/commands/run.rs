@@ -77,8 +77,7 @@ pub fn resolve_strategies(names: &[String], device: DeviceSpec) -> Result<Vec<&'
                 "strategy {:?} is for {} devices and this run is on {device}: pick one of {}",
                 s.name,
                 s.device,
-                strategy::STRATEGIES
-                    .iter()
+                strategy::all()
                     .filter(|x| x.runs_on(device.is_cuda()))
                     .map(|x| x.name)
                     .collect::<Vec<_>>()
@@ -88,6 +87,7 @@ pub fn resolve_strategies(names: &[String], device: DeviceSpec) -> Result<Vec<&'
         if s.needs_glibc && !strategy::have_glibc() {
             bail!("strategy {:?} needs glibc (Linux with the GNU C library); this build is not on glibc", s.name);
         }
+        strategy::find_library(s)?;
         if !out.iter().any(|x| x.name == s.name) {
             out.push(s);
         }
@@ -113,6 +113,16 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
     let cache = cache_dir();
     let mut models = Vec::new();
     let mut infos = Vec::new();
+    let inherited = strategy::inherited_allocator_variables();
+    if !inherited.is_empty() {
+        eprintln!(
+            "memrel: ignoring {} from memrel's environment: every worker starts with its \
+             strategy's allocator and variables only (glibc for glibc strategies; runs.json \
+             records the allocator each run had). To measure another allocator, use its \
+             strategy (memrel list)",
+            inherited.join(" ")
+        );
+    }
     for (id, src) in &scenario.models {
         eprintln!("memrel: preparing model {id} ({src})");
         let dir = source::resolve(src, &base, &cache)
@@ -169,6 +179,7 @@ pub fn execute(options: &RunOptions, command_line: Vec<String>) -> Result<(PathB
         for strategy in &options.strategies {
             run_number += 1;
             let spec = WorkerSpec {
+                resume: None,
                 strategy: strategy.name.to_string(),
                 device: scenario.device,
                 cycles: scenario.cycles,

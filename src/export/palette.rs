@@ -4,7 +4,7 @@
 use plotters::style::RGBColor;
 
 use crate::protocol::Phase;
-use crate::strategy::STRATEGIES;
+use crate::strategy;
 
 const STRATEGY_COLOURS: &[RGBColor] = &[
     RGBColor(214, 39, 40),   // drop: red, the problem
@@ -19,12 +19,23 @@ const STRATEGY_COLOURS: &[RGBColor] = &[
     RGBColor(188, 189, 34),  // to-cpu: olive
     RGBColor(57, 59, 121),   // device-drop: navy
     RGBColor(0, 0, 0),       // context-release: black
+    RGBColor(27, 158, 119),  // jemalloc: teal
+    RGBColor(102, 166, 30),  // jemalloc-decay0: lime
+    RGBColor(117, 200, 180), // jemalloc-bg-thread: light teal
+    RGBColor(0, 90, 70),     // jemalloc-purge: dark teal
+    RGBColor(230, 171, 2),   // tcmalloc: mustard
+    RGBColor(253, 191, 111), // tcmalloc-release-rate: light orange
+    RGBColor(166, 86, 40),   // tcmalloc-aggressive: rust
+    RGBColor(255, 217, 47),  // tcmalloc-release: yellow
+    RGBColor(117, 112, 179), // mimalloc: slate purple
+    RGBColor(231, 41, 138),  // mimalloc-purge0: magenta
+    RGBColor(106, 61, 154),  // mimalloc-collect: dark purple
+    RGBColor(128, 0, 0),     // respawn: maroon
 ];
 
 /// The strategy's colour: fixed by its place in the strategy table.
 pub fn strategy_colour(name: &str) -> RGBColor {
-    let index = STRATEGIES
-        .iter()
+    let index = strategy::all()
         .position(|s| s.name == name)
         .unwrap_or_else(|| {
             // Unknown names (from newer results) still get a stable colour.

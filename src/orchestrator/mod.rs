@@ -25,10 +25,10 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::protocol::{Message, PhaseEdge};
+use crate::protocol::{Edge, Message, PhaseEdge, Resume};
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
 use crate::sampler::{Sampler, VramProbe};
-use crate::strategy::{Strategy, ALLOCATOR_ENV_VARS};
+use crate::strategy::{self, Strategy};
 use crate::worker::WorkerSpec;
 use channel::{Arrival, Channel};
 
@@ -66,7 +66,9 @@ enum Stop {
 }
 
 /// Executes `plan` with `exe` as the worker binary; `on_event` sees each
-/// phase edge as it arrives (for progress display).
+/// phase edge as it arrives (for progress display). A `respawn` strategy's
+/// run is several worker processes in turn, on one clock: each hands over at
+/// a release step and the next one resumes there.
 pub fn execute(
     exe: &Path,
     plan: &RunPlan,
@@ -86,90 +88,62 @@ pub fn execute(
         vram_floor_bytes: None,
         stderr_tail: String::new(),
         stdout_tail: String::new(),
+        allocator: None,
+        ignored_env: Vec::new(),
+        respawned_pids: Vec::new(),
     };
-    let spec_json = match serde_json::to_string(plan.spec) {
-        Ok(json) => json,
+    let preload = match strategy::find_library(plan.strategy) {
+        Ok(preload) => preload,
         Err(e) => {
-            meta.error = Some(format!("cannot encode the worker spec: {e}"));
+            meta.error = Some(e.to_string());
             return (empty_record(meta), "none");
         }
     };
-    let channel = match Channel::open() {
-        Ok(channel) => channel,
-        Err(e) => {
-            meta.error = Some(format!(
-                "cannot open the worker's event channel (a pipe): {e}"
-            ));
-            return (empty_record(meta), "none");
-        }
-    };
-    let mut command = Command::new(exe);
-    command
-        .arg("worker")
-        .arg("--spec")
-        .arg(spec_json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for var in ALLOCATOR_ENV_VARS {
-        command.env_remove(var);
-    }
-    command.envs(plan.strategy.env.iter().copied());
-    channel.attach(&mut command);
-    child::configure(&mut command);
-
     let clock_zero = Instant::now();
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            meta.error = Some(format!("cannot start worker {}: {e}", exe.display()));
-            return (empty_record(meta), "none");
-        }
-    };
-    let pid = child.id();
-    meta.pid = pid;
-    let messages = channel.start_reader(clock_zero);
-    let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
-    let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
-    let sampler = Sampler::start(pid, plan.interval, clock_zero, vram);
-    let probe_name = sampler.probe_name;
-
-    let mut got = Collected::default();
     let deadline = clock_zero + plan.timeout;
-    let mut channel_open = true;
-    let stop = loop {
-        if channel_open {
-            match messages.recv_timeout(TICK) {
-                Ok(arrival) => got.take(arrival, &mut meta, on_event),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => channel_open = false,
+    let mut got = Collected::default();
+    let mut samples = Vec::new();
+    let mut vram = vram;
+    let mut probe_name = "none";
+    let mut spec = plan.spec.clone();
+    let (stop, status) = loop {
+        let process = Process {
+            exe,
+            strategy: plan.strategy,
+            preload: preload.as_deref(),
+            spec: &spec,
+            interval: plan.interval,
+            clock_zero,
+            deadline,
+        };
+        let ended = match process.run(vram.take(), &mut got, &mut meta, on_event) {
+            Ok(ended) => ended,
+            Err(error) => {
+                // Nothing ran in this process; what earlier ones measured is kept.
+                meta.error = Some(error);
+                meta.duration_s = clock_zero.elapsed().as_secs_f64();
+                let record = RunRecord {
+                    meta,
+                    samples,
+                    events: got.events,
+                };
+                return (record, probe_name);
             }
-        } else {
-            std::thread::sleep(TICK);
-        }
-        if child::has_exited(pid) {
-            break None;
-        }
-        if let Some(sig) = signals::received() {
-            break Some(Stop::Signal(sig));
-        }
-        if Instant::now() >= deadline {
-            break Some(Stop::Timeout);
+        };
+        samples.extend(ended.samples);
+        vram = ended.vram;
+        probe_name = ended.probe_name;
+        let clean = ended.stop.is_none() && ended.status.is_some_and(|s| s.success());
+        match got.handover.take() {
+            Some(resume) if clean => {
+                spec.resume = Some(resume);
+                got.processes += 1;
+            }
+            _ => break (ended.stop, ended.status),
         }
     };
-    // The worker is a zombie or about to be killed: its group id is still
-    // reserved, so this reaches everything it started and nothing else.
-    child::kill_group(pid);
-    let status = child::wait_bounded(&mut child, REAP_GRACE);
-    let (samples, vram_checks) = sampler.stop_with_checks();
-    meta.checks.extend(vram_checks);
-    if channel_open {
-        got.drain(&messages, PIPE_GRACE, &mut meta, on_event);
-    }
+    meta.checks.extend(vram.map(|v| v.checks()).unwrap_or_default());
     meta.duration_s = clock_zero.elapsed().as_secs_f64();
-    meta.stdout_tail = stdout.finish(PIPE_GRACE);
-    meta.stderr_tail = stderr.finish(PIPE_GRACE);
-
     let (run_status, error) = outcome(stop, status, &got, plan.timeout);
     meta.status = run_status;
     meta.error = match stop {
@@ -186,11 +160,136 @@ pub fn execute(
     )
 }
 
-/// What arrived on the channel.
+/// One worker process of a run.
+struct Process<'a> {
+    exe: &'a Path,
+    strategy: &'static Strategy,
+    preload: Option<&'a Path>,
+    spec: &'a WorkerSpec,
+    interval: Duration,
+    clock_zero: Instant,
+    deadline: Instant,
+}
+
+/// How one worker process ended, and what was sampled while it ran.
+struct Ended {
+    stop: Option<Stop>,
+    status: Option<ExitStatus>,
+    samples: Vec<crate::record::Sample>,
+    vram: Option<Box<dyn VramProbe>>,
+    probe_name: &'static str,
+}
+
+impl Process<'_> {
+    /// Spawns the worker, samples it and reads its channel until it ends, is
+    /// killed at the deadline, or memrel is interrupted. `Err`: it could not
+    /// be started (the run's error).
+    fn run(
+        &self,
+        vram: Option<Box<dyn VramProbe>>,
+        got: &mut Collected,
+        meta: &mut RunMeta,
+        on_event: &mut dyn FnMut(&PhaseEdge),
+    ) -> Result<Ended, String> {
+        let spec_json = serde_json::to_string(self.spec)
+            .map_err(|e| format!("cannot encode the worker spec: {e}"))?;
+        let channel = Channel::open()
+            .map_err(|e| format!("cannot open the worker's event channel (a pipe): {e}"))?;
+        let mut command = Command::new(self.exe);
+        command
+            .arg("worker")
+            .arg("--spec")
+            .arg(spec_json)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
+        channel.attach(&mut command);
+        child::configure(&mut command);
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start worker {}: {e}", self.exe.display()))?;
+        let pid = child.id();
+        if meta.pid == 0 {
+            meta.pid = pid;
+        } else {
+            meta.respawned_pids.push(pid);
+        }
+        let messages = channel.start_reader(self.clock_zero);
+        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
+        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
+        let sampler = Sampler::start(pid, self.interval, self.clock_zero, vram);
+        let probe_name = sampler.probe_name;
+
+        let mut channel_open = true;
+        let stop = loop {
+            if channel_open {
+                match messages.recv_timeout(TICK) {
+                    Ok(arrival) => got.take(arrival, meta, on_event),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => channel_open = false,
+                }
+            } else {
+                std::thread::sleep(TICK);
+            }
+            if child::has_exited(pid) {
+                break None;
+            }
+            if let Some(sig) = signals::received() {
+                break Some(Stop::Signal(sig));
+            }
+            if Instant::now() >= self.deadline {
+                break Some(Stop::Timeout);
+            }
+        };
+        // The worker is a zombie or about to be killed: its group id is still
+        // reserved, so this reaches everything it started and nothing else.
+        child::kill_group(pid);
+        let status = child::wait_bounded(&mut child, REAP_GRACE);
+        let (samples, vram) = sampler.stop_keep_probe();
+        if channel_open {
+            got.drain(&messages, PIPE_GRACE, meta, on_event);
+        }
+        append_tail(&mut meta.stdout_tail, stdout.finish(PIPE_GRACE), got.processes);
+        append_tail(&mut meta.stderr_tail, stderr.finish(PIPE_GRACE), got.processes);
+        Ok(Ended {
+            stop,
+            status,
+            samples,
+            vram,
+            probe_name,
+        })
+    }
+}
+
+/// Adds one process's output tail to the run's, keeping the last [`TAIL_BYTES`];
+/// a later process's tail is headed by its number.
+fn append_tail(tail: &mut String, more: String, process: u32) {
+    if more.is_empty() {
+        return;
+    }
+    if process > 0 {
+        tail.push_str(&format!("--- worker process {} ---\n", process + 1));
+    }
+    tail.push_str(&more);
+    if tail.len() > TAIL_BYTES {
+        let mut cut = tail.len() - TAIL_BYTES;
+        while !tail.is_char_boundary(cut) {
+            cut += 1;
+        }
+        tail.drain(..cut);
+    }
+}
+
+/// What arrived on the channel (of every process of the run).
 #[derive(Default)]
 struct Collected {
     events: Vec<Event>,
     done: bool,
+    /// The process ended at a release step; the next one resumes here.
+    handover: Option<Resume>,
+    /// Processes started after the first (respawn).
+    processes: u32,
     worker_error: Option<String>,
     protocol_errors: Vec<String>,
     protocol_error_count: usize,
@@ -211,20 +310,45 @@ impl Collected {
         };
         match envelope.message {
             Message::Hello(hello) => {
-                meta.vram_floor_bytes = hello.vram_floor_bytes;
-                meta.checks.extend(hello.checks);
+                if self.processes == 0 {
+                    meta.vram_floor_bytes = hello.vram_floor_bytes;
+                    meta.allocator = hello.allocator;
+                    meta.checks.extend(hello.checks);
+                } else {
+                    // A respawned process repeats the checks: keep what failed.
+                    meta.checks.extend(hello.checks.into_iter().filter(|c| !c.ok));
+                }
             }
-            Message::Phase(edge) => {
+            Message::Phase(mut edge) => {
+                if edge.elapsed_s.is_none() && edge.edge == Edge::End {
+                    edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
+                }
                 on_event(&edge);
                 self.events.push(Event { t_s, edge });
             }
             Message::Done(d) => {
-                meta.vm_hwm_bytes = Some(d.vm_hwm_bytes);
+                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(d.vm_hwm_bytes));
                 meta.checks.extend(d.checks);
                 self.done = true;
             }
+            Message::Handover(h) => {
+                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(h.vm_hwm_bytes));
+                self.handover = Some(h.resume);
+            }
             Message::Error(e) => self.worker_error = Some(e.message),
         }
+    }
+
+    /// When the phase `end` closes began, on the run's clock: for an end edge
+    /// sent by another process than its begin (a respawn's release), whose
+    /// duration only the parent's clock can give.
+    fn began(&self, end: &PhaseEdge) -> Option<f64> {
+        self.events
+            .iter()
+            .rev()
+            .find(|e| e.edge.phase == end.phase && e.edge.cycle == end.cycle)
+            .filter(|e| e.edge.edge == Edge::Begin)
+            .map(|e| e.t_s)
     }
 
     /// Takes what is still in the channel until it ends or `grace` passes.

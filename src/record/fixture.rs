@@ -54,6 +54,7 @@ fn event(t_s: f64, phase: Phase, edge: Edge, cycle: u32, rss_mib: u64) -> Event 
                 vram_bytes: None,
             },
             allocator: None,
+            heap: None,
             note: None,
         },
     }
@@ -132,6 +133,9 @@ pub fn run(run: u32, strategy: &str, repetition: u32, retained_mib: &[u64]) -> R
             vram_floor_bytes: None,
             stderr_tail: String::new(),
             stdout_tail: String::new(),
+            allocator: None,
+            ignored_env: Vec::new(),
+            respawned_pids: Vec::new(),
         },
         samples,
         events,

@@ -5,7 +5,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::types::{round_us, Event, Record};
-use crate::protocol::{AllocatorState, Edge, MemoryAtEdge, Phase, PhaseEdge};
+use crate::protocol::{AllocatorState, Edge, HeapStats, MemoryAtEdge, Phase, PhaseEdge};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct SampleRow {
@@ -37,7 +37,7 @@ pub(super) const SAMPLE_COLUMNS: [&str; 10] = [
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 19] = [
+pub(super) const EVENT_COLUMNS: [&str; 21] = [
     "t_s",
     "run",
     "strategy",
@@ -56,6 +56,8 @@ pub(super) const EVENT_COLUMNS: [&str; 19] = [
     "glibc_in_use_bytes",
     "glibc_free_bytes",
     "glibc_top_releasable_bytes",
+    "heap_in_use_bytes",
+    "heap_held_bytes",
     "note",
 ];
 
@@ -79,6 +81,11 @@ pub(super) struct EventRow {
     glibc_in_use_bytes: Option<u64>,
     glibc_free_bytes: Option<u64>,
     glibc_top_releasable_bytes: Option<u64>,
+    /// The allocator's own view (any allocator; absent in older records).
+    #[serde(default)]
+    heap_in_use_bytes: Option<u64>,
+    #[serde(default)]
+    heap_held_bytes: Option<u64>,
     note: Option<String>,
 }
 
@@ -134,6 +141,8 @@ impl Record {
                     glibc_in_use_bytes: alloc.map(|a| a.in_use_bytes),
                     glibc_free_bytes: alloc.map(|a| a.free_bytes),
                     glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
+                    heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
+                    heap_held_bytes: e.heap.map(|h| h.held_bytes),
                     note: e.note.clone(),
                 })?;
             }
@@ -184,6 +193,10 @@ pub(super) fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event),
                 vram_bytes: row.vram_bytes,
             },
             allocator,
+            heap: row.heap_held_bytes.map(|held_bytes| HeapStats {
+                in_use_bytes: row.heap_in_use_bytes,
+                held_bytes,
+            }),
             note: row.note,
         },
     };

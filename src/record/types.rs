@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{Check, Edge, Phase, PhaseEdge};
+use crate::protocol::{AllocatorReport, Check, Edge, Phase, PhaseEdge};
 
 /// One reading of the worker's memory by the parent's sampler.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,6 +70,17 @@ pub struct RunMeta {
     /// memrel's own messages travel on a private pipe).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stdout_tail: String,
+    /// The allocator that served the worker's `malloc`, as the worker
+    /// identified it (`None` in records made before memrel reported it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<AllocatorReport>,
+    /// Allocator variables of memrel's environment (`NAME=value`, `LD_PRELOAD`
+    /// included) that were kept out of this worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_env: Vec<String>,
+    /// The processes that took over from `pid` in turn (`respawn` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub respawned_pids: Vec<u32>,
 }
 
 /// A model as it was resolved for this invocation.

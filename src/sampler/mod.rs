@@ -67,7 +67,7 @@ impl Probe {
 }
 
 /// What the sampler thread hands back: its samples and the VRAM probe.
-type Finished = (Vec<Sample>, Option<Box<dyn VramProbe>>);
+pub type Finished = (Vec<Sample>, Option<Box<dyn VramProbe>>);
 
 /// A running sampler thread; `stop` returns everything it read.
 pub struct Sampler {
@@ -101,6 +101,13 @@ impl Sampler {
 
     pub fn stop(self) -> Vec<Sample> {
         self.stop_with_checks().0
+    }
+
+    /// Stops and returns the samples and the VRAM probe, for the next process
+    /// of the same run (respawn) or for its checks.
+    pub fn stop_keep_probe(self) -> Finished {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or_default()
     }
 
     /// Stops and returns the samples plus what the VRAM probe has to say about

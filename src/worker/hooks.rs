@@ -99,6 +99,7 @@ fn print_noise(phase: Phase, edge: Edge) {
         elapsed_s: None,
         memory: MemoryAtEdge::default(),
         allocator: None,
+        heap: None,
         note: Some("printed on stdout by a library".into()),
     }))
     .to_line();

@@ -10,6 +10,7 @@
 //! Test hooks (`MEMREL_WORKER_STDOUT_NOISE`, `MEMREL_WORKER_HANG_AFTER`) live
 //! in `hooks`: inert unless their variable is set, for memrel's own tests.
 
+mod allocator;
 mod device;
 mod glibc;
 mod hooks;
@@ -26,10 +27,11 @@ use anyhow::{Context, Result};
 
 use crate::model::{LoadedModel, ModelDir};
 use crate::protocol::{
-    Check, Done, Edge, Envelope, Hello, Message, Phase, PhaseEdge, WorkerError, EVENT_FD_ENV,
+    AllocatorReport, Check, Done, Edge, Envelope, Handover, Hello, Message, Phase, PhaseEdge,
+    Resume, WorkerError, EVENT_FD_ENV,
 };
 use crate::scenario::{LoadThread, Step};
-use crate::strategy::{self, StartAction, Strategy};
+use crate::strategy::{self, ReleaseAction, StartAction, Strategy};
 pub use spec::WorkerSpec;
 
 /// Exit code of a worker that reported an error.
@@ -64,6 +66,8 @@ struct Emitter {
     /// The channel's write end; `None` once a test hook closed it.
     channel: Option<File>,
     hooks: hooks::Hooks,
+    /// The allocator serving `malloc`, for its view of memory at each end edge.
+    allocator: allocator::Served,
 }
 
 impl Emitter {
@@ -91,6 +95,7 @@ impl Emitter {
         Ok(Emitter {
             channel: Some(channel),
             hooks: hooks::Hooks::from_env(),
+            allocator: allocator::identify(),
         })
     }
 
@@ -126,8 +131,13 @@ impl Emitter {
             model: model.map(str::to_string),
             elapsed_s: elapsed.map(|d| d.as_secs_f64()),
             memory,
-            allocator: if edge == Edge::End {
+            allocator: if edge == Edge::End && self.allocator.is_glibc() {
                 glibc::allocator_state()
+            } else {
+                None
+            },
+            heap: if edge == Edge::End {
+                self.allocator.heap_stats()
             } else {
                 None
             },
@@ -154,7 +164,17 @@ fn phase<T>(
 
 fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     let strategy = strategy::lookup(&spec.strategy)?;
-    let mut checks = start_checks(strategy);
+    let allocator_checks = allocator_checks(strategy, &out.allocator.report);
+    // A strategy whose allocator or settings did not take effect would
+    // measure something else under its name: the run fails, never silently.
+    let not_in_effect = allocator_checks.iter().find(|c| !c.ok).map(|c| {
+        format!(
+            "strategy {:?} did not take effect: {} ({}); nothing was measured",
+            strategy.name, c.name, c.detail
+        )
+    });
+    let mut checks = allocator_checks;
+    checks.extend(start_checks(strategy));
     let mut device = device::Session::open(spec.device)?;
     checks.extend(device.checks());
     out.send(Message::Hello(Hello {
@@ -163,32 +183,54 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         device: spec.device.to_string(),
         checks,
         vram_floor_bytes: device.vram_floor_bytes(),
+        allocator: Some(out.allocator.report.clone()),
     }));
+    if let Some(error) = not_in_effect {
+        anyhow::bail!(error);
+    }
     let models: HashMap<&str, &ModelDir> =
         spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
     let w = &spec.workload;
 
     let keep_weights = device::Session::needs_weights(strategy.release);
-    if w.warmup {
+    let served = out.allocator.clone();
+    if let Some(resume) = spec.resume {
+        // This process takes over from one that ended at a release step
+        // (respawn): its start is the end of that release.
+        let note = format!(
+            "new worker process {} took over (respawn)",
+            std::process::id()
+        );
+        out.edge(Phase::Release, Edge::End, resume.cycle, None, None, Some(note));
+    } else if w.warmup {
         let first = spec.models.first().map(|(id, _)| id.as_str());
         phase(out, Phase::Warmup, 0, first, || {
             Ok((
                 (),
-                Some(warm_up(spec, &mut device, strategy, keep_weights)?),
+                Some(warm_up(spec, &mut device, &served, strategy, keep_weights)?),
             ))
         })?;
     }
-    phase(out, Phase::Baseline, 0, None, || {
-        std::thread::sleep(Duration::from_millis(w.baseline_ms));
-        Ok(((), None))
-    })?;
+    if spec.resume.is_none() {
+        phase(out, Phase::Baseline, 0, None, || {
+            std::thread::sleep(Duration::from_millis(w.baseline_ms));
+            Ok(((), None))
+        })?;
+    }
 
     // Long-lived small allocations (bookkeeping a server keeps between loads).
     let mut kept_small: Vec<String> = Vec::new();
     let mut post_checks = Vec::new();
-    for cycle in 1..=spec.cycles {
+    let first_cycle = spec.resume.map_or(1, |r| r.cycle);
+    for cycle in first_cycle..=spec.cycles {
         let mut loaded: HashMap<&str, LoadedModel> = HashMap::new();
-        for step in &w.steps {
+        for (index, step) in w.steps.iter().enumerate() {
+            if spec
+                .resume
+                .is_some_and(|r| r.cycle == cycle && index <= r.release_step)
+            {
+                continue;
+            }
             match step {
                 Step::Load(id) => {
                     let model = *models
@@ -258,8 +300,21 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                     })?;
                 }
                 Step::Release => {
+                    if strategy.release == ReleaseAction::Respawn && loaded.is_empty() {
+                        // The parent starts a new process that ends this release.
+                        out.edge(Phase::Release, Edge::Begin, cycle, None, None, None);
+                        out.send(Message::Handover(Handover {
+                            resume: Resume {
+                                cycle,
+                                release_step: index,
+                            },
+                            vm_hwm_bytes: selfmem::vm_hwm_bytes(),
+                        }));
+                        return Ok(());
+                    }
                     phase(out, Phase::Release, cycle, None, || {
-                        let note = device.release(strategy.release, loaded.len())?;
+                        let note =
+                            release(&served, &mut device, strategy.release, loaded.len())?;
                         Ok(((), note))
                     })?;
                 }
@@ -296,6 +351,7 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
 fn warm_up(
     spec: &WorkerSpec,
     device: &mut device::Session,
+    served: &allocator::Served,
     strategy: &Strategy,
     keep_weights: bool,
 ) -> Result<String> {
@@ -305,7 +361,7 @@ fn warm_up(
         let (m, load_s, forward_s) = load_and_forward(spec, device, model, keep_weights)?;
         device.before_drop(strategy.release, &m)?;
         drop(m);
-        let released = device.release(strategy.release, 0)?;
+        let released = release(served, device, strategy.release, 0)?;
         let reopened = reopened
             .map(|n| format!(", before it: {n}"))
             .unwrap_or_default();
@@ -333,6 +389,25 @@ fn warm_up(
         )
     };
     Ok(format!("untimed warm-up ({}){reset}", times.join("; ")))
+}
+
+/// The strategy's release action: the preloaded allocator's own call, or the
+/// device's (glibc and CUDA). A respawn is the run loop's to carry out; here
+/// (models still loaded, or the warm-up) it does nothing and says so.
+fn release(
+    served: &allocator::Served,
+    device: &mut device::Session,
+    action: ReleaseAction,
+    models_alive: usize,
+) -> Result<Option<String>> {
+    match action {
+        ReleaseAction::AllocatorRelease => served.force_release().map(Some),
+        ReleaseAction::Respawn if models_alive > 0 => Ok(Some(format!(
+            "respawn waits: {models_alive} model(s) still loaded"
+        ))),
+        ReleaseAction::Respawn => Ok(Some("no respawn in the warm-up".into())),
+        _ => device.release(action, models_alive),
+    }
 }
 
 /// Loads `model` and runs one forward pass on it; returns it with the load
@@ -384,11 +459,34 @@ fn start_checks(strategy: &Strategy) -> Vec<Check> {
             },
         });
     }
-    if strategy.needs_glibc {
+    checks
+}
+
+/// The allocator serving `malloc` is the strategy's (the library defines the
+/// `malloc` in use, is mapped and answers its own call), and every setting
+/// the strategy makes reads back with the value it set.
+fn allocator_checks(strategy: &Strategy, served: &AllocatorReport) -> Vec<Check> {
+    let want = strategy.allocator.name();
+    let version = served.version.as_deref().unwrap_or("version unknown");
+    let mapped = if served.mapped { "mapped" } else { "NOT mapped" };
+    let mut checks = vec![Check {
+        name: format!("allocator {want}"),
+        ok: served.name == want && served.mapped,
+        detail: format!(
+            "malloc served by {} {version} ({}, {mapped})",
+            served.name, served.library
+        ),
+    }];
+    for (key, value) in strategy.expect {
+        let got = served.settings.get(*key);
         checks.push(Check {
-            name: "glibc allocator".into(),
-            ok: glibc::allocator_state().is_some(),
-            detail: "mallinfo2 answers".into(),
+            name: format!("{want} setting {key}"),
+            ok: got.map(String::as_str) == Some(*value),
+            detail: format!(
+                "{} reads {key} = {} (the strategy sets {value})",
+                served.name,
+                got.map(String::as_str).unwrap_or("<not readable>")
+            ),
         });
     }
     checks
@@ -404,5 +502,54 @@ fn mmapped_check(cycle: u32, id: &str, tensor_bytes: u64) -> Check {
         name: format!("mmap threshold frozen (cycle {cycle}, {id})"),
         ok: mmapped * 2 >= tensor_bytes,
         detail: format!("glibc mmapped {mmapped} bytes after loading {tensor_bytes} tensor bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(name: &str, settings: &[(&str, &str)]) -> AllocatorReport {
+        AllocatorReport {
+            name: name.into(),
+            version: Some("5.3.0".into()),
+            library: "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2".into(),
+            mapped: true,
+            settings: settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_setting_that_reads_back_otherwise_fails_its_check() {
+        // What a misspelt MALLOC_CONF key looks like from inside: jemalloc
+        // keeps its default, so the read-back differs from what was set.
+        let decay0 = strategy::lookup("jemalloc-decay0").expect("strategy");
+        let typo = report(
+            "jemalloc",
+            &[
+                ("opt.abort_conf", "true"),
+                ("opt.dirty_decay_ms", "10000"),
+                ("opt.muzzy_decay_ms", "0"),
+            ],
+        );
+        let checks = allocator_checks(decay0, &typo);
+        let failed: Vec<&str> = checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(failed, ["jemalloc setting opt.dirty_decay_ms"]);
+        assert!(checks[0].ok, "the allocator itself is right: {checks:?}");
+    }
+
+    #[test]
+    fn glibc_serving_a_preload_strategy_fails_its_check() {
+        let jemalloc = strategy::lookup("jemalloc").expect("strategy");
+        let checks = allocator_checks(jemalloc, &report("glibc", &[]));
+        assert!(!checks[0].ok);
+        assert!(checks[0].detail.contains("served by glibc"), "{checks:?}");
     }
 }

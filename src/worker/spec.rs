@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::ModelDir;
+use crate::protocol::Resume;
 use crate::scenario::{DeviceSpec, Workload};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -14,4 +15,8 @@ pub struct WorkerSpec {
     /// (scenario model id, resolved directory), in scenario order.
     pub models: Vec<(String, ModelDir)>,
     pub workload: Workload,
+    /// Set for a process that takes over from one that ended at a release
+    /// step (`respawn`): no warm-up or baseline, it ends that release and goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
 }

@@ -1,0 +1,209 @@
+//! Release strategies: what a strategy is called, the environment its worker
+//! starts with, which allocator serves its `malloc`, what the worker does
+//! in-process (at start, and in the `release` step), how it checks that it
+//! took effect, and why it works or not.
+//!
+//! This module only describes strategies; the worker carries them out and the
+//! orchestrator applies the environment. Everything a user reads in
+//! `memrel list --long` comes from the tables here, one file per family:
+//! `glibc` (drop and glibc's knobs), `cuda`, `allocators` (jemalloc,
+//! tcmalloc, mimalloc preloaded) and `respawn` (a new process per cycle).
+
+mod allocators;
+mod cuda;
+mod glibc;
+mod preload;
+mod respawn;
+
+use std::fmt;
+
+use crate::textutil::did_you_mean;
+pub use preload::{
+    clean_environment, find_library, inherited_allocator_variables, PreloadError,
+    ALLOCATOR_PATH_ENV,
+};
+
+/// Which devices a strategy applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceKind {
+    Cpu,
+    Cuda,
+    Any,
+}
+
+/// The allocator that serves the worker's `malloc`: glibc's own, or a
+/// library memrel preloads into the worker (never into itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocator {
+    Glibc,
+    Jemalloc,
+    Tcmalloc,
+    Mimalloc,
+}
+
+impl Allocator {
+    /// The name the worker reports and runs.json records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Allocator::Glibc => "glibc",
+            Allocator::Jemalloc => "jemalloc",
+            Allocator::Tcmalloc => "tcmalloc",
+            Allocator::Mimalloc => "mimalloc",
+        }
+    }
+
+    /// The shared library to preload (`None`: glibc, nothing to preload).
+    pub fn library(self) -> Option<&'static str> {
+        match self {
+            Allocator::Glibc => None,
+            Allocator::Jemalloc => Some("libjemalloc.so.2"),
+            Allocator::Tcmalloc => Some("libtcmalloc_minimal.so.4"),
+            Allocator::Mimalloc => Some("libmimalloc.so.2"),
+        }
+    }
+
+    /// The Debian (and Ubuntu) package that ships [`Allocator::library`].
+    pub fn debian_package(self) -> Option<&'static str> {
+        match self {
+            Allocator::Glibc => None,
+            Allocator::Jemalloc => Some("libjemalloc2"),
+            Allocator::Tcmalloc => Some("libtcmalloc-minimal4"),
+            Allocator::Mimalloc => Some("libmimalloc2.0"),
+        }
+    }
+}
+
+/// Done once in the worker before anything is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAction {
+    None,
+    /// `mallopt(M_MMAP_THRESHOLD, bytes)`: freezes glibc's dynamic mmap threshold.
+    MalloptMmapThreshold(i32),
+}
+
+/// Done by the worker in each `release` step, after the models were dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseAction {
+    None,
+    /// glibc `malloc_trim(0)`.
+    MallocTrim,
+    /// The preloaded allocator's own "give free memory back" call: jemalloc
+    /// `arena.<all>.purge`, tcmalloc `MallocExtension_ReleaseFreeMemory`,
+    /// mimalloc `mi_collect(true)`.
+    AllocatorRelease,
+    /// End the worker process; a fresh one takes over for what follows.
+    Respawn,
+    /// Synchronize the CUDA device (stream-ordered frees complete).
+    CudaSync,
+    /// Synchronize, then trim the device's default memory pool to 0.
+    CudaPoolTrim,
+    /// Copy every weight to the CPU before dropping (the folklore recipe).
+    CudaToCpu,
+    /// Drop the candle device itself (and every handle to it), then synchronize.
+    CudaDeviceDrop,
+    /// Drop the device, then release the CUDA primary context until inactive.
+    CudaContextRelease,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Strategy {
+    pub name: &'static str,
+    pub device: DeviceKind,
+    /// One line for `memrel list`.
+    pub summary: &'static str,
+    /// Why it works or does not, for `memrel list --long` and the README.
+    pub explanation: &'static str,
+    /// Set on the worker's environment at spawn.
+    pub env: &'static [(&'static str, &'static str)],
+    pub start: StartAction,
+    pub release: ReleaseAction,
+    /// Needs glibc (Linux with the GNU C library); elsewhere it is refused.
+    pub needs_glibc: bool,
+    /// Freezes glibc's dynamic mmap threshold: big tensors stay mmapped, so a
+    /// load in cycle ≥ 2 must still show most model bytes as mmapped.
+    pub freezes_mmap_threshold: bool,
+    /// Unsupported by the libraries involved; opt-in only.
+    pub unsupported: bool,
+    /// The allocator that must serve the worker's `malloc` (the worker checks).
+    pub allocator: Allocator,
+    /// Settings the worker reads back from the allocator, with the value the
+    /// strategy sets: a typo in a variable shows up as a failed check.
+    pub expect: &'static [(&'static str, &'static str)],
+}
+
+/// Every strategy, in the order of `memrel list` (which also fixes each
+/// strategy's colour in the charts: new ones are added at the end).
+pub fn all() -> impl Iterator<Item = &'static Strategy> {
+    glibc::GLIBC
+        .iter()
+        .chain(cuda::CUDA)
+        .chain(allocators::ALLOCATORS)
+        .chain(respawn::RESPAWN)
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum StrategyError {
+    #[error("unknown strategy {name:?}{suggestion}; see `memrel list --long`")]
+    Unknown { name: String, suggestion: String },
+}
+
+/// Finds a strategy by name, with a "did you mean" on a typo.
+pub fn lookup(name: &str) -> Result<&'static Strategy, StrategyError> {
+    if let Some(s) = all().find(|s| s.name == name) {
+        return Ok(s);
+    }
+    let names: Vec<&str> = all().map(|s| s.name).collect();
+    let suggestion = match did_you_mean(name, &names) {
+        Some(guess) => format!(" (did you mean {guess:?}?)"),
+        None => format!(" (known: {})", names.join(", ")),
+    };
+    Err(StrategyError::Unknown {
+        name: name.to_string(),
+        suggestion,
+    })
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Any => "any",
+        })
+    }
+}
+
+impl Strategy {
+    pub fn runs_on(&self, cuda: bool) -> bool {
+        match self.device {
+            DeviceKind::Any => true,
+            DeviceKind::Cpu => !cuda,
+            DeviceKind::Cuda => cuda,
+        }
+    }
+}
+
+/// True when this binary runs on glibc, where the allocator strategies mean something.
+pub fn have_glibc() -> bool {
+    cfg!(all(target_os = "linux", target_env = "gnu"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<&str> = all().map(|s| s.name).collect();
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count);
+    }
+
+    #[test]
+    fn typo_gets_a_suggestion() {
+        let err = lookup("maloc-trim").unwrap_err().to_string();
+        assert!(err.contains("did you mean \"malloc-trim\""), "{err}");
+    }
+}

@@ -1,0 +1,27 @@
+//! Restarting the worker: what ollama, llama.cpp's router mode, llama-swap and
+//! koboldcpp do to unload a model. The orchestrator carries it out (the
+//! worker only says where it stopped); its cost is the time until the next
+//! model is ready in the new process.
+
+use super::{Allocator, DeviceKind, ReleaseAction, StartAction, Strategy};
+
+pub const RESPAWN: &[Strategy] = &[Strategy {
+    name: "respawn",
+    device: DeviceKind::Any,
+    summary: "end the worker process at the release step; a fresh one takes over (ollama, llama.cpp router)",
+    explanation: "The release step ends the process that held the models and starts a new one, \
+        which continues with the next step: everything the old process held goes back to the \
+        kernel at its exit, whatever the allocator. The release step's time is the exit plus \
+        the new process's start; what it really costs is in the next load and forward, which \
+        run in a cold process. A release while models are still loaded does nothing (a \
+        server would end only the process of the model it unloads): the process ends at the \
+        first release with every model unloaded.",
+    env: &[],
+    start: StartAction::None,
+    release: ReleaseAction::Respawn,
+    needs_glibc: false,
+    freezes_mmap_threshold: false,
+    unsupported: false,
+    allocator: Allocator::Glibc,
+    expect: &[],
+}];
