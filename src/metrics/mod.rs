@@ -57,6 +57,12 @@ pub struct CycleTimes {
     pub load_bytes: u64,
     pub forward_time_s: Option<f64>,
     pub release_action_s: Option<f64>,
+    /// What getting memory back cost before serving again: this cycle's
+    /// release steps plus the next cycle's first load and first forward
+    /// (a respawn's new process start is in its release). `None` for the last
+    /// cycle, and where the next cycle has no load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_s: Option<f64>,
     /// glibc's free bytes inside its arenas after the release (mallinfo2 fordblks).
     pub glibc_free_bytes: Option<u64>,
 }
@@ -90,6 +96,9 @@ pub struct StrategySummary {
     pub load_throughput_bytes_per_s: Option<Spread>,
     pub forward_time_s: Option<Spread>,
     pub release_action_s: Option<Spread>,
+    /// Release until the next model is ready (see `CycleTimes::ready_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_s: Option<Spread>,
     /// Cycles measured over all runs, and asked for (runs × cycles).
     pub cycles_total: u32,
     pub cycles_expected: u32,
@@ -214,10 +223,14 @@ fn summarize_run(
     } else {
         Vec::new()
     };
-    let times: Vec<CycleTimes> = cycles
+    let mut times: Vec<CycleTimes> = cycles
         .iter()
         .map(|&c| cycle_times(run, c, model_bytes))
         .collect();
+    for i in 0..times.len() {
+        let next = times.get(i + 1).map(|t| t.cycle);
+        times[i].ready_s = next.and_then(|next| ready_s(run, times[i].release_action_s, next));
+    }
     let load_time: f64 = times.iter().map(|c| c.load_time_s).sum();
     let load_bytes: u64 = times.iter().map(|c| c.load_bytes).sum();
     RunSummary {
@@ -279,8 +292,23 @@ fn cycle_times(run: &RunRecord, cycle: u32, model_bytes: &BTreeMap<&str, u64>) -
             .sum(),
         forward_time_s: sum(Phase::Forward),
         release_action_s: sum(Phase::Release),
+        ready_s: None,
         glibc_free_bytes: released.and_then(|e| e.edge.allocator.map(|a| a.free_bytes)),
     }
+}
+
+/// `release_s` plus the first load and the first forward (if any) of `next_cycle`.
+fn ready_s(run: &RunRecord, release_s: Option<f64>, next_cycle: u32) -> Option<f64> {
+    let first = |phase: Phase| {
+        run.events
+            .iter()
+            .find(|e| {
+                e.edge.cycle == next_cycle && e.edge.phase == phase && e.edge.edge == Edge::End
+            })
+            .and_then(|e| e.edge.elapsed_s)
+    };
+    let load_s = first(Phase::Load)?;
+    Some(release_s.unwrap_or(0.0) + load_s + first(Phase::Forward).unwrap_or(0.0))
 }
 
 fn summarize_strategy(
@@ -320,6 +348,7 @@ fn summarize_strategy(
         load_throughput_bytes_per_s: over(&|r| r.load_throughput_bytes_per_s),
         forward_time_s: per_cycle(&|c| c.forward_time_s),
         release_action_s: per_cycle(&|c| c.release_action_s),
+        ready_s: per_cycle(&|c| c.ready_s),
         cycles_total,
         cycles_expected,
         incomplete: runs_completed < runs.len() as u32 || cycles_total < cycles_expected,

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod allocators;
 mod bad_input;
 mod measurement;
 mod models;

@@ -1,0 +1,182 @@
+//! The preloaded-allocator strategies and `respawn`, end to end on ci-smoke:
+//! each allocator really serves the worker's malloc (its took-effect checks
+//! pass and runs.json names it), none leaks from memrel's environment, and a
+//! missing library is an error that names its Debian package.
+//!
+//! Needs the Debian packages libjemalloc2, libtcmalloc-minimal4 and
+//! libmimalloc2.0 (`.ci/run` installs them); without them these tests fail
+//! with memrel's own "apt-get install …" message, never skip.
+
+use std::path::Path;
+
+use super::common::{memrel, results_dir, run_ok, stderr};
+
+/// Every preloaded-allocator strategy with the allocator it must report.
+const PRELOADED: &[(&str, &str)] = &[
+    ("jemalloc", "jemalloc"),
+    ("jemalloc-decay0", "jemalloc"),
+    ("jemalloc-bg-thread", "jemalloc"),
+    ("jemalloc-purge", "jemalloc"),
+    ("tcmalloc", "tcmalloc"),
+    ("tcmalloc-release-rate", "tcmalloc"),
+    ("tcmalloc-aggressive", "tcmalloc"),
+    ("tcmalloc-release", "tcmalloc"),
+    ("mimalloc", "mimalloc"),
+    ("mimalloc-purge0", "mimalloc"),
+    ("mimalloc-collect", "mimalloc"),
+];
+
+fn runs_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("runs.json")).expect("runs.json");
+    serde_json::from_str(&text).expect("runs.json is JSON")
+}
+
+#[test]
+fn every_allocator_strategy_takes_effect_on_ci_smoke() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut command = memrel();
+    command.args(["run", "--scenario", "ci-smoke", "--out"]);
+    command.arg(out.path());
+    for (strategy, _) in PRELOADED {
+        command.args(["--strategy", strategy]);
+    }
+    run_ok(&mut command);
+    let runs = runs_json(&results_dir(out.path(), "ci-smoke"));
+    let runs = runs["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), PRELOADED.len());
+    for (run, (strategy, allocator)) in runs.iter().zip(PRELOADED) {
+        assert_eq!(run["strategy"], *strategy);
+        assert_eq!(run["status"], "completed", "{run}");
+        assert_eq!(run["allocator"]["name"], *allocator, "{strategy}: {run}");
+        assert_eq!(run["allocator"]["mapped"], true, "{strategy}");
+        let library = run["allocator"]["library"].as_str().expect("library");
+        assert!(library.contains(allocator), "{strategy}: {library}");
+        let checks = run["checks"].as_array().expect("checks");
+        let took_effect = checks
+            .iter()
+            .find(|c| c["name"] == format!("allocator {allocator}"))
+            .unwrap_or_else(|| panic!("{strategy} has no allocator check: {checks:?}"));
+        assert_eq!(took_effect["ok"], true, "{strategy}: {took_effect}");
+        assert!(
+            checks.iter().all(|c| c["ok"] == true),
+            "{strategy}: {checks:?}"
+        );
+    }
+    // The tuned settings read back as set (the checks above passed; here the values).
+    let settings = |name: &str| {
+        let run = runs.iter().find(|r| r["strategy"] == name).expect("run");
+        run["allocator"]["settings"].clone()
+    };
+    assert_eq!(settings("jemalloc")["opt.dirty_decay_ms"], "10000");
+    assert_eq!(settings("jemalloc-decay0")["opt.dirty_decay_ms"], "0");
+    assert_eq!(settings("jemalloc-bg-thread")["background_thread"], "true");
+    assert_eq!(settings("tcmalloc")["release_rate"], "1");
+    assert_eq!(settings("tcmalloc-release-rate")["release_rate"], "10");
+    assert_eq!(settings("tcmalloc-aggressive")["aggressive_memory_decommit"], "1");
+    assert_ne!(settings("mimalloc")["purge_delay"], "0");
+    assert_eq!(settings("mimalloc-purge0")["purge_delay"], "0");
+    // The forced releases ran the allocator's own call, timed in the release note.
+    let events =
+        std::fs::read_to_string(results_dir(out.path(), "ci-smoke").join("events.csv"))
+            .expect("events.csv");
+    for call in [
+        "arena.4096.purge",
+        "MallocExtension_ReleaseFreeMemory()",
+        "mi_collect(true)",
+    ] {
+        assert!(events.contains(call), "no release note with {call}");
+    }
+}
+
+#[test]
+fn an_allocator_preloaded_in_memrels_environment_is_ignored_and_said() {
+    // A real preload in memrel's own environment (Debian's multiarch folder).
+    let out = tempfile::tempdir().expect("tempdir");
+    let jemalloc = ["/usr/lib", "/lib"]
+        .iter()
+        .map(|d| {
+            Path::new(d)
+                .join(format!("{}-linux-gnu", std::env::consts::ARCH))
+                .join("libjemalloc.so.2")
+        })
+        .find(|p| p.is_file())
+        .expect("libjemalloc.so.2 installed (apt-get install libjemalloc2)");
+    let output = run_ok(
+        memrel()
+            .env("LD_PRELOAD", &jemalloc)
+            .env("MALLOC_CONF", "dirty_decay_ms:0")
+            .args(["run", "--scenario", "ci-smoke", "--strategy", "drop", "--out"])
+            .arg(out.path()),
+    );
+    let said = stderr(&output);
+    assert!(
+        said.contains("ignoring LD_PRELOAD=") && said.contains("MALLOC_CONF=dirty_decay_ms:0"),
+        "{said}"
+    );
+    let runs = runs_json(&results_dir(out.path(), "ci-smoke"));
+    let run = &runs["runs"][0];
+    assert_eq!(run["allocator"]["name"], "glibc", "{run}");
+    let ignored = run["ignored_env"].as_array().expect("ignored_env");
+    assert!(
+        ignored
+            .iter()
+            .any(|v| v.as_str().is_some_and(|v| v.starts_with("LD_PRELOAD="))),
+        "{ignored:?}"
+    );
+}
+
+#[test]
+fn a_hidden_allocator_library_is_an_error_naming_its_debian_package() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let empty = tempfile::tempdir().expect("tempdir");
+    for (strategy, package) in [
+        ("tcmalloc", "libtcmalloc-minimal4"),
+        ("jemalloc-purge", "libjemalloc2"),
+        ("mimalloc-collect", "libmimalloc2.0"),
+    ] {
+        let output = memrel()
+            .env("MEMREL_ALLOCATOR_PATH", empty.path())
+            .args(["run", "--scenario", "ci-smoke", "--strategy", strategy, "--out"])
+            .arg(out.path())
+            .output()
+            .expect("memrel starts");
+        assert_eq!(output.status.code(), Some(2), "{strategy}");
+        let said = stderr(&output);
+        assert!(
+            said.contains(&format!("apt-get install {package}")) && said.contains(strategy),
+            "{said}"
+        );
+        assert!(!said.contains("panicked"), "{said}");
+    }
+    // Nothing ran: no results directory was made.
+    assert!(!out.path().join("ci-smoke").exists());
+}
+
+#[test]
+fn respawn_ends_the_worker_at_each_release_and_gives_everything_back() {
+    let out = tempfile::tempdir().expect("tempdir");
+    run_ok(
+        memrel()
+            .args(["run", "--scenario", "ci-smoke", "--strategy", "respawn", "--out"])
+            .arg(out.path()),
+    );
+    let dir = results_dir(out.path(), "ci-smoke");
+    let runs = runs_json(&dir);
+    let run = &runs["runs"][0];
+    assert_eq!(run["status"], "completed", "{run}");
+    // ci-smoke has 3 cycles, each with one release: three new processes.
+    let pids = run["respawned_pids"].as_array().expect("respawned_pids");
+    assert_eq!(pids.len(), 3, "{run}");
+    assert!(pids.iter().all(|p| p != &run["pid"]));
+    let summary = super::common::summary(&dir);
+    let strategy = &summary["strategies"][0];
+    let host = &strategy["resources"][0];
+    assert_eq!(host["cycles_retaining"], 0, "{host}");
+    // The release (exit + new process) is timed by the parent's clock, and
+    // the time until the next model is ready includes it.
+    let release_s = strategy["release_action_s"]["median"]
+        .as_f64()
+        .expect("release timed");
+    let ready_s = strategy["ready_s"]["median"].as_f64().expect("ready");
+    assert!(release_s > 0.0 && ready_s > release_s, "{strategy}");
+}
