@@ -559,6 +559,7 @@ fn strategy(name: &str, retained_mib: f64, forward_s: f64, failed: bool) -> Stra
         load_throughput_bytes_per_s: spread(1.0e9, 0.9e9, 1.1e9, 3),
         forward_time_s: spread(forward_s, forward_s * 0.9, forward_s * 1.5, 30),
         release_action_s: spread(0.02, 0.0001, 0.05, 30),
+        ready_s: None,
         cycles_total: if failed { 20 } else { 30 },
         cycles_expected: 30,
         incomplete: failed,

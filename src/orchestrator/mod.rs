@@ -142,7 +142,8 @@ pub fn execute(
             _ => break (ended.stop, ended.status),
         }
     };
-    meta.checks.extend(vram.map(|v| v.checks()).unwrap_or_default());
+    meta.checks
+        .extend(vram.map(|v| v.checks()).unwrap_or_default());
     meta.duration_s = clock_zero.elapsed().as_secs_f64();
     let (run_status, error) = outcome(stop, status, &got, plan.timeout);
     meta.status = run_status;
@@ -250,8 +251,16 @@ impl Process<'_> {
         if channel_open {
             got.drain(&messages, PIPE_GRACE, meta, on_event);
         }
-        append_tail(&mut meta.stdout_tail, stdout.finish(PIPE_GRACE), got.processes);
-        append_tail(&mut meta.stderr_tail, stderr.finish(PIPE_GRACE), got.processes);
+        append_tail(
+            &mut meta.stdout_tail,
+            stdout.finish(PIPE_GRACE),
+            got.processes,
+        );
+        append_tail(
+            &mut meta.stderr_tail,
+            stderr.finish(PIPE_GRACE),
+            got.processes,
+        );
         Ok(Ended {
             stop,
             status,
@@ -316,7 +325,8 @@ impl Collected {
                     meta.checks.extend(hello.checks);
                 } else {
                     // A respawned process repeats the checks: keep what failed.
-                    meta.checks.extend(hello.checks.into_iter().filter(|c| !c.ok));
+                    meta.checks
+                        .extend(hello.checks.into_iter().filter(|c| !c.ok));
                 }
             }
             Message::Phase(mut edge) => {

@@ -72,7 +72,10 @@ pub const ALLOCATORS: &[Strategy] = &[
          returns memory, but only at the pace of the decay curve (10 s): with a short settle \
          it looks like the defaults.",
         &[("MALLOC_CONF", "abort_conf:true,background_thread:true")],
-        &[("opt.abort_conf", "true"), ("opt.background_thread", "true")],
+        &[
+            ("opt.abort_conf", "true"),
+            ("opt.background_thread", "true"),
+        ],
         ReleaseAction::None,
     ),
     preloaded(
@@ -151,7 +154,10 @@ pub const ALLOCATORS: &[Strategy] = &[
          option is called decommit_delay before mimalloc 2.1 (Debian 12 ships 2.0.9, where \
          MIMALLOC_PURGE_DELAY alone is silently ignored), so both names are set and the \
          worker reads option 15 back.",
-        &[("MIMALLOC_PURGE_DELAY", "0"), ("MIMALLOC_DECOMMIT_DELAY", "0")],
+        &[
+            ("MIMALLOC_PURGE_DELAY", "0"),
+            ("MIMALLOC_DECOMMIT_DELAY", "0"),
+        ],
         &[("purge_delay", "0")],
         ReleaseAction::None,
     ),

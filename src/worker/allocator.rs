@@ -126,9 +126,8 @@ fn identify_calls(
         }
         return Some(("jemalloc", version, Calls::Jemalloc { mallctl }));
     }
-    let tc_property = unsafe {
-        symbol::<TcGetNumericProperty>(handle, "MallocExtension_GetNumericProperty")
-    };
+    let tc_property =
+        unsafe { symbol::<TcGetNumericProperty>(handle, "MallocExtension_GetNumericProperty") };
     let tc_release =
         unsafe { symbol::<TcReleaseFreeMemory>(handle, "MallocExtension_ReleaseFreeMemory") };
     if let (Some(property), Some(release)) = (tc_property, tc_release) {
@@ -395,10 +394,12 @@ fn tc_read(property: TcGetNumericProperty, name: &str) -> Option<u64> {
 /// function, `this` first) on the registered `MallocExtension::instance()`.
 fn tc_release_rate(handle: *mut c_void) -> Option<f64> {
     // SAFETY: both are exported by libtcmalloc with these (Itanium ABI) signatures.
-    let instance =
-        unsafe { symbol::<TcInstance>(handle, "_ZN15MallocExtension8instanceEv") }?;
+    let instance = unsafe { symbol::<TcInstance>(handle, "_ZN15MallocExtension8instanceEv") }?;
     let rate = unsafe {
-        symbol::<TcGetReleaseRate>(handle, "_ZN22TCMallocImplementation20GetMemoryReleaseRateEv")
+        symbol::<TcGetReleaseRate>(
+            handle,
+            "_ZN22TCMallocImplementation20GetMemoryReleaseRateEv",
+        )
     }?;
     // SAFETY: instance() returns the registered implementation (never null
     // once tcmalloc serves malloc); the member reads one global.
@@ -415,7 +416,11 @@ fn c_text(text: *const c_char) -> Option<String> {
         return None;
     }
     // SAFETY: a NUL-terminated string owned by the library.
-    Some(unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 #[cfg(test)]

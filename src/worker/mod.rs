@@ -201,7 +201,14 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
             "new worker process {} took over (respawn)",
             std::process::id()
         );
-        out.edge(Phase::Release, Edge::End, resume.cycle, None, None, Some(note));
+        out.edge(
+            Phase::Release,
+            Edge::End,
+            resume.cycle,
+            None,
+            None,
+            Some(note),
+        );
     } else if w.warmup {
         let first = spec.models.first().map(|(id, _)| id.as_str());
         phase(out, Phase::Warmup, 0, first, || {
@@ -313,8 +320,7 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                         return Ok(());
                     }
                     phase(out, Phase::Release, cycle, None, || {
-                        let note =
-                            release(&served, &mut device, strategy.release, loaded.len())?;
+                        let note = release(&served, &mut device, strategy.release, loaded.len())?;
                         Ok(((), note))
                     })?;
                 }
@@ -468,7 +474,11 @@ fn start_checks(strategy: &Strategy) -> Vec<Check> {
 fn allocator_checks(strategy: &Strategy, served: &AllocatorReport) -> Vec<Check> {
     let want = strategy.allocator.name();
     let version = served.version.as_deref().unwrap_or("version unknown");
-    let mapped = if served.mapped { "mapped" } else { "NOT mapped" };
+    let mapped = if served.mapped {
+        "mapped"
+    } else {
+        "NOT mapped"
+    };
     let mut checks = vec![Check {
         name: format!("allocator {want}"),
         ok: served.name == want && served.mapped,

@@ -72,13 +72,15 @@ fn every_allocator_strategy_takes_effect_on_ci_smoke() {
     assert_eq!(settings("jemalloc-bg-thread")["background_thread"], "true");
     assert_eq!(settings("tcmalloc")["release_rate"], "1");
     assert_eq!(settings("tcmalloc-release-rate")["release_rate"], "10");
-    assert_eq!(settings("tcmalloc-aggressive")["aggressive_memory_decommit"], "1");
+    assert_eq!(
+        settings("tcmalloc-aggressive")["aggressive_memory_decommit"],
+        "1"
+    );
     assert_ne!(settings("mimalloc")["purge_delay"], "0");
     assert_eq!(settings("mimalloc-purge0")["purge_delay"], "0");
     // The forced releases ran the allocator's own call, timed in the release note.
-    let events =
-        std::fs::read_to_string(results_dir(out.path(), "ci-smoke").join("events.csv"))
-            .expect("events.csv");
+    let events = std::fs::read_to_string(results_dir(out.path(), "ci-smoke").join("events.csv"))
+        .expect("events.csv");
     for call in [
         "arena.4096.purge",
         "MallocExtension_ReleaseFreeMemory()",
@@ -105,7 +107,14 @@ fn an_allocator_preloaded_in_memrels_environment_is_ignored_and_said() {
         memrel()
             .env("LD_PRELOAD", &jemalloc)
             .env("MALLOC_CONF", "dirty_decay_ms:0")
-            .args(["run", "--scenario", "ci-smoke", "--strategy", "drop", "--out"])
+            .args([
+                "run",
+                "--scenario",
+                "ci-smoke",
+                "--strategy",
+                "drop",
+                "--out",
+            ])
             .arg(out.path()),
     );
     let said = stderr(&output);
@@ -136,7 +145,14 @@ fn a_hidden_allocator_library_is_an_error_naming_its_debian_package() {
     ] {
         let output = memrel()
             .env("MEMREL_ALLOCATOR_PATH", empty.path())
-            .args(["run", "--scenario", "ci-smoke", "--strategy", strategy, "--out"])
+            .args([
+                "run",
+                "--scenario",
+                "ci-smoke",
+                "--strategy",
+                strategy,
+                "--out",
+            ])
             .arg(out.path())
             .output()
             .expect("memrel starts");
@@ -157,7 +173,14 @@ fn respawn_ends_the_worker_at_each_release_and_gives_everything_back() {
     let out = tempfile::tempdir().expect("tempdir");
     run_ok(
         memrel()
-            .args(["run", "--scenario", "ci-smoke", "--strategy", "respawn", "--out"])
+            .args([
+                "run",
+                "--scenario",
+                "ci-smoke",
+                "--strategy",
+                "respawn",
+                "--out",
+            ])
             .arg(out.path()),
     );
     let dir = results_dir(out.path(), "ci-smoke");
