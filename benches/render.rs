@@ -63,6 +63,7 @@ fn synthetic_record(cuda: bool) -> Record {
                     vram_bytes: vram(rss_bytes),
                 },
                 allocator: None,
+                heap: None,
                 note: None,
             },
         })
@@ -139,6 +140,9 @@ fn synthetic_record(cuda: bool) -> Record {
                 vram_floor_bytes: cuda.then_some(586 * MIB),
                 stderr_tail: String::new(),
                 stdout_tail: String::new(),
+                allocator: None,
+                ignored_env: Vec::new(),
+                respawned_pids: Vec::new(),
             },
             samples,
             events,
