@@ -244,7 +244,10 @@ impl CudaState {
                 *device = None;
                 self.release_primary_context(sync_ms)?
             }
-            ReleaseAction::None | ReleaseAction::MallocTrim => return Ok(None),
+            ReleaseAction::None
+            | ReleaseAction::MallocTrim
+            | ReleaseAction::AllocatorRelease
+            | ReleaseAction::Respawn => return Ok(None),
         };
         Ok(Some(note))
     }
