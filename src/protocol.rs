@@ -80,10 +80,13 @@ pub enum Phase {
     Release,
     Settle,
     Idle,
+    /// Allocating a little (small blocks, freed each round): what a serving
+    /// process does between requests, and what wakes timer-based allocators.
+    Busy,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 8] = [
+    pub const ALL: [Phase; 9] = [
         Phase::Warmup,
         Phase::Baseline,
         Phase::Load,
@@ -92,6 +95,7 @@ impl Phase {
         Phase::Release,
         Phase::Settle,
         Phase::Idle,
+        Phase::Busy,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -104,6 +108,7 @@ impl Phase {
             Phase::Release => "release",
             Phase::Settle => "settle",
             Phase::Idle => "idle",
+            Phase::Busy => "busy",
         }
     }
 
