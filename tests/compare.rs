@@ -256,7 +256,7 @@ fn report_regenerates_the_comparison_of_a_compare_run() {
             "{file} changed when re-rendered"
         );
     }
-    for png in ["compare.png", "retained.png", "timeline.png"] {
+    for png in ["compare.png", "retained.png", "release.png", "timeline.png"] {
         assert!(dir.join(png).is_file(), "no {png}");
     }
 }
@@ -287,6 +287,7 @@ fn compare_of_two_saved_runs_runs_nothing() {
         "compare.md",
         "compare.png",
         "retained.png",
+        "release.png",
     ] {
         assert!(dir.join(file).is_file(), "no {file}");
     }

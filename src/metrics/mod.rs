@@ -503,7 +503,10 @@ mod tests {
         assert!((c.release_latency_s.unwrap() - 0.75).abs() < 1e-9, "{c:?}");
         let host = summary.strategies[0].host();
         let row = host.row.as_ref().unwrap();
-        assert_eq!((row.release_t50_s, row.release_t90_s), (c.release_t50_s, c.release_t90_s));
+        assert_eq!(
+            (row.release_t50_s, row.release_t90_s),
+            (c.release_t50_s, c.release_t90_s)
+        );
         let t90 = host.release_t90_s.as_ref().unwrap();
         assert_eq!((t90.n, t90.median), (1, c.release_t90_s.unwrap()));
     }
@@ -541,8 +544,19 @@ mod tests {
         let summary = summarize(&record);
         let cycles = &summary.runs[0].resources[0].cycles;
         assert!(cycles[0].release_t50_s.is_some() && cycles[0].release_t90_s.is_some());
-        assert_eq!((cycles[1].release_t50_s, cycles[1].release_t90_s), (None, None));
-        assert_eq!(summary.strategies[0].host().release_t50_s.as_ref().unwrap().n, 1);
+        assert_eq!(
+            (cycles[1].release_t50_s, cycles[1].release_t90_s),
+            (None, None)
+        );
+        assert_eq!(
+            summary.strategies[0]
+                .host()
+                .release_t50_s
+                .as_ref()
+                .unwrap()
+                .n,
+            1
+        );
     }
 
     #[test]

@@ -127,7 +127,9 @@ impl Step {
                 .trim_end_matches("ms")
                 .parse()
                 .map(Step::Busy)
-                .map_err(|_| format!("step {text:?}: busy needs milliseconds, e.g. \"busy 12000\"")),
+                .map_err(|_| {
+                    format!("step {text:?}: busy needs milliseconds, e.g. \"busy 12000\"")
+                }),
             _ => Err(format!("unknown step {text:?}; {hint}")),
         }
     }
