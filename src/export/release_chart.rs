@@ -109,8 +109,7 @@ pub fn curve(run: &RunRecord, r: Resource, row: &LastCycle) -> Option<Curve> {
         .events
         .iter()
         .filter(|e| e.edge.cycle == row.cycle && e.edge.phase == Phase::Release)
-        .filter(|e| e.edge.edge == Edge::End && e.t_s >= t0 && e.t_s <= t1)
-        .last()
+        .rfind(|e| e.edge.edge == Edge::End && e.t_s >= t0 && e.t_s <= t1)
         .map(|e| e.t_s - t0);
     let settle = phase_spans(run)
         .into_iter()

@@ -163,8 +163,7 @@ pub fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Even
         .events
         .iter()
         .filter(|e| e.edge.cycle == cycle && e.edge.edge == Edge::End)
-        .filter(|e| SETTLING.contains(&e.edge.phase) && e.t_s >= unloaded.t_s)
-        .last()
+        .rfind(|e| SETTLING.contains(&e.edge.phase) && e.t_s >= unloaded.t_s)
         .unwrap_or(unloaded);
     Some((loaded, unloaded, released))
 }
