@@ -466,9 +466,11 @@ fn draw_curve(chart: &mut Chart, l: &Line, c: &Curve) -> Result<()> {
     Ok(())
 }
 
-/// `0.12 s`, `45 ms`: seconds for people.
+/// `1.25 s`, `45 ms`, `1.3 ms`: seconds for people.
 fn seconds(s: f64) -> String {
-    if s < 1.0 {
+    if s < 0.01 {
+        format!("{:.1} ms", s * 1e3)
+    } else if s < 1.0 {
         format!("{:.0} ms", s * 1e3)
     } else {
         format!("{s:.2} s")
@@ -552,6 +554,13 @@ mod tests {
         let (a, b) = (curve.points[1], curve.points[2]);
         let mid = curve.at((a.0 + b.0) / 2.0).unwrap();
         assert!((mid - (a.1 + b.1) / 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn times_read_in_ms_below_a_second() {
+        assert_eq!(seconds(0.0013), "1.3 ms");
+        assert_eq!(seconds(0.045), "45 ms");
+        assert_eq!(seconds(12.5), "12.50 s");
     }
 
     #[test]
