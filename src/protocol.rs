@@ -133,10 +133,13 @@ pub enum Phase {
     Release,
     Settle,
     Idle,
+    /// Allocating a little (small blocks, freed each round): what a serving
+    /// process does between requests, and what wakes timer-based allocators.
+    Busy,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 8] = [
+    pub const ALL: [Phase; 9] = [
         Phase::Warmup,
         Phase::Baseline,
         Phase::Load,
@@ -145,6 +148,7 @@ impl Phase {
         Phase::Release,
         Phase::Settle,
         Phase::Idle,
+        Phase::Busy,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -157,6 +161,7 @@ impl Phase {
             Phase::Release => "release",
             Phase::Settle => "settle",
             Phase::Idle => "idle",
+            Phase::Busy => "busy",
         }
     }
 

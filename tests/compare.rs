@@ -256,7 +256,7 @@ fn report_regenerates_the_comparison_of_a_compare_run() {
             "{file} changed when re-rendered"
         );
     }
-    for png in ["compare.png", "retained.png", "timeline.png"] {
+    for png in ["compare.png", "retained.png", "release.png", "timeline.png"] {
         assert!(dir.join(png).is_file(), "no {png}");
     }
 }
@@ -287,6 +287,7 @@ fn compare_of_two_saved_runs_runs_nothing() {
         "compare.md",
         "compare.png",
         "retained.png",
+        "release.png",
     ] {
         assert!(dir.join(file).is_file(), "no {file}");
     }
@@ -501,6 +502,8 @@ fn host_memory(retained_mib: f64, failed: bool) -> ResourceSummary {
                 (loaded_bytes - after_release_bytes) as f64
                     / (loaded_bytes - baseline_bytes) as f64,
             ),
+            release_t50_s: Some(0.0041),
+            release_t90_s: Some(0.0049),
         }),
         baseline_bytes: spread(5.0 * MIB, 5.0 * MIB, 5.0 * MIB, 3),
         floor_bytes: None,
@@ -523,6 +526,8 @@ fn host_memory(retained_mib: f64, failed: bool) -> ResourceSummary {
         released_fraction: spread(0.996, 0.25, 0.997, 3),
         retained_slope_bytes_per_cycle: spread(0.25 * MIB, 0.0, 0.5 * MIB, 3),
         release_latency_s: spread(0.0052, 0.0001, 0.033, 30),
+        release_t50_s: spread(0.0041, 0.0001, 0.021, 30),
+        release_t90_s: spread(0.0049, 0.0001, 0.03, 30),
         cycles_retaining: if retaining { 17 } else { 0 },
         cycles_total: if failed { 20 } else { 30 },
         processes_retaining: if retaining { 2 } else { 0 },

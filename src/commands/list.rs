@@ -18,7 +18,7 @@ pub fn render(long: bool) -> String {
         let description = scenario::load(name)
             .map(|s| s.description)
             .unwrap_or_default();
-        let _ = writeln!(out, "  {name:<15} {description}");
+        let _ = writeln!(out, "  {name:<16} {description}");
     }
     let _ = writeln!(out, "\nstrategies (memrel run --strategy NAME):");
     for s in strategy::all() {

@@ -105,8 +105,8 @@ fn read_comparison(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The source directories of a compare.json of any version this memrel knows
-/// (1: before metrics per resource; 2: now): only they are needed, the
-/// comparison itself is recomputed from their records.
+/// (1: before metrics per resource; 2: before the release curve; 3: now):
+/// only they are needed, the comparison itself is recomputed from their records.
 fn source_dirs(text: &str) -> Result<Vec<PathBuf>> {
     let value: serde_json::Value = serde_json::from_str(text)?;
     let version = value.get("schema_version").and_then(|v| v.as_u64());

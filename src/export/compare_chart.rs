@@ -36,8 +36,9 @@ use super::layout::{
 use super::palette::{lighten, phase_ribbon_colour, strategy_colour};
 use super::png::{draw_legend, legend_height, plot_err, Area, LegendEntry, Swatch, FONT};
 use crate::metrics::comparison::{Comparison, Row};
+use crate::metrics::memory::cycle_edges;
 use crate::metrics::{Resource, ResourceSummary, Spread};
-use crate::protocol::{Edge, Phase};
+use crate::protocol::Phase;
 use crate::record::{Record, RunRecord};
 use crate::textutil::MIB;
 
@@ -444,26 +445,20 @@ fn runs_of<'a>(lines: &[Line<'a>]) -> Vec<&'a RunRecord> {
     lines.iter().map(|l| l.run).collect()
 }
 
-/// (x, MiB of `r`) where each cycle ended: the worker's own reading at the end
-/// of its settle phase, or of its last release when it has no settle.
+/// (x, MiB of `r`) where each cycle ended: the worker's own reading at the
+/// edge its `after_release` value is read at (the end of its last release,
+/// settle, idle or busy step after the unload; see `metrics::memory::cycle_edges`).
 fn after_release_points(l: &Line, r: Resource) -> Vec<(f64, f64)> {
-    let ends = |phase: Phase| -> Vec<(f64, f64)> {
-        l.run
-            .events
-            .iter()
-            .filter(|e| e.edge.phase == phase && e.edge.edge == Edge::End && e.edge.cycle > 0)
-            .filter_map(|e| {
-                r.at_edge(&e.edge.memory)
-                    .map(|v| (l.clock.x(e.t_s), v as f64 / MIB))
-            })
-            .collect()
-    };
-    let settled = ends(Phase::Settle);
-    if settled.is_empty() {
-        ends(Phase::Release)
-    } else {
-        settled
-    }
+    let last_cycle = l.run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
+    (1..=last_cycle)
+        .filter_map(|c| cycle_edges(l.run, c))
+        .map(|(_, _, released)| released)
+        .filter(|e| e.edge.phase != Phase::Unload)
+        .filter_map(|e| {
+            r.at_edge(&e.edge.memory)
+                .map(|v| (l.clock.x(e.t_s), v as f64 / MIB))
+        })
+        .collect()
 }
 
 /// A run's phases as `(x0, x1, ribbon colour)` on the shared axis.

@@ -13,7 +13,8 @@
 //! - `<r>_retained_bytes_{median,min,max}`: over the runs (each at its last cycle);
 //! - `<r>_floor_bytes_*` (devices), `<r>_retained_anon_bytes_*` (host),
 //!   `<r>_retained_slope_bytes_per_cycle_*`: over the runs;
-//!   `<r>_release_latency_s_*`: over every timed cycle;
+//!   `<r>_release_latency_s_*`, `<r>_release_t50_s_*`, `<r>_release_t90_s_*`:
+//!   over every timed cycle (t50/t90 since version 3);
 //! - `<r>_cycles_retaining`, `_cycles_total`, `_processes_retaining`, and
 //!   `<r>_not_measured` (why the resource has no readings; empty when measured).
 //!
@@ -85,6 +86,8 @@ fn fields(resource: Resource) -> Vec<Field> {
             m.retained_slope_bytes_per_cycle.as_ref()
         }),
         Field::Spread("release_latency_s", |m| m.release_latency_s.as_ref()),
+        Field::Spread("release_t50_s", |m| m.release_t50_s.as_ref()),
+        Field::Spread("release_t90_s", |m| m.release_t90_s.as_ref()),
         Field::Plain("cycles_retaining", |m| m.cycles_retaining.to_string()),
         Field::Plain("cycles_total", |m| m.cycles_total.to_string()),
         Field::Plain("processes_retaining", |m| m.processes_retaining.to_string()),
@@ -256,7 +259,7 @@ mod tests {
         assert_eq!(&rows[0][2], "a,b");
         let json: serde_json::Value =
             serde_json::from_slice(&comparison_json(&c).unwrap()).unwrap();
-        assert_eq!(json["schema_version"], 2);
+        assert_eq!(json["schema_version"], 3);
         // A cpu comparison has host columns only.
         assert!(header.iter().all(|h| !h.starts_with("cuda")), "{header:?}");
     }

@@ -248,6 +248,8 @@ mod tests {
             "released",
             "growth/cycle",
             "latency ms",
+            "t50 ms",
+            "t90 ms",
             "retaining",
             "processes",
             "load ms",
@@ -257,8 +259,8 @@ mod tests {
         ] {
             assert!(header.iter().any(|h| h == name), "no {name}: {wide}");
         }
-        // Two resources: 12 VRAM and 11 host columns, strategy, runs, 3 times, checks.
-        assert_eq!(header.len(), 2 + 12 + 11 + 4, "{header:?}");
+        // Two resources: 14 VRAM and 13 host columns, strategy, runs, 3 times, checks.
+        assert_eq!(header.len(), 2 + 14 + 13 + 4, "{header:?}");
         let drop = rows.iter().find(|r| r[0] == "drop").unwrap();
         assert_eq!(
             drop[header.iter().position(|h| h == "floor").unwrap()],

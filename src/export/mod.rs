@@ -12,6 +12,7 @@ pub mod decimate;
 pub mod layout;
 pub mod palette;
 pub mod png;
+pub mod release_chart;
 pub mod retained_chart;
 pub mod table;
 pub mod trace;
@@ -33,6 +34,7 @@ pub const COMPARE_JSON_FILE: &str = "compare.json";
 pub const COMPARE_MD_FILE: &str = "compare.md";
 pub const COMPARE_PNG_FILE: &str = "compare.png";
 pub const RETAINED_PNG_FILE: &str = "retained.png";
+pub const RELEASE_PNG_FILE: &str = "release.png";
 
 /// `summary.json`, pretty-printed.
 pub fn summary_json(summary: &Summary) -> Result<Vec<u8>> {
@@ -56,8 +58,8 @@ pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary)
     Ok(())
 }
 
-/// Writes compare.csv, compare.json, compare.md, compare.png and retained.png
-/// into `dir`; `records[i]` is source `i` of `comparison`.
+/// Writes compare.csv, compare.json, compare.md, compare.png, retained.png and
+/// release.png into `dir`; `records[i]` is source `i` of `comparison`.
 pub fn write_compare_outputs(
     dir: &Path,
     comparison: &Comparison,
@@ -77,5 +79,6 @@ pub fn write_compare_outputs(
     )?;
     compare_chart::write_compare_chart(comparison, records, &dir.join(COMPARE_PNG_FILE))?;
     retained_chart::write_retained_chart(comparison, &dir.join(RETAINED_PNG_FILE))?;
+    release_chart::write_release_chart(comparison, records, &dir.join(RELEASE_PNG_FILE))?;
     Ok(())
 }

@@ -55,6 +55,7 @@ pub fn phase_colour(phase: Phase) -> Option<RGBColor> {
         Phase::Release => Some(RGBColor(255, 222, 160)),
         Phase::Settle => Some(RGBColor(245, 245, 235)),
         Phase::Idle => None,
+        Phase::Busy => Some(RGBColor(218, 240, 240)),
     }
 }
 
@@ -69,6 +70,7 @@ pub fn phase_ribbon_colour(phase: Phase) -> Option<RGBColor> {
         Phase::Release => Some(RGBColor(245, 166, 35)),
         Phase::Settle => Some(RGBColor(222, 222, 200)),
         Phase::Idle => None,
+        Phase::Busy => Some(RGBColor(86, 178, 178)),
     }
 }
 

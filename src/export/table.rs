@@ -70,6 +70,9 @@ enum Metric {
     Released,
     Growth,
     Latency,
+    /// The release curve: time to half, and to 90 %, of what came back.
+    T50,
+    T90,
     CyclesRetaining,
     ProcessesRetaining,
 }
@@ -101,6 +104,8 @@ fn all_metrics(resource: Resource) -> Vec<Metric> {
         Metric::Released,
         Metric::Growth,
         Metric::Latency,
+        Metric::T50,
+        Metric::T90,
         Metric::CyclesRetaining,
         Metric::ProcessesRetaining,
     ]);
@@ -183,6 +188,8 @@ fn names(column: Column) -> (&'static str, &'static str, &'static str) {
             Metric::Released => ("released", "released", ""),
             Metric::Growth => ("growth/cycle", "growth", "MiB/cycle"),
             Metric::Latency => ("latency ms", "release latency", "ms"),
+            Metric::T50 => ("t50 ms", "release t50", "ms"),
+            Metric::T90 => ("t90 ms", "release t90", "ms"),
             Metric::CyclesRetaining => ("retaining", "retaining cycles", ""),
             Metric::ProcessesRetaining => ("processes", "retaining processes", ""),
         },
@@ -417,6 +424,8 @@ fn memory_cell(m: &ResourceSummary, metric: Metric, runs: u32) -> String {
             .unwrap_or_else(|| NONE.to_string()),
         Metric::Growth => spread_cell(m.retained_slope_bytes_per_cycle.as_ref(), 1.0 / MIB, ""),
         Metric::Latency => spread_cell(m.release_latency_s.as_ref(), 1e3, ""),
+        Metric::T50 => spread_cell(m.release_t50_s.as_ref(), 1e3, ""),
+        Metric::T90 => spread_cell(m.release_t90_s.as_ref(), 1e3, ""),
         Metric::CyclesRetaining => format!("{}/{}", m.cycles_retaining, m.cycles_total),
         Metric::ProcessesRetaining => format!("{}/{}", m.processes_retaining, runs),
     }
@@ -574,7 +583,7 @@ pub(super) fn caption(layout: Layout, ranges_left_out: bool) -> Vec<String> {
             "--wide shows every column".to_string()
         }),
         Layout::Markdown | Layout::Wide => out.push(
-            "growth: median over runs; latency and times: median (min–max) over every cycle"
+            "growth: median over runs; latency, t50, t90, times: median (min–max) over every cycle"
                 .to_string(),
         ),
     }
@@ -605,7 +614,10 @@ fn legend_text(c: &Comparison) -> String {
          (loaded − after release) / (loaded − baseline); retained adds its (min–max) over the runs. \
          Baseline = just before the first load (after the warm-up). {floor}Growth = slope of \
          retained over cycles, median (min–max) over runs (a leak grows, a one-time cost stays \
-         flat). Release latency, load and forward: median (min–max) over every cycle of every run. \
+         flat). Release t50 / t90 = from the begin of the unload until half / 90 % of what came \
+         back by the end of the cycle (its release, settle, idle or busy steps) had come back. \
+         Release latency, t50, t90, load and forward: median (min–max) over every cycle of every \
+         run. \
          Retaining cycles: cycles whose retained is above {threshold:.0} MiB, of those measured; \
          retaining processes: runs with at least one. Forward vs ref = median forward time \
          relative to {reference}{why_slower}. \
@@ -892,9 +904,9 @@ pub(super) mod tests {
             }
             let wide = plain_as(&c, Layout::Wide);
             let columns = columns(Layout::Wide, &c.resources, true, true);
-            // Strategy, runs, 11 host metrics (+ 12 device ones), 5 time and check columns.
+            // Strategy, runs, 13 host metrics (+ 14 device ones), 5 time and check columns.
             let device = usize::from(c.lead.is_device());
-            assert_eq!(columns.len(), 2 + 11 + device * 12 + 5);
+            assert_eq!(columns.len(), 2 + 13 + device * 14 + 5);
             let header = wide.lines().find(|l| l.starts_with("strategy")).unwrap();
             for name in [
                 "after unload",
@@ -902,6 +914,8 @@ pub(super) mod tests {
                 "peak",
                 "growth/cycle",
                 "latency ms",
+                "t50 ms",
+                "t90 ms",
                 "load ms",
                 "release ms",
                 "vs ref",

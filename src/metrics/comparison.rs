@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::{Resource, StrategySummary, Summary};
 use crate::record::{Header, Host, RunStatus};
 
-/// Version of compare.json (and the columns of compare.csv).
-pub const COMPARE_SCHEMA_VERSION: u32 = 2;
+/// Version of compare.json (and the columns of compare.csv): 3 added the
+/// release curve (`release_t50_s`, `release_t90_s`) per resource.
+pub const COMPARE_SCHEMA_VERSION: u32 = 3;
 
 /// The strategy other rows are measured against when a source has it.
 pub const REFERENCE_STRATEGY: &str = "drop";

@@ -1,8 +1,8 @@
 //! The memory metrics of one resource in one run, and over the runs of a
 //! strategy: baseline, peak, loaded, after unload, after release, retained and
-//! its slope, released fraction, release latency, cycles and processes
-//! retaining. One function each, applied alike to host RSS and device VRAM;
-//! the definitions are the README's "Metrics" table.
+//! its slope, released fraction, release latency, the release curve's t50 and
+//! t90, cycles and processes retaining. One function each, applied alike to
+//! host RSS and device VRAM; the definitions are the README's "Metrics" table.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +35,14 @@ pub struct CycleMemory {
     /// of its released value; `None` when less than the retention threshold
     /// came back (drift, not a release).
     pub release_latency_s: Option<f64>,
+    /// From the begin of the first unload until half of what came back by the
+    /// end of the cycle (`loaded − after_release`) had come back; `None` like
+    /// `release_latency_s`.
+    #[serde(default)]
+    pub release_t50_s: Option<f64>,
+    /// The same for 90 % of it.
+    #[serde(default)]
+    pub release_t90_s: Option<f64>,
     pub retained_over_threshold: bool,
 }
 
@@ -84,6 +92,11 @@ pub struct LastCycle {
     pub after_release_bytes: u64,
     pub retained_bytes: i64,
     pub released_fraction: Option<f64>,
+    /// The cycle's release curve (see `CycleMemory`).
+    #[serde(default)]
+    pub release_t50_s: Option<f64>,
+    #[serde(default)]
+    pub release_t90_s: Option<f64>,
 }
 
 /// One resource over the runs of a strategy.
@@ -110,6 +123,11 @@ pub struct ResourceSummary {
     pub retained_slope_bytes_per_cycle: Option<Spread>,
     /// Every timed cycle of every run (each release is its own event).
     pub release_latency_s: Option<Spread>,
+    /// The release curve's t50 and t90 over every timed cycle of every run.
+    #[serde(default)]
+    pub release_t50_s: Option<Spread>,
+    #[serde(default)]
+    pub release_t90_s: Option<Spread>,
     /// Cycles whose retained value exceeded the threshold, over all runs.
     pub cycles_retaining: u32,
     pub cycles_total: u32,
@@ -130,13 +148,22 @@ fn edges<'a>(
         .filter(move |e| e.edge.cycle == cycle && e.edge.phase == phase && e.edge.edge == edge)
 }
 
-/// The edges that bound a cycle's memory metrics: (loaded, unloaded, released).
-pub(super) fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Event)> {
+/// The phases that make a cycle's settle: memory may still come back while
+/// they run (an idle or busy step after the release times a timer-based
+/// allocator's return), so the released value is read at the end of the last.
+const SETTLING: [Phase; 4] = [Phase::Release, Phase::Settle, Phase::Idle, Phase::Busy];
+
+/// The edges that bound a cycle's memory metrics: (loaded: the begin of the
+/// first unload, unloaded: the end of the last unload, released: the end of
+/// the last release/settle/idle/busy step after it, else `unloaded`).
+pub fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Event)> {
     let loaded = edges(run, cycle, Phase::Unload, Edge::Begin).next()?;
     let unloaded = edges(run, cycle, Phase::Unload, Edge::End).last()?;
-    let released = edges(run, cycle, Phase::Settle, Edge::End)
-        .last()
-        .or_else(|| edges(run, cycle, Phase::Release, Edge::End).last())
+    let released = run
+        .events
+        .iter()
+        .filter(|e| e.edge.cycle == cycle && e.edge.edge == Edge::End)
+        .rfind(|e| SETTLING.contains(&e.edge.phase) && e.t_s >= unloaded.t_s)
         .unwrap_or(unloaded);
     Some((loaded, unloaded, released))
 }
@@ -219,6 +246,8 @@ fn cycle_memory(
             .map(|s| s.t_s - unloaded.t_s)
             .or_else(|| (released.t_s > unloaded.t_s).then_some(released.t_s - unloaded.t_s))
     };
+    let release_t50_s = release_time_s(run, resource, loaded, released, threshold, 0.5);
+    let release_t90_s = release_time_s(run, resource, loaded, released, threshold, 0.9);
     let retained_anon_bytes = match (
         resource.anon_at_edge(&released.edge.memory),
         resource.anon_at_edge(&baseline.edge.memory),
@@ -235,8 +264,40 @@ fn cycle_memory(
         retained_anon_bytes,
         released_fraction,
         release_latency_s,
+        release_t50_s,
+        release_t90_s,
         retained_over_threshold: retained > threshold as i64,
     })
+}
+
+/// The release curve's time to `fraction` (0.5: t50, 0.9: t90): seconds from
+/// `loaded` (the begin of the cycle's first unload, value L) until the first
+/// sample at or below L − fraction × (L − F), F being the value at `released`,
+/// searching samples up to `released` (whose own reading is F: its time when
+/// no sample got there first). `None` when L − F is below `threshold`: drift,
+/// not a release (the rule of `release_latency_s`).
+pub fn release_time_s(
+    run: &RunRecord,
+    resource: Resource,
+    loaded: &Event,
+    released: &Event,
+    threshold: u64,
+    fraction: f64,
+) -> Option<f64> {
+    let loaded_bytes = resource.at_edge(&loaded.edge.memory)?;
+    let released_bytes = resource.at_edge(&released.edge.memory)?;
+    let came_back_bytes = loaded_bytes.saturating_sub(released_bytes);
+    if came_back_bytes < threshold || came_back_bytes == 0 {
+        return None;
+    }
+    let target = loaded_bytes as f64 - fraction * came_back_bytes as f64;
+    let reached = run
+        .samples
+        .iter()
+        .filter(|s| s.t_s >= loaded.t_s && s.t_s <= released.t_s)
+        .find(|s| resource.in_sample(s).is_some_and(|v| v as f64 <= target))
+        .map(|s| s.t_s);
+    Some(reached.unwrap_or(released.t_s) - loaded.t_s)
 }
 
 /// One resource over the runs of a strategy; `representative` is the run
@@ -253,6 +314,13 @@ pub fn resource_summary(
         spread(
             runs.iter()
                 .filter_map(|(r, _, _)| r.cycles.last().and_then(f))
+                .collect(),
+        )
+    };
+    let every_cycle = |f: &dyn Fn(&CycleMemory) -> Option<f64>| {
+        spread(
+            runs.iter()
+                .flat_map(|(r, _, _)| r.cycles.iter().filter_map(f))
                 .collect(),
         )
     };
@@ -287,6 +355,8 @@ pub fn resource_summary(
                 after_release_bytes: c.after_release_bytes,
                 retained_bytes: c.retained_bytes,
                 released_fraction: c.released_fraction,
+                release_t50_s: c.release_t50_s,
+                release_t90_s: c.release_t90_s,
             })
         });
     let measured = runs.iter().any(|(r, _, _)| r.not_measured.is_none());
@@ -308,11 +378,9 @@ pub fn resource_summary(
         retained_anon_bytes: last(&|c| c.retained_anon_bytes.map(|v| v as f64)),
         released_fraction: last(&|c| c.released_fraction),
         retained_slope_bytes_per_cycle: over(&|r| r.retained_slope_bytes_per_cycle),
-        release_latency_s: spread(
-            runs.iter()
-                .flat_map(|(r, _, _)| r.cycles.iter().filter_map(|c| c.release_latency_s))
-                .collect(),
-        ),
+        release_latency_s: every_cycle(&|c| c.release_latency_s),
+        release_t50_s: every_cycle(&|c| c.release_t50_s),
+        release_t90_s: every_cycle(&|c| c.release_t90_s),
         cycles_retaining: runs.iter().map(|(r, _, _)| r.cycles_retaining).sum(),
         cycles_total: runs.iter().map(|(r, _, _)| r.cycles.len() as u32).sum(),
         processes_retaining: runs

@@ -43,6 +43,8 @@ static NO_HOST: ResourceSummary = ResourceSummary {
     released_fraction: None,
     retained_slope_bytes_per_cycle: None,
     release_latency_s: None,
+    release_t50_s: None,
+    release_t90_s: None,
     cycles_retaining: 0,
     cycles_total: 0,
     processes_retaining: 0,
@@ -437,6 +439,170 @@ mod tests {
         let cycles = &summary.runs[0].resources[0].cycles;
         assert!(cycles[0].release_latency_s.is_some_and(|s| s >= 0.0));
         assert_eq!(cycles[1].release_latency_s, None);
+    }
+
+    /// A one-cycle run from hand-written edges `(t_s, phase, edge, MiB)` and
+    /// samples `(t_s, MiB)`: times exact at the files' microsecond precision.
+    fn hand_run(edges: &[(f64, Phase, Edge, u64)], samples: &[(f64, u64)]) -> RunRecord {
+        use crate::protocol::{MemoryAtEdge, PhaseEdge};
+        use crate::record::fixture::MIB;
+        let memory = |mib: u64| MemoryAtEdge {
+            rss_bytes: mib * MIB,
+            anon_bytes: mib * MIB,
+            file_bytes: 0,
+            vram_bytes: None,
+        };
+        let mut run = crate::record::fixture::run(1, "drop", 1, &[0]);
+        run.events = edges
+            .iter()
+            .map(|&(t_s, phase, edge, mib)| crate::record::Event {
+                t_s,
+                edge: PhaseEdge {
+                    phase,
+                    edge,
+                    cycle: u32::from(phase != Phase::Baseline),
+                    model: None,
+                    elapsed_s: None,
+                    memory: memory(mib),
+                    allocator: None,
+                    note: None,
+                },
+            })
+            .collect();
+        run.samples = samples
+            .iter()
+            .map(|&(t_s, mib)| crate::record::Sample {
+                t_s,
+                rss_bytes: mib * MIB,
+                anon_bytes: mib * MIB,
+                file_bytes: 0,
+                vram_bytes: None,
+            })
+            .collect();
+        run
+    }
+
+    /// Loaded at 110 MiB when the unload begins (t = 0.4 s), nothing back at
+    /// the drop nor the release; memory comes back while the busy step
+    /// allocates, to 10 MiB at its end (t = 2.6 s).
+    fn returned_when_busy() -> RunRecord {
+        use Edge::{Begin, End};
+        let edges = [
+            (0.0, Phase::Baseline, Begin, 10),
+            (0.1, Phase::Baseline, End, 10),
+            (0.1, Phase::Load, Begin, 10),
+            (0.4, Phase::Load, End, 110),
+            (0.4, Phase::Unload, Begin, 110),
+            (0.5, Phase::Unload, End, 110),
+            (0.5, Phase::Release, Begin, 110),
+            (0.6, Phase::Release, End, 110),
+            (0.6, Phase::Busy, Begin, 110),
+            (2.6, Phase::Busy, End, 10),
+        ];
+        let curve = [
+            (0.35, 110),
+            (0.45, 110),
+            (1.0, 100),
+            (1.05, 80),
+            (1.1, 60),
+            (1.15, 40),
+            (1.2, 20),
+            (1.25, 10),
+            (2.0, 10),
+        ];
+        hand_run(&edges, &curve)
+    }
+
+    #[test]
+    fn the_release_curve_is_timed_from_the_unload_through_a_busy_step() {
+        let mut record = crate::record::fixture::record();
+        record.header.cycles = 1;
+        record.runs = vec![returned_when_busy()];
+        let summary = summarize(&record);
+        let c = &summary.runs[0].resources[0].cycles[0];
+        // The busy step after the release is part of the settle: the released
+        // value is read at its end (10 MiB), not at the release's (110 MiB).
+        assert_eq!(c.after_release_bytes, 10 << 20);
+        assert_eq!(c.retained_bytes, 0);
+        // D = 110 − 10 = 100 MiB: 60 MiB first at 1.1 s, 20 MiB at 1.2 s,
+        // from the unload's begin at 0.4 s.
+        assert!((c.release_t50_s.unwrap() - 0.7).abs() < 1e-9, "{c:?}");
+        assert!((c.release_t90_s.unwrap() - 0.8).abs() < 1e-9, "{c:?}");
+        // Latency counts from the end of the unload to within 2 MiB of 10 MiB.
+        assert!((c.release_latency_s.unwrap() - 0.75).abs() < 1e-9, "{c:?}");
+        let host = summary.strategies[0].host();
+        let row = host.row.as_ref().unwrap();
+        assert_eq!(
+            (row.release_t50_s, row.release_t90_s),
+            (c.release_t50_s, c.release_t90_s)
+        );
+        let t90 = host.release_t90_s.as_ref().unwrap();
+        assert_eq!((t90.n, t90.median), (1, c.release_t90_s.unwrap()));
+    }
+
+    #[test]
+    fn a_curve_with_no_sample_past_its_target_ends_at_the_released_edge() {
+        // The only sample after the unload still reads 110 MiB: the worker's
+        // own reading at the end of the busy step (2.6 s) is where it arrived.
+        let mut run = returned_when_busy();
+        run.samples.retain(|s| s.t_s < 1.0);
+        let mut record = crate::record::fixture::record();
+        record.runs = vec![run];
+        let summary = summarize(&record);
+        let c = &summary.runs[0].resources[0].cycles[0];
+        assert!((c.release_t50_s.unwrap() - 2.2).abs() < 1e-9, "{c:?}");
+        assert!((c.release_t90_s.unwrap() - 2.2).abs() < 1e-9, "{c:?}");
+    }
+
+    #[test]
+    fn the_release_curve_over_runs_spreads_over_every_timed_cycle() {
+        let summary = summarize(&crate::record::fixture::record());
+        // Every fixture cycle drops at the unload's end, 0.1 s after its begin;
+        // the first sample at or after it comes within one 10 ms interval.
+        for s in &summary.strategies {
+            let host = s.host();
+            for t in [&host.release_t50_s, &host.release_t90_s] {
+                let t = t.as_ref().unwrap();
+                assert_eq!(t.n, 6, "{}: every cycle gave back ≥ 40 MiB", s.strategy);
+                assert!(t.min >= 0.1 && t.max < 0.11, "{}: {t:?}", s.strategy);
+            }
+        }
+        // A cycle that gives back 5 MiB (loaded 110, released 105) has no curve.
+        let mut record = crate::record::fixture::record();
+        record.runs = vec![crate::record::fixture::run(1, "drop", 1, &[2, 95])];
+        let summary = summarize(&record);
+        let cycles = &summary.runs[0].resources[0].cycles;
+        assert!(cycles[0].release_t50_s.is_some() && cycles[0].release_t90_s.is_some());
+        assert_eq!(
+            (cycles[1].release_t50_s, cycles[1].release_t90_s),
+            (None, None)
+        );
+        assert_eq!(
+            summary.strategies[0]
+                .host()
+                .release_t50_s
+                .as_ref()
+                .unwrap()
+                .n,
+            1
+        );
+    }
+
+    #[test]
+    fn vram_has_a_release_curve_from_the_same_function() {
+        let summary = summarize(&crate::record::fixture::cuda_record());
+        let vram = |name: &str| {
+            of(&summary, name)
+                .resource(Resource::Device(0))
+                .unwrap()
+                .clone()
+        };
+        // drop keeps the model's 416 MiB: nothing came back, nothing to time.
+        assert!(vram("drop").release_t50_s.is_none());
+        let t90 = vram("sync").release_t90_s.unwrap();
+        assert_eq!(t90.n, 6);
+        // The VRAM series steps down at the unload's end, 0.1 s after its begin.
+        assert!(t90.min >= 0.1 && t90.max < 0.11, "{t90:?}");
     }
 
     #[test]

@@ -15,6 +15,14 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ),
     ("cpu-all", include_str!("../../scenarios/cpu-all.toml")),
     (
+        "cpu-idle-release",
+        include_str!("../../scenarios/cpu-idle-release.toml"),
+    ),
+    (
+        "cpu-busy-release",
+        include_str!("../../scenarios/cpu-busy-release.toml"),
+    ),
+    (
         "article-cpu",
         include_str!("../../scenarios/article-cpu.toml"),
     ),

@@ -102,13 +102,16 @@ pub enum Step {
     Settle,
     /// Wait this many milliseconds.
     Idle(u64),
+    /// Allocate a little for this many milliseconds: every 1 ms, 64 blocks of
+    /// 1–16 KiB written and freed (at most 1 MiB live), through malloc.
+    Busy(u64),
 }
 
 impl Step {
-    /// Parses `load M`, `forward M`, `unload M`, `release`, `settle`, `idle MS`.
+    /// Parses `load M`, `forward M`, `unload M`, `release`, `settle`, `idle MS`, `busy MS`.
     pub fn parse(text: &str) -> Result<Step, String> {
         let words: Vec<&str> = text.split_whitespace().collect();
-        let hint = "expected one of: \"load <model>\", \"forward <model>\", \"unload <model>\", \"release\", \"settle\", \"idle <ms>\"";
+        let hint = "expected one of: \"load <model>\", \"forward <model>\", \"unload <model>\", \"release\", \"settle\", \"idle <ms>\", \"busy <ms>\"";
         match words.as_slice() {
             ["load", m] => Ok(Step::Load(m.to_string())),
             ["forward", m] => Ok(Step::Forward(m.to_string())),
@@ -120,6 +123,13 @@ impl Step {
                 .parse()
                 .map(Step::Idle)
                 .map_err(|_| format!("step {text:?}: idle needs milliseconds, e.g. \"idle 200\"")),
+            ["busy", ms] => ms
+                .trim_end_matches("ms")
+                .parse()
+                .map(Step::Busy)
+                .map_err(|_| {
+                    format!("step {text:?}: busy needs milliseconds, e.g. \"busy 12000\"")
+                }),
             _ => Err(format!("unknown step {text:?}; {hint}")),
         }
     }
@@ -134,6 +144,7 @@ impl fmt::Display for Step {
             Step::Release => write!(f, "release"),
             Step::Settle => write!(f, "settle"),
             Step::Idle(ms) => write!(f, "idle {ms}"),
+            Step::Busy(ms) => write!(f, "busy {ms}"),
         }
     }
 }
@@ -204,4 +215,23 @@ pub struct Scenario {
     pub models: BTreeMap<String, ModelSource>,
     pub workload: Workload,
     pub thresholds: Thresholds,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_takes_milliseconds_like_idle() {
+        assert_eq!(Step::parse("busy 12000"), Ok(Step::Busy(12000)));
+        assert_eq!(Step::parse("busy 250ms"), Ok(Step::Busy(250)));
+        assert_eq!(Step::Busy(12000).to_string(), "busy 12000");
+        let e = Step::parse("busy soon").unwrap_err();
+        assert_eq!(
+            e,
+            "step \"busy soon\": busy needs milliseconds, e.g. \"busy 12000\""
+        );
+        let e = Step::parse("busy").unwrap_err();
+        assert!(e.contains("\"busy <ms>\""), "{e}");
+    }
 }

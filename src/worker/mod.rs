@@ -336,6 +336,27 @@ fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                         Ok(((), None))
                     })?;
                 }
+                Step::Busy(ms) => {
+                    // Small blocks through malloc (the preloaded allocator serves
+                    // them): every 1 ms, 64 of 1–16 KiB (≤ 1 MiB live), written so
+                    // their pages are touched, freed before the next round.
+                    phase(out, Phase::Busy, cycle, None, || {
+                        let until = Instant::now() + Duration::from_millis(*ms);
+                        let mut allocations: u64 = 0;
+                        let mut round: usize = 0;
+                        while Instant::now() < until {
+                            let blocks: Vec<Vec<u8>> = (0..64)
+                                .map(|i| vec![0xA5u8; 1024 * (1 + (i * 7 + round) % 16)])
+                                .collect();
+                            std::hint::black_box(&blocks);
+                            allocations += blocks.len() as u64;
+                            drop(blocks);
+                            round += 1;
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Ok(((), Some(format!("allocations={allocations}"))))
+                    })?;
+                }
             }
         }
     }
