@@ -139,10 +139,11 @@ fn resource_cells(resource: Resource, s: &StrategySummary) -> Vec<String> {
 type Pick = fn(&StrategySummary) -> &Option<Spread>;
 
 /// Time columns (median, min, max over every cycle), written once.
-const TIMES: [(&str, Pick); 3] = [
+const TIMES: [(&str, Pick); 4] = [
     ("load_time_s", |s| &s.load_time_s),
     ("forward_time_s", |s| &s.forward_time_s),
     ("release_action_s", |s| &s.release_action_s),
+    ("ready_s", |s| &s.ready_s),
 ];
 
 /// `compare.json`, pretty-printed.

@@ -86,6 +86,8 @@ enum Column {
     ForwardTime,
     ForwardVsRef,
     ReleaseAction,
+    /// The release step plus the next cycle's first load and forward.
+    Ready,
     Checks,
 }
 
@@ -152,6 +154,7 @@ fn columns(layout: Layout, resources: &[Resource], relative: bool, ranges: bool)
             if relative {
                 out.push(Column::ForwardVsRef);
             }
+            out.extend([Column::ReleaseAction, Column::Ready]);
         }
         Layout::Wide => {
             for &r in resources {
@@ -161,7 +164,7 @@ fn columns(layout: Layout, resources: &[Resource], relative: bool, ranges: bool)
             if relative {
                 out.push(Column::ForwardVsRef);
             }
-            out.extend([Column::ReleaseAction, Column::Checks]);
+            out.extend([Column::ReleaseAction, Column::Ready, Column::Checks]);
         }
     }
     out
@@ -176,6 +179,7 @@ fn names(column: Column) -> (&'static str, &'static str, &'static str) {
         Column::ForwardTime => ("forward ms", "forward", "ms"),
         Column::ForwardVsRef => ("vs ref", "forward vs ref", ""),
         Column::ReleaseAction => ("release ms", "release action", "ms"),
+        Column::Ready => ("ready ms", "release → next ready", "ms"),
         Column::Checks => ("checks", "checks", ""),
         Column::Memory(_, metric) => match metric {
             Metric::Baseline => ("baseline", "baseline", "MiB"),
@@ -386,6 +390,7 @@ fn cell(column: Column, line: &Line) -> String {
         Column::LoadTime => spread_cell(s.load_time_s.as_ref(), 1e3, ""),
         Column::ForwardTime => spread_cell(s.forward_time_s.as_ref(), 1e3, ""),
         Column::ReleaseAction => spread_cell(s.release_action_s.as_ref(), 1e3, ""),
+        Column::Ready => spread_cell(s.ready_s.as_ref(), 1e3, ""),
         Column::ForwardVsRef => line.relative.clone().unwrap_or_else(|| NONE.to_string()),
         Column::Checks => if s.checks_passed { "ok" } else { "FAILED" }.to_string(),
         Column::Memory(resource, metric) => match s.resource(resource) {
@@ -616,8 +621,11 @@ fn legend_text(c: &Comparison) -> String {
          retained over cycles, median (min–max) over runs (a leak grows, a one-time cost stays \
          flat). Release t50 / t90 = from the begin of the unload until half / 90 % of what came \
          back by the end of the cycle (its release, settle, idle or busy steps) had come back. \
-         Release latency, t50, t90, load and forward: median (min–max) over every cycle of every \
-         run. \
+         Release action = the strategy's release step; release → next ready = that step plus the \
+         next cycle's first load and first forward (for respawn: the old process's exit and the \
+         new one's start, then a load and forward in a cold process). \
+         Release latency, t50, t90, load, forward, release and ready: median (min–max) over every \
+         cycle of every run. \
          Retaining cycles: cycles whose retained is above {threshold:.0} MiB, of those measured; \
          retaining processes: runs with at least one. Forward vs ref = median forward time \
          relative to {reference}{why_slower}. \

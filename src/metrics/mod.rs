@@ -465,6 +465,7 @@ mod tests {
                     elapsed_s: None,
                     memory: memory(mib),
                     allocator: None,
+                    heap: None,
                     note: None,
                 },
             })
