@@ -255,12 +255,13 @@ mod tests {
             "load ms",
             "forward ms",
             "release ms",
+            "ready ms",
             "checks",
         ] {
             assert!(header.iter().any(|h| h == name), "no {name}: {wide}");
         }
-        // Two resources: 14 VRAM and 13 host columns, strategy, runs, 3 times, checks.
-        assert_eq!(header.len(), 2 + 14 + 13 + 4, "{header:?}");
+        // Two resources: 14 VRAM and 13 host columns, strategy, runs, 4 times, checks.
+        assert_eq!(header.len(), 2 + 14 + 13 + 5, "{header:?}");
         let drop = rows.iter().find(|r| r[0] == "drop").unwrap();
         assert_eq!(
             drop[header.iter().position(|h| h == "floor").unwrap()],
