@@ -24,7 +24,8 @@ xz -dc .gpu/memrel.xz > /tmp/memrel && chmod +x /tmp/memrel
 export MEMREL_CACHE_DIR=/tmp/memrel-cache
 cpu_strategies=$(/tmp/memrel list | awk '/^strategies/{s=1;next} /^$/{s=0} s && /\[(cpu|any)\]/{print $1}' | paste -sd,)
 echo "strategies: $cpu_strategies"
-(uname -a; nproc; ldd --version | head -1; grep -m1 'model name' /proc/cpuinfo; free -g | head -2) | tee "$OUT/host.txt"
+{ uname -a; nproc; ldd --version | sed -n 1p; grep -m1 'model name' /proc/cpuinfo; free -g | sed -n 1,2p; } > "$OUT/host.txt"
+cat "$OUT/host.txt"
 
 res=/tmp/results
 case "$part" in
