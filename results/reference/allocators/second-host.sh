@@ -10,8 +10,11 @@
 #   (cd .gpu/debs && apt-get download libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)
 # Run there (device tool, carry .gpu), one part per call:
 #   bash results/reference/allocators/second-host.sh PART
-# PART: cpu-all | article-cpu | release (cpu-idle-release and cpu-busy-release).
-# Each part leaves one tarball of its results directories under $OUT.
+# PART: cpu-all | article-glibc | article-jemalloc-tcmalloc | article-mimalloc-respawn
+# (article-cpu in three parts, each under the 10-minute limit of one call; the
+# build machine compares the three saved directories) | idle | busy (the
+# release scenarios). Each part leaves one tarball of its results under $OUT,
+# also when it runs out of time (memrel saves every finished run).
 set -euo pipefail
 part=${1:?part: cpu-all, article-cpu or release}
 : "${OUT:?OUT is set by the device tool}"
@@ -28,13 +31,21 @@ echo "strategies: $cpu_strategies"
 cat "$OUT/host.txt"
 
 res=/tmp/results
+pick() { echo "$cpu_strategies" | tr , '\n' | grep -E "$@" | paste -sd,; }
+limit=(timeout --signal=INT 540)
 case "$part" in
-cpu-all) /tmp/memrel compare --scenario cpu-all --repeat 3 --out "$res" ;;
-article-cpu) /tmp/memrel compare --scenario article-cpu --strategies "$cpu_strategies" --repeat 3 --out "$res" ;;
-release)
-    /tmp/memrel compare --scenario cpu-idle-release --out "$res"
-    /tmp/memrel compare --scenario cpu-busy-release --out "$res"
+cpu-all) "${limit[@]}" /tmp/memrel compare --scenario cpu-all --repeat 3 --out "$res" || true ;;
+article-*)
+    case "$part" in
+    article-glibc) only=$(pick -v 'jemalloc|tcmalloc|mimalloc|respawn') ;;
+    article-jemalloc-tcmalloc) only=$(pick 'jemalloc|tcmalloc') ;;
+    article-mimalloc-respawn) only=$(pick 'mimalloc|respawn') ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+    esac
+    "${limit[@]}" /tmp/memrel compare --scenario article-cpu --strategies "$only" --repeat 3 --out "$res" || true
     ;;
+idle) "${limit[@]}" /tmp/memrel compare --scenario cpu-idle-release --out "$res" || true ;;
+busy) "${limit[@]}" /tmp/memrel compare --scenario cpu-busy-release --out "$res" || true ;;
 *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 tar -C "$res" -cJf "$OUT/$part.tar.xz" .
