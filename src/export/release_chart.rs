@@ -257,8 +257,8 @@ fn header_band<'a>(c: &Comparison, lines: &[Line]) -> Band<'a> {
                  retention threshold)"
             ),
             "falls at once: released at the unload or the release step · falls later: after a \
-             delay (timer-based allocators; with a busy step: when the program allocates again) \
-             · stays up: never released"
+             delay (a timer, or the program allocating again) · stays up: not released in this \
+             cycle"
                 .to_string(),
         ],
     )

@@ -15,7 +15,10 @@ pub const RESPAWN: &[Strategy] = &[Strategy {
         the new process's start; what it really costs is in the next load and forward, which \
         run in a cold process. A release while models are still loaded does nothing (a \
         server would end only the process of the model it unloads): the process ends at the \
-        first release with every model unloaded.",
+        first release with every model unloaded. Measured (VM, cpu-all): -0.1 MiB retained, \
+        no cycle retaining, whatever the allocator would have kept; the release step took \
+        30 ms and release to next model ready 442 ms against 375 ms for a plain drop (the \
+        load in the new process 203 ms against 185).",
     env: &[],
     start: StartAction::None,
     release: ReleaseAction::Respawn,
