@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Measures whether, how fast and at what cost ML model memory goes back to the system after a model is unloaded",
     long_about = None,
-    after_help = "Examples:\n  memrel run                                   # the default scenario (cpu-trim)\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel compare --scenario cpu-trim --repeat 3  # strategies side by side: compare.png, retained.png, compare.md\n  memrel compare results/a/<stamp> results/b/<stamp>\n  memrel report results/cpu-trim/<stamp>       # re-render a saved run from its data\n  memrel list --long                           # scenarios, strategies, model presets\n  memrel model gen bert-base ./bert-base       # write a synthetic HuggingFace-layout model"
+    after_help = "Examples:\n  memrel run                                   # the default scenario (cpu-trim)\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel compare --scenario cpu-trim --repeat 3  # strategies side by side: compare.png, retained.png, release.png, compare.md\n  memrel compare results/a/<stamp> results/b/<stamp>\n  memrel report results/cpu-trim/<stamp>       # re-render a saved run from its data\n  memrel list --long                           # scenarios, strategies, model presets\n  memrel model gen bert-base ./bert-base       # write a synthetic HuggingFace-layout model"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -27,7 +27,7 @@ pub enum Command {
     Run(RunArgs),
     /// Compare strategies side by side: run a scenario's matrix, or compare saved results directories.
     #[command(
-        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategies drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png and retained.png: into the run's own\nresults directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
+        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategies drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png, retained.png and release.png: into the\nrun's own results directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
     )]
     Compare(CompareArgs),
     /// Re-render every output of a saved run (CSV, JSON, charts, comparison) from its data on disk.
