@@ -5,7 +5,12 @@
 //! `protocol`), never on stdout, where the libraries it loads print.
 //!
 //! It never samples itself over time and never sees the parent's samples; the
-//! only memory it reads is its own at phase edges (no sampling lag there).
+//! only memory it reads is its own at phase edges (no sampling lag there),
+//! with the allocator's own view of it (`allocator`: which allocator really
+//! serves `malloc`, checked before anything is measured).
+//!
+//! Under `respawn` a worker ends at the release step with a handover message;
+//! the parent starts the next process, which resumes there (`WorkerSpec::resume`).
 //!
 //! Test hooks (`MEMREL_WORKER_STDOUT_NOISE`, `MEMREL_WORKER_HANG_AFTER`) live
 //! in `hooks`: inert unless their variable is set, for memrel's own tests.
