@@ -5,8 +5,8 @@ files in this folder (nothing is typed by hand):
     python3 results/reference/allocators/table.py
 
 Table 1: the cpu-trim workload (cpu-all) on the 2-core VM, with the release
-curve of the idle and busy scenarios. Table 2: article-cpu on both hosts and
-cpu-all on the 16-core host.
+curve of the idle and busy scenarios. Table 2: article-cpu on both hosts,
+cpu-all and the idle and busy scenarios on the 16-core host.
 """
 import json
 import os
@@ -92,17 +92,21 @@ def table2():
     big = rows("h200-host/article-cpu-compare")
     big_trim = rows("h200-host/cpu-all")
     vm_trim = rows("vm/cpu-all")
+    big_idle = rows("h200-host/cpu-idle-release")
+    big_busy = rows("h200-host/cpu-busy-release")
     print(
         "| strategy | article-cpu, 2-core VM: retained MiB (cycles, processes retaining) "
         "| article-cpu, 16-core host | cpu-all, 2-core VM | cpu-all, 16-core host "
+        "| 16-core host, idle 12 s: retained MiB (t90) | 16-core host, busy 12 s "
         "| forward ms, VM / 16-core (cpu-all) |"
     )
-    print("|:--|--:|--:|--:|--:|--:|")
+    print("|:--|--:|--:|--:|--:|--:|--:|--:|")
     for name in vm:
         cells = [
             f"{retained(t[name], False)} ({retaining(t[name])})"
             for t in (vm, big, vm_trim, big_trim)
         ]
+        cells += [after_settle(big_idle[name]), after_settle(big_busy[name])]
         fwd = f"{ms(vm_trim[name].get('forward_time_s'))} / {ms(big_trim[name].get('forward_time_s'))}"
         print(f"| `{name}` | " + " | ".join(cells) + f" | {fwd} |")
 
