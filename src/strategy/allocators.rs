@@ -4,7 +4,7 @@
 //! own call in the `release` step. The worker proves which allocator served
 //! it and reads every setting back (see `worker::allocator`).
 
-use super::{Allocator, DeviceKind, ReleaseAction, StartAction, Strategy};
+use super::{Allocator, ReleaseAction, Strategy};
 
 /// The fields every preloaded-allocator strategy shares.
 const fn preloaded(
@@ -18,17 +18,13 @@ const fn preloaded(
 ) -> Strategy {
     Strategy {
         name,
-        device: DeviceKind::Any,
         summary,
         explanation,
         env,
-        start: StartAction::None,
         release,
-        needs_glibc: false,
-        freezes_mmap_threshold: false,
-        unsupported: false,
         allocator,
         expect,
+        ..Strategy::PLAIN
     }
 }
 

@@ -2,7 +2,7 @@
 //! drop (synchronize, trim the pool, copy to the CPU, drop the device, release
 //! the primary context).
 
-use super::{Allocator, DeviceKind, ReleaseAction, StartAction, Strategy};
+use super::{DeviceKind, ReleaseAction, Strategy};
 
 pub const CUDA: &[Strategy] = &[
     Strategy {
@@ -15,14 +15,8 @@ pub const CUDA: &[Strategy] = &[
             as low as VRAM goes while the device lives: the bare device (context + cuBLAS + cuRAND, \
             the context floor) is 586 MiB and the loaded kernels and cuBLAS workspace add 92 MiB once \
             a model has run.",
-        env: &[],
-        start: StartAction::None,
         release: ReleaseAction::CudaSync,
-        needs_glibc: false,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "cache-flush",
@@ -33,14 +27,8 @@ pub const CUDA: &[Strategy] = &[
             0 (measured: the pool's reserved bytes are the same before and after the trim, and the \
             process ends at the same 678 MiB baseline as `sync`); it matters where the threshold was \
             raised. The article's empty_cache() reached 254 MiB, its PyTorch context.",
-        env: &[],
-        start: StartAction::None,
         release: ReleaseAction::CudaPoolTrim,
-        needs_glibc: false,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "to-cpu",
@@ -50,14 +38,8 @@ pub const CUDA: &[Strategy] = &[
             device-to-host copy of every weight and RAM for them, and frees nothing that a plain \
             drop and a synchronize would not. Measured (H100, bert-base): 415 MiB copied in \
             0.35–0.45 s, RSS up by the model's size meanwhile, then the same 678 MiB as `sync`.",
-        env: &[],
-        start: StartAction::None,
         release: ReleaseAction::CudaToCpu,
-        needs_glibc: false,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "device-drop",
@@ -68,14 +50,8 @@ pub const CUDA: &[Strategy] = &[
             context stays active. Measured (H100): 612 MiB stay (the context alone is 518 MiB), \
             against 678 MiB with the device kept. The next device opens in about 1 ms, but every \
             kernel module is loaded again: the first forward pass after it took 30–38 ms instead of 5–7.",
-        env: &[],
-        start: StartAction::None,
         release: ReleaseAction::CudaDeviceDrop,
-        needs_glibc: false,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "context-release",
@@ -88,13 +64,8 @@ pub const CUDA: &[Strategy] = &[
             after that the runtime holds no reference any more and dropping the device alone \
             reaches 0. A new device takes 100–155 ms, every matmul check passed, and the first \
             forward pass after it took 33–63 ms instead of 5–7 (kernels reloaded).",
-        env: &[],
-        start: StartAction::None,
         release: ReleaseAction::CudaContextRelease,
-        needs_glibc: false,
-        freezes_mmap_threshold: false,
         unsupported: true,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
 ];

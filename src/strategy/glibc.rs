@@ -1,7 +1,7 @@
 //! The glibc family: a plain drop, and the knobs of glibc's own allocator
 //! (`malloc_trim`, the `MALLOC_*_` variables, tunables, `mallopt`).
 
-use super::{Allocator, DeviceKind, ReleaseAction, StartAction, Strategy};
+use super::{DeviceKind, ReleaseAction, StartAction, Strategy};
 
 pub const GLIBC: &[Strategy] = &[
     Strategy {
@@ -17,14 +17,7 @@ pub const GLIBC: &[Strategy] = &[
             something synchronizes, and the next load reuses it first. Measured (H100, bert-base, \
             415 MiB): 1094 MiB stay after the drop against a 678 MiB baseline (416 MiB retained); with the article's \
             three models deleted 1832 MiB stay (the article's PyTorch: 1702 MiB).",
-        env: &[],
-        start: StartAction::None,
-        release: ReleaseAction::None,
-        needs_glibc: false,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "malloc-trim",
@@ -33,14 +26,9 @@ pub const GLIBC: &[Strategy] = &[
         explanation: "malloc_trim(0) walks every arena and madvise(MADV_DONTNEED)s every whole free \
             page, also in the middle of the heap, so it returns memory even when a live chunk pins \
             the top. It costs a walk of the free lists each call.",
-        env: &[],
-        start: StartAction::None,
         release: ReleaseAction::MallocTrim,
         needs_glibc: true,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "trim-threshold-env",
@@ -52,13 +40,9 @@ pub const GLIBC: &[Strategy] = &[
             back to the kernel at free. Read once at process start: setting it inside a running \
             process does nothing.",
         env: &[("MALLOC_TRIM_THRESHOLD_", "-1")],
-        start: StartAction::None,
-        release: ReleaseAction::None,
         needs_glibc: true,
         freezes_mmap_threshold: true,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "mmap-threshold-env",
@@ -69,13 +53,9 @@ pub const GLIBC: &[Strategy] = &[
             named for what it does. Costs speed: mmap/munmap and page faults on every large \
             temporary in the forward pass.",
         env: &[("MALLOC_MMAP_THRESHOLD_", "131072")],
-        start: StartAction::None,
-        release: ReleaseAction::None,
         needs_glibc: true,
         freezes_mmap_threshold: true,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "mallopt",
@@ -84,14 +64,10 @@ pub const GLIBC: &[Strategy] = &[
         explanation: "The in-process form of mmap-threshold-env, for programs that cannot control \
             their environment: it must run before the first large free, which it does here at \
             worker start.",
-        env: &[],
         start: StartAction::MalloptMmapThreshold(131_072),
-        release: ReleaseAction::None,
         needs_glibc: true,
         freezes_mmap_threshold: true,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "tcache-off",
@@ -101,13 +77,8 @@ pub const GLIBC: &[Strategy] = &[
             consolidated instead of staying live-looking above the freed tensors; the heap top can \
             then shrink. Small allocations lose their fast path.",
         env: &[("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0")],
-        start: StartAction::None,
-        release: ReleaseAction::None,
         needs_glibc: true,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
     Strategy {
         name: "arena-max-1",
@@ -117,12 +88,7 @@ pub const GLIBC: &[Strategy] = &[
             servers. It limits fragmentation across arenas but does nothing about a pinned heap top, \
             which is what keeps model memory here.",
         env: &[("MALLOC_ARENA_MAX", "1")],
-        start: StartAction::None,
-        release: ReleaseAction::None,
         needs_glibc: true,
-        freezes_mmap_threshold: false,
-        unsupported: false,
-        allocator: Allocator::Glibc,
-        expect: &[],
+        ..Strategy::PLAIN
     },
 ];

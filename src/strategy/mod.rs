@@ -131,6 +131,25 @@ pub struct Strategy {
     pub expect: &'static [(&'static str, &'static str)],
 }
 
+impl Strategy {
+    /// A strategy that does nothing: every table entry names what it changes
+    /// and takes the rest from here (`..Strategy::PLAIN`).
+    pub const PLAIN: Strategy = Strategy {
+        name: "",
+        device: DeviceKind::Any,
+        summary: "",
+        explanation: "",
+        env: &[],
+        start: StartAction::None,
+        release: ReleaseAction::None,
+        needs_glibc: false,
+        freezes_mmap_threshold: false,
+        unsupported: false,
+        allocator: Allocator::Glibc,
+        expect: &[],
+    };
+}
+
 /// Every strategy, in the order of `memrel list` (which also fixes each
 /// strategy's colour in the charts: new ones are added at the end).
 pub fn all() -> impl Iterator<Item = &'static Strategy> {

@@ -3,7 +3,7 @@
 //! worker only says where it stopped); its cost is the time until the next
 //! model is ready in the new process.
 
-use super::{Allocator, DeviceKind, ReleaseAction, StartAction, Strategy};
+use super::{DeviceKind, ReleaseAction, Strategy};
 
 pub const RESPAWN: &[Strategy] = &[Strategy {
     name: "respawn",
@@ -19,12 +19,6 @@ pub const RESPAWN: &[Strategy] = &[Strategy {
         no cycle retaining, whatever the allocator would have kept; the release step took \
         30 ms and release to next model ready 442 ms against 375 ms for a plain drop (the \
         load in the new process 203 ms against 185).",
-    env: &[],
-    start: StartAction::None,
     release: ReleaseAction::Respawn,
-    needs_glibc: false,
-    freezes_mmap_threshold: false,
-    unsupported: false,
-    allocator: Allocator::Glibc,
-    expect: &[],
+    ..Strategy::PLAIN
 }];
