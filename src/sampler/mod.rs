@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::protocol::Check;
 use crate::record::Sample;
 pub use vram::VramProbe;
 
@@ -99,8 +98,9 @@ impl Sampler {
         }
     }
 
+    /// Stops and returns the samples.
     pub fn stop(self) -> Vec<Sample> {
-        self.stop_with_checks().0
+        self.stop_keep_probe().0
     }
 
     /// Stops and returns the samples and the VRAM probe, for the next process
@@ -108,16 +108,6 @@ impl Sampler {
     pub fn stop_keep_probe(self) -> Finished {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.join().unwrap_or_default()
-    }
-
-    /// Stops and returns the samples plus what the VRAM probe has to say about
-    /// itself (its source and cost), for the run's metadata.
-    pub fn stop_with_checks(self) -> (Vec<Sample>, Vec<Check>) {
-        self.stop.store(true, Ordering::Relaxed);
-        match self.handle.join() {
-            Ok((samples, vram)) => (samples, vram.map(|v| v.checks()).unwrap_or_default()),
-            Err(_) => (Vec::new(), Vec::new()),
-        }
     }
 }
 

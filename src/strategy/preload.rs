@@ -45,6 +45,18 @@ pub fn is_allocator_variable(name: &str) -> bool {
     EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
+/// The allocator variables of memrel's own environment, as (name, value).
+fn allocator_variables() -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(name, value)| {
+            let name = name.into_string().ok()?;
+            is_allocator_variable(&name).then(|| (name, value.to_string_lossy().into_owned()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 /// Removes every allocator variable from `command`'s environment, then sets
 /// the strategy's own (`LD_PRELOAD` = `preload` where there is one). Returns
 /// the variables of memrel's environment that were dropped (`NAME=value`),
@@ -55,36 +67,28 @@ pub fn clean_environment(
     preload: Option<&Path>,
 ) -> Vec<String> {
     let mut ignored = Vec::new();
-    for (name, value) in std::env::vars_os() {
-        let Some(name) = name.to_str() else { continue };
-        if is_allocator_variable(name) {
-            command.env_remove(name);
-            let set_by_strategy = strategy.env.iter().any(|(k, _)| *k == name)
-                || (name == "LD_PRELOAD" && preload.is_some());
-            if !set_by_strategy {
-                ignored.push(format!("{name}={}", value.to_string_lossy()));
-            }
+    for (name, value) in allocator_variables() {
+        command.env_remove(&name);
+        let set_by_strategy = strategy.env.iter().any(|(k, _)| *k == name)
+            || (name == "LD_PRELOAD" && preload.is_some());
+        if !set_by_strategy {
+            ignored.push(format!("{name}={value}"));
         }
     }
     command.envs(strategy.env.iter().copied());
     if let Some(library) = preload {
         command.env("LD_PRELOAD", library);
     }
-    ignored.sort();
     ignored
 }
 
 /// The allocator variables of memrel's own environment (`NAME=value`): none
 /// of them reaches a worker unless its strategy sets it.
 pub fn inherited_allocator_variables() -> Vec<String> {
-    let mut found: Vec<String> = std::env::vars_os()
-        .filter_map(|(name, value)| {
-            let name = name.to_str()?;
-            is_allocator_variable(name).then(|| format!("{name}={}", value.to_string_lossy()))
-        })
-        .collect();
-    found.sort();
-    found
+    allocator_variables()
+        .into_iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect()
 }
 
 /// The preloaded library could not be found.

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use super::common::{memrel, results_dir, run_ok, stderr};
+use super::common::{memrel, run_scenario, runs_json, stderr};
 
 /// Every preloaded-allocator strategy with the allocator it must report.
 const PRELOADED: &[(&str, &str)] = &[
@@ -26,22 +26,11 @@ const PRELOADED: &[(&str, &str)] = &[
     ("mimalloc-collect", "mimalloc"),
 ];
 
-fn runs_json(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("runs.json")).expect("runs.json");
-    serde_json::from_str(&text).expect("runs.json is JSON")
-}
-
 #[test]
 fn every_allocator_strategy_takes_effect_on_ci_smoke() {
-    let out = tempfile::tempdir().expect("tempdir");
-    let mut command = memrel();
-    command.args(["run", "--scenario", "ci-smoke", "--out"]);
-    command.arg(out.path());
-    for (strategy, _) in PRELOADED {
-        command.args(["--strategy", strategy]);
-    }
-    run_ok(&mut command);
-    let runs = runs_json(&results_dir(out.path(), "ci-smoke"));
+    let strategies: Vec<&str> = PRELOADED.iter().map(|(s, _)| *s).collect();
+    let (_out, dir, _) = run_scenario(memrel(), "ci-smoke", &strategies);
+    let runs = runs_json(&dir);
     let runs = runs["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), PRELOADED.len());
     for (run, (strategy, allocator)) in runs.iter().zip(PRELOADED) {
@@ -79,8 +68,7 @@ fn every_allocator_strategy_takes_effect_on_ci_smoke() {
     assert_ne!(settings("mimalloc")["purge_delay"], "0");
     assert_eq!(settings("mimalloc-purge0")["purge_delay"], "0");
     // The forced releases ran the allocator's own call, timed in the release note.
-    let events = std::fs::read_to_string(results_dir(out.path(), "ci-smoke").join("events.csv"))
-        .expect("events.csv");
+    let events = std::fs::read_to_string(dir.join("events.csv")).expect("events.csv");
     for call in [
         "arena.4096.purge",
         "MallocExtension_ReleaseFreeMemory()",
@@ -93,7 +81,6 @@ fn every_allocator_strategy_takes_effect_on_ci_smoke() {
 #[test]
 fn an_allocator_preloaded_in_memrels_environment_is_ignored_and_said() {
     // A real preload in memrel's own environment (Debian's multiarch folder).
-    let out = tempfile::tempdir().expect("tempdir");
     let jemalloc = ["/usr/lib", "/lib"]
         .iter()
         .map(|d| {
@@ -103,26 +90,17 @@ fn an_allocator_preloaded_in_memrels_environment_is_ignored_and_said() {
         })
         .find(|p| p.is_file())
         .expect("libjemalloc.so.2 installed (apt-get install libjemalloc2)");
-    let output = run_ok(
-        memrel()
-            .env("LD_PRELOAD", &jemalloc)
-            .env("MALLOC_CONF", "dirty_decay_ms:0")
-            .args([
-                "run",
-                "--scenario",
-                "ci-smoke",
-                "--strategy",
-                "drop",
-                "--out",
-            ])
-            .arg(out.path()),
-    );
+    let mut command = memrel();
+    command
+        .env("LD_PRELOAD", &jemalloc)
+        .env("MALLOC_CONF", "dirty_decay_ms:0");
+    let (_out, dir, output) = run_scenario(command, "ci-smoke", &["drop"]);
     let said = stderr(&output);
     assert!(
         said.contains("ignoring LD_PRELOAD=") && said.contains("MALLOC_CONF=dirty_decay_ms:0"),
         "{said}"
     );
-    let runs = runs_json(&results_dir(out.path(), "ci-smoke"));
+    let runs = runs_json(&dir);
     let run = &runs["runs"][0];
     assert_eq!(run["allocator"]["name"], "glibc", "{run}");
     let ignored = run["ignored_env"].as_array().expect("ignored_env");
@@ -170,20 +148,7 @@ fn a_hidden_allocator_library_is_an_error_naming_its_debian_package() {
 
 #[test]
 fn respawn_ends_the_worker_at_each_release_and_gives_everything_back() {
-    let out = tempfile::tempdir().expect("tempdir");
-    run_ok(
-        memrel()
-            .args([
-                "run",
-                "--scenario",
-                "ci-smoke",
-                "--strategy",
-                "respawn",
-                "--out",
-            ])
-            .arg(out.path()),
-    );
-    let dir = results_dir(out.path(), "ci-smoke");
+    let (_out, dir, _) = run_scenario(memrel(), "ci-smoke", &["respawn"]);
     let runs = runs_json(&dir);
     let run = &runs["runs"][0];
     assert_eq!(run["status"], "completed", "{run}");

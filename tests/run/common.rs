@@ -27,6 +27,31 @@ pub fn run_ok(command: &mut Command) -> Output {
     output
 }
 
+/// `memrel run --scenario SCENARIO --strategy S… --out <new temp dir>` with
+/// `command` (memrel(), maybe with extra environment); it must succeed.
+/// Returns the temp dir (keep it alive), the run's results directory and the output.
+pub fn run_scenario(
+    mut command: Command,
+    scenario: &str,
+    strategies: &[&str],
+) -> (tempfile::TempDir, PathBuf, Output) {
+    let out = tempfile::tempdir().expect("tempdir");
+    command.args(["run", "--scenario", scenario, "--out"]);
+    command.arg(out.path());
+    for strategy in strategies {
+        command.args(["--strategy", strategy]);
+    }
+    let output = run_ok(&mut command);
+    let dir = results_dir(out.path(), scenario);
+    (out, dir, output)
+}
+
+/// A results directory's runs.json.
+pub fn runs_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("runs.json")).expect("runs.json");
+    serde_json::from_str(&text).expect("runs.json is JSON")
+}
+
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
