@@ -30,6 +30,11 @@ pub enum Command {
         after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategies drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png, retained.png and release.png: into the\nrun's own results directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
     )]
     Compare(CompareArgs),
+    /// Measure any program (a PyTorch server, a script): one fresh process per strategy and repetition.
+    #[command(
+        after_help = "Examples:\n  memrel exec -- python3 serve.py --port 8000\n  memrel exec --strategy drop --strategy malloc-trim --repeat 3 -- python3 load_and_unload.py\n  memrel exec --device cuda --strategy empty-cache --python .venv/bin/python -- python3 infer.py\n  memrel exec --tree --interval-ms 50 -- python3 train.py\n\nThe program marks its phases with the memrel Python module memrel puts on its PYTHONPATH\n(import memrel; with memrel.phase(\"load\", model=\"bert\"): ...; memrel.release()), or by\nwriting the protocol's JSON lines on the descriptor in MEMREL_EVENT_FD (README: \"Phase markers\").\nWithout markers it still gets a full timeline and the metrics that need no phases."
+    )]
+    Exec(ExecArgs),
     /// Re-render every output of a saved run (CSV, JSON, charts, comparison) from its data on disk.
     #[command(
         after_help = "Examples:\n  memrel report results/cpu-trim/20261122-040426\n  memrel report results/cpu-trim/20261122-040426 --out /tmp/again --export-trace trace.json"
@@ -68,6 +73,29 @@ pub struct RunArgs {
     pub wide: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// A release strategy (repeatable; default: drop). Environment strategies apply as they are; in-process ones run in memrel.release().
+    #[arg(long = "strategy", value_name = "NAME")]
+    pub strategies: Vec<String>,
+    #[command(flatten)]
+    pub overrides: ScenarioOverrides,
+    /// Stop a run that takes longer than this many seconds (default: a day).
+    #[arg(long, value_name = "S", default_value_t = 86_400.0)]
+    pub timeout_s: f64,
+    /// The name its results go under (<OUT>/<NAME>/<timestamp>).
+    #[arg(long, default_value = "exec")]
+    pub name: String,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Print every column of the table.
+    #[arg(long)]
+    pub wide: bool,
+    /// The program and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
 /// Where a run's outputs go (shared by run and compare).
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -82,8 +110,8 @@ pub struct OutputArgs {
     pub save_baseline: Option<String>,
 }
 
-/// Options that override a scenario's own settings (shared by run and compare).
-#[derive(Debug, Clone, Args)]
+/// Options that override a scenario's own settings (shared by run, compare and exec).
+#[derive(Debug, Clone, Default, Args)]
 pub struct ScenarioOverrides {
     /// Cycles per worker process (overrides the scenario).
     #[arg(long)]
@@ -97,6 +125,12 @@ pub struct ScenarioOverrides {
     /// Device: cpu, cuda or cuda:N (overrides the scenario).
     #[arg(long)]
     pub device: Option<String>,
+    /// The Python interpreter for a program started as python3 or python (e.g. a venv's).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<String>,
+    /// Sample the program's whole process tree (data-loader workers, …), shared pages counted once (PSS).
+    #[arg(long)]
+    pub tree: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,8 +1,9 @@
 //! memrel: measures whether, how fast and at what cost ML model memory goes
 //! back to the system after a model is unloaded.
 //!
-//! The data flows one way: scenario → worker (child process) + sampler →
-//! run record → metrics → exporters. See README.md and each module's docs.
+//! The data flows one way: scenario → plan → worker (a child process: the
+//! candle worker, the fake worker or any program) + sampler → run record →
+//! metrics → exporters → gate. See README.md and each module's docs.
 
 pub mod baseline;
 pub mod cli;
@@ -14,8 +15,10 @@ pub mod host;
 pub mod metrics;
 pub mod model;
 pub mod orchestrator;
+pub mod plan;
 pub mod protocol;
 pub mod record;
+pub mod results;
 pub mod sampler;
 pub mod scenario;
 pub mod stats;

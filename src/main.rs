@@ -28,27 +28,12 @@ fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => {
-            let options = commands::run::RunOptions::from_args(&args)?;
-            commands::compare::check_output_args(&args.output)?;
-            let (dir, summary) = commands::run::execute(&options, std::env::args().collect())?;
-            print!(
-                "{}",
-                console::summary_table_as(&summary, table::Layout::console(args.wide))
-            );
-            println!("\nresults: {}", dir.display());
-            if let Some(code) = interrupted_code(&dir) {
-                return Ok(code);
-            }
-            if let Some(path) = &args.output.export_trace {
-                commands::report::export_trace_of(&dir, path)?;
-                println!("trace: {}", path.display());
-            }
-            save_baseline(&args.output, &dir)?;
-            Ok(runs_failed_code(
-                summary.runs.iter().filter(|r| r.error.is_some()).count(),
-                summary.runs.len(),
-                &dir,
-            ))
+            let (dir, summary) = commands::run::execute_args(&args, std::env::args().collect())?;
+            finish_run(&dir, &summary, &args.output, args.wide)
+        }
+        Command::Exec(args) => {
+            let (dir, summary) = commands::exec::execute_args(&args, std::env::args().collect())?;
+            finish_run(&dir, &summary, &args.output, args.wide)
         }
         Command::Compare(args) => {
             let outcome = commands::compare::execute_args(&args, std::env::args().collect())?;
@@ -125,6 +110,33 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(2)))
         }
     }
+}
+
+/// Prints a run's table and where it went, then exports and exit code.
+fn finish_run(
+    dir: &std::path::Path,
+    summary: &memrel::metrics::Summary,
+    output: &memrel::cli::OutputArgs,
+    wide: bool,
+) -> anyhow::Result<ExitCode> {
+    print!(
+        "{}",
+        console::summary_table_as(summary, table::Layout::console(wide))
+    );
+    println!("\nresults: {}", dir.display());
+    if let Some(code) = interrupted_code(dir) {
+        return Ok(code);
+    }
+    if let Some(path) = &output.export_trace {
+        memrel::results::export_trace_of(dir, path)?;
+        println!("trace: {}", path.display());
+    }
+    save_baseline(output, dir)?;
+    Ok(runs_failed_code(
+        summary.runs.iter().filter(|r| r.error.is_some()).count(),
+        summary.runs.len(),
+        dir,
+    ))
 }
 
 /// `--save-baseline NAME`: copies the results directory into the baseline store.

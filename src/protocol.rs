@@ -10,6 +10,14 @@
 //! is a protocol error that the parent records in the run, never skipped.
 //! Every memory reading in a message is the worker's own `/proc/self/statm` at
 //! the instant of the phase edge, so phase-point metrics carry no sampling lag.
+//!
+//! Any program speaks the same protocol (the README's "Phase markers" has the
+//! short version for C, C++ and Rust): a `phase` line needs only `phase` and
+//! `edge`. Without `cycle` the parent numbers cycles (a load that begins after
+//! an unload, release or settle starts the next one; baseline and warm-up are
+//! cycle 0); without `memory` the parent reads the program's memory when the
+//! line arrives. `hello` and `done` are optional for a program, required of
+//! memrel's own workers.
 
 use serde::{Deserialize, Serialize};
 
@@ -216,13 +224,17 @@ pub struct AllocatorState {
 pub struct PhaseEdge {
     pub phase: Phase,
     pub edge: Edge,
-    /// 0 for warm-up and baseline, 1.. for measured cycles.
+    /// 0 for warm-up and baseline, 1.. for measured cycles; [`CYCLE_UNSET`]
+    /// on the wire when a program leaves the numbering to the parent.
+    #[serde(default = "cycle_unset")]
     pub cycle: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Worker-measured duration of the phase (on `End` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_s: Option<f64>,
+    /// All zeros on the wire when a program leaves the reading to the parent.
+    #[serde(default)]
     pub memory: MemoryAtEdge,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocator: Option<AllocatorState>,
@@ -232,6 +244,13 @@ pub struct PhaseEdge {
     /// Free text: the release action's result, the model's byte count, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A phase line without `cycle`: the parent assigns one on arrival.
+pub const CYCLE_UNSET: u32 = u32::MAX;
+
+fn cycle_unset() -> u32 {
+    CYCLE_UNSET
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -314,6 +333,19 @@ mod tests {
         let line = env.to_line();
         assert!(line.starts_with("{\"v\":1,\"type\":\"phase\",\"data\":{"));
         assert_eq!(Envelope::parse_line(&line), Ok(env));
+    }
+
+    #[test]
+    fn a_programs_minimal_phase_line_leaves_cycle_and_memory_to_the_parent() {
+        let line = r#"{"v":1,"type":"phase","data":{"phase":"load","edge":"begin"}}"#;
+        let Message::Phase(edge) = Envelope::parse_line(line).expect("valid").message else {
+            panic!("not a phase")
+        };
+        assert_eq!((edge.phase, edge.edge), (Phase::Load, Edge::Begin));
+        assert_eq!(edge.cycle, CYCLE_UNSET);
+        assert_eq!(edge.memory, MemoryAtEdge::default());
+        let bad = r#"{"v":1,"type":"phase","data":{"phase":"train","edge":"begin"}}"#;
+        assert!(Envelope::parse_line(bad).is_err());
     }
 
     #[test]

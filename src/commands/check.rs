@@ -152,7 +152,7 @@ pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
         Some(dir) => dir.clone(),
         None => match dirs.as_slice() {
             [one] => one.clone(),
-            _ => crate::commands::run::create_out_dir(&options.results_root, "check")?,
+            _ => crate::results::create_out_dir(&options.results_root, "check")?,
         },
     };
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -291,13 +291,14 @@ fn run_baseline_scenarios(options: &CheckOptions, root: &Path) -> Result<Vec<Pat
                 strategies.push(r.meta.strategy.clone());
             }
         }
-        let options = crate::commands::run::RunOptions {
-            strategies: crate::commands::run::resolve_strategies(&strategies, scenario.device)?,
+        let plan = crate::plan::Plan::new(
             scenario,
-            out_root: options.results_root.clone(),
-        };
+            &strategies,
+            &crate::cli::ScenarioOverrides::default(),
+            &options.results_root,
+        )?;
         eprintln!("memrel: running scenario {name} for the check");
-        let (dir, _) = crate::commands::run::execute(&options, std::env::args().collect())?;
+        let (dir, _) = plan.execute(std::env::args().collect())?;
         dirs.push(dir);
     }
     Ok(dirs)

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::compare::{compare_loaded, load, write_trace, Loaded};
 use crate::cli::ReportArgs;
 use crate::export::{self, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
 use crate::record::{Record, RUNS_FILE};
+use crate::results::{compare_loaded, load, write_trace, Loaded};
 
 /// What `memrel report` re-rendered.
 pub struct ReportOutcome {
@@ -175,13 +175,6 @@ fn report_comparison(
         comparison: Some(comparison),
         damage,
     })
-}
-
-/// Writes the Chrome trace of a saved run (for `memrel run --export-trace`).
-pub fn export_trace_of(dir: &Path, path: &Path) -> Result<()> {
-    let loaded = load(dir)?;
-    let c = compare_loaded(std::slice::from_ref(&loaded));
-    write_trace(path, &c, &[&loaded.record])
 }
 
 #[cfg(test)]

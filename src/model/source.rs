@@ -27,6 +27,7 @@ pub fn resolve(source: &ModelSource, base: &Path, cache: &Path) -> Result<ModelD
             }
         }
         ModelSource::Hub { repo, revision } => fetch_from_hub(repo, revision)?,
+        ModelSource::Fake(_) => bail!("a fake model has no files: the fake worker makes its bytes"),
     };
     ModelDir::inspect(&dir)
 }

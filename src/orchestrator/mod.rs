@@ -21,15 +21,17 @@ mod drain;
 pub mod signals;
 
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::protocol::{Edge, Message, PhaseEdge, Resume};
+use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
+use crate::sampler::procfs::StatmProbe;
 use crate::sampler::{Sampler, VramProbe};
 use crate::strategy::{self, Strategy};
-use crate::worker::WorkerSpec;
+use crate::worker::command::{environment_checks, CycleNumbering};
+use crate::worker::Plug;
 use channel::{Arrival, Channel};
 
 /// Everything needed to execute one run.
@@ -37,7 +39,8 @@ pub struct RunPlan<'a> {
     pub run: u32,
     pub repetition: u32,
     pub strategy: &'static Strategy,
-    pub spec: &'a WorkerSpec,
+    /// What each process of the run is (memrel's worker or a program).
+    pub plug: &'a Plug,
     pub interval: Duration,
     pub timeout: Duration,
 }
@@ -54,6 +57,9 @@ const REAP_GRACE: Duration = Duration::from_secs(5);
 /// After the worker was reaped: how long the channel and output pipes may take
 /// to end (only a process that left the worker's group can hold them open).
 const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// When the parent looks at a program's environment and mappings.
+const PROGRAM_LOOK_AFTER: Duration = Duration::from_millis(50);
 
 /// How many bad channel lines are quoted in the run's error (all are counted).
 const PROTOCOL_ERRORS_QUOTED: usize = 3;
@@ -105,13 +111,14 @@ pub fn execute(
     let mut samples = Vec::new();
     let mut vram = vram;
     let mut probe_name = "none";
-    let mut spec = plan.spec.clone();
+    let mut plug = plan.plug.clone();
+    got.needs_done = plug.must_say_done();
     let (stop, status) = loop {
         let process = Process {
             exe,
             strategy: plan.strategy,
             preload: preload.as_deref(),
-            spec: &spec,
+            plug: &plug,
             interval: plan.interval,
             clock_zero,
             deadline,
@@ -136,7 +143,7 @@ pub fn execute(
         let clean = ended.stop.is_none() && ended.status.is_some_and(|s| s.success());
         match got.handover.take() {
             Some(resume) if clean => {
-                spec.resume = Some(resume);
+                plug.resume_at(resume);
                 got.processes += 1;
             }
             _ => break (ended.stop, ended.status),
@@ -145,6 +152,9 @@ pub fn execute(
     meta.checks
         .extend(vram.map(|v| v.checks()).unwrap_or_default());
     meta.duration_s = clock_zero.elapsed().as_secs_f64();
+    if plug.program().is_some() {
+        got.judge_program(plan.strategy, &meta.checks);
+    }
     let (run_status, error) = outcome(stop, status, &got, plan.timeout);
     meta.status = run_status;
     meta.error = match stop {
@@ -166,7 +176,7 @@ struct Process<'a> {
     exe: &'a Path,
     strategy: &'static Strategy,
     preload: Option<&'a Path>,
-    spec: &'a WorkerSpec,
+    plug: &'a Plug,
     interval: Duration,
     clock_zero: Instant,
     deadline: Instant,
@@ -192,25 +202,38 @@ impl Process<'_> {
         meta: &mut RunMeta,
         on_event: &mut dyn FnMut(&PhaseEdge),
     ) -> Result<Ended, String> {
-        let spec_json = serde_json::to_string(self.spec)
-            .map_err(|e| format!("cannot encode the worker spec: {e}"))?;
         let channel = Channel::open()
             .map_err(|e| format!("cannot open the worker's event channel (a pipe): {e}"))?;
-        let mut command = Command::new(self.exe);
+        let mut command = self.plug.command(self.exe, self.strategy)?;
         command
-            .arg("worker")
-            .arg("--spec")
-            .arg(spec_json)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
         channel.attach(&mut command);
         child::configure(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("cannot start worker {}: {e}", self.exe.display()))?;
+        let mut child = command.spawn().map_err(|e| match self.plug.program() {
+            Some(p) => format!(
+                "cannot start the program {:?} (in {}): {e}: check the command, and that the program is on PATH",
+                p.argv.join(" "),
+                p.cwd.display()
+            ),
+            None => format!("cannot start worker {}: {e}", self.exe.display()),
+        })?;
         let pid = child.id();
+        let spawned = Instant::now();
+        let tree = self.plug.program().is_some_and(|p| p.tree);
+        got.program = self.plug.program().map(|p| ProgramState {
+            pid,
+            statm: StatmProbe::open(pid).ok(),
+            numbering: CycleNumbering::default(),
+            vram: if p.device.is_cuda() {
+                crate::sampler::vram::open_nvml()
+            } else {
+                None
+            },
+            environment_checked: false,
+        });
         if meta.pid == 0 {
             meta.pid = pid;
         } else {
@@ -219,7 +242,7 @@ impl Process<'_> {
         let messages = channel.start_reader(self.clock_zero);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
-        let sampler = Sampler::start(pid, self.interval, self.clock_zero, vram);
+        let sampler = Sampler::start(pid, self.interval, self.clock_zero, vram, tree);
         let probe_name = sampler.probe_name;
 
         let mut channel_open = true;
@@ -235,6 +258,15 @@ impl Process<'_> {
             }
             if child::has_exited(pid) {
                 break None;
+            }
+            // A program's environment is checked once it has run a moment
+            // (the dynamic loader has mapped what was preloaded).
+            if let Some(program) = got.program.as_mut().filter(|p| !p.environment_checked) {
+                if spawned.elapsed() >= PROGRAM_LOOK_AFTER || !got.events.is_empty() {
+                    program.environment_checked = true;
+                    meta.checks
+                        .extend(environment_checks(pid, self.strategy, self.preload));
+                }
             }
             if let Some(sig) = signals::received() {
                 break Some(Stop::Signal(sig));
@@ -290,11 +322,46 @@ fn append_tail(tail: &mut String, more: String, process: u32) {
     }
 }
 
+/// What the parent completes for a program's phase lines.
+struct ProgramState {
+    pid: u32,
+    /// The program's memory, read when a line without `memory` arrives.
+    statm: Option<StatmProbe>,
+    numbering: CycleNumbering,
+    /// Its VRAM at a phase edge (NVML), on a CUDA device.
+    vram: Option<Box<dyn VramProbe>>,
+    environment_checked: bool,
+}
+
+impl ProgramState {
+    /// Gives a program's phase line its cycle and memory where it left them out.
+    fn complete(&mut self, edge: &mut PhaseEdge) {
+        self.numbering.assign(edge);
+        if edge.memory.rss_bytes == 0 {
+            if let Some(reading) = self.statm.as_mut().and_then(|p| p.read().ok()) {
+                edge.memory.rss_bytes = reading.rss_bytes;
+                edge.memory.anon_bytes = reading.anon_bytes;
+                edge.memory.file_bytes = reading.file_bytes;
+            }
+        }
+        if edge.memory.vram_bytes.is_none() {
+            edge.memory.vram_bytes = self.vram.as_mut().and_then(|v| v.process_bytes(self.pid));
+        }
+    }
+}
+
 /// What arrived on the channel (of every process of the run).
 #[derive(Default)]
 struct Collected {
     events: Vec<Event>,
     done: bool,
+    /// memrel's workers must end with `done`; a program need not.
+    needs_done: bool,
+    /// Set while the run's process is a program (see [`ProgramState`]).
+    program: Option<ProgramState>,
+    hello: bool,
+    /// Why a program's run measured something other than its strategy.
+    not_in_effect: Option<String>,
     /// The process ended at a release step; the next one resumes here.
     handover: Option<Resume>,
     /// Processes started after the first (respawn).
@@ -319,6 +386,7 @@ impl Collected {
         };
         match envelope.message {
             Message::Hello(hello) => {
+                self.hello = true;
                 if self.processes == 0 {
                     meta.vram_floor_bytes = hello.vram_floor_bytes;
                     meta.allocator = hello.allocator;
@@ -330,6 +398,9 @@ impl Collected {
                 }
             }
             Message::Phase(mut edge) => {
+                if let Some(program) = self.program.as_mut() {
+                    program.complete(&mut edge);
+                }
                 if edge.elapsed_s.is_none() && edge.edge == Edge::End {
                     edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
                 }
@@ -389,6 +460,39 @@ impl Collected {
         }
     }
 
+    /// A program's run measures its strategy only if the strategy reached it:
+    /// its environment and allocator (the parent's checks), its start steps
+    /// (`import memrel`: a hello) and its release steps (a release phase).
+    fn judge_program(&mut self, strategy: &Strategy, checks: &[Check]) {
+        let actions = strategy.for_programs().unwrap_or_default();
+        let released = self
+            .events
+            .iter()
+            .any(|e| e.edge.phase == Phase::Release && e.edge.edge == Edge::End);
+        self.not_in_effect = if let Some(c) = checks.iter().find(|c| !c.ok) {
+            Some(format!(
+                "strategy {:?} did not take effect in the program: {} ({})",
+                strategy.name, c.name, c.detail
+            ))
+        } else if !actions.start.is_empty() && !self.hello {
+            Some(format!(
+                "strategy {:?} has steps the program must take at start ({}), but it never imported \
+                 memrel (no hello on the channel): add `import memrel` at its top",
+                strategy.name,
+                actions.start.join(", ")
+            ))
+        } else if !actions.release.is_empty() && !released {
+            Some(format!(
+                "strategy {:?} releases inside the program ({}), but the program never called \
+                 memrel.release() (no release phase arrived): call it where the program frees its models",
+                strategy.name,
+                actions.release.join(", ")
+            ))
+        } else {
+            None
+        };
+    }
+
     /// The protocol errors as one sentence, if there were any.
     fn protocol_error(&self) -> Option<String> {
         if self.protocol_error_count == 0 {
@@ -434,13 +538,13 @@ fn outcome(
         ),
         None => {
             use std::os::unix::process::ExitStatusExt;
-            let clean = status.is_some_and(|s| s.success()) && got.done;
-            if clean && got.protocol_error_count == 0 {
+            let clean = status.is_some_and(|s| s.success()) && (got.done || !got.needs_done);
+            if clean && got.protocol_error_count == 0 && got.not_in_effect.is_none() {
                 return (RunStatus::Completed, None);
             }
             let killed = status.is_some_and(|s| s.signal().is_some());
             let primary = if clean {
-                None
+                got.not_in_effect.clone()
             } else if killed {
                 Some(child::describe_exit(status, REAP_GRACE))
             } else {
@@ -521,6 +625,7 @@ mod tests {
     fn finished(protocol_errors: usize) -> Collected {
         Collected {
             done: true,
+            needs_done: true,
             protocol_errors: vec![
                 "at 0.1 s: not a protocol message".into();
                 protocol_errors.min(3)

@@ -5,7 +5,6 @@
 //! allocate per sample beyond pushing into a pre-reserved vector. It never
 //! parses events: phases are joined to samples later, by the orchestrator.
 
-#[cfg(feature = "cuda")]
 pub mod nvml;
 mod portable;
 pub mod procfs;
@@ -48,6 +47,11 @@ impl Probe {
         }
     }
 
+    /// The process tree of `pid` (PSS, see `tree`); procfs only.
+    pub fn open_tree(pid: u32) -> Probe {
+        Probe::open(pid)
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Probe::Procfs(_) => "procfs-statm",
@@ -76,15 +80,21 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `pid` every `interval`, times relative to `clock_zero`.
+    /// Starts sampling `pid` (with `tree`: its whole process tree) every
+    /// `interval`, times relative to `clock_zero`.
     pub fn start(
         pid: u32,
         interval: Duration,
         clock_zero: Instant,
         vram: Option<Box<dyn VramProbe>>,
+        tree: bool,
     ) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
-        let mut probe = Probe::open(pid);
+        let mut probe = if tree {
+            Probe::open_tree(pid)
+        } else {
+            Probe::open(pid)
+        };
         let probe_name = probe.name();
         let flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()

@@ -3,7 +3,9 @@
 //! total memory. Shared by the parent's VRAM probe and the CUDA worker.
 //!
 //! NVML never creates a CUDA context, so the parent can watch a worker
-//! without holding VRAM itself. Only in `cuda` builds. One reading costs
+//! without holding VRAM itself. In every build: nvml-wrapper opens
+//! `libnvidia-ml.so.1` with dlopen on first use, so a machine without the
+//! NVIDIA driver gets a clear error there, not a binary that fails to start. One reading costs
 //! ~40 µs (nvml-wrapper allocates the small process list each time); the
 //! measured costs are in results/reference/cuda/README.md.
 

@@ -1,5 +1,6 @@
-//! Per-process VRAM probes. The NVML probe exists in `cuda` builds (see
-//! `nvml.rs`); without it, VRAM columns stay empty (never a silent 0).
+//! Per-process VRAM probes. NVML is loaded at run time in every build (see
+//! `nvml.rs`), so the default CPU build measures the VRAM of any program on
+//! a GPU machine; without a driver, VRAM columns stay empty (never a silent 0).
 
 use crate::protocol::Check;
 
@@ -14,9 +15,8 @@ pub trait VramProbe: Send {
     }
 }
 
-/// NVML's per-process used memory (cuda builds only). Without NVML (no driver
-/// library) it warns once and returns `None`: the VRAM columns stay empty.
-#[cfg(feature = "cuda")]
+/// NVML's per-process used memory. Without NVML (no driver library) it warns
+/// once and returns `None`: the VRAM columns stay empty.
 pub fn open_nvml() -> Option<Box<dyn VramProbe>> {
     match super::nvml::NvmlProbe::open() {
         Ok(probe) => Some(Box::new(probe)),
@@ -26,10 +26,4 @@ pub fn open_nvml() -> Option<Box<dyn VramProbe>> {
             None
         }
     }
-}
-
-/// Without the `cuda` feature there is no VRAM probe.
-#[cfg(not(feature = "cuda"))]
-pub fn open_nvml() -> Option<Box<dyn VramProbe>> {
-    None
 }

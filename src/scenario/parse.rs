@@ -53,8 +53,11 @@ struct ScenarioFile {
     interval_ms: Spanned<f64>,
     #[serde(default = "default_timeout_s")]
     timeout_s: Spanned<f64>,
+    #[serde(default = "no_models")]
     models: Spanned<BTreeMap<String, Spanned<ModelFile>>>,
-    workload: WorkloadFile,
+    workload: Option<Spanned<WorkloadFile>>,
+    /// A program to measure instead of the candle worker (`[workload]`).
+    command: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     thresholds: ThresholdsFile,
 }
@@ -66,6 +69,9 @@ struct ModelFile {
     path: Option<String>,
     hub: Option<String>,
     revision: Option<String>,
+    fake_anon_mib: Option<f64>,
+    fake_file_mib: Option<f64>,
+    fake_leak_mib: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,6 +131,9 @@ impl Default for ThresholdsFile {
     }
 }
 
+fn no_models() -> Spanned<BTreeMap<String, Spanned<ModelFile>>> {
+    Spanned::new(0..0, BTreeMap::new())
+}
 fn default_device() -> Spanned<String> {
     Spanned::new(0..0, "cpu".to_string())
 }
@@ -258,7 +267,17 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
 
     let mut strategies = Vec::new();
     for s in file.strategies.get_ref() {
-        strategy::lookup(s.get_ref()).map_err(|e| invalid(s.span(), e.to_string()))?;
+        let found = strategy::lookup(s.get_ref()).map_err(|e| invalid(s.span(), e.to_string()))?;
+        let fits = match &file.command {
+            Some(_) => found.for_programs().map(|_| ()),
+            None if found.for_candle() => Ok(()),
+            None => Err(format!(
+                "strategy {:?} is for programs (a scenario with command = [...], or memrel exec): \
+                 the candle worker cannot carry it out",
+                found.name
+            )),
+        };
+        fits.map_err(|e| invalid(s.span(), e))?;
         strategies.push(s.get_ref().clone());
     }
     if strategies.is_empty() {
@@ -278,6 +297,9 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
                 ModelSource::Preset(p.clone())
             }
             (None, Some(p), None) => ModelSource::Path(p.clone()),
+            (None, None, None) if is_fake(m) => ModelSource::Fake(
+                fake_model(m).map_err(|e| invalid(spec.span(), format!("model {id:?}: {e}")))?,
+            ),
             (None, None, Some(h)) => {
                 let revision = m.revision.clone().unwrap_or_else(|| "main".to_string());
                 check_hub_names(h, &revision)
@@ -291,102 +313,80 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
                 return Err(invalid(
                     spec.span(),
                     format!(
-                    "model {id:?} needs exactly one of preset = \"…\", path = \"…\" or hub = \"…\""
+                    "model {id:?} needs exactly one of preset = \"…\", path = \"…\", hub = \"…\" \
+                     or fake_anon_mib / fake_file_mib / fake_leak_mib (the fake worker)"
                 ),
                 ))
             }
         };
         models.insert(id.clone(), source);
     }
-    if models.is_empty() {
+    let fakes = models
+        .values()
+        .filter(|m| matches!(m, ModelSource::Fake(_)))
+        .count();
+    if fakes > 0 && fakes < models.len() {
         return Err(invalid(
             file.models.span(),
-            "no models: add e.g. [models.bert] preset = \"bert-base\"".into(),
+            "fake models (fake_*_mib) and real ones cannot be mixed: the fake worker runs a \
+             scenario whose models are all fake"
+                .into(),
         ));
     }
-
-    let mut steps = Vec::new();
-    let mut loaded: BTreeSet<String> = BTreeSet::new();
-    for raw in file.workload.steps.get_ref() {
-        let step = Step::parse(raw.get_ref()).map_err(|e| invalid(raw.span(), e))?;
-        let model_ref = match &step {
-            Step::Load(m) | Step::Forward(m) | Step::Unload(m) => Some(m.clone()),
-            _ => None,
-        };
-        if let Some(m) = &model_ref {
-            if !models.contains_key(m) {
-                let known: Vec<&str> = models.keys().map(String::as_str).collect();
+    let (worker, workload) = match (&file.command, &file.workload) {
+        (Some(command), None) => {
+            if command.get_ref().is_empty() || command.get_ref()[0].trim().is_empty() {
                 return Err(invalid(
-                    raw.span(),
-                    format!(
-                        "step {:?} names model {m:?}, which is not under [models]; known: {}",
-                        raw.get_ref(),
-                        known.join(", ")
-                    ),
+                    command.span(),
+                    "command is empty: name the program and its arguments, e.g. \
+                     [\"python3\", \"serve.py\"]"
+                        .into(),
                 ));
             }
+            if fakes > 0 {
+                return Err(invalid(
+                    file.models.span(),
+                    "fake models are for memrel's fake worker, not for a command: use preset, \
+                     path or hub models (the program gets their directories in MEMREL_MODELS)"
+                        .into(),
+                ));
+            }
+            (
+                WorkerKind::Command(command.get_ref().clone()),
+                Workload::of_program(),
+            )
         }
-        match &step {
-            Step::Load(m) if !loaded.insert(m.clone()) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("model {m:?} is loaded twice without an unload in between"),
-                ))
-            }
-            Step::Forward(m) if !loaded.contains(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("forward {m:?} comes before \"load {m}\""),
-                ))
-            }
-            Step::Unload(m) if !loaded.remove(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("unload {m:?} comes before \"load {m}\""),
-                ))
-            }
-            _ => {}
+        (Some(command), Some(_)) => {
+            return Err(invalid(
+                command.span(),
+                "a scenario has either [workload] (memrel's worker) or command = [...] (a \
+                 program that marks its own phases), not both: remove one"
+                    .into(),
+            ))
         }
-        steps.push(step);
-    }
-    if let Some(m) = loaded.iter().next() {
-        return Err(invalid(
-            file.workload.steps.span(),
-            format!("model {m:?} is still loaded at the end of the cycle: add \"unload {m}\""),
-        ));
-    }
-    if !steps.iter().any(|s| matches!(s, Step::Load(_))) {
-        return Err(invalid(
-            file.workload.steps.span(),
-            "steps load no model: add e.g. \"load bert\"".into(),
-        ));
-    }
-    let (batch_size, seq_len) = (&file.workload.batch_size, &file.workload.seq_len);
-    for (key, value) in [("batch_size", batch_size), ("seq_len", seq_len)] {
-        if *value.get_ref() == 0 {
-            let span = if value.span().is_empty() {
-                file.workload.steps.span()
+        (None, None) => {
+            return Err(invalid(
+                0..0,
+                "missing [workload] (steps for memrel's worker) or command = [...] (a program \
+                 to measure): add one"
+                    .into(),
+            ))
+        }
+        (None, Some(workload)) => {
+            if models.is_empty() {
+                return Err(invalid(
+                    file.models.span(),
+                    "no models: add e.g. [models.bert] preset = \"bert-base\"".into(),
+                ));
+            }
+            let worker = if fakes > 0 {
+                WorkerKind::Fake
             } else {
-                value.span()
+                WorkerKind::Candle
             };
-            return Err(invalid(span, format!("{key} must be at least 1")));
+            (worker, parse_workload(workload, &models, &invalid)?)
         }
-    }
-    if batch_size.get_ref().saturating_mul(*seq_len.get_ref()) > MAX_TOKENS {
-        let span = if seq_len.span().is_empty() {
-            batch_size.span()
-        } else {
-            seq_len.span()
-        };
-        return Err(invalid(
-            span,
-            format!(
-                "batch_size × seq_len = {} × {} is more than {MAX_TOKENS} tokens in one forward pass: make them smaller",
-                batch_size.get_ref(),
-                seq_len.get_ref()
-            ),
-        ));
-    }
+    };
 
     let t = &file.thresholds;
     let amounts = [
@@ -450,18 +450,8 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         interval_ms,
         timeout_s,
         models,
-        workload: Workload {
-            steps,
-            batch_size: *batch_size.get_ref(),
-            seq_len: *seq_len.get_ref(),
-            load_method: file.workload.load_method,
-            load_thread: file.workload.load_thread,
-            dtype: file.workload.dtype,
-            small_allocs_between_loads: file.workload.small_allocs_between_loads,
-            settle_ms: file.workload.settle_ms,
-            baseline_ms: file.workload.baseline_ms,
-            warmup: file.workload.warmup,
-        },
+        workload,
+        worker,
         thresholds: Thresholds {
             retention_threshold_bytes: mib(*t.retention_mib.get_ref()),
             noise_relative: t.noise_percent.get_ref() / 100.0,
@@ -480,6 +470,139 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
             },
         },
     })
+}
+
+/// The `[workload]` table: steps that name only known models, each loaded
+/// model unloaded in the cycle, and a forward pass of a sane size.
+fn parse_workload(
+    table: &Spanned<WorkloadFile>,
+    models: &BTreeMap<String, ModelSource>,
+    invalid: &dyn Fn(std::ops::Range<usize>, String) -> ScenarioError,
+) -> Result<Workload, ScenarioError> {
+    let w = table.get_ref();
+    let mut steps = Vec::new();
+    let mut loaded: BTreeSet<String> = BTreeSet::new();
+    for raw in w.steps.get_ref() {
+        let step = Step::parse(raw.get_ref()).map_err(|e| invalid(raw.span(), e))?;
+        let model_ref = match &step {
+            Step::Load(m) | Step::Forward(m) | Step::Unload(m) => Some(m.clone()),
+            _ => None,
+        };
+        if let Some(m) = &model_ref {
+            if !models.contains_key(m) {
+                let known: Vec<&str> = models.keys().map(String::as_str).collect();
+                return Err(invalid(
+                    raw.span(),
+                    format!(
+                        "step {:?} names model {m:?}, which is not under [models]; known: {}",
+                        raw.get_ref(),
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        match &step {
+            Step::Load(m) if !loaded.insert(m.clone()) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("model {m:?} is loaded twice without an unload in between"),
+                ))
+            }
+            Step::Forward(m) if !loaded.contains(m) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("forward {m:?} comes before \"load {m}\""),
+                ))
+            }
+            Step::Unload(m) if !loaded.remove(m) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("unload {m:?} comes before \"load {m}\""),
+                ))
+            }
+            _ => {}
+        }
+        steps.push(step);
+    }
+    if let Some(m) = loaded.iter().next() {
+        return Err(invalid(
+            w.steps.span(),
+            format!("model {m:?} is still loaded at the end of the cycle: add \"unload {m}\""),
+        ));
+    }
+    if !steps.iter().any(|s| matches!(s, Step::Load(_))) {
+        return Err(invalid(
+            w.steps.span(),
+            "steps load no model: add e.g. \"load bert\"".into(),
+        ));
+    }
+    let (batch_size, seq_len) = (&w.batch_size, &w.seq_len);
+    for (key, value) in [("batch_size", batch_size), ("seq_len", seq_len)] {
+        if *value.get_ref() == 0 {
+            let span = if value.span().is_empty() {
+                w.steps.span()
+            } else {
+                value.span()
+            };
+            return Err(invalid(span, format!("{key} must be at least 1")));
+        }
+    }
+    if batch_size.get_ref().saturating_mul(*seq_len.get_ref()) > MAX_TOKENS {
+        let span = if seq_len.span().is_empty() {
+            batch_size.span()
+        } else {
+            seq_len.span()
+        };
+        return Err(invalid(
+            span,
+            format!(
+                "batch_size × seq_len = {} × {} is more than {MAX_TOKENS} tokens in one forward pass: make them smaller",
+                batch_size.get_ref(),
+                seq_len.get_ref()
+            ),
+        ));
+    }
+    Ok(Workload {
+        steps,
+        batch_size: *batch_size.get_ref(),
+        seq_len: *seq_len.get_ref(),
+        load_method: w.load_method,
+        load_thread: w.load_thread,
+        dtype: w.dtype,
+        small_allocs_between_loads: w.small_allocs_between_loads,
+        settle_ms: w.settle_ms,
+        baseline_ms: w.baseline_ms,
+        warmup: w.warmup,
+    })
+}
+
+/// The most one fake model may allocate, in MiB (64 GiB): more is a typo.
+const MAX_FAKE_MIB: f64 = 64.0 * 1024.0;
+
+fn is_fake(m: &ModelFile) -> bool {
+    m.fake_anon_mib.is_some() || m.fake_file_mib.is_some() || m.fake_leak_mib.is_some()
+}
+
+/// A fake model's bytes, each amount 0 to [`MAX_FAKE_MIB`] and some of them above 0.
+fn fake_model(m: &ModelFile) -> Result<FakeModel, String> {
+    let bytes = |key: &str, v: Option<f64>| -> Result<u64, String> {
+        let v = v.unwrap_or(0.0);
+        if !(0.0..=MAX_FAKE_MIB).contains(&v) {
+            return Err(format!(
+                "{key} = {v} is out of range: use 0 to {MAX_FAKE_MIB}"
+            ));
+        }
+        Ok((v * MIB).round() as u64)
+    };
+    let model = FakeModel {
+        anon_bytes: bytes("fake_anon_mib", m.fake_anon_mib)?,
+        file_bytes: bytes("fake_file_mib", m.fake_file_mib)?,
+        leak_bytes: bytes("fake_leak_mib", m.fake_leak_mib)?,
+    };
+    if model.load_bytes() == 0 {
+        return Err("a fake model needs some bytes: set fake_anon_mib, fake_file_mib or fake_leak_mib above 0".into());
+    }
+    Ok(model)
 }
 
 /// A hub repository id (`owner/name` or `name`) and revision become paths in

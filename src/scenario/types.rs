@@ -50,6 +50,26 @@ pub enum ModelSource {
     Path(String),
     /// A HuggingFace Hub repository id, fetched through hf-hub.
     Hub { repo: String, revision: String },
+    /// No files: the fake worker allocates exactly these bytes (tests, calibration).
+    Fake(FakeModel),
+}
+
+/// What the fake worker does for a "model": at load it maps and touches
+/// `anon_bytes` of anonymous memory and `file_bytes` of a file it wrote, and
+/// maps `leak_bytes` more that it never frees (a leak of that much per cycle);
+/// at unload it unmaps all but the leak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FakeModel {
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+    pub leak_bytes: u64,
+}
+
+impl FakeModel {
+    /// Bytes a load brings in (the "tensor bytes" of a fake model).
+    pub fn load_bytes(&self) -> u64 {
+        self.anon_bytes + self.file_bytes + self.leak_bytes
+    }
 }
 
 impl fmt::Display for ModelSource {
@@ -58,6 +78,11 @@ impl fmt::Display for ModelSource {
             ModelSource::Preset(name) => write!(f, "preset:{name}"),
             ModelSource::Path(path) => write!(f, "path:{path}"),
             ModelSource::Hub { repo, revision } => write!(f, "hub:{repo}@{revision}"),
+            ModelSource::Fake(m) => write!(
+                f,
+                "fake:anon={},file={},leak={}",
+                m.anon_bytes, m.file_bytes, m.leak_bytes
+            ),
         }
     }
 }
@@ -199,6 +224,19 @@ impl Thresholds {
     }
 }
 
+/// What a scenario's runs execute: the worker plug. Everything after the
+/// worker (sampler, record, metrics, exporters, gate) is the same for all.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerKind {
+    /// memrel's worker: the `[workload]` steps on models loaded through candle.
+    Candle,
+    /// memrel's fake worker: the `[workload]` steps on fake models (exact bytes).
+    Fake,
+    /// Any program, started as `command` in the scenario's directory; it
+    /// marks its phases itself (the `memrel` Python module, or the protocol).
+    Command(Vec<String>),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
     pub name: String,
@@ -213,8 +251,28 @@ pub struct Scenario {
     pub interval_ms: f64,
     pub timeout_s: f64,
     pub models: BTreeMap<String, ModelSource>,
+    /// The steps of a cycle (empty for a command: the program has its own).
     pub workload: Workload,
     pub thresholds: Thresholds,
+    pub worker: WorkerKind,
+}
+
+impl Workload {
+    /// A program's workload: no steps (the program decides), defaults elsewhere.
+    pub fn of_program() -> Workload {
+        Workload {
+            steps: Vec::new(),
+            batch_size: 1,
+            seq_len: 1,
+            load_method: LoadMethod::Mmap,
+            load_thread: LoadThread::Main,
+            dtype: Dtype::F32,
+            small_allocs_between_loads: 0,
+            settle_ms: 0,
+            baseline_ms: 0,
+            warmup: false,
+        }
+    }
 }
 
 #[cfg(test)]

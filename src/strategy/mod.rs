@@ -7,12 +7,19 @@
 //! orchestrator applies the environment. Everything a user reads in
 //! `memrel list --long` comes from the tables here, one file per family:
 //! `glibc` (drop and glibc's knobs), `cuda`, `allocators` (jemalloc,
-//! tcmalloc, mimalloc preloaded) and `respawn` (a new process per cycle).
+//! tcmalloc, mimalloc preloaded), `respawn` (a new process per cycle) and
+//! `program` (what only a measured program can do: PyTorch's calls).
+//!
+//! A strategy applies to the candle worker and, where it has a meaning there,
+//! to any program (`memrel exec`): its environment as it is, its in-process
+//! actions as named steps ([`ProgramActions`]) that the `memrel` Python module
+//! (or any program reading `MEMREL_STRATEGY`) carries out.
 
 mod allocators;
 mod cuda;
 mod glibc;
 mod preload;
+mod program;
 mod respawn;
 
 use std::fmt;
@@ -79,6 +86,8 @@ pub enum StartAction {
     None,
     /// `mallopt(M_MMAP_THRESHOLD, bytes)`: freezes glibc's dynamic mmap threshold.
     MalloptMmapThreshold(i32),
+    /// Steps only a measured program carries out (see [`ProgramActions`]).
+    ProgramOnly(&'static [&'static str]),
 }
 
 /// Done by the worker in each `release` step, after the models were dropped.
@@ -103,6 +112,21 @@ pub enum ReleaseAction {
     CudaDeviceDrop,
     /// Drop the device, then release the CUDA primary context until inactive.
     CudaContextRelease,
+    /// Steps only a measured program carries out (PyTorch's calls; see [`ProgramActions`]).
+    ProgramOnly(&'static [&'static str]),
+}
+
+/// A strategy's in-process steps for a measured program, by name, in order:
+/// `start` at `import memrel`, `release` in each `memrel.release()`. The
+/// names are the protocol between memrel and the program (README, "Phase
+/// markers"): `gc`, `malloc_trim`, `allocator_release`, `to_cpu`, `detach`,
+/// `cuda_synchronize`, `empty_cache`, `ipc_collect`,
+/// `clear_cublas_workspaces`, `device_reset`; at start
+/// `mallopt_mmap_threshold=BYTES` and `setenv_trim_threshold`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProgramActions {
+    pub start: Vec<String>,
+    pub release: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -158,6 +182,7 @@ pub fn all() -> impl Iterator<Item = &'static Strategy> {
         .chain(cuda::CUDA)
         .chain(allocators::ALLOCATORS)
         .chain(respawn::RESPAWN)
+        .chain(program::PROGRAM)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -193,6 +218,51 @@ impl fmt::Display for DeviceKind {
 }
 
 impl Strategy {
+    /// Whether the candle worker can carry this strategy out (the program-only
+    /// ones call PyTorch).
+    pub fn for_candle(&self) -> bool {
+        !matches!(self.release, ReleaseAction::ProgramOnly(_))
+            && !matches!(self.start, StartAction::ProgramOnly(_))
+    }
+
+    /// What a measured program does for this strategy, or why a program
+    /// cannot carry it out. Environment and preloaded allocator apply as they
+    /// are; in-process actions become named steps.
+    pub fn for_programs(&self) -> Result<ProgramActions, String> {
+        let names = |steps: &[&str]| steps.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let start = match self.start {
+            StartAction::None => Vec::new(),
+            StartAction::MalloptMmapThreshold(bytes) => {
+                vec![format!("mallopt_mmap_threshold={bytes}")]
+            }
+            StartAction::ProgramOnly(steps) => names(steps),
+        };
+        let release = match self.release {
+            ReleaseAction::None => Vec::new(),
+            ReleaseAction::MallocTrim => names(&["gc", "malloc_trim"]),
+            ReleaseAction::AllocatorRelease => names(&["allocator_release"]),
+            ReleaseAction::CudaSync => names(&["cuda_synchronize"]),
+            ReleaseAction::CudaPoolTrim => names(&["cuda_synchronize", "empty_cache"]),
+            ReleaseAction::CudaToCpu => names(&["to_cpu", "cuda_synchronize"]),
+            ReleaseAction::ProgramOnly(steps) => names(steps),
+            ReleaseAction::Respawn => {
+                return Err(format!(
+                    "strategy {:?} restarts memrel's own worker; memrel cannot restart a program \
+                     in the middle of its run (run the program once per model instead)",
+                    self.name
+                ))
+            }
+            ReleaseAction::CudaDeviceDrop | ReleaseAction::CudaContextRelease => {
+                return Err(format!(
+                    "strategy {:?} drops candle's CUDA device and has no PyTorch counterpart; for a \
+                     program use empty-cache, ipc-collect or device-reset (memrel list --long)",
+                    self.name
+                ))
+            }
+        };
+        Ok(ProgramActions { start, release })
+    }
+
     pub fn runs_on(&self, cuda: bool) -> bool {
         match self.device {
             DeviceKind::Any => true,

@@ -247,7 +247,8 @@ impl CudaState {
             ReleaseAction::None
             | ReleaseAction::MallocTrim
             | ReleaseAction::AllocatorRelease
-            | ReleaseAction::Respawn => return Ok(None),
+            | ReleaseAction::Respawn
+            | ReleaseAction::ProgramOnly(_) => return Ok(None),
         };
         Ok(Some(note))
     }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::ModelDir;
 use crate::protocol::Resume;
-use crate::scenario::{DeviceSpec, Workload};
+use crate::scenario::{DeviceSpec, FakeModel, Workload};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct WorkerSpec {
@@ -14,6 +14,9 @@ pub struct WorkerSpec {
     pub cycles: u32,
     /// (scenario model id, resolved directory), in scenario order.
     pub models: Vec<(String, ModelDir)>,
+    /// The fake worker's models (scenario id, bytes); when set, `models` is empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fakes: Vec<(String, FakeModel)>,
     pub workload: Workload,
     /// Set for a process that takes over from one that ended at a release
     /// step (`respawn`): no warm-up or baseline, it ends that release and goes on.

@@ -1,0 +1,353 @@
+//! A scenario × its strategies × repetitions → the runs to make, and making
+//! them: the one place that runs anything (used by `run`, `compare`, `check`
+//! and `exec`). Each run is a fresh process of the scenario's worker plug
+//! (candle, fake or a program); every output is written after every run, so
+//! a later failure or Ctrl-C never loses what was measured.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::ScenarioOverrides;
+use crate::export;
+use crate::fsutil::now_unix_s;
+use crate::metrics::{self, Summary};
+use crate::model::source;
+use crate::model::synth::cache_dir;
+use crate::orchestrator::{self, RunPlan};
+use crate::record::{Header, ModelInfo, Record, RunStatus, SCHEMA_VERSION};
+use crate::results::create_out_dir;
+use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
+use crate::strategy::{self, Strategy};
+use crate::worker::command::{python_module_dir, CommandSpec};
+use crate::worker::{Plug, WorkerSpec};
+
+/// What will run, fully validated before anything starts.
+pub struct Plan {
+    pub scenario: Scenario,
+    pub strategies: Vec<&'static Strategy>,
+    pub out_root: PathBuf,
+    /// The interpreter for a command that starts with `python3` or `python`.
+    pub python: Option<String>,
+    /// Sample a program's whole process tree (see `sampler::tree`).
+    pub tree: bool,
+    /// Where a program runs and its relative paths start (default: the
+    /// scenario file's directory).
+    pub cwd: Option<PathBuf>,
+}
+
+impl Plan {
+    /// A plan for `scenario` with `names` (empty: the scenario's strategies)
+    /// and the command line's overrides applied.
+    pub fn new(
+        mut scenario: Scenario,
+        names: &[String],
+        overrides: &ScenarioOverrides,
+        out_root: &Path,
+    ) -> Result<Plan> {
+        if let Some(device) = &overrides.device {
+            scenario.device = DeviceSpec::parse(device).with_context(|| {
+                format!("--device {device:?} is not valid: use cpu, cuda or cuda:N")
+            })?;
+        }
+        if let Some(cycles) = overrides.cycles {
+            if cycles == 0 {
+                bail!("--cycles must be at least 1");
+            }
+            scenario.cycles = cycles;
+        }
+        if let Some(repeat) = overrides.repeat {
+            if repeat == 0 {
+                bail!("--repeat must be at least 1");
+            }
+            scenario.repeat = repeat;
+        }
+        if let Some(ms) = overrides.interval_ms {
+            if !(1.0..=10_000.0).contains(&ms) {
+                bail!("--interval-ms {ms} is out of range: use 1 to 10000");
+            }
+            scenario.interval_ms = ms;
+        }
+        if overrides.tree && !matches!(scenario.worker, WorkerKind::Command(_)) {
+            bail!("--tree samples a program's process tree: it applies to memrel exec and scenarios with a command");
+        }
+        let names = if names.is_empty() {
+            scenario.strategies.clone()
+        } else {
+            names.to_vec()
+        };
+        let strategies = resolve_strategies(&names, &scenario)?;
+        Ok(Plan {
+            scenario,
+            strategies,
+            out_root: out_root.to_path_buf(),
+            python: overrides.python.clone(),
+            tree: overrides.tree,
+            cwd: None,
+        })
+    }
+
+    /// Runs every run and returns the results directory and summary.
+    pub fn execute(&self, command_line: Vec<String>) -> Result<(PathBuf, Summary)> {
+        let scenario = &self.scenario;
+        let cache = cache_dir();
+        let inherited = strategy::inherited_allocator_variables();
+        if !inherited.is_empty() {
+            eprintln!(
+                "memrel: ignoring {} from memrel's environment: every worker starts with its \
+                 strategy's allocator and variables only (glibc for glibc strategies; runs.json \
+                 records the allocator each run had). To measure another allocator, use its \
+                 strategy (memrel list)",
+                inherited.join(" ")
+            );
+        }
+        let (plug, infos) = self.prepare_plug(&cache)?;
+        // From here on, Ctrl-C or SIGTERM stops the worker, saves its run marked
+        // interrupted and starts no other (main then exits 130 / 143): a results
+        // directory, once made, always gets a record.
+        orchestrator::signals::install()?;
+        let out_dir = create_out_dir(&self.out_root, &scenario.name)?;
+        let exe = std::env::current_exe()
+            .context("cannot find the memrel executable to start workers")?;
+        let interval = Duration::from_secs_f64(scenario.interval_ms / 1e3);
+        let mut record = Record {
+            header: Header {
+                schema_version: SCHEMA_VERSION,
+                memrel_version: env!("CARGO_PKG_VERSION").to_string(),
+                scenario: scenario.name.clone(),
+                scenario_origin: scenario.origin.clone(),
+                scenario_toml: scenario.toml_text.clone(),
+                device: scenario.device.to_string(),
+                command: command_line,
+                created_unix_s: now_unix_s(),
+                host: crate::host::describe(),
+                sampler: "procfs-statm".to_string(),
+                interval_s: interval.as_secs_f64(),
+                cycles: scenario.cycles,
+                retention_threshold_bytes: scenario.thresholds.retention_threshold_bytes,
+                models: infos,
+            },
+            runs: Vec::new(),
+        };
+        let total_runs = self.strategies.len() as u64 * u64::from(scenario.repeat);
+        let cycles = u64::from(scenario.cycles);
+        let progress = ProgressBar::new(total_runs * cycles);
+        progress.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cycles  {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let mut run_number = 0u32;
+        let mut summary = metrics::summarize(&record);
+        'runs: for repetition in 1..=scenario.repeat {
+            for strategy in &self.strategies {
+                run_number += 1;
+                let plan = RunPlan {
+                    run: run_number,
+                    repetition,
+                    strategy,
+                    plug: &plug,
+                    interval,
+                    timeout: Duration::from_secs_f64(scenario.timeout_s.max(1.0)),
+                };
+                let done_before = u64::from(run_number - 1) * cycles;
+                progress.set_position(done_before);
+                let label = format!(
+                    "run {run_number}/{total_runs} {} (repetition {repetition})",
+                    strategy.name
+                );
+                progress.set_message(label.clone());
+                let (run, probe) =
+                    orchestrator::execute(&exe, &plan, vram_probe(scenario.device), &mut |edge| {
+                        progress
+                            .set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
+                        progress.set_message(format!(
+                            "{label}: cycle {} {}{}",
+                            edge.cycle,
+                            edge.phase.as_str(),
+                            edge.model
+                                .as_deref()
+                                .map(|m| format!(" {m}"))
+                                .unwrap_or_default()
+                        ));
+                    });
+                record.header.sampler = probe.to_string();
+                if run.meta.status != RunStatus::Completed {
+                    progress.suspend(|| {
+                        eprintln!(
+                            "memrel: run {run_number} ({}) did not complete: {}",
+                            strategy.name,
+                            run.meta.error.as_deref().unwrap_or("unknown error")
+                        )
+                    });
+                }
+                record.runs.push(run);
+                summary = metrics::summarize(&record);
+                export::write_run_outputs(&out_dir, &record, &summary)
+                    .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
+                if orchestrator::signals::received().is_some() {
+                    break 'runs;
+                }
+            }
+        }
+        progress.finish_and_clear();
+        Ok((out_dir, summary))
+    }
+
+    /// Resolves the models (written or fetched here, before any run, so that
+    /// neither shows in a measurement) and builds the process every run starts.
+    fn prepare_plug(&self, cache: &Path) -> Result<(Plug, Vec<ModelInfo>)> {
+        let scenario = &self.scenario;
+        let base = self
+            .cwd
+            .clone()
+            .unwrap_or_else(|| scenario_base_dir(scenario));
+        let mut dirs = Vec::new();
+        let mut fakes = Vec::new();
+        let mut infos = Vec::new();
+        for (id, src) in &scenario.models {
+            if let ModelSource::Fake(fake) = src {
+                infos.push(ModelInfo {
+                    id: id.clone(),
+                    source: src.to_string(),
+                    dir: String::new(),
+                    architecture: "fake".into(),
+                    tensor_bytes: fake.load_bytes(),
+                    parameters: 0,
+                });
+                fakes.push((id.clone(), *fake));
+                continue;
+            }
+            eprintln!("memrel: preparing model {id} ({src})");
+            let dir = source::resolve(src, &base, cache)
+                .with_context(|| format!("model {id:?} of scenario {}", scenario.name))?;
+            infos.push(ModelInfo {
+                id: id.clone(),
+                source: src.to_string(),
+                dir: dir.dir.display().to_string(),
+                architecture: dir.architecture.as_str().to_string(),
+                tensor_bytes: dir.tensor_bytes,
+                parameters: dir.parameters,
+            });
+            dirs.push((id.clone(), dir));
+        }
+        let plug = match &scenario.worker {
+            WorkerKind::Candle | WorkerKind::Fake => Plug::Memrel(WorkerSpec {
+                resume: None,
+                strategy: String::new(),
+                device: scenario.device,
+                cycles: scenario.cycles,
+                models: dirs,
+                fakes,
+                workload: scenario.workload.clone(),
+            }),
+            WorkerKind::Command(argv) => {
+                let mut argv = argv.clone();
+                if let (Some(python), Some(first)) = (&self.python, argv.first_mut()) {
+                    if first == "python3" || first == "python" {
+                        *first = python.clone();
+                    }
+                }
+                let base = std::fs::canonicalize(&base).with_context(|| {
+                    format!("the program's directory {} does not exist", base.display())
+                })?;
+                if argv[0].contains('/') && Path::new(&argv[0]).is_relative() {
+                    argv[0] = base.join(&argv[0]).display().to_string();
+                }
+                let python_path = python_module_dir(cache).with_context(|| {
+                    format!(
+                        "cannot write memrel's Python module under {}: set MEMREL_CACHE_DIR to a writable directory",
+                        cache.display()
+                    )
+                })?;
+                Plug::Command(CommandSpec {
+                    argv,
+                    cwd: base,
+                    models: dirs.into_iter().map(|(id, d)| (id, d.dir)).collect(),
+                    device: scenario.device,
+                    cycles: scenario.cycles,
+                    python_path,
+                    tree: self.tree,
+                })
+            }
+        };
+        Ok((plug, infos))
+    }
+}
+
+/// Looks strategies up and checks they fit the scenario's worker, its device
+/// and this build.
+pub fn resolve_strategies(names: &[String], scenario: &Scenario) -> Result<Vec<&'static Strategy>> {
+    let device = scenario.device;
+    let program = matches!(scenario.worker, WorkerKind::Command(_));
+    if device.is_cuda() && !program && !cfg!(feature = "cuda") {
+        bail!(
+            "device {device} needs a memrel built with the `cuda` feature: run scripts/build-cuda.sh \
+             (or `cargo build --release --features cuda` with a CUDA toolkit); this build runs candle on \
+             cpu only (it measures the VRAM of programs: memrel exec)"
+        );
+    }
+    let mut out: Vec<&'static Strategy> = Vec::new();
+    for name in names {
+        let s = strategy::lookup(name).map_err(|e| anyhow::anyhow!("--strategy: {e}"))?;
+        if !s.runs_on(device.is_cuda()) {
+            bail!(
+                "strategy {:?} is for {} devices and this run is on {device}: pick one of {}",
+                s.name,
+                s.device,
+                strategy::all()
+                    .filter(|x| x.runs_on(device.is_cuda()))
+                    .filter(|x| if program {
+                        x.for_programs().is_ok()
+                    } else {
+                        x.for_candle()
+                    })
+                    .map(|x| x.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        if program {
+            s.for_programs()
+                .map_err(|e| anyhow::anyhow!("--strategy: {e}"))?;
+        } else if !s.for_candle() {
+            bail!(
+                "strategy {:?} is for programs (memrel exec, or a scenario with command = [...]): \
+                 memrel's candle worker cannot carry it out",
+                s.name
+            );
+        }
+        if s.needs_glibc && !strategy::have_glibc() {
+            bail!("strategy {:?} needs glibc (Linux with the GNU C library); this build is not on glibc", s.name);
+        }
+        strategy::find_library(s)?;
+        if !out.iter().any(|x| x.name == s.name) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// The VRAM probe for a device: NVML, loaded at run time (none on the CPU).
+fn vram_probe(device: DeviceSpec) -> Option<Box<dyn crate::sampler::VramProbe>> {
+    if !device.is_cuda() {
+        return None;
+    }
+    crate::sampler::vram::open_nvml()
+}
+
+/// Relative paths in a scenario file (models, a command) start from the
+/// file's directory; a built-in's from the current one.
+fn scenario_base_dir(scenario: &Scenario) -> PathBuf {
+    if scenario.origin == "builtin" {
+        return PathBuf::from(".");
+    }
+    Path::new(&scenario.origin)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}

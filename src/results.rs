@@ -1,0 +1,159 @@
+//! Results directories: making a new one (never reusing a name), reading one
+//! back (salvaging what a crash left), comparing what was read, and writing
+//! a Chrome trace of it. Used by every command that reads or writes results,
+//! so each of these lives in one place.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::OutputArgs;
+use crate::export;
+use crate::fsutil::{now_unix_s, utc_stamp, write_atomic};
+use crate::metrics::comparison::{compare, Comparison, Input};
+use crate::metrics::{self, Summary};
+use crate::record::{Record, RUNS_FILE};
+
+/// A results directory as read from disk.
+pub struct Loaded {
+    pub dir: PathBuf,
+    pub record: Record,
+    pub summary: Summary,
+    /// Problems found while reading (see `Record::load_partial`).
+    pub damage: Vec<String>,
+}
+
+/// A new, never-reused directory `<root>/<scenario>/<UTC timestamp>[-N]`.
+pub fn create_out_dir(root: &Path, scenario: &str) -> Result<PathBuf> {
+    let parent = crate::fsutil::join_name(root, "scenario", scenario)?;
+    std::fs::create_dir_all(&parent).with_context(|| {
+        format!(
+            "cannot create {}: pass --out with a writable directory",
+            parent.display()
+        )
+    })?;
+    let stamp = utc_stamp(now_unix_s());
+    for n in 0..1000 {
+        let name = if n == 0 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{n}")
+        };
+        let dir = parent.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    bail!(
+        "cannot find a free results directory under {}",
+        parent.display()
+    )
+}
+
+/// The comparison of loaded directories, in the order given.
+pub fn compare_loaded(sources: &[Loaded]) -> Comparison {
+    let inputs: Vec<Input> = sources
+        .iter()
+        .map(|l| Input {
+            dir: l.dir.display().to_string(),
+            header: &l.record.header,
+            summary: &l.summary,
+            damage: l.damage.clone(),
+        })
+        .collect();
+    compare(&inputs)
+}
+
+/// Reads one results directory, salvaging what a crash or a cut-short file left.
+pub fn load(dir: &Path) -> Result<Loaded> {
+    if !dir.join(RUNS_FILE).is_file() && dir.is_dir() {
+        let inside = result_dirs_inside(dir);
+        if let Some(newest) = inside.last() {
+            bail!(
+                "{} is not a results directory but holds {} of them: name one, e.g. {}",
+                dir.display(),
+                inside.len(),
+                newest.display()
+            );
+        }
+    }
+    let (record, damage) = Record::load_partial(dir)?;
+    let summary = metrics::summarize(&record);
+    Ok(Loaded {
+        dir: dir.to_path_buf(),
+        record,
+        summary,
+        damage,
+    })
+}
+
+/// Subdirectories of `dir` that hold a runs.json, sorted by name (oldest stamp first).
+fn result_dirs_inside(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join(RUNS_FILE).is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// Refuses a trace path whose directory does not exist, before anything runs.
+pub fn check_trace_path(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            bail!(
+                "--export-trace {}: directory {} does not exist: create it or pick another path",
+                path.display(),
+                parent.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes the Chrome trace of every run of `records` to `path`.
+pub fn write_trace(path: &Path, comparison: &Comparison, records: &[&Record]) -> Result<()> {
+    check_trace_path(path)?;
+    let labelled: Vec<(&str, &Record)> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            (
+                comparison
+                    .sources
+                    .get(i)
+                    .map(|s| s.label.as_str())
+                    .unwrap_or(""),
+                *r,
+            )
+        })
+        .collect();
+    let bytes = export::trace::trace_json(&labelled)?;
+    write_atomic(path, &bytes).with_context(|| format!("--export-trace {}", path.display()))
+}
+
+/// Writes the Chrome trace of a saved run (for `memrel run --export-trace`).
+pub fn export_trace_of(dir: &Path, path: &Path) -> Result<()> {
+    let loaded = load(dir)?;
+    let c = compare_loaded(std::slice::from_ref(&loaded));
+    write_trace(path, &c, &[&loaded.record])
+}
+
+/// Checks the output options before anything runs, so that a bad trace path
+/// or baseline name does not cost a whole matrix of runs.
+pub fn check_output_args(output: &OutputArgs) -> Result<()> {
+    if let Some(path) = &output.export_trace {
+        check_trace_path(path)?;
+    }
+    if let Some(name) = &output.save_baseline {
+        crate::baseline::validate_name(name).context("--save-baseline")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,440 @@
+//! The candle worker: loads, uses and drops models through candle as the
+//! scenario's steps say, applies the strategy's in-process knobs and release
+//! action, and reports every phase edge through the [`Emitter`].
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::emitter::{phase, Emitter};
+use super::{allocator, device, glibc, selfmem, WorkerSpec};
+use crate::model::{LoadedModel, ModelDir};
+use crate::protocol::{
+    AllocatorReport, Check, Done, Edge, Handover, Hello, Message, Phase, Resume,
+};
+use crate::scenario::{LoadThread, Step};
+use crate::strategy::{self, ReleaseAction, StartAction, Strategy};
+
+pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
+    let strategy = strategy::lookup(&spec.strategy)?;
+    let allocator_checks = allocator_checks(strategy, &out.allocator.report);
+    // A strategy whose allocator or settings did not take effect would
+    // measure something else under its name: the run fails, never silently.
+    let not_in_effect = allocator_checks.iter().find(|c| !c.ok).map(|c| {
+        format!(
+            "strategy {:?} did not take effect: {} ({}); nothing was measured",
+            strategy.name, c.name, c.detail
+        )
+    });
+    let mut checks = allocator_checks;
+    checks.extend(start_checks(strategy));
+    let mut device = device::Session::open(spec.device)?;
+    checks.extend(device.checks());
+    out.send(Message::Hello(Hello {
+        pid: std::process::id(),
+        strategy: strategy.name.to_string(),
+        device: spec.device.to_string(),
+        checks,
+        vram_floor_bytes: device.vram_floor_bytes(),
+        allocator: Some(out.allocator.report.clone()),
+    }));
+    if let Some(error) = not_in_effect {
+        anyhow::bail!(error);
+    }
+    let models: HashMap<&str, &ModelDir> =
+        spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
+    let w = &spec.workload;
+
+    let keep_weights = device::Session::needs_weights(strategy.release);
+    let served = out.allocator.clone();
+    if let Some(resume) = spec.resume {
+        // This process takes over from one that ended at a release step
+        // (respawn): its start is the end of that release.
+        let note = format!(
+            "new worker process {} took over (respawn)",
+            std::process::id()
+        );
+        out.edge(
+            Phase::Release,
+            Edge::End,
+            resume.cycle,
+            None,
+            None,
+            Some(note),
+        );
+    } else if w.warmup {
+        let first = spec.models.first().map(|(id, _)| id.as_str());
+        phase(out, Phase::Warmup, 0, first, || {
+            Ok((
+                (),
+                Some(warm_up(spec, &mut device, &served, strategy, keep_weights)?),
+            ))
+        })?;
+    }
+    if spec.resume.is_none() {
+        phase(out, Phase::Baseline, 0, None, || {
+            std::thread::sleep(Duration::from_millis(w.baseline_ms));
+            Ok(((), None))
+        })?;
+    }
+
+    // Long-lived small allocations (bookkeeping a server keeps between loads).
+    let mut kept_small: Vec<String> = Vec::new();
+    let mut post_checks = Vec::new();
+    let first_cycle = spec.resume.map_or(1, |r| r.cycle);
+    for cycle in first_cycle..=spec.cycles {
+        let mut loaded: HashMap<&str, LoadedModel> = HashMap::new();
+        for (index, step) in w.steps.iter().enumerate() {
+            if spec
+                .resume
+                .is_some_and(|r| r.cycle == cycle && index <= r.release_step)
+            {
+                continue;
+            }
+            match step {
+                Step::Load(id) => {
+                    let model = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
+                    // A strategy that dropped the device gets a new one here, outside the timed load.
+                    let reopened = device.ensure_open()?;
+                    let m = phase(out, Phase::Load, cycle, Some(id), || {
+                        let dev = device.candle()?;
+                        let m = match w.load_thread {
+                            LoadThread::Main => LoadedModel::load_with(
+                                model,
+                                dev,
+                                w.dtype,
+                                w.load_method,
+                                keep_weights,
+                            )?,
+                            LoadThread::Spawned => std::thread::scope(|s| {
+                                s.spawn(|| {
+                                    LoadedModel::load_with(
+                                        model,
+                                        dev,
+                                        w.dtype,
+                                        w.load_method,
+                                        keep_weights,
+                                    )
+                                })
+                                .join()
+                                .map_err(|_| anyhow::anyhow!("the loading thread panicked"))?
+                            })?,
+                        };
+                        device.synchronize()?;
+                        let reopened = reopened
+                            .map(|n| format!("; before the load: {n}"))
+                            .unwrap_or_default();
+                        Ok((
+                            m,
+                            Some(format!("tensor_bytes={}{reopened}", model.tensor_bytes)),
+                        ))
+                    })?;
+                    if strategy.freezes_mmap_threshold && cycle >= 2 {
+                        post_checks.push(mmapped_check(cycle, id, model.tensor_bytes));
+                    }
+                    for i in 0..w.small_allocs_between_loads {
+                        kept_small.push(format!("kept-{cycle}-{id}-{i}"));
+                    }
+                    loaded.insert(id.as_str(), m);
+                }
+                Step::Forward(id) => {
+                    let model = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
+                    let m = loaded.get_mut(id.as_str()).context("forward before load")?;
+                    phase(out, Phase::Forward, cycle, Some(id), || {
+                        let n =
+                            m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
+                        device.synchronize_forward()?;
+                        Ok(((), Some(format!("outputs={n}"))))
+                    })?;
+                }
+                Step::Unload(id) => {
+                    let m = loaded.remove(id.as_str()).context("unload before load")?;
+                    phase(out, Phase::Unload, cycle, Some(id), || {
+                        let note = device.before_drop(strategy.release, &m)?;
+                        drop(m);
+                        Ok(((), note))
+                    })?;
+                }
+                Step::Release => {
+                    if strategy.release == ReleaseAction::Respawn && loaded.is_empty() {
+                        // The parent starts a new process that ends this release.
+                        out.edge(Phase::Release, Edge::Begin, cycle, None, None, None);
+                        out.send(Message::Handover(Handover {
+                            resume: Resume {
+                                cycle,
+                                release_step: index,
+                            },
+                            vm_hwm_bytes: selfmem::vm_hwm_bytes(),
+                        }));
+                        return Ok(());
+                    }
+                    phase(out, Phase::Release, cycle, None, || {
+                        let note = release(&served, &mut device, strategy.release, loaded.len())?;
+                        Ok(((), note))
+                    })?;
+                }
+                Step::Settle => {
+                    phase(out, Phase::Settle, cycle, None, || {
+                        std::thread::sleep(Duration::from_millis(w.settle_ms));
+                        Ok(((), None))
+                    })?;
+                }
+                Step::Idle(ms) => {
+                    phase(out, Phase::Idle, cycle, None, || {
+                        std::thread::sleep(Duration::from_millis(*ms));
+                        Ok(((), None))
+                    })?;
+                }
+                Step::Busy(ms) => {
+                    // Small blocks through malloc (the preloaded allocator serves
+                    // them): every 1 ms, 64 of 1–16 KiB (≤ 1 MiB live), written so
+                    // their pages are touched, freed before the next round.
+                    phase(out, Phase::Busy, cycle, None, || {
+                        let until = Instant::now() + Duration::from_millis(*ms);
+                        let mut allocations: u64 = 0;
+                        let mut round: usize = 0;
+                        while Instant::now() < until {
+                            let blocks: Vec<Vec<u8>> = (0..64)
+                                .map(|i| vec![0xA5u8; 1024 * (1 + (i * 7 + round) % 16)])
+                                .collect();
+                            std::hint::black_box(&blocks);
+                            allocations += blocks.len() as u64;
+                            drop(blocks);
+                            round += 1;
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Ok(((), Some(format!("allocations={allocations}"))))
+                    })?;
+                }
+            }
+        }
+    }
+    post_checks.extend(device.finish()?);
+    out.send(Message::Done(Done {
+        vm_hwm_bytes: selfmem::vm_hwm_bytes(),
+        checks: post_checks,
+    }));
+    drop(kept_small);
+    Ok(())
+}
+
+/// One untimed load + forward + drop of every model with the strategy's
+/// release: PTX JIT compilation (10–15 s on a fresh machine) and cold caches
+/// stay out of the numbers. Then every strategy is brought to the same start:
+/// a device the strategy dropped is reopened and warmed like the first one
+/// (its kernels loaded, its libraries' workspaces made), queued frees complete
+/// and the pool is trimmed. Returns the note of the warm-up's end edge.
+fn warm_up(
+    spec: &WorkerSpec,
+    device: &mut device::Session,
+    served: &allocator::Served,
+    strategy: &Strategy,
+    keep_weights: bool,
+) -> Result<String> {
+    let mut times = Vec::new();
+    for (id, model) in &spec.models {
+        let reopened = device.ensure_open()?;
+        let (m, load_s, forward_s) = load_and_forward(spec, device, model, keep_weights)?;
+        device.before_drop(strategy.release, &m)?;
+        drop(m);
+        let released = release(served, device, strategy.release, 0)?;
+        let reopened = reopened
+            .map(|n| format!(", before it: {n}"))
+            .unwrap_or_default();
+        let released = released
+            .map(|n| format!(", release: {n}"))
+            .unwrap_or_default();
+        times.push(format!(
+            "{id}: load {load_s:.3} s, first forward {forward_s:.3} s{reopened}{released}"
+        ));
+    }
+    let mut reset = Vec::new();
+    if let Some(reopened) = device.ensure_open()? {
+        for (_, model) in &spec.models {
+            drop(load_and_forward(spec, device, model, keep_weights)?);
+        }
+        reset.push(format!("{reopened}, warmed with every model"));
+    }
+    reset.extend(device.flush()?);
+    let reset = if reset.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; then the same start for every strategy: {}",
+            reset.join("; ")
+        )
+    };
+    Ok(format!("untimed warm-up ({}){reset}", times.join("; ")))
+}
+
+/// The strategy's release action: the preloaded allocator's own call, or the
+/// device's (glibc and CUDA). A respawn is the run loop's to carry out; here
+/// (models still loaded, or the warm-up) it does nothing and says so.
+fn release(
+    served: &allocator::Served,
+    device: &mut device::Session,
+    action: ReleaseAction,
+    models_alive: usize,
+) -> Result<Option<String>> {
+    match action {
+        ReleaseAction::AllocatorRelease => served.force_release().map(Some),
+        ReleaseAction::Respawn if models_alive > 0 => Ok(Some(format!(
+            "respawn waits: {models_alive} model(s) still loaded"
+        ))),
+        ReleaseAction::Respawn => Ok(Some("no respawn in the warm-up".into())),
+        _ => device.release(action, models_alive),
+    }
+}
+
+/// Loads `model` and runs one forward pass on it; returns it with the load
+/// and forward times in seconds (device work synchronized in both).
+fn load_and_forward(
+    spec: &WorkerSpec,
+    device: &device::Session,
+    model: &ModelDir,
+    keep_weights: bool,
+) -> Result<(LoadedModel, f64, f64)> {
+    let w = &spec.workload;
+    let start = Instant::now();
+    let mut m = LoadedModel::load_with(
+        model,
+        device.candle()?,
+        w.dtype,
+        w.load_method,
+        keep_weights,
+    )?;
+    device.synchronize()?;
+    let load_s = start.elapsed().as_secs_f64();
+    m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
+    device.synchronize_forward()?;
+    let forward_s = start.elapsed().as_secs_f64() - load_s;
+    Ok((m, load_s, forward_s))
+}
+
+/// Checks done before anything is loaded: the strategy's variables are visible
+/// and its in-process knob was accepted.
+fn start_checks(strategy: &Strategy) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for (key, want) in strategy.env {
+        let got = std::env::var(key).ok();
+        checks.push(Check {
+            name: format!("env {key}"),
+            ok: got.as_deref() == Some(*want),
+            detail: format!("worker sees {key}={}", got.as_deref().unwrap_or("<unset>")),
+        });
+    }
+    if let StartAction::MalloptMmapThreshold(bytes) = strategy.start {
+        let accepted = glibc::mallopt_mmap_threshold(bytes);
+        checks.push(Check {
+            name: "mallopt M_MMAP_THRESHOLD".into(),
+            ok: accepted == Some(true),
+            detail: match accepted {
+                Some(true) => format!("glibc accepted {bytes}"),
+                Some(false) => format!("glibc refused {bytes}"),
+                None => "not glibc".into(),
+            },
+        });
+    }
+    checks
+}
+
+/// The allocator serving `malloc` is the strategy's (the library defines the
+/// `malloc` in use, is mapped and answers its own call), and every setting
+/// the strategy makes reads back with the value it set.
+fn allocator_checks(strategy: &Strategy, served: &AllocatorReport) -> Vec<Check> {
+    let want = strategy.allocator.name();
+    let version = served.version.as_deref().unwrap_or("version unknown");
+    let mapped = if served.mapped {
+        "mapped"
+    } else {
+        "NOT mapped"
+    };
+    let mut checks = vec![Check {
+        name: format!("allocator {want}"),
+        ok: served.name == want && served.mapped,
+        detail: format!(
+            "malloc served by {} {version} ({}, {mapped})",
+            served.name, served.library
+        ),
+    }];
+    for (key, value) in strategy.expect {
+        let got = served.settings.get(*key);
+        checks.push(Check {
+            name: format!("{want} setting {key}"),
+            ok: got.map(String::as_str) == Some(*value),
+            detail: format!(
+                "{} reads {key} = {} (the strategy sets {value})",
+                served.name,
+                got.map(String::as_str).unwrap_or("<not readable>")
+            ),
+        });
+    }
+    checks
+}
+
+/// With a frozen mmap threshold, a load in cycle ≥ 2 must still come mostly
+/// from mmap (under the dynamic threshold it would come from the heap).
+fn mmapped_check(cycle: u32, id: &str, tensor_bytes: u64) -> Check {
+    let mmapped = glibc::allocator_state()
+        .map(|a| a.mmapped_bytes)
+        .unwrap_or(0);
+    Check {
+        name: format!("mmap threshold frozen (cycle {cycle}, {id})"),
+        ok: mmapped * 2 >= tensor_bytes,
+        detail: format!("glibc mmapped {mmapped} bytes after loading {tensor_bytes} tensor bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(name: &str, settings: &[(&str, &str)]) -> AllocatorReport {
+        AllocatorReport {
+            name: name.into(),
+            version: Some("5.3.0".into()),
+            library: "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2".into(),
+            mapped: true,
+            settings: settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_setting_that_reads_back_otherwise_fails_its_check() {
+        // What a misspelt MALLOC_CONF key looks like from inside: jemalloc
+        // keeps its default, so the read-back differs from what was set.
+        let decay0 = strategy::lookup("jemalloc-decay0").expect("strategy");
+        let typo = report(
+            "jemalloc",
+            &[
+                ("opt.abort_conf", "true"),
+                ("opt.dirty_decay_ms", "10000"),
+                ("opt.muzzy_decay_ms", "0"),
+            ],
+        );
+        let checks = allocator_checks(decay0, &typo);
+        let failed: Vec<&str> = checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(failed, ["jemalloc setting opt.dirty_decay_ms"]);
+        assert!(checks[0].ok, "the allocator itself is right: {checks:?}");
+    }
+
+    #[test]
+    fn glibc_serving_a_preload_strategy_fails_its_check() {
+        let jemalloc = strategy::lookup("jemalloc").expect("strategy");
+        let checks = allocator_checks(jemalloc, &report("glibc", &[]));
+        assert!(!checks[0].ok);
+        assert!(checks[0].detail.contains("served by glibc"), "{checks:?}");
+    }
+}

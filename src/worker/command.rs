@@ -1,0 +1,227 @@
+//! The command worker: any program as a run's process (`memrel exec`, or a
+//! scenario's `command`). The program runs in its scenario's directory with
+//! the channel on `MEMREL_EVENT_FD` and the run's facts in `MEMREL_*`
+//! variables; the `memrel` Python module (embedded here, put first on the
+//! program's `PYTHONPATH`) speaks the protocol and carries out the strategy's
+//! in-process steps.
+//!
+//! The parent does for a program what memrel's workers do for themselves:
+//! it checks that the strategy's environment and allocator reached the
+//! process (`/proc/PID/environ`, `/proc/PID/maps`) and numbers cycles where
+//! the program leaves that out ([`CycleNumbering`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{Check, Edge, Phase, PhaseEdge, CYCLE_UNSET};
+use crate::scenario::DeviceSpec;
+use crate::strategy::Strategy;
+
+/// The `memrel` Python module, shipped inside the binary.
+pub const PYTHON_MODULE: &str = include_str!("program/memrel.py");
+
+/// Variables memrel gives a program (besides `MEMREL_EVENT_FD`).
+pub const STRATEGY_ENV: &str = "MEMREL_STRATEGY";
+pub const CYCLES_ENV: &str = "MEMREL_CYCLES";
+pub const MODELS_ENV: &str = "MEMREL_MODELS";
+pub const DEVICE_ENV: &str = "MEMREL_DEVICE";
+
+/// A program to run, as the plan resolved it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandSpec {
+    /// Program and arguments; the program is looked up on `PATH` unless it has a `/`.
+    pub argv: Vec<String>,
+    /// Where it runs: the scenario file's directory, or memrel's for `exec`.
+    pub cwd: PathBuf,
+    /// (scenario model id, checkpoint directory), for `MEMREL_MODELS`.
+    pub models: Vec<(String, PathBuf)>,
+    pub device: DeviceSpec,
+    pub cycles: u32,
+    /// Where the `memrel` module was written, put first on `PYTHONPATH`.
+    pub python_path: PathBuf,
+    /// Sample the program's whole process tree (PSS), not only its own RSS.
+    pub tree: bool,
+}
+
+impl CommandSpec {
+    /// The program's process, with memrel's variables for `strategy`.
+    pub fn command(&self, strategy: &Strategy) -> Result<Command, String> {
+        let actions = strategy.for_programs()?;
+        let (program, args) = self
+            .argv
+            .split_first()
+            .ok_or("the command is empty: name a program")?;
+        let mut command = Command::new(program);
+        command.args(args).current_dir(&self.cwd);
+        let strategy_json = serde_json::json!({
+            "name": strategy.name,
+            "start": actions.start,
+            "release": actions.release,
+        });
+        let models: serde_json::Map<String, serde_json::Value> = self
+            .models
+            .iter()
+            .map(|(id, dir)| (id.clone(), dir.display().to_string().into()))
+            .collect();
+        command
+            .env(STRATEGY_ENV, strategy_json.to_string())
+            .env(CYCLES_ENV, self.cycles.to_string())
+            .env(MODELS_ENV, serde_json::Value::Object(models).to_string())
+            .env(DEVICE_ENV, self.device.to_string());
+        let mut python_path = self.python_path.clone().into_os_string();
+        if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+            python_path.push(":");
+            python_path.push(old);
+        }
+        command.env("PYTHONPATH", python_path);
+        Ok(command)
+    }
+}
+
+/// Writes the `memrel` module into `cache/python/<content hash>/memrel.py`
+/// (once per version of the module) and returns that directory.
+pub fn python_module_dir(cache: &Path) -> std::io::Result<PathBuf> {
+    let hash = PYTHON_MODULE
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let dir = cache.join("python").join(format!("{hash:016x}"));
+    let file = dir.join("memrel.py");
+    if std::fs::read_to_string(&file).ok().as_deref() != Some(PYTHON_MODULE) {
+        std::fs::create_dir_all(&dir)?;
+        let partial = dir.join(format!("memrel.py.{}", std::process::id()));
+        std::fs::write(&partial, PYTHON_MODULE)?;
+        std::fs::rename(&partial, &file)?;
+    }
+    Ok(dir)
+}
+
+/// Whether the strategy's environment and allocator reached the program:
+/// each variable as `/proc/PID/environ` shows it, the preloaded library in
+/// `/proc/PID/maps`. Empty for a strategy that changes neither.
+pub fn environment_checks(pid: u32, strategy: &Strategy, preload: Option<&Path>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if !strategy.env.is_empty() {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        for (key, want) in strategy.env {
+            let prefix = format!("{key}=");
+            let got = vars
+                .iter()
+                .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+                .map(|v| String::from_utf8_lossy(v).into_owned());
+            checks.push(Check {
+                name: format!("env {key}"),
+                ok: got.as_deref() == Some(*want),
+                detail: format!(
+                    "the program's environment has {key}={}",
+                    got.as_deref().unwrap_or("<unset>")
+                ),
+            });
+        }
+    }
+    if let Some(library) = preload {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let real = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+        let mapped = maps.lines().any(|line| {
+            line.ends_with(&*library.to_string_lossy()) || line.ends_with(&*real.to_string_lossy())
+        });
+        checks.push(Check {
+            name: format!("allocator {}", strategy.allocator.name()),
+            ok: mapped,
+            detail: format!(
+                "{} is {}mapped in the program (/proc/{pid}/maps)",
+                real.display(),
+                if mapped { "" } else { "NOT " }
+            ),
+        });
+    }
+    checks
+}
+
+/// Numbers the cycles of a program that leaves `cycle` out: baseline and
+/// warm-up are cycle 0; a load that begins when no cycle is open (none yet,
+/// or the current one has had an unload, release or settle) starts the next.
+#[derive(Debug, Default)]
+pub struct CycleNumbering {
+    current: u32,
+    closing: bool,
+}
+
+impl CycleNumbering {
+    /// Gives `edge` its cycle if it has none; keeps the program's own numbers.
+    pub fn assign(&mut self, edge: &mut PhaseEdge) {
+        if edge.cycle != CYCLE_UNSET {
+            self.current = self.current.max(edge.cycle);
+            return;
+        }
+        edge.cycle = match edge.phase {
+            Phase::Warmup | Phase::Baseline => 0,
+            Phase::Load if edge.edge == Edge::Begin && (self.current == 0 || self.closing) => {
+                self.current += 1;
+                self.closing = false;
+                self.current
+            }
+            Phase::Unload | Phase::Release | Phase::Settle => {
+                self.closing = true;
+                self.current
+            }
+            _ => self.current,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::MemoryAtEdge;
+
+    fn edge(phase: Phase, e: Edge) -> PhaseEdge {
+        PhaseEdge {
+            phase,
+            edge: e,
+            cycle: CYCLE_UNSET,
+            model: None,
+            elapsed_s: None,
+            memory: MemoryAtEdge::default(),
+            allocator: None,
+            heap: None,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn cycles_start_at_the_first_load_after_a_release() {
+        use Edge::{Begin, End};
+        use Phase::*;
+        let script = [
+            (Baseline, Begin, 0),
+            (Baseline, End, 0),
+            (Load, Begin, 1),
+            (Load, End, 1),
+            (Load, Begin, 1), // a second model in the same cycle
+            (Load, End, 1),
+            (Forward, Begin, 1),
+            (Forward, End, 1),
+            (Unload, Begin, 1),
+            (Unload, End, 1),
+            (Release, Begin, 1),
+            (Release, End, 1),
+            (Settle, Begin, 1),
+            (Settle, End, 1),
+            (Load, Begin, 2),
+            (Load, End, 2),
+            (Unload, Begin, 2),
+            (Load, Begin, 3),
+        ];
+        let mut numbering = CycleNumbering::default();
+        for (phase, e, want) in script {
+            let mut x = edge(phase, e);
+            numbering.assign(&mut x);
+            assert_eq!(x.cycle, want, "{phase:?} {e:?}");
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The fake worker: the scenario's steps on "models" that are exact numbers
+//! of bytes, so that every stage after the worker (sampler, record, metrics,
+//! exporters, gate) can be tested against known answers, the way hyperfine
+//! tests its pipeline with a mock executor.
+//!
+//! A load maps anonymous memory (`mmap`, not `malloc`: no allocator can keep
+//! or round it) and touches every page, writes a file of `file_bytes` and maps
+//! and reads it page by page (file-backed RSS), and maps `leak_bytes` that it
+//! never unmaps. An unload unmaps all but the leak, so after a cycle exactly
+//! the leak stays: `retained = leak × cycle` up to the page rounding and the
+//! few pages the worker itself touches.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::emitter::{phase, Emitter};
+use super::{glibc, selfmem, WorkerSpec};
+use crate::protocol::{Done, Hello, Message, Phase};
+use crate::scenario::{FakeModel, Step};
+use crate::strategy::{self, ReleaseAction};
+
+/// One mapping the fake worker owns; unmapped when dropped.
+struct Region {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Region {
+    /// `len` bytes of private anonymous memory, every page written once.
+    fn anon(len: usize) -> Result<Region> {
+        let region = Region::map(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+        )?;
+        let page = page_bytes();
+        for offset in (0..len).step_by(page) {
+            // SAFETY: offset < len, inside the mapping just made writable.
+            unsafe { std::ptr::write_volatile(region.ptr.cast::<u8>().add(offset), 0xA5) };
+        }
+        Ok(region)
+    }
+
+    /// A file of `len` bytes written in `dir`, mapped shared and read page by
+    /// page: its pages are the process's file-backed RSS. The file is
+    /// unlinked at once; its pages live as long as the mapping.
+    fn file(len: usize, dir: &std::path::Path) -> Result<Region> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path: PathBuf = dir.join(format!("memrel-fake-{}-{n}", std::process::id()));
+        let mut file = File::create(&path).with_context(|| {
+            format!(
+                "fake worker: cannot create {}: set TMPDIR to a writable directory",
+                path.display()
+            )
+        })?;
+        let chunk = vec![0x5Au8; 1 << 20];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            file.write_all(&chunk[..n])
+                .with_context(|| format!("fake worker: cannot write {}", path.display()))?;
+            left -= n;
+        }
+        let region = Region::map(len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd());
+        let _ = std::fs::remove_file(&path);
+        let region = region?;
+        let page = page_bytes();
+        let mut sum = 0u64;
+        for offset in (0..len).step_by(page) {
+            // SAFETY: offset < len, inside the readable mapping of a file of len bytes.
+            sum +=
+                u64::from(unsafe { std::ptr::read_volatile(region.ptr.cast::<u8>().add(offset)) });
+        }
+        std::hint::black_box(sum);
+        Ok(region)
+    }
+
+    fn map(len: usize, prot: i32, flags: i32, fd: i32) -> Result<Region> {
+        if len == 0 {
+            return Ok(Region {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        // SAFETY: a new mapping at an address the kernel picks; checked below.
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
+        if ptr == libc::MAP_FAILED {
+            bail!(
+                "fake worker: mmap of {len} bytes failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(Region { ptr, len })
+    }
+
+    /// Reads every page again (the fake "forward pass"); returns the pages read.
+    fn touch(&self) -> usize {
+        let page = page_bytes();
+        let mut sum = 0u64;
+        for offset in (0..self.len).step_by(page) {
+            // SAFETY: offset < len, inside this readable mapping.
+            sum += u64::from(unsafe { std::ptr::read_volatile(self.ptr.cast::<u8>().add(offset)) });
+        }
+        std::hint::black_box(sum);
+        self.len.div_ceil(page)
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: ptr/len are exactly one mapping this Region made and owns.
+            unsafe { libc::munmap(self.ptr, self.len) };
+        }
+    }
+}
+
+fn page_bytes() -> usize {
+    crate::sampler::procfs::page_size() as usize
+}
+
+/// A fake model while it is loaded.
+struct Loaded {
+    anon: Region,
+    file: Region,
+}
+
+pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
+    let strategy = strategy::lookup(&spec.strategy)?;
+    out.send(Message::Hello(Hello {
+        pid: std::process::id(),
+        strategy: strategy.name.to_string(),
+        device: spec.device.to_string(),
+        checks: Vec::new(),
+        vram_floor_bytes: None,
+        allocator: None,
+    }));
+    if spec.device.is_cuda() {
+        bail!("the fake worker allocates host memory only: use device = \"cpu\"");
+    }
+    let models: std::collections::HashMap<&str, FakeModel> =
+        spec.fakes.iter().map(|(id, m)| (id.as_str(), *m)).collect();
+    let w = &spec.workload;
+    let dir = std::env::temp_dir();
+    phase(out, Phase::Baseline, 0, None, || {
+        std::thread::sleep(Duration::from_millis(w.baseline_ms));
+        Ok(((), None))
+    })?;
+    let mut leaked: Vec<Region> = Vec::new();
+    for cycle in 1..=spec.cycles {
+        let mut loaded: std::collections::HashMap<&str, Loaded> = Default::default();
+        for step in &w.steps {
+            match step {
+                Step::Load(id) => {
+                    let m = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
+                    let l = phase(out, Phase::Load, cycle, Some(id), || {
+                        let l = Loaded {
+                            anon: Region::anon(m.anon_bytes as usize)?,
+                            file: Region::file(m.file_bytes as usize, &dir)?,
+                        };
+                        leaked.push(Region::anon(m.leak_bytes as usize)?);
+                        Ok((l, Some(format!("tensor_bytes={}", m.load_bytes()))))
+                    })?;
+                    loaded.insert(id.as_str(), l);
+                }
+                Step::Forward(id) => {
+                    let l = loaded.get(id.as_str()).context("forward before load")?;
+                    phase(out, Phase::Forward, cycle, Some(id), || {
+                        let pages = l.anon.touch() + l.file.touch();
+                        Ok(((), Some(format!("outputs={pages}"))))
+                    })?;
+                }
+                Step::Unload(id) => {
+                    let l = loaded.remove(id.as_str()).context("unload before load")?;
+                    phase(out, Phase::Unload, cycle, Some(id), || {
+                        drop(l);
+                        Ok(((), None))
+                    })?;
+                }
+                Step::Release => {
+                    phase(out, Phase::Release, cycle, None, || {
+                        let note = match strategy.release {
+                            ReleaseAction::MallocTrim => match glibc::malloc_trim() {
+                                Some(true) => "malloc_trim(0) returned memory",
+                                Some(false) => "malloc_trim(0) had nothing to return",
+                                None => "malloc_trim needs glibc",
+                            },
+                            _ => {
+                                "fake worker: nothing to release (its memory is unmapped at unload)"
+                            }
+                        };
+                        Ok(((), Some(note.to_string())))
+                    })?;
+                }
+                Step::Settle => sleep_phase(out, Phase::Settle, cycle, w.settle_ms)?,
+                Step::Idle(ms) => sleep_phase(out, Phase::Idle, cycle, *ms)?,
+                Step::Busy(ms) => sleep_phase(out, Phase::Busy, cycle, *ms)?,
+            }
+        }
+    }
+    out.send(Message::Done(Done {
+        vm_hwm_bytes: selfmem::vm_hwm_bytes(),
+        checks: Vec::new(),
+    }));
+    drop(leaked);
+    Ok(())
+}
+
+fn sleep_phase(out: &mut Emitter, p: Phase, cycle: u32, ms: u64) -> Result<()> {
+    phase(out, p, cycle, None, || {
+        let until = Instant::now() + Duration::from_millis(ms);
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        Ok(((), None))
+    })
+}
