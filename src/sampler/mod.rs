@@ -8,6 +8,7 @@
 pub mod nvml;
 mod portable;
 pub mod procfs;
+pub mod tree;
 pub mod vram;
 
 use std::io;
