@@ -91,6 +91,32 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
                 r.run, r.strategy, r.repetition
             );
         }
+        if let Some(why) = &r.unmarked {
+            let peak = r
+                .resources
+                .iter()
+                .filter_map(|m| {
+                    Some(format!(
+                        "{} peak {:.1} MiB",
+                        m.resource.label(),
+                        m.peak_bytes? as f64 / crate::textutil::MIB
+                    ))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                out,
+                "run {} ({} repetition {}): {why}{}",
+                r.run,
+                r.strategy,
+                r.repetition,
+                if peak.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({peak})")
+                }
+            );
+        }
     }
     out
 }

@@ -81,6 +81,10 @@ pub struct RunSummary {
     /// The kernel's VmHWM, a cross-check of the host peak that no sampling can miss.
     pub vm_hwm_bytes: Option<u64>,
     pub samples: usize,
+    /// Why the phase metrics are empty though the run completed: a program
+    /// that marked no phases (its timeline and peak are still measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmarked: Option<String>,
     pub cycles: Vec<CycleTimes>,
     /// Memory metrics, one entry per resource (host first).
     pub resources: Vec<ResourceRun>,
@@ -244,6 +248,8 @@ fn summarize_run(
         checks_passed: run.meta.checks.iter().all(|c| c.ok),
         vm_hwm_bytes: run.meta.vm_hwm_bytes,
         samples: run.samples.len(),
+        unmarked: (run.meta.status == RunStatus::Completed && run.events.is_empty())
+            .then(|| UNMARKED.to_string()),
         resources: resources
             .iter()
             .map(|&r| memory::resource_run(run, r, &cycles, threshold, not_measured(run, r)))
@@ -252,6 +258,12 @@ fn summarize_run(
         load_throughput_bytes_per_s: (load_time > 0.0).then(|| load_bytes as f64 / load_time),
     }
 }
+
+/// What a run without phase markers lacks, and how to get it.
+pub const UNMARKED: &str =
+    "the program marked no phases: baseline, loaded, retained, released and \
+    the release times need them (import memrel; with memrel.phase(\"load\"): …; memrel.release(): \
+    README, Phase markers); the timeline and the peak are measured";
 
 /// Why `resource` has no readings in `run`, `None` when it has some.
 fn not_measured(run: &RunRecord, resource: Resource) -> Option<String> {

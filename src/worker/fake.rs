@@ -10,8 +10,6 @@
 //! the leak stays: `retained = leak × cycle` up to the page rounding and the
 //! few pages the worker itself touches.
 
-use std::fs::File;
-use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -47,38 +45,41 @@ impl Region {
         Ok(region)
     }
 
-    /// A file of `len` bytes written in `dir`, mapped shared and read page by
+    /// A file of `len` bytes in `dir`, mapped shared and written page by
     /// page: its pages are the process's file-backed RSS. The file is
     /// unlinked at once; its pages live as long as the mapping.
     fn file(len: usize, dir: &std::path::Path) -> Result<Region> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path: PathBuf = dir.join(format!("memrel-fake-{}-{n}", std::process::id()));
-        let mut file = File::create(&path).with_context(|| {
-            format!(
-                "fake worker: cannot create {}: set TMPDIR to a writable directory",
-                path.display()
-            )
-        })?;
-        let chunk = vec![0x5Au8; 1 << 20];
-        let mut left = len;
-        while left > 0 {
-            let n = left.min(chunk.len());
-            file.write_all(&chunk[..n])
-                .with_context(|| format!("fake worker: cannot write {}", path.display()))?;
-            left -= n;
-        }
-        let region = Region::map(len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd());
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "fake worker: cannot create {}: set TMPDIR to a writable directory",
+                    path.display()
+                )
+            })?;
+        // Sized, then written through the mapping: no heap buffer, so no
+        // allocator keeps a byte of it after the unload.
+        file.set_len(len as u64)
+            .with_context(|| format!("fake worker: cannot size {}", path.display()))?;
+        let region = Region::map(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+        );
         let _ = std::fs::remove_file(&path);
         let region = region?;
         let page = page_bytes();
-        let mut sum = 0u64;
         for offset in (0..len).step_by(page) {
-            // SAFETY: offset < len, inside the readable mapping of a file of len bytes.
-            sum +=
-                u64::from(unsafe { std::ptr::read_volatile(region.ptr.cast::<u8>().add(offset)) });
+            // SAFETY: offset < len, inside the writable mapping of a file of len bytes.
+            unsafe { std::ptr::write_volatile(region.ptr.cast::<u8>().add(offset), 0x5A) };
         }
-        std::hint::black_box(sum);
         Ok(region)
     }
 

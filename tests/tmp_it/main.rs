@@ -1,0 +1,4 @@
+#[path = "../run/common.rs"]
+mod common;
+mod fake;
+mod program;
