@@ -17,7 +17,8 @@ use std::process::Command;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
-use crate::protocol::{Envelope, EVENT_FD, EVENT_FD_ENV, MAX_LINE_BYTES};
+use crate::protocol::{Envelope, Message, EVENT_FD, EVENT_FD_ENV, MAX_LINE_BYTES};
+use crate::sampler::procfs::StatmProbe;
 
 /// One line of the channel: when it arrived (seconds on the run's clock) and
 /// the message, or what was wrong with it.
@@ -71,17 +72,24 @@ impl Channel {
 
     /// Closes the parent's copy of the write end (so the channel ends when the
     /// worker and everything that inherited it are gone) and reads on a thread.
-    pub fn start_reader(self, clock_zero: Instant) -> Receiver<Arrival> {
+    /// With `fill`, a phase line that carries no memory reading gets one from
+    /// it the moment the line is read (a program's; see `protocol`).
+    pub fn start_reader(self, clock_zero: Instant, fill: Option<StatmProbe>) -> Receiver<Arrival> {
         let Channel { read, write } = self;
         drop(write);
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || read_messages(File::from(read), clock_zero, &tx));
+        std::thread::spawn(move || read_messages(File::from(read), clock_zero, fill, &tx));
         rx
     }
 }
 
 /// Reads lines until the end of the channel, sending each as it arrives.
-fn read_messages(source: impl Read, clock_zero: Instant, tx: &Sender<Arrival>) {
+fn read_messages(
+    source: impl Read,
+    clock_zero: Instant,
+    mut fill: Option<StatmProbe>,
+    tx: &Sender<Arrival>,
+) {
     let mut reader = BufReader::new(source);
     let mut line = Vec::new();
     loop {
@@ -99,7 +107,7 @@ fn read_messages(source: impl Read, clock_zero: Instant, tx: &Sender<Arrival>) {
             return;
         }
         let t_s = clock_zero.elapsed().as_secs_f64();
-        let parsed = if line.last() == Some(&b'\n') {
+        let mut parsed = if line.last() == Some(&b'\n') {
             line.pop();
             std::str::from_utf8(&line)
                 .map_err(|e| format!("a line that is not UTF-8 ({e})"))
@@ -113,6 +121,22 @@ fn read_messages(source: impl Read, clock_zero: Instant, tx: &Sender<Arrival>) {
                 String::from_utf8_lossy(&line[..line.len().min(80)])
             ))
         };
+        if let (
+            Some(probe),
+            Ok(Envelope {
+                message: Message::Phase(edge),
+                ..
+            }),
+        ) = (fill.as_mut(), parsed.as_mut())
+        {
+            if edge.memory.rss_bytes == 0 {
+                if let Ok(reading) = probe.read() {
+                    edge.memory.rss_bytes = reading.rss_bytes;
+                    edge.memory.anon_bytes = reading.anon_bytes;
+                    edge.memory.file_bytes = reading.file_bytes;
+                }
+            }
+        }
         if tx.send((t_s, parsed)).is_err() {
             return;
         }
@@ -139,7 +163,7 @@ mod tests {
 
     fn read_all(bytes: &[u8]) -> Vec<Result<Envelope, String>> {
         let (tx, rx) = mpsc::channel();
-        read_messages(bytes, Instant::now(), &tx);
+        read_messages(bytes, Instant::now(), None, &tx);
         drop(tx);
         rx.into_iter().map(|(_, parsed)| parsed).collect()
     }

@@ -225,7 +225,6 @@ impl Process<'_> {
         let tree = self.plug.program().is_some_and(|p| p.tree);
         got.program = self.plug.program().map(|p| ProgramState {
             pid,
-            statm: StatmProbe::open(pid).ok(),
             numbering: CycleNumbering::default(),
             vram: if p.device.is_cuda() {
                 crate::sampler::vram::open_nvml()
@@ -239,7 +238,8 @@ impl Process<'_> {
         } else {
             meta.respawned_pids.push(pid);
         }
-        let messages = channel.start_reader(self.clock_zero);
+        let fill = self.plug.program().and_then(|_| StatmProbe::open(pid).ok());
+        let messages = channel.start_reader(self.clock_zero, fill);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
         let sampler = Sampler::start(pid, self.interval, self.clock_zero, vram, tree);
@@ -325,8 +325,6 @@ fn append_tail(tail: &mut String, more: String, process: u32) {
 /// What the parent completes for a program's phase lines.
 struct ProgramState {
     pid: u32,
-    /// The program's memory, read when a line without `memory` arrives.
-    statm: Option<StatmProbe>,
     numbering: CycleNumbering,
     /// Its VRAM at a phase edge (NVML), on a CUDA device.
     vram: Option<Box<dyn VramProbe>>,
@@ -334,16 +332,10 @@ struct ProgramState {
 }
 
 impl ProgramState {
-    /// Gives a program's phase line its cycle and memory where it left them out.
+    /// Gives a program's phase line its cycle and VRAM where it left them
+    /// out (its host memory was read as the line arrived: `channel`).
     fn complete(&mut self, edge: &mut PhaseEdge) {
         self.numbering.assign(edge);
-        if edge.memory.rss_bytes == 0 {
-            if let Some(reading) = self.statm.as_mut().and_then(|p| p.read().ok()) {
-                edge.memory.rss_bytes = reading.rss_bytes;
-                edge.memory.anon_bytes = reading.anon_bytes;
-                edge.memory.file_bytes = reading.file_bytes;
-            }
-        }
         if edge.memory.vram_bytes.is_none() {
             edge.memory.vram_bytes = self.vram.as_mut().and_then(|v| v.process_bytes(self.pid));
         }

@@ -301,3 +301,44 @@ os.waitpid(pid, 0)
         "shared pages counted once: {tree} MiB"
     );
 }
+
+#[test]
+fn a_c_program_speaks_the_protocol_in_a_few_lines() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let exe = tmp.path().join("phase_markers");
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/examples/phase_markers.c");
+    let cc = std::process::Command::new("cc")
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .output()
+        .expect("cc runs (gcc is on every machine memrel builds on)");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = tmp.path().join("out");
+    run_ok(
+        memrel()
+            .args(["exec", "--cycles", "2", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
+    let dir = results_dir(&out, "exec");
+    let host = &summary(&dir)["runs"][0]["resources"][0];
+    let baseline = host["baseline_bytes"].as_f64().expect("baseline");
+    let cycles = host["cycles"].as_array().expect("cycles");
+    assert_eq!(cycles.len(), 2, "memrel numbered two cycles: {host}");
+    for c in cycles {
+        let loaded = (c["loaded_bytes"].as_f64().expect("loaded") - baseline) / MIB;
+        assert!((127.0..130.0).contains(&loaded), "loaded {loaded} MiB: {c}");
+        let retained = c["retained_bytes"].as_f64().expect("retained") / MIB;
+        assert!(
+            retained.abs() < 1.0,
+            "glibc unmaps a 128 MiB block at free: {retained}"
+        );
+    }
+}
