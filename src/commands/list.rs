@@ -8,6 +8,27 @@ use crate::scenario::{self, BUILTINS};
 use crate::strategy;
 use crate::textutil::MIB;
 
+/// What a strategy does in a measured program (`memrel exec`), in one line.
+fn for_programs(s: &strategy::Strategy) -> String {
+    match (s.for_candle(), s.for_programs()) {
+        (_, Err(why)) => format!("programs: not available ({why})"),
+        (candle, Ok(a)) => {
+            let mut steps = Vec::new();
+            if !a.start.is_empty() {
+                steps.push(format!("at import memrel: {}", a.start.join(", ")));
+            }
+            if !a.release.is_empty() {
+                steps.push(format!("in memrel.release(): {}", a.release.join(", ")));
+            }
+            if steps.is_empty() {
+                steps.push("the environment only".into());
+            }
+            let who = if candle { "programs" } else { "programs only" };
+            format!("{who}: {}", steps.join("; "))
+        }
+    }
+}
+
 pub fn render(long: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -20,7 +41,10 @@ pub fn render(long: bool) -> String {
             .unwrap_or_default();
         let _ = writeln!(out, "  {name:<16} {description}");
     }
-    let _ = writeln!(out, "\nstrategies (memrel run --strategy NAME):");
+    let _ = writeln!(
+        out,
+        "\nstrategies (memrel run --strategy NAME; for a program: memrel exec --strategy NAME):"
+    );
     for s in strategy::all() {
         let _ = writeln!(out, "  {:<21} [{}] {}", s.name, s.device, s.summary);
         if long {
@@ -55,6 +79,7 @@ pub fn render(long: bool) -> String {
             if s.needs_glibc {
                 let _ = writeln!(out, "      needs glibc");
             }
+            let _ = writeln!(out, "      {}", for_programs(s));
             let _ = writeln!(out);
         }
     }
