@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use assert_cmd::Command;
+use assert_cmd::assert::OutputAssertExt;
 use memrel::export::{compare_files, table};
 use memrel::metrics::comparison::{compare, Comparison, Input, COMPARE_SCHEMA_VERSION};
 use memrel::metrics::{
@@ -16,29 +16,7 @@ use memrel::metrics::{
 use memrel::record::{Header, Host, ModelInfo, Record, RunStatus};
 use serde_json::Value;
 
-fn memrel() -> Command {
-    let mut command = Command::cargo_bin("memrel").unwrap();
-    command.env(
-        "MEMREL_CACHE_DIR",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"),
-    );
-    command
-}
-
-/// The single results directory under `root/<scenario>`.
-fn only_results_dir(root: &Path, scenario: &str) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(root.join(scenario))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(
-        dirs.len(),
-        1,
-        "expected one results directory in {}",
-        root.display()
-    );
-    dirs[0].clone()
-}
+use crate::common::{edit_runs_json, memrel, only_results_dir, read_json, MIB};
 
 /// One `memrel run --scenario ci-smoke`, made once per test binary and only
 /// ever copied by tests (so they can run in parallel and damage their copy).
@@ -63,17 +41,6 @@ fn copy_dir(from: &Path, to: &Path) {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn edit_runs_json(dir: &Path, edit: impl FnOnce(&mut Value)) {
-    let path = dir.join("runs.json");
-    let mut value = read_json(&path);
-    edit(&mut value);
-    std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
 }
 
 /// Cuts the file at `num/den` of its length, in the middle of the next line
@@ -475,8 +442,6 @@ fn spread(median: f64, min: f64, max: f64, n: usize) -> Option<Spread> {
     })
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
-
 /// Host memory of one strategy: 5 MiB baseline, 1134 MiB loaded, and
 /// `retained_mib` after the last release of its median run.
 fn host_memory(retained_mib: f64, failed: bool) -> ResourceSummary {
@@ -725,7 +690,7 @@ fn cuda_flush_dir() -> PathBuf {
 
 /// The comparison of the committed CUDA record, under a fixed directory label
 /// (no machine-dependent path in the snapshots). When the record is re-made,
-/// re-accept with `INSTA_UPDATE=always cargo test --release --test compare cuda_flush`.
+/// re-accept with `INSTA_UPDATE=always cargo test --release --test it compare::cuda_flush`.
 fn cuda_flush_comparison() -> Comparison {
     let record = Record::load(&cuda_flush_dir()).unwrap();
     let summary = summarize(&record);

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
-use crate::support::*;
+use crate::common::*;
 
 /// One run of the kill case: SIGKILL to the worker `delay` after it appears;
 /// returns where it was hit (the last phase edge in events.csv).

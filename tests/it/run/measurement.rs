@@ -20,9 +20,8 @@ fn anon_rise_of_a_load_matches_the_models_tensor_bytes() {
             ])
             .arg(out.path()),
     );
-    let dir = results_dir(out.path(), "ci-smoke");
-    let runs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let dir = only_results_dir(out.path(), "ci-smoke");
+    let runs = runs_json(&dir);
     let tensor_bytes = runs["header"]["models"][0]["tensor_bytes"]
         .as_f64()
         .unwrap();
@@ -68,7 +67,7 @@ fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
             ])
             .arg(out.path()),
     );
-    let summary = summary(&results_dir(out.path(), "cpu-load-only"));
+    let summary = summary(&only_results_dir(out.path(), "cpu-load-only"));
     let runs = summary["runs"].as_array().unwrap();
     let retained = |strategy: &str| -> Vec<f64> {
         let run = runs.iter().find(|r| r["strategy"] == strategy).unwrap();
@@ -120,7 +119,7 @@ fn every_output_is_written_and_samples_carry_phases() {
             .args(["run", "--scenario", "ci-smoke", "--cycles", "2", "--out"])
             .arg(out.path()),
     );
-    let dir = results_dir(out.path(), "ci-smoke");
+    let dir = only_results_dir(out.path(), "ci-smoke");
     for file in [
         "samples.csv",
         "events.csv",
@@ -190,9 +189,8 @@ steps = ["load tiny", "unload tiny", "idle 60000"]
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains("timeout"), "{}", stderr(&output));
-    let dir = results_dir(&out, "stuck");
-    let runs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let dir = only_results_dir(&out, "stuck");
+    let runs = runs_json(&dir);
     assert_eq!(runs["runs"][0]["status"], "timed_out");
     let samples = csv_rows(&dir.join("samples.csv"));
     assert!(
@@ -223,9 +221,8 @@ fn strategies_that_freeze_the_mmap_threshold_prove_it() {
             ])
             .arg(out.path()),
     );
-    let dir = results_dir(out.path(), "ci-smoke");
-    let runs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let dir = only_results_dir(out.path(), "ci-smoke");
+    let runs = runs_json(&dir);
     for run in runs["runs"].as_array().unwrap() {
         let checks = run["checks"].as_array().unwrap();
         assert!(

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use super::common::{memrel, run_scenario, runs_json, stderr};
+use crate::common::{memrel, run_scenario, runs_json, stderr};
 
 /// Every preloaded-allocator strategy with the allocator it must report.
 const PRELOADED: &[(&str, &str)] = &[
@@ -156,7 +156,7 @@ fn respawn_ends_the_worker_at_each_release_and_gives_everything_back() {
     let pids = run["respawned_pids"].as_array().expect("respawned_pids");
     assert_eq!(pids.len(), 3, "{run}");
     assert!(pids.iter().all(|p| p != &run["pid"]));
-    let summary = super::common::summary(&dir);
+    let summary = crate::common::summary(&dir);
     let host = &summary["strategies"][0]["resources"][0];
     assert_eq!(host["cycles_retaining"], 0, "{host}");
     // Each release (exit + new process) is timed by the parent's clock, and

@@ -69,7 +69,7 @@ fn run_on_dir(model_dir: &Path, forward: bool) -> serde_json::Value {
             .arg("--out")
             .arg(&out),
     );
-    summary(&results_dir(&out, "dir"))
+    summary(&only_results_dir(&out, "dir"))
 }
 
 #[test]
@@ -149,10 +149,7 @@ fn hub_model_in_the_local_cache_loads_offline() {
             .arg("--out")
             .arg(&out),
     );
-    let runs: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(results_dir(&out, "hub").join("runs.json")).unwrap(),
-    )
-    .unwrap();
+    let runs = runs_json(&only_results_dir(&out, "hub"));
     assert_eq!(
         runs["header"]["models"][0]["source"],
         "hub:memrel-test/tiny-bert@main"

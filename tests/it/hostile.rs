@@ -21,6 +21,8 @@ use memrel::scenario::{parse_str, ScenarioError, BUILTINS};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::common::memrel;
+
 // ---------------------------------------------------------------------------
 // The scenario parser under generated input.
 
@@ -398,16 +400,6 @@ fn the_scenario_parser_survives_generated_input_and_names_the_file_in_every_erro
 const ADDRESS_SPACE_LIMIT_BYTES: u64 = 4 << 30;
 /// The most a rejected model may cost memrel (parent and any worker) in RSS.
 const SMALL_RSS_BYTES: u64 = 64 << 20;
-
-fn memrel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
-    command.env(
-        "MEMREL_CACHE_DIR",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"),
-    );
-    command.env("HF_HUB_OFFLINE", "1");
-    command
-}
 
 struct Outcome {
     /// The exit code, or minus the signal that ended it.

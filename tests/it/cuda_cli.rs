@@ -6,23 +6,11 @@
 //! In a `cuda` build these tests are ignored (and say so): that build runs the
 //! CUDA scenarios for real, on a GPU.
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::common::{memrel_with_cache, stderr};
+
 const CUDA_SCENARIOS: [&str; 4] = ["cuda-drop", "cuda-flush", "cuda-context", "article-gpu"];
-
-fn memrel(cache: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
-    command
-        .env("MEMREL_CACHE_DIR", cache)
-        .env("HF_HUB_OFFLINE", "1");
-    command
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 #[test]
 #[cfg_attr(
@@ -34,7 +22,7 @@ fn cuda_scenarios_without_the_feature_fail_fast_and_say_how_to_build() {
     for scenario in CUDA_SCENARIOS {
         let start = Instant::now();
         let out = tmp.path().join("out");
-        let output = memrel(&tmp.path().join("cache"))
+        let output = memrel_with_cache(&tmp.path().join("cache"))
             .args(["run", "--scenario", scenario, "--out"])
             .arg(&out)
             .output()
@@ -73,7 +61,7 @@ fn cuda_scenarios_without_the_feature_fail_fast_and_say_how_to_build() {
 )]
 fn cuda_ordinal_on_the_command_line_is_refused_the_same_way() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memrel(tmp.path())
+    let output = memrel_with_cache(tmp.path())
         .args([
             "run",
             "--scenario",
@@ -96,7 +84,7 @@ fn cuda_ordinal_on_the_command_line_is_refused_the_same_way() {
 #[test]
 fn gpu_strategies_on_cpu_are_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memrel(tmp.path())
+    let output = memrel_with_cache(tmp.path())
         .args([
             "run",
             "--scenario",
@@ -119,7 +107,10 @@ fn gpu_strategies_on_cpu_are_refused_by_name() {
 #[test]
 fn the_cuda_scenarios_are_listed() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memrel(tmp.path()).args(["list"]).output().unwrap();
+    let output = memrel_with_cache(tmp.path())
+        .args(["list"])
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
     for scenario in CUDA_SCENARIOS {
@@ -134,7 +125,7 @@ fn the_cuda_scenarios_are_listed() {
 fn cpu_scenarios_are_unaffected_and_leave_vram_empty() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let output = memrel(&tmp.path().join("cache"))
+    let output = memrel_with_cache(&tmp.path().join("cache"))
         .args([
             "run",
             "--scenario",

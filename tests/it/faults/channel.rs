@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::*;
+use crate::common::*;
 
 /// The (run, cycle, phase, edge) rows of events.csv.
 fn event_rows(dir: &Path) -> Vec<(String, String, String, String)> {

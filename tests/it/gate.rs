@@ -11,24 +11,9 @@
 //! `--complete-runs-only` is given.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn memrel() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
-    command.env(
-        "MEMREL_CACHE_DIR",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"),
-    );
-    command
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+use crate::common::{edit_runs_json, memrel, read_json, results_dirs, streams};
 
 /// bert-base load → drop under malloc-trim; `release` decides everything.
 fn scenario(dir: &Path, with_release: bool) -> std::path::PathBuf {
@@ -51,12 +36,7 @@ fn scenario(dir: &Path, with_release: bool) -> std::path::PathBuf {
 }
 
 fn latest_results(root: &Path) -> std::path::PathBuf {
-    let mut dirs: Vec<_> = std::fs::read_dir(root.join("gate-test"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    dirs.sort();
-    dirs.pop().unwrap()
+    results_dirs(root, "gate-test").pop().unwrap()
 }
 
 #[test]
@@ -71,7 +51,7 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
         .arg(&root)
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", text(&made));
+    assert!(made.status.success(), "{}", streams(&made));
     assert!(root.join("baselines/main/gate-test/summary.json").is_file());
     assert!(root.join("baselines/main/gate-test/samples.csv").is_file());
 
@@ -83,7 +63,7 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
         .arg(&root)
         .output()
         .unwrap();
-    assert!(again.status.success(), "{}", text(&again));
+    assert!(again.status.success(), "{}", streams(&again));
     assert!(root.join("baselines/repeat/gate-test/runs.json").is_file());
     let same = memrel()
         .args(["check", "--baseline", "main", "--out"])
@@ -91,7 +71,7 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
         .arg(latest_results(&root))
         .output()
         .unwrap();
-    assert_eq!(same.status.code(), Some(0), "{}", text(&same));
+    assert_eq!(same.status.code(), Some(0), "{}", streams(&same));
 
     // The release step skipped: retained memory regresses.
     let bad = scenario(&work.path().join("bad"), false);
@@ -102,7 +82,7 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
         .arg(&root)
         .output()
         .unwrap();
-    assert!(worse.status.success(), "{}", text(&worse));
+    assert!(worse.status.success(), "{}", streams(&worse));
     let dir = latest_results(&root);
     let check = memrel()
         .args(["check", "--baseline", "main", "--out"])
@@ -110,9 +90,8 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert_eq!(check.status.code(), Some(1), "{}", text(&check));
-    let verdict: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(check.status.code(), Some(1), "{}", streams(&check));
+    let verdict = verdict_json(&dir);
     assert_eq!(verdict["regressed"], true);
     let retained = verdict["verdicts"]
         .as_array()
@@ -128,9 +107,9 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
     );
     assert!(md.contains("regressed"));
     assert!(
-        text(&check).contains("differs from the baseline"),
+        streams(&check).contains("differs from the baseline"),
         "{}",
-        text(&check)
+        streams(&check)
     );
 }
 
@@ -152,7 +131,7 @@ fn missing_baseline_exits_2_with_the_command_to_create_it() {
         .arg(&root)
         .output()
         .unwrap();
-    assert!(run.status.success(), "{}", text(&run));
+    assert!(run.status.success(), "{}", streams(&run));
     let dir = std::fs::read_dir(root.join("ci-smoke"))
         .unwrap()
         .next()
@@ -166,7 +145,7 @@ fn missing_baseline_exits_2_with_the_command_to_create_it() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert_eq!(check.status.code(), Some(2), "{}", text(&check));
+    assert_eq!(check.status.code(), Some(2), "{}", streams(&check));
     let err = String::from_utf8_lossy(&check.stderr);
     assert!(
         err.contains("memrel run --scenario ci-smoke --save-baseline nightly"),
@@ -179,7 +158,7 @@ fn missing_baseline_exits_2_with_the_command_to_create_it() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert_eq!(lenient.status.code(), Some(0), "{}", text(&lenient));
+    assert_eq!(lenient.status.code(), Some(0), "{}", streams(&lenient));
     assert!(String::from_utf8_lossy(&lenient.stderr).contains("skipped"));
 }
 
@@ -199,7 +178,7 @@ fn a_bad_baseline_name_fails_before_anything_runs() {
         .arg(&root)
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(err.contains("--save-baseline"), "{err}");
     assert!(err.contains("letters, digits"), "{err}");
@@ -282,8 +261,7 @@ fn keep_vram_after_release(dir: &Path, level_bytes: u64) {
 }
 
 fn verdicts(dir: &Path) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(dir.join("verdict.json")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let json = verdict_json(dir);
     assert_eq!(json["schema_version"], 3);
     json["verdicts"].as_array().unwrap().clone()
 }
@@ -327,7 +305,7 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
     let same = work.path().join("same");
     copy_record(&gpu_record(), &same);
     let output = check(&same);
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", streams(&output));
     let rows = verdicts(&same);
     assert_eq!(failing(&rows), []);
     for strategy in FREEING.iter().chain(["drop"].iter()) {
@@ -350,7 +328,7 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
     copy_record(&gpu_record(), &kept);
     keep_vram_after_release(&kept, 1094 * MIB);
     let output = check(&kept);
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", streams(&output));
     let rows = verdicts(&kept);
     // Every cycle of both runs now retains VRAM where none did: the
     // retention rate regresses with it (6 of 6 against 0 of 6, p = 0.002).
@@ -388,18 +366,16 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
     // A VRAM budget the runs exceed: over budget, naming the key.
     let budget = work.path().join("budget");
     copy_record(&gpu_record(), &budget);
-    let runs_json = budget.join("runs.json");
-    let mut runs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&runs_json).unwrap()).unwrap();
-    let toml = runs["header"]["scenario_toml"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    runs["header"]["scenario_toml"] =
-        format!("{toml}\n[thresholds]\nmax_peak_vram_mib = 1000\n").into();
-    std::fs::write(&runs_json, serde_json::to_vec_pretty(&runs).unwrap()).unwrap();
+    edit_runs_json(&budget, |runs| {
+        let toml = runs["header"]["scenario_toml"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        runs["header"]["scenario_toml"] =
+            format!("{toml}\n[thresholds]\nmax_peak_vram_mib = 1000\n").into();
+    });
     let output = check(&budget);
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", streams(&output));
     let rows = verdicts(&budget);
     let over: Vec<_> = rows
         .iter()
@@ -428,18 +404,16 @@ fn ci_record() -> std::path::PathBuf {
 /// Marks run `run` of the record in `dir` with `status` and `error`, as the
 /// orchestrator writes a run that broke.
 fn break_run(dir: &Path, run: u64, status: &str, error: &str) {
-    let path = dir.join("runs.json");
-    let mut json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let meta = json["runs"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|r| r["run"] == run)
-        .unwrap();
-    meta["status"] = status.into();
-    meta["error"] = error.into();
-    std::fs::write(&path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    edit_runs_json(dir, |json| {
+        let meta = json["runs"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|r| r["run"] == run)
+            .unwrap();
+        meta["status"] = status.into();
+        meta["error"] = error.into();
+    });
 }
 
 /// A work dir with the committed ci baseline as baseline `ci` and a copy of
@@ -463,7 +437,7 @@ fn check_ci(root: &Path, dir: &Path, extra: &[&str]) -> Output {
 }
 
 fn verdict_json(dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap()
+    read_json(&dir.join("verdict.json"))
 }
 
 #[test]
@@ -471,7 +445,7 @@ fn an_unchanged_copy_of_the_ci_baseline_passes() {
     let work = tempfile::tempdir().unwrap();
     let (root, new) = ci_copies(work.path());
     let output = check_ci(&root, &new, &[]);
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", streams(&output));
     let json = verdict_json(&new);
     assert_eq!(json["errors"], serde_json::json!([]));
     assert_eq!(json["broken_runs"], serde_json::json!([]));
@@ -501,7 +475,7 @@ fn failed_and_timed_out_new_runs_exit_2_naming_each() {
         "worker ran past the scenario's timeout_s (1 s) and was killed",
     );
     let output = check_ci(&root, &new, &[]);
-    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
         err.contains("2 run(s) failed, timed out, were killed or are incomplete"),
@@ -539,7 +513,7 @@ fn a_broken_baseline_run_exits_2_too() {
         "worker was killed by signal 9 (SIGKILL)",
     );
     let output = check_ci(&root, &new, &[]);
-    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
         err.contains(
@@ -570,7 +544,7 @@ fn a_run_that_measured_too_few_cycles_is_incomplete() {
     }
     writer.flush().unwrap();
     let output = check_ci(&root, &new, &[]);
-    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
         err.contains("new run 4 (tcache-off repetition 2): incomplete: measured 2 of 3 cycles"),
@@ -584,7 +558,7 @@ fn complete_runs_only_judges_the_rest_and_every_affected_row_says_so() {
     let (root, new) = ci_copies(work.path());
     break_run(&new, 3, "failed", "worker exited with status 101");
     let output = check_ci(&root, &new, &["--complete-runs-only"]);
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", streams(&output));
     let json = verdict_json(&new);
     assert_eq!(json["complete_runs_only"], true);
     assert_eq!(json["broken_runs"][0]["run"], 3);
@@ -617,7 +591,7 @@ fn complete_runs_only_with_no_complete_run_left_is_an_error() {
         );
     }
     let output = check_ci(&root, &new, &["--complete-runs-only"]);
-    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
         err.contains("strategy malloc-trim: complete runs only, left out new run 1 (timed_out), new run 3 (timed_out), new run 5 (timed_out); no complete run of this strategy in the new runs"),
@@ -650,7 +624,7 @@ fn ci_gate_with_a_1_s_timeout_fails_the_check_naming_the_runs() {
         .arg(&root)
         .output()
         .unwrap();
-    assert_eq!(run.status.code(), Some(2), "{}", text(&run));
+    assert_eq!(run.status.code(), Some(2), "{}", streams(&run));
     let dir = std::fs::read_dir(root.join("ci-gate"))
         .unwrap()
         .next()
@@ -658,7 +632,7 @@ fn ci_gate_with_a_1_s_timeout_fails_the_check_naming_the_runs() {
         .unwrap()
         .path();
     let output = check_ci(&root, &dir, &[]);
-    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
         err.contains("timed_out: worker ran past the scenario's timeout_s (1 s)"),

@@ -1,0 +1,281 @@
+//! Helpers shared by every module of the test binary: the memrel binary with
+//! the shared model cache and every worker test hook cleared, runs into a
+//! temp dir, results directories and the files in them, small scenarios, and
+//! processes found through /proc.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
+
+use memrel::record::Record;
+use serde_json::Value;
+
+pub const MIB: f64 = 1024.0 * 1024.0;
+
+/// The worker's test hooks (src/worker/hooks.rs); inert unless set.
+pub const NOISE_ENV: &str = "MEMREL_WORKER_STDOUT_NOISE";
+pub const HANG_ENV: &str = "MEMREL_WORKER_HANG_AFTER";
+pub const AS_LIMIT_ENV: &str = "MEMREL_WORKER_AS_LIMIT_AFTER";
+
+/// The memrel binary built for these tests, with the model cache `cache`,
+/// the hub offline and no test hook inherited from the environment.
+pub fn memrel_with_cache(cache: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
+    command.env("MEMREL_CACHE_DIR", cache);
+    command.env("HF_HUB_OFFLINE", "1");
+    for hook in [NOISE_ENV, HANG_ENV, AS_LIMIT_ENV] {
+        command.env_remove(hook);
+    }
+    command
+}
+
+/// The memrel binary with the one model cache of all tests (generation is
+/// atomic, so parallel tests are safe).
+pub fn memrel() -> Command {
+    memrel_with_cache(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("memrel-cache"))
+}
+
+/// Output bytes as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    text(&output.stderr)
+}
+
+/// Both streams, labelled, for a failure message.
+pub fn streams(output: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    )
+}
+
+pub fn run_ok(command: &mut Command) -> Output {
+    let output = command.output().expect("memrel starts");
+    assert!(
+        output.status.success(),
+        "memrel failed: {}\n{}",
+        output.status,
+        streams(&output)
+    );
+    output
+}
+
+/// `memrel run --scenario SCENARIO --strategy S… --out <new temp dir>` with
+/// `command` (memrel(), maybe with extra environment); it must succeed.
+/// Returns the temp dir (keep it alive), the run's results directory and the output.
+pub fn run_scenario(
+    mut command: Command,
+    scenario: &str,
+    strategies: &[&str],
+) -> (tempfile::TempDir, PathBuf, Output) {
+    let out = tempfile::tempdir().expect("tempdir");
+    command.args(["run", "--scenario", scenario, "--out"]);
+    command.arg(out.path());
+    for strategy in strategies {
+        command.args(["--strategy", strategy]);
+    }
+    let output = run_ok(&mut command);
+    let dir = only_results_dir(out.path(), scenario);
+    (out, dir, output)
+}
+
+/// The results directories under `out/<scenario>/`, sorted.
+pub fn results_dirs(out: &Path, scenario: &str) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out.join(scenario))
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// The only results directory under `out/<scenario>/`.
+pub fn only_results_dir(out: &Path, scenario: &str) -> PathBuf {
+    let mut dirs = results_dirs(out, scenario);
+    assert_eq!(dirs.len(), 1, "one results directory: {dirs:?}");
+    dirs.remove(0)
+}
+
+/// A JSON file.
+pub fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{} reads: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is JSON: {e}", path.display()))
+}
+
+/// A results directory's runs.json.
+pub fn runs_json(dir: &Path) -> Value {
+    read_json(&dir.join("runs.json"))
+}
+
+/// The `runs` of a results directory's runs.json.
+pub fn runs(dir: &Path) -> Vec<Value> {
+    runs_json(dir)["runs"].as_array().expect("runs").clone()
+}
+
+/// Edits a results directory's runs.json in place (written back pretty).
+pub fn edit_runs_json(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    let path = dir.join("runs.json");
+    let mut value = read_json(&path);
+    edit(&mut value);
+    std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+}
+
+pub fn summary(dir: &Path) -> Value {
+    read_json(&dir.join("summary.json"))
+}
+
+/// Reads a CSV into header-keyed rows.
+pub fn csv_rows(path: &Path) -> Vec<HashMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path).expect("csv opens");
+    let headers = reader.headers().expect("header").clone();
+    reader
+        .records()
+        .map(|r| {
+            let r = r.expect("row");
+            headers
+                .iter()
+                .zip(r.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// A scenario file `dir/NAME.toml` with the given text.
+pub fn write_scenario(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).expect("scenario written");
+    path
+}
+
+/// A tiny scenario: bert-tiny, `cycles` of load → forward → drop → release →
+/// settle, then `extra_steps` (e.g. `, "idle 1000"`).
+pub fn scenario(
+    dir: &Path,
+    name: &str,
+    cycles: u32,
+    timeout_s: f64,
+    settle_ms: u32,
+    extra_steps: &str,
+) -> PathBuf {
+    let toml = format!(
+        r#"description = "fault test"
+device = "cpu"
+cycles = {cycles}
+strategies = ["drop"]
+interval_ms = 5
+timeout_s = {timeout_s}
+
+[models.tiny]
+preset = "bert-tiny"
+
+[workload]
+steps = ["load tiny", "forward tiny", "unload tiny", "release", "settle"{extra_steps}]
+batch_size = 1
+seq_len = 8
+settle_ms = {settle_ms}
+baseline_ms = 60
+"#
+    );
+    write_scenario(dir, name, &toml)
+}
+
+/// `memrel report DIR` re-renders the directory (exit 0).
+pub fn assert_rerenders(dir: &Path) {
+    let output = memrel().arg("report").arg(dir).output().expect("report");
+    assert!(
+        output.status.success(),
+        "memrel report {} failed: {}",
+        dir.display(),
+        stderr(&output)
+    );
+}
+
+/// Every result file complete and parseable, and `memrel report DIR` re-renders it.
+pub fn assert_intact(dir: &Path, want_runs: usize) -> Record {
+    let record =
+        Record::load(dir).unwrap_or_else(|e| panic!("{} does not read back: {e:#}", dir.display()));
+    assert_eq!(record.runs.len(), want_runs, "{}", dir.display());
+    assert_eq!(runs(dir).len(), want_runs);
+    summary(dir);
+    let png = std::fs::read(dir.join("timeline.png")).expect("timeline.png");
+    assert!(png.starts_with(b"\x89PNG"), "timeline.png is a PNG");
+    assert_rerenders(dir);
+    record
+}
+
+/// Alive and not a zombie.
+pub fn alive(pid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+pub fn assert_gone(pid: i64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!alive(pid), "{what} (pid {pid}) is still running");
+}
+
+/// The live processes whose parent is `parent` (memrel's workers).
+pub fn children_of(parent: u32) -> Vec<i64> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i64>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+pub fn wait_with_limit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("memrel did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut s);
+    }
+    s
+}

@@ -1,0 +1,17 @@
+//! Every integration test, in one test binary. Each `tests/*.rs` or
+//! `tests/*/main.rs` would be a binary of its own, each linking memrel and its
+//! dependencies again; one binary links once, and its modules share one
+//! helper module, `common`, instead of each keeping its own copy of how to
+//! start memrel, run it into a temp dir or read runs.json.
+//!
+//! Run one module with `cargo test --release --test it run::` (or
+//! `faults::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`).
+
+mod common;
+
+mod compare;
+mod cuda_cli;
+mod faults;
+mod gate;
+mod hostile;
+mod run;
