@@ -1,4 +1,4 @@
-//! Test hooks: faults that memrel's own end-to-end tests (tests/faults/)
+//! Test hooks: faults that memrel's own end-to-end tests (tests/it/faults/)
 //! need from a real worker and a real workload never has. Each is inert unless
 //! its environment variable is set (read once, when the worker starts); none
 //! changes what the worker measures. Not for users: undocumented outside here.

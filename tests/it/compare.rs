@@ -548,6 +548,7 @@ fn failed_run(strategy: &str) -> RunSummary {
         checks_passed: true,
         vm_hwm_bytes: None,
         samples: 0,
+        unmarked: None,
         cycles: Vec::new(),
         resources: Vec::new(),
         load_throughput_bytes_per_s: None,

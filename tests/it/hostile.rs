@@ -687,10 +687,10 @@ fn a_results_directory_is_never_made_outside_the_root() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("results");
     for name in ["..", "../x", "/abs", "a/b", "a\0b", ""] {
-        let err = memrel::commands::run::create_out_dir(&root, name).unwrap_err();
+        let err = memrel::results::create_out_dir(&root, name).unwrap_err();
         assert!(err.to_string().contains("scenario name"), "{name:?}: {err}");
     }
     assert!(!root.exists(), "nothing is created for a refused name");
-    let dir = memrel::commands::run::create_out_dir(&root, "ok").unwrap();
+    let dir = memrel::results::create_out_dir(&root, "ok").unwrap();
     assert_eq!(dir.parent(), Some(root.join("ok").as_path()));
 }

@@ -5,13 +5,16 @@
 //! start memrel, run it into a temp dir or read runs.json.
 //!
 //! Run one module with `cargo test --release --test it run::` (or
-//! `faults::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`).
+//! `faults::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
+//! `fake::`).
 
 mod common;
 
 mod compare;
 mod cuda_cli;
+mod fake;
 mod faults;
 mod gate;
 mod hostile;
+mod program;
 mod run;

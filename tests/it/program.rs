@@ -15,7 +15,7 @@ fn exec_python(
     command.arg("exec").arg("--out").arg(out.path()).args(args);
     command.args(["--", "python3", "-c", script]);
     let output = command.output().expect("memrel starts");
-    let dir = results_dir(out.path(), "exec");
+    let dir = only_results_dir(out.path(), "exec");
     (out, dir, output)
 }
 
@@ -221,7 +221,7 @@ fn a_missing_program_is_a_failed_run_that_names_it() {
         .output()
         .expect("memrel starts");
     assert_eq!(output.status.code(), Some(2));
-    let dir = results_dir(out.path(), "exec");
+    let dir = only_results_dir(out.path(), "exec");
     let error = runs_json(&dir)["runs"][0]["error"]
         .as_str()
         .expect("error")
@@ -257,7 +257,7 @@ fn a_scenario_runs_its_command_from_its_own_directory() {
             .arg("--out")
             .arg(&out),
     );
-    let dir = results_dir(&out, "job");
+    let dir = only_results_dir(&out, "job");
     let runs = runs_json(&dir);
     let tail = runs["runs"][0]["stdout_tail"].as_str().expect("stdout");
     assert!(
@@ -327,7 +327,7 @@ fn a_c_program_speaks_the_protocol_in_a_few_lines() {
             .arg("--")
             .arg(&exe),
     );
-    let dir = results_dir(&out, "exec");
+    let dir = only_results_dir(&out, "exec");
     let host = &summary(&dir)["runs"][0]["resources"][0];
     let baseline = host["baseline_bytes"].as_f64().expect("baseline");
     let cycles = host["cycles"].as_array().expect("cycles");

@@ -50,7 +50,7 @@ fn metrics_of_the_fake_worker_are_the_bytes_it_mapped() {
     let out = tmp.path().join("out");
     let output = run_fake(&scenario, &out, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let dir = results_dir(&out, "leaky");
+    let dir = only_results_dir(&out, "leaky");
     let summary = summary(&dir);
     let host = &summary["runs"][0]["resources"][0];
     let baseline = host["baseline_bytes"].as_f64().expect("baseline");
@@ -132,7 +132,7 @@ fn the_gate_calls_a_new_leak_of_exact_size_a_regression() {
     std::fs::remove_dir_all(out.join("swap")).expect("clean results");
     let output = run_fake(&leaky, &out, &["--repeat", "2"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let dir = results_dir(&out, "swap");
+    let dir = only_results_dir(&out, "swap");
     let check = memrel()
         .args(["check", "--baseline", "main", "--out"])
         .arg(&out)
@@ -176,7 +176,7 @@ fn a_budget_is_judged_on_the_exact_bytes() {
         );
         let output = run_fake(&scenario, &out, &["--save-baseline", &name]);
         assert!(output.status.success(), "{}", stderr(&output));
-        let dir = results_dir(&out, &name);
+        let dir = only_results_dir(&out, &name);
         let check = memrel()
             .args(["check", "--baseline", &name, "--out"])
             .arg(&out)

@@ -1,4 +1,0 @@
-#[path = "../run/common.rs"]
-mod common;
-mod fake;
-mod program;
