@@ -300,7 +300,9 @@ def _mapped_libraries():
     try:
         with open("/proc/self/maps") as f:
             return set(
-                parts[5] for parts in (line.split(None, 5) for line in f) if len(parts) == 6
+                parts[5].rstrip("\n")
+                for parts in (line.split(None, 5) for line in f)
+                if len(parts) == 6
             )
     except OSError:
         return set()
@@ -788,12 +790,14 @@ def _act_device_reset(objs):
     )
     if s != 0:
         text += " (cudaSetDevice -> %d)" % s
-    # Unsupported: PyTorch still holds pointers into the destroyed context.
-    # Try one small CUDA call and say what happened; a crash here kills the
-    # process, so say on stderr what is being tried first.
-    probe = "torch.zeros(1, device=%r) + torch.cuda.synchronize()" % str(dev)
+    # memrel samples from outside: give it time to see the VRAM with no
+    # context before the probe below creates a new one.
+    time.sleep(0.1)
+    # Unsupported: PyTorch still holds pointers into the destroyed context
+    # (cached blocks, cuBLAS handles). Try small CUDA calls and say what
+    # happened; a crash here kills the process, so say on stderr first.
     try:
-        sys.stderr.write("memrel: %s; now trying %s\n" % (text, probe))
+        sys.stderr.write("memrel: %s; now probing torch on %s\n" % (text, dev))
         sys.stderr.flush()
         import faulthandler
 
@@ -801,14 +805,35 @@ def _act_device_reset(objs):
             faulthandler.enable()
     except Exception:
         pass
-    try:
+
+    def small_tensor():
         x = torch.zeros(1, device=dev)
         torch.cuda.synchronize(dev)
         del x
-        result, works = "%s afterwards: worked" % probe, True
-    except Exception as e:
-        result, works = "%s afterwards: %s" % (probe, _first_line(e)), False
-    return _Outcome("%s; %s" % (text, result), effect=(r == 0 and works), failed=not works)
+
+    def matmul():
+        x = torch.ones(64, 64, device=dev)
+        (x @ x)[0, 0].item()
+        del x
+
+    probes = [
+        ("torch.zeros(1, device=%r) + torch.cuda.synchronize()" % str(dev), small_tensor),
+        ("a 64x64 matmul (cuBLAS) + .item()", matmul),
+    ]
+    results, works = [], True
+    for what, probe in probes:
+        try:
+            probe()
+            results.append("%s: worked" % what)
+        except Exception as e:
+            results.append("%s: %s" % (what, _first_line(e)))
+            works = False
+            break
+    return _Outcome(
+        "%s; afterwards %s" % (text, "; ".join(results)),
+        effect=(r == 0 and works),
+        failed=not works,
+    )
 
 
 _ACTIONS = {
