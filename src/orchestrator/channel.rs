@@ -203,7 +203,7 @@ mod tests {
         command.args(["-c", &format!("echo \"$MEMREL_EVENT_FD\" >&{EVENT_FD}")]);
         channel.attach(&mut command);
         let mut child = command.spawn().expect("sh starts");
-        let rx = channel.start_reader(Instant::now());
+        let rx = channel.start_reader(Instant::now(), None);
         let got: Vec<Arrival> = rx.into_iter().collect();
         assert!(child.wait().expect("exit").success());
         // "3" is not a message: the line arrives as an error, and then the channel ends.

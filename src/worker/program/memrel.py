@@ -1,19 +1,1065 @@
-"""memrel's phase markers for Python programs (placeholder; replaced by the full module)."""
-import json, os, time
-_FD = int(os.environ.get("MEMREL_EVENT_FD", "-1"))
-def _send(t, d):
-    if _FD >= 0:
-        os.write(_FD, (json.dumps({"v": 1, "type": t, "data": d}) + "\n").encode())
-class phase:
-    def __init__(self, name, model=None):
-        self.name, self.model = name, model
+"""memrel's side of a measured program: mark phases, run the strategy's release.
+
+memrel starts a program as its child (``memrel exec -- CMD`` or a scenario
+with ``command = [...]``), samples its RSS and VRAM from outside, and learns
+where the program is from one-line JSON messages on a private pipe whose write
+end it hands over as the file descriptor named in ``MEMREL_EVENT_FD``::
+
+    import memrel                       # sends hello, runs the start actions
+    memrel.baseline(0.5)
+    with memrel.phase("load", model="bert"):
+        model = AutoModel.from_pretrained(memrel.models()["bert"])
+    with memrel.phase("unload", model="bert"):
+        del model
+    memrel.release()                    # gc, malloc_trim, empty_cache, ...
+    memrel.settle(0.3)
+
+Run without memrel (``MEMREL_EVENT_FD`` unset) every function still works and
+writes nothing, so the same program runs bare.
+
+Protocol v1: each message is ``{"v":1,"type":T,"data":{...}}`` plus "\\n",
+under 4096 bytes, written with one ``os.write`` (atomic on a pipe). Types:
+``hello`` (at import), ``phase`` (begin/end edges), ``done`` (at a normal
+exit, from atexit) and ``error`` (an uncaught exception). Nothing else is
+written on the descriptor.
+
+Standard library only. torch is used only when the program has imported it
+(``sys.modules``); this module never imports it.
+"""
+
+import atexit
+import ctypes
+import gc
+import json
+import os
+import sys
+import threading
+import time
+
+__all__ = [
+    "PHASES",
+    "START_ACTIONS",
+    "RELEASE_ACTIONS",
+    "phase",
+    "begin",
+    "end",
+    "release",
+    "baseline",
+    "settle",
+    "cycles",
+    "models",
+    "device",
+    "strategy",
+]
+
+PROTOCOL_VERSION = 1
+PHASES = (
+    "warmup",
+    "baseline",
+    "load",
+    "forward",
+    "unload",
+    "release",
+    "settle",
+    "idle",
+    "busy",
+)
+START_ACTIONS = ("mallopt_mmap_threshold", "setenv_trim_threshold")
+RELEASE_ACTIONS = (
+    "gc",
+    "malloc_trim",
+    "allocator_release",
+    "to_cpu",
+    "detach",
+    "cuda_synchronize",
+    "empty_cache",
+    "ipc_collect",
+    "clear_cublas_workspaces",
+    "device_reset",
+)
+# Release actions that work on the objects passed to release().
+_OBJECT_ACTIONS = ("to_cpu", "detach")
+
+_MAX_LINE = 4095  # bytes with the newline: a pipe write up to PIPE_BUF is atomic
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+_MIB = 1024.0 * 1024.0
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def _fmt_bytes(n):
+    n = float(n)
+    if abs(n) < 1024:
+        return "%d B" % n
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024.0
+        if abs(n) < 1024 or unit == "GiB":
+            return "%.2f %s" % (n, unit) if unit == "GiB" else "%.1f %s" % (n, unit)
+    return "%.2f GiB" % n
+
+
+def _fmt_ms(seconds):
+    return "%.1f ms" % (seconds * 1000.0) if seconds < 10 else "%.2f s" % seconds
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return "%s: %s" % (type(exc).__name__, line) if line else type(exc).__name__
+
+
+# ---------------------------------------------------------------- the channel
+
+
+class _Channel(object):
+    """The write end of memrel's pipe, or nothing when run bare."""
+
+    def __init__(self):
+        self.fd = None
+        self.lock = threading.Lock()
+        self.owner = os.getpid()
+        raw = os.environ.pop("MEMREL_EVENT_FD", None)
+        # Popped: a child process started from here must not take an unrelated
+        # descriptor with the same number for memrel's channel.
+        if raw is None or raw.strip() == "":
+            return
+        try:
+            fd = int(raw)
+        except ValueError:
+            self._warn("MEMREL_EVENT_FD=%r is not a descriptor number" % raw)
+            return
+        try:
+            os.fstat(fd)
+        except OSError as e:
+            self._warn("MEMREL_EVENT_FD=%d is not open (%s)" % (fd, e.strerror))
+            return
+        try:
+            os.set_inheritable(fd, False)
+        except OSError:
+            pass
+        self.fd = fd
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    @staticmethod
+    def _warn(text):
+        try:
+            sys.stderr.write("memrel: %s; phases are not reported\n" % text)
+        except Exception:
+            pass
+
+    def _after_fork(self):
+        # A forked child (a DataLoader worker, say) is not the measured
+        # process: it must neither write phases nor keep the pipe open.
+        fd, self.fd = self.fd, None
+        self.lock = threading.Lock()
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def send(self, kind, data):
+        if self.fd is None or os.getpid() != self.owner:
+            return False
+        line = _encode(kind, data)
+        with self.lock:
+            fd = self.fd
+            if fd is None:
+                return False
+            try:
+                view = memoryview(line)
+                while view:
+                    try:
+                        n = os.write(fd, view)
+                    except BlockingIOError:
+                        # A non-blocking pipe that is full: memrel is slow to
+                        # drain it; wait for room rather than lose the edge.
+                        import select
+
+                        select.select([], [fd], [], 5.0)
+                        continue
+                    view = view[n:]
+                return True
+            except OSError as e:
+                # memrel is gone (EPIPE) or the descriptor broke: stop writing.
+                self.fd = None
+                self._warn("cannot write to the event channel (%s)" % (e.strerror or e))
+                return False
+
+
+def _truncate(obj, limit):
+    if isinstance(obj, str):
+        if len(obj) <= limit:
+            return obj
+        tail = limit // 3  # keep the end too: "...; raised KeyError: ..."
+        return obj[: max(limit - tail - 3, 0)] + "..." + obj[len(obj) - tail :]
+    if isinstance(obj, dict):
+        return dict((k, _truncate(v, limit)) for k, v in obj.items())
+    if isinstance(obj, list):
+        return [_truncate(v, limit) for v in obj]
+    return obj
+
+
+def _encode(kind, data):
+    """One protocol line, shortened to fit a pipe's atomic write if needed."""
+
+    def dump(d):
+        text = json.dumps(
+            {"v": PROTOCOL_VERSION, "type": kind, "data": d},
+            separators=(",", ":"),
+            ensure_ascii=True,
+            allow_nan=False,
+        )
+        return (text + "\n").encode("ascii")
+
+    line = dump(data)
+    for limit in (1000, 300, 100, 40):
+        if len(line) <= _MAX_LINE:
+            return line
+        line = dump(_truncate(data, limit))
+    checks = data.get("checks") if isinstance(data, dict) else None
+    if isinstance(checks, list):
+        kept = list(_truncate(checks, 40))
+        while kept and len(line) > _MAX_LINE:
+            kept.pop()
+            slim = dict(_truncate(data, 40))
+            slim["checks"] = kept + [
+                {
+                    "name": "memrel.py",
+                    "ok": False,
+                    "detail": "%d checks left out to fit one line" % (len(checks) - len(kept)),
+                }
+            ]
+            line = dump(slim)
+    return line
+
+
+# ---------------------------------------------------------------- the process
+
+
+def _status_fields(names):
+    try:
+        with open("/proc/self/status", "rb") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.split(b"\n"):
+        key, _, value = line.partition(b":")
+        key = key.decode("ascii", "replace")
+        if key in names:
+            try:
+                out[key] = int(value.split()[0]) * 1024
+            except (IndexError, ValueError):
+                pass
+    return out
+
+
+def _memory():
+    """RSS split as memrel reads it from outside; None when unreadable."""
+    s = _status_fields(("VmRSS", "RssAnon", "RssFile", "RssShmem"))
+    if "VmRSS" not in s or "RssAnon" not in s or "RssFile" not in s:
+        return None
+    return {
+        "rss_bytes": s["VmRSS"],
+        "anon_bytes": s["RssAnon"],
+        "file_bytes": s["RssFile"] + s.get("RssShmem", 0),
+    }
+
+
+def _anon():
+    return _status_fields(("RssAnon",)).get("RssAnon")
+
+
+def _anon_change(before, after):
+    if before is None or after is None:
+        return ""
+    return ", anon %.1f -> %.1f MiB" % (before / _MIB, after / _MIB)
+
+
+_libc_handle = None
+
+
+def _libc():
+    global _libc_handle
+    if _libc_handle is None:
+        _libc_handle = ctypes.CDLL(None)
+    return _libc_handle
+
+
+def _is_glibc():
+    try:
+        return hasattr(_libc(), "gnu_get_libc_version")
+    except OSError:
+        return False
+
+
+def _mapped_libraries():
+    try:
+        with open("/proc/self/maps") as f:
+            return set(
+                parts[5].rstrip("\n")
+                for parts in (line.split(None, 5) for line in f)
+                if len(parts) == 6
+            )
+    except OSError:
+        return set()
+
+
+# ---------------------------------------------------------------- environment
+
+
+class _Strategy(object):
+    def __init__(self, name, start, release, problems):
+        self.name = name
+        self.start = start
+        self.release = release
+        self.problems = problems  # failed checks for hello
+
+
+def _parse_strategy(raw):
+    if raw is None or raw.strip() == "":
+        return _Strategy("none", [], [], [])
+    problems = []
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        return _Strategy(
+            "invalid",
+            [],
+            [],
+            [_check("strategy", False, "MEMREL_STRATEGY is not JSON (%s): %.200s" % (e, raw))],
+        )
+    if not isinstance(value, dict):
+        return _Strategy(
+            "invalid", [], [], [_check("strategy", False, "MEMREL_STRATEGY is not a JSON object")]
+        )
+    name = value.get("name")
+    if not isinstance(name, str) or not name:
+        problems.append(_check("strategy", False, "MEMREL_STRATEGY has no \"name\" string"))
+        name = "unnamed"
+    lists = {}
+    for key in ("start", "release"):
+        items = value.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(a, str) for a in items):
+            problems.append(
+                _check("strategy", False, "MEMREL_STRATEGY's %r is not a list of strings" % key)
+            )
+            items = []
+        lists[key] = items
+    release = []
+    for action in lists["release"]:
+        if action in RELEASE_ACTIONS:
+            release.append(action)
+        else:
+            hint = " (a start action)" if action.split("=")[0] in START_ACTIONS else ""
+            problems.append(
+                _check(
+                    "release %s" % action,
+                    False,
+                    "unknown release action %r%s, ignored; known: %s"
+                    % (action, hint, ", ".join(RELEASE_ACTIONS)),
+                )
+            )
+    return _Strategy(name, lists["start"], release, problems)
+
+
+def cycles():
+    """How many load/unload cycles the scenario wants (MEMREL_CYCLES, default 1)."""
+    raw = os.environ.get("MEMREL_CYCLES", "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError("MEMREL_CYCLES=%r is not a positive integer" % raw)
+    return n
+
+
+def models():
+    """Model id -> checkpoint directory (MEMREL_MODELS); {} when unset."""
+    raw = os.environ.get("MEMREL_MODELS", "")
+    if raw.strip() == "":
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        raise ValueError("MEMREL_MODELS is not JSON (%s): %.200s" % (e, raw))
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError("MEMREL_MODELS must be a JSON object of model id -> directory")
+    return dict(value)
+
+
+def device():
+    """The device the scenario asks for: "cpu" or "cuda:N" (MEMREL_DEVICE)."""
+    return os.environ.get("MEMREL_DEVICE", "").strip() or "cpu"
+
+
+def strategy():
+    """The strategy's name ("none" when MEMREL_STRATEGY is unset)."""
+    return _strategy.name
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _check(name, ok, detail):
+    return {"name": name, "ok": bool(ok), "detail": detail}
+
+
+class _Tally(object):
+    """What one release action did over every release() call, for done."""
+
+    def __init__(self):
+        self.calls = 0
+        self.ran = 0
+        self.effect = 0
+        self.failed = 0
+        self.last = ""
+        self.why_not = ""
+
+    def add(self, outcome):
+        self.calls += 1
+        if outcome.ran:
+            self.ran += 1
+        if outcome.effect:
+            self.effect += 1
+        if outcome.failed:
+            self.failed += 1
+        if not outcome.ran and not self.why_not:
+            self.why_not = outcome.text
+        self.last = outcome.text
+
+    def check(self, action):
+        ok = self.calls > 0 and self.ran == self.calls and self.effect > 0 and not self.failed
+        detail = "%d call(s): ran %d, took effect %d" % (self.calls, self.ran, self.effect)
+        if self.ran < self.calls and self.why_not:
+            detail += "; not run: %s" % self.why_not
+        detail += "; last: %s" % self.last
+        return _check("release %s" % action, ok, detail)
+
+
+class _Outcome(object):
+    def __init__(self, text, ran=True, effect=True, failed=False):
+        self.text = text
+        self.ran = ran
+        self.effect = effect
+        self.failed = failed
+
+
+def _skipped(action, why):
+    return _Outcome("%s skipped: %s" % (action, why), ran=False, effect=False)
+
+
+# ---------------------------------------------------------------- start actions
+
+
+def _start_mallopt(value):
+    threshold = 131072
+    if value is not None:
+        try:
+            threshold = int(value)
+        except ValueError:
+            return False, "mallopt_mmap_threshold=%r: the value is not an integer" % value
+    if not _is_glibc():
+        return False, "not glibc: no mallopt(M_MMAP_THRESHOLD)"
+    fn = _libc().mallopt
+    fn.argtypes = [ctypes.c_int, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    r = fn(_M_MMAP_THRESHOLD, threshold)
+    detail = "mallopt(M_MMAP_THRESHOLD, %d) -> %d" % (threshold, r)
+    if r == 1:
+        detail += " (threshold set and frozen)"
+    if "torch" in sys.modules:
+        detail += "; torch was imported before memrel: what it allocated earlier is unaffected"
+    return r == 1, detail
+
+
+def _start_setenv_trim_threshold(value):
+    started_with = None
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"MALLOC_TRIM_THRESHOLD_="):
+                    started_with = item.split(b"=", 1)[1].decode("ascii", "replace")
+    except OSError:
+        pass
+    os.environ["MALLOC_TRIM_THRESHOLD_"] = "-1"
+    if started_with is None:
+        start = "the process started without it"
+    else:
+        start = "the process started with MALLOC_TRIM_THRESHOLD_=%s, which glibc did read" % started_with
+    return True, (
+        "set MALLOC_TRIM_THRESHOLD_=-1 in os.environ inside the running process; %s. "
+        "glibc reads its variables only at process start, so this process's malloc is "
+        "unchanged (child processes started from now on see it)" % start
+    )
+
+
+def _run_start_actions(actions):
+    checks = []
+    for action in actions:
+        name, has_value, value = action.partition("=")
+        value = value if has_value else None
+        try:
+            if name == "mallopt_mmap_threshold":
+                ok, detail = _start_mallopt(value)
+            elif name == "setenv_trim_threshold":
+                ok, detail = _start_setenv_trim_threshold(value)
+            else:
+                hint = " (a release action)" if name in RELEASE_ACTIONS else ""
+                ok, detail = False, "unknown start action %r%s, nothing done; known: %s" % (
+                    action,
+                    hint,
+                    ", ".join(START_ACTIONS),
+                )
+        except Exception as e:  # a start action must not stop the program
+            ok, detail = False, "failed: %s" % _first_line(e)
+        checks.append(_check("start %s" % action, ok, detail))
+    return checks
+
+
+# ---------------------------------------------------------------- release actions
+
+
+def _torch_cuda():
+    """(torch, None) when CUDA is in use in this process, else (None, why)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None, "torch is not imported"
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None:
+        return None, "torch has no cuda module"
+    try:
+        if not cuda.is_initialized():
+            return None, "CUDA is not initialized in this process (device %s)" % device()
+    except Exception as e:
+        return None, "torch.cuda.is_initialized() failed: %s" % _first_line(e)
+    return torch, None
+
+
+def _cuda_device(torch):
+    d = device()
+    if d.startswith("cuda"):
+        return torch.device(d)
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def _cuda_usage(torch, dev):
+    return "allocated %s, reserved %s" % (
+        _fmt_bytes(torch.cuda.memory_allocated(dev)),
+        _fmt_bytes(torch.cuda.memory_reserved(dev)),
+    )
+
+
+def _act_gc(objs):
+    a0 = _anon()
+    t0 = time.perf_counter()
+    n = gc.collect()
+    dt = time.perf_counter() - t0
+    return _Outcome("gc.collect: %d objects%s, %s" % (n, _anon_change(a0, _anon()), _fmt_ms(dt)))
+
+
+def _act_malloc_trim(objs):
+    if not _is_glibc():
+        return _skipped("malloc_trim", "not glibc")
+    fn = _libc().malloc_trim
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    a0 = _anon()
+    t0 = time.perf_counter()
+    r = fn(0)
+    dt = time.perf_counter() - t0
+    what = "memory returned" if r == 1 else "nothing to return"
+    return _Outcome(
+        "malloc_trim(0) -> %d (%s)%s, %s" % (r, what, _anon_change(a0, _anon()), _fmt_ms(dt)),
+        effect=(r == 1),
+    )
+
+
+def _act_allocator_release(objs):
+    libc = _libc()
+    libs = _mapped_libraries()
+
+    def loaded(stem):
+        return any(stem in os.path.basename(p) for p in libs)
+
+    a0 = _anon()
+    t0 = time.perf_counter()
+    if hasattr(libc, "mallctl"):
+        fn = libc.mallctl
+        fn.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+        ]
+        fn.restype = ctypes.c_int
+        r = fn(b"arena.4096.purge", None, None, None, 0)
+        call, effect = "jemalloc mallctl(\"arena.4096.purge\") -> %d" % r, r == 0
+    elif hasattr(libc, "MallocExtension_ReleaseFreeMemory"):
+        fn = libc.MallocExtension_ReleaseFreeMemory
+        fn.argtypes = []
+        fn.restype = None
+        fn()
+        call, effect = "tcmalloc MallocExtension_ReleaseFreeMemory()", True
+    elif hasattr(libc, "mi_collect"):
+        fn = libc.mi_collect
+        fn.argtypes = [ctypes.c_bool]
+        fn.restype = None
+        fn(True)
+        call, effect = "mimalloc mi_collect(true)", True
+    else:
+        seen = [s for s in ("jemalloc", "tcmalloc", "mimalloc") if loaded("lib" + s)]
+        why = "no jemalloc, tcmalloc or mimalloc release call in the process"
+        if seen:
+            why += " (%s is mapped but exports none)" % ", ".join(seen)
+        else:
+            why += " (glibc malloc: malloc_trim is its release)"
+        return _skipped("allocator_release", why)
+    dt = time.perf_counter() - t0
+    return _Outcome("%s%s, %s" % (call, _anon_change(a0, _anon()), _fmt_ms(dt)), effect=effect)
+
+
+def _act_to_cpu(objs):
+    moved = []
+    for i, obj in enumerate(objs):
+        to = getattr(obj, "to", None)
+        if obj is not None and callable(to):
+            objs[i] = to("cpu")
+            moved.append(type(obj).__name__)
+    if not moved:
+        return _Outcome(
+            "to_cpu: none of the %d object(s) passed has .to" % len(objs), effect=False
+        )
+    return _Outcome('to_cpu: .to("cpu") on %d object(s) (%s)' % (len(moved), ", ".join(moved)))
+
+
+def _act_detach(objs):
+    torch = sys.modules.get("torch")
+    params = grads = grad_bytes = 0
+    cleared = state_tensors = state_bytes = 0
+    for obj in objs:
+        parameters = getattr(obj, "parameters", None)
+        if callable(parameters):
+            if torch is None:
+                return _skipped("detach", "torch is not imported")
+            with torch.no_grad():
+                for p in parameters():
+                    p.detach_()
+                    if p.grad is not None:
+                        grads += 1
+                        grad_bytes += p.grad.numel() * p.grad.element_size()
+                        p.grad = None
+                    params += 1
+        elif isinstance(getattr(obj, "state", None), dict) and hasattr(obj, "param_groups"):
+            for per_param in obj.state.values():
+                for v in per_param.values() if isinstance(per_param, dict) else ():
+                    if hasattr(v, "element_size") and hasattr(v, "numel"):
+                        state_tensors += 1
+                        state_bytes += v.numel() * v.element_size()
+            obj.state.clear()
+            cleared += 1
+    if not params and not cleared:
+        return _Outcome(
+            "detach: none of the %d object(s) passed has .parameters() or optimizer state"
+            % len(objs),
+            effect=False,
+        )
+    parts = []
+    if params:
+        parts.append(
+            "%d parameters detached, %d grads (%s) set to None"
+            % (params, grads, _fmt_bytes(grad_bytes))
+        )
+    if cleared:
+        parts.append(
+            "%d optimizer state(s) cleared (%d tensors, %s)"
+            % (cleared, state_tensors, _fmt_bytes(state_bytes))
+        )
+    return _Outcome("detach: " + "; ".join(parts))
+
+
+def _act_cuda_synchronize(objs):
+    torch, why = _torch_cuda()
+    if torch is None:
+        return _skipped("cuda_synchronize", why)
+    dev = _cuda_device(torch)
+    t0 = time.perf_counter()
+    torch.cuda.synchronize(dev)
+    dt = time.perf_counter() - t0
+    return _Outcome("cuda.synchronize: waited %s (%s)" % (_fmt_ms(dt), _cuda_usage(torch, dev)))
+
+
+def _act_empty_cache(objs):
+    torch, why = _torch_cuda()
+    if torch is None:
+        return _skipped("empty_cache", why)
+    dev = _cuda_device(torch)
+    before = torch.cuda.memory_reserved(dev)
+    t0 = time.perf_counter()
+    torch.cuda.empty_cache()
+    dt = time.perf_counter() - t0
+    after = torch.cuda.memory_reserved(dev)
+    return _Outcome(
+        "empty_cache: reserved %s -> %s (allocated %s), %s"
+        % (
+            _fmt_bytes(before),
+            _fmt_bytes(after),
+            _fmt_bytes(torch.cuda.memory_allocated(dev)),
+            _fmt_ms(dt),
+        ),
+        effect=after < before,
+    )
+
+
+def _act_ipc_collect(objs):
+    torch, why = _torch_cuda()
+    if torch is None:
+        return _skipped("ipc_collect", why)
+    dev = _cuda_device(torch)
+    before = torch.cuda.memory_reserved(dev)
+    torch.cuda.ipc_collect()
+    return _Outcome(
+        "ipc_collect: reserved %s -> %s"
+        % (_fmt_bytes(before), _fmt_bytes(torch.cuda.memory_reserved(dev)))
+    )
+
+
+def _act_clear_cublas_workspaces(objs):
+    torch, why = _torch_cuda()
+    if torch is None:
+        return _skipped("clear_cublas_workspaces", why)
+    fn = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if fn is None:
+        return _skipped(
+            "clear_cublas_workspaces", "torch._C._cuda_clearCublasWorkspaces is missing"
+        )
+    dev = _cuda_device(torch)
+    before = torch.cuda.memory_allocated(dev)
+    fn()
+    after = torch.cuda.memory_allocated(dev)
+    return _Outcome(
+        "clear_cublas_workspaces: allocated %s -> %s (reserved %s)"
+        % (_fmt_bytes(before), _fmt_bytes(after), _fmt_bytes(torch.cuda.memory_reserved(dev)))
+    )
+
+
+def _find_cudart():
+    for path in sorted(_mapped_libraries()):
+        if os.path.basename(path).startswith("libcudart.so"):
+            return path
+    return None
+
+
+def _act_device_reset(objs):
+    torch, why = _torch_cuda()
+    if torch is None:
+        return _skipped("device_reset", why)
+    path = _find_cudart()
+    if path is None:
+        return _skipped(
+            "device_reset", "no libcudart.so is mapped in this process (statically linked?)"
+        )
+    dev = _cuda_device(torch)
+    mode = getattr(os, "RTLD_NOW", 2) | getattr(os, "RTLD_NOLOAD", 4)
+    try:
+        cudart = ctypes.CDLL(path, mode=mode)
+    except OSError as e:
+        return _skipped("device_reset", "cannot open the loaded %s: %s" % (path, e))
+    set_device = cudart.cudaSetDevice
+    set_device.argtypes = [ctypes.c_int]
+    set_device.restype = ctypes.c_int
+    reset = cudart.cudaDeviceReset
+    reset.argtypes = []
+    reset.restype = ctypes.c_int
+    s = set_device(dev.index if dev.index is not None else 0)
+    t0 = time.perf_counter()
+    r = reset()
+    dt = time.perf_counter() - t0
+    text = "cudaDeviceReset() -> %d%s via %s, %s" % (
+        r,
+        " (cudaSuccess)" if r == 0 else "",
+        os.path.basename(path),
+        _fmt_ms(dt),
+    )
+    if s != 0:
+        text += " (cudaSetDevice -> %d)" % s
+    # memrel samples from outside: give it time to see the VRAM with no
+    # context before the probe below creates a new one.
+    time.sleep(0.1)
+    # Unsupported: PyTorch still holds pointers into the destroyed context
+    # (cached blocks, cuBLAS handles). Try small CUDA calls and say what
+    # happened; a crash here kills the process, so say on stderr first.
+    try:
+        sys.stderr.write("memrel: %s; now probing torch on %s\n" % (text, dev))
+        sys.stderr.flush()
+        import faulthandler
+
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
+    except Exception:
+        pass
+
+    def small_tensor():
+        x = torch.zeros(1, device=dev)
+        torch.cuda.synchronize(dev)
+        del x
+
+    def matmul():
+        x = torch.ones(64, 64, device=dev)
+        (x @ x)[0, 0].item()
+        del x
+
+    probes = [
+        ("torch.zeros(1, device=%r) + torch.cuda.synchronize()" % str(dev), small_tensor),
+        ("a 64x64 matmul (cuBLAS) + .item()", matmul),
+    ]
+    results, works = [], True
+    for what, probe in probes:
+        try:
+            probe()
+            results.append("%s: worked" % what)
+        except Exception as e:
+            results.append("%s: %s" % (what, _first_line(e)))
+            works = False
+            break
+    return _Outcome(
+        "%s; afterwards %s" % (text, "; ".join(results)),
+        effect=(r == 0 and works),
+        failed=not works,
+    )
+
+
+_ACTIONS = {
+    "gc": _act_gc,
+    "malloc_trim": _act_malloc_trim,
+    "allocator_release": _act_allocator_release,
+    "to_cpu": _act_to_cpu,
+    "detach": _act_detach,
+    "cuda_synchronize": _act_cuda_synchronize,
+    "empty_cache": _act_empty_cache,
+    "ipc_collect": _act_ipc_collect,
+    "clear_cublas_workspaces": _act_clear_cublas_workspaces,
+    "device_reset": _act_device_reset,
+}
+
+
+# ---------------------------------------------------------------- phases
+
+
+_open_lock = threading.Lock()
+_open = {}  # (phase, model) -> [perf_counter at begin, ...]
+
+
+def _validate(name, model):
+    if name not in PHASES:
+        raise ValueError("unknown memrel phase %r; phases: %s" % (name, ", ".join(PHASES)))
+    if model is not None and not isinstance(model, str):
+        raise TypeError("memrel phase model must be a str or None, not %s" % type(model).__name__)
+
+
+def begin(name, model=None):
+    """Send the begin edge of phase `name` (for `model`, if given)."""
+    _validate(name, model)
+    with _open_lock:
+        _open.setdefault((name, model), []).append(time.perf_counter())
+    data = {"phase": name, "edge": "begin"}
+    if model is not None:
+        data["model"] = model
+    mem = _memory()
+    if mem is not None:
+        data["memory"] = mem
+    _channel.send("phase", data)
+
+
+def end(name, model=None, note=None):
+    """Send the end edge of phase `name`, with the seconds since its begin."""
+    _validate(name, model)
+    now = time.perf_counter()
+    with _open_lock:
+        starts = _open.get((name, model))
+        if not starts:
+            raise ValueError(
+                "memrel.end(%r%s) without a matching memrel.begin"
+                % (name, "" if model is None else ", model=%r" % model)
+            )
+        started = starts.pop()
+        if not starts:
+            del _open[(name, model)]
+    data = {"phase": name, "edge": "end"}
+    if model is not None:
+        data["model"] = model
+    data["elapsed_s"] = round(now - started, 6)
+    mem = _memory()
+    if mem is not None:
+        data["memory"] = mem
+    if note is not None:
+        data["note"] = str(note)
+    _channel.send("phase", data)
+
+
+class phase(object):
+    """``with memrel.phase("load", model="bert") as p: ...`` sends both edges.
+
+    Set ``p.note`` inside the block to put a note on the end edge. When the
+    block raises, the end edge is still sent, its note naming the exception.
+    """
+
+    def __init__(self, name, model=None, note=None):
+        _validate(name, model)
+        self.name = name
+        self.model = model
+        self.note = note
+
     def __enter__(self):
-        _send("phase", {"phase": self.name, "edge": "begin", "model": self.model})
-    def __exit__(self, *a):
-        _send("phase", {"phase": self.name, "edge": "end", "model": self.model})
+        begin(self.name, self.model)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        note = self.note
+        if exc_type is not None:
+            raised = "raised %s" % (_first_line(exc) if exc is not None else exc_type.__name__)
+            note = raised if note is None else "%s; %s" % (note, raised)
+        end(self.name, self.model, note)
+        return False
+
+
+def baseline(seconds):
+    """A baseline phase that sleeps `seconds`."""
+    with phase("baseline"):
+        time.sleep(seconds)
+
+
+def settle(seconds):
+    """A settle phase that sleeps `seconds`."""
+    with phase("settle"):
+        time.sleep(seconds)
+
+
+# ---------------------------------------------------------------- release
+
+
+_tallies = {}  # action -> _Tally, in the order first run
+_tally_lock = threading.Lock()
+
+
 def release(*objects):
-    with phase("release"):
-        import ctypes, gc
-        gc.collect()
-        if "malloc_trim" in json.loads(os.environ.get("MEMREL_STRATEGY", "{}")).get("release", []):
-            ctypes.CDLL(None).malloc_trim(0)
+    """A release phase that runs the strategy's release actions, in order.
+
+    Returns ``[None] * len(objects)`` (None when no objects), as accelerate's
+    release_memory does: ``model, optimizer = memrel.release(model, optimizer)``.
+    The objects are still referenced by the caller while the actions run: what
+    only they hold goes back to the allocator at that assignment, after the
+    release (to_cpu and detach free what they move or clear during it).
+    """
+    objs = list(objects)
+    count = len(objs)
+    del objects
+    actions = _strategy.release
+    last_object_action = max(
+        [i for i, a in enumerate(actions) if a in _OBJECT_ACTIONS] or [-1]
+    )
+    notes = []
+    begin("release")
+    try:
+        if last_object_action < 0:
+            del objs[:]
+        for i, action in enumerate(actions):
+            try:
+                outcome = _ACTIONS[action](objs)
+            except Exception as e:
+                outcome = _Outcome(
+                    "%s failed: %s" % (action, _first_line(e)), ran=False, effect=False, failed=True
+                )
+            if i == last_object_action:
+                # The module holds no reference past the last action that uses them.
+                del objs[:]
+            notes.append(outcome.text)
+            with _tally_lock:
+                _tallies.setdefault(action, _Tally()).add(outcome)
+    finally:
+        del objs[:]
+        if not actions:
+            notes.append("no release actions (strategy %s)" % _strategy.name)
+        end("release", note="; ".join(notes))
+    return [None] * count if count else None
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+_failed = False
+
+
+def _at_exit():
+    if _failed:
+        return
+    checks = []
+    with _tally_lock:
+        for action, tally in _tallies.items():
+            checks.append(tally.check(action))
+    with _open_lock:
+        still_open = sorted(
+            "%s%s" % (p, "" if m is None else "(%s)" % m) for (p, m), s in _open.items() if s
+        )
+    if still_open:
+        checks.append(
+            _check("phases", False, "begun but never ended: %s" % ", ".join(still_open))
+        )
+    data = {}
+    hwm = _status_fields(("VmHWM",)).get("VmHWM")
+    if hwm is not None:
+        data["vm_hwm_bytes"] = hwm
+    data["checks"] = checks
+    _channel.send("done", data)
+
+
+def _error_message(exc_type, exc, tb):
+    message = _first_line(exc) if exc is not None else exc_type.__name__
+    where = None
+    while tb is not None:
+        where = tb
+        tb = tb.tb_next
+    if where is not None:
+        code = where.tb_frame.f_code
+        message += " (at %s:%d in %s)" % (
+            os.path.basename(code.co_filename),
+            where.tb_lineno,
+            code.co_name,
+        )
+    return message
+
+
+_previous_excepthook = sys.excepthook
+
+
+def _excepthook(exc_type, exc, tb):
+    global _failed
+    _failed = True
+    try:
+        _channel.send("error", {"message": _error_message(exc_type, exc, tb)})
+    except Exception:
+        pass
+    _previous_excepthook(exc_type, exc, tb)
+
+
+_channel = _Channel()
+_strategy = _parse_strategy(os.environ.get("MEMREL_STRATEGY"))
+_hello_checks = _strategy.problems + _run_start_actions(_strategy.start)
+_channel.send(
+    "hello",
+    {
+        "pid": os.getpid(),
+        "strategy": _strategy.name,
+        "device": device(),
+        "checks": _hello_checks,
+    },
+)
+sys.excepthook = _excepthook
+atexit.register(_at_exit)
