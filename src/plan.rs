@@ -201,10 +201,19 @@ impl Plan {
     /// neither shows in a measurement) and builds the process every run starts.
     fn prepare_plug(&self, cache: &Path) -> Result<(Plug, Vec<ModelInfo>)> {
         let scenario = &self.scenario;
-        let base = self
+        let mut base = self
             .cwd
             .clone()
             .unwrap_or_else(|| scenario_base_dir(scenario));
+        if scenario.origin == "builtin" && matches!(scenario.worker, WorkerKind::Command(_)) {
+            base = crate::scenario::extract_scripts(cache).with_context(|| {
+                format!(
+                    "cannot write the scripts of scenario {} under {}: set MEMREL_CACHE_DIR to a writable directory",
+                    scenario.name,
+                    cache.display()
+                )
+            })?;
+        }
         let mut dirs = Vec::new();
         let mut fakes = Vec::new();
         let mut infos = Vec::new();

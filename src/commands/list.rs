@@ -39,7 +39,7 @@ pub fn render(long: bool) -> String {
         let description = scenario::load(name)
             .map(|s| s.description)
             .unwrap_or_default();
-        let _ = writeln!(out, "  {name:<16} {description}");
+        let _ = writeln!(out, "  {name:<22} {description}");
     }
     let _ = writeln!(
         out,

@@ -1,5 +1,8 @@
 //! The built-in scenarios: the files in `scenarios/`, embedded in the binary so
-//! `--scenario cpu-trim` works from any directory.
+//! `--scenario cpu-trim` works from any directory, with the scripts the
+//! program scenarios run.
+
+use std::path::{Path, PathBuf};
 
 /// (name, file text), in the order `memrel list` shows them.
 pub const BUILTINS: &[(&str, &str)] = &[
@@ -41,7 +44,90 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "article-gpu",
         include_str!("../../scenarios/article-gpu.toml"),
     ),
+    (
+        "torch-cpu-article",
+        include_str!("../../scenarios/torch-cpu-article.toml"),
+    ),
+    (
+        "torch-cpu-article-copy",
+        include_str!("../../scenarios/torch-cpu-article-copy.toml"),
+    ),
+    (
+        "torch-cpu-training",
+        include_str!("../../scenarios/torch-cpu-training.toml"),
+    ),
+    (
+        "torch-gpu-article",
+        include_str!("../../scenarios/torch-gpu-article.toml"),
+    ),
+    (
+        "torch-gpu-accelerate",
+        include_str!("../../scenarios/torch-gpu-accelerate.toml"),
+    ),
+    (
+        "torch-gpu-training",
+        include_str!("../../scenarios/torch-gpu-training.toml"),
+    ),
+    (
+        "torch-gpu-sync",
+        include_str!("../../scenarios/torch-gpu-sync.toml"),
+    ),
 ];
+
+/// The files the built-in program scenarios run, by their path under
+/// `scenarios/` (where a command's relative paths start).
+pub const SCRIPTS: &[(&str, &str)] = &[
+    (
+        "pytorch/_common.py",
+        include_str!("../../scenarios/pytorch/_common.py"),
+    ),
+    (
+        "pytorch/article_cpu.py",
+        include_str!("../../scenarios/pytorch/article_cpu.py"),
+    ),
+    (
+        "pytorch/article_gpu.py",
+        include_str!("../../scenarios/pytorch/article_gpu.py"),
+    ),
+    (
+        "pytorch/accelerate_release.py",
+        include_str!("../../scenarios/pytorch/accelerate_release.py"),
+    ),
+    (
+        "pytorch/training_cleanup.py",
+        include_str!("../../scenarios/pytorch/training_cleanup.py"),
+    ),
+    (
+        "pytorch/sync_visibility.py",
+        include_str!("../../scenarios/pytorch/sync_visibility.py"),
+    ),
+];
+
+/// Writes [`SCRIPTS`] under `cache/scenarios/<content hash>/` (once per
+/// version of them) and returns that directory: a built-in program scenario
+/// runs there, from any directory and without a checkout.
+pub fn extract_scripts(cache: &Path) -> std::io::Result<PathBuf> {
+    let hash = SCRIPTS
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, (path, text)| {
+            path.bytes()
+                .chain(text.bytes())
+                .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        });
+    let dir = cache.join("scenarios").join(format!("{hash:016x}"));
+    for (path, text) in SCRIPTS {
+        let file = dir.join(path);
+        if std::fs::read_to_string(&file).ok().as_deref() == Some(*text) {
+            continue;
+        }
+        let parent = file.parent().unwrap_or(&dir);
+        std::fs::create_dir_all(parent)?;
+        let partial = parent.join(format!(".partial.{}", std::process::id()));
+        std::fs::write(&partial, text)?;
+        std::fs::rename(&partial, &file)?;
+    }
+    Ok(dir)
+}
 
 /// The built-in names, in `memrel list` order.
 pub fn builtin_names() -> Vec<&'static str> {

@@ -9,6 +9,6 @@ mod builtin;
 mod parse;
 mod types;
 
-pub use builtin::{builtin_names, builtin_text, BUILTINS};
+pub use builtin::{builtin_names, builtin_text, extract_scripts, BUILTINS};
 pub use parse::{load, parse_str, ScenarioError};
 pub use types::*;

@@ -58,16 +58,17 @@ pub const PROGRAM: &[Strategy] = &[
     Strategy {
         name: "ipc-collect",
         device: DeviceKind::Cuda,
-        summary: "programs: gc, synchronize, empty_cache(), ipc_collect(), clear cuBLAS workspaces",
+        summary: "programs: gc, synchronize, ipc_collect(), clear cuBLAS workspaces, empty_cache()",
         explanation: "The article's last resort before cudaDeviceReset: ipc_collect() frees memory \
             kept for tensors shared with other processes, and torch._C._cuda_clearCublasWorkspaces() \
-            frees cuBLAS's per-stream workspaces, which empty_cache() leaves.",
+            frees cuBLAS's per-stream workspaces, which empty_cache() alone leaves; the cache is \
+            emptied last, so the freed workspaces go back to the driver in the same release.",
         release: ReleaseAction::ProgramOnly(&[
             "gc",
             "cuda_synchronize",
-            "empty_cache",
             "ipc_collect",
             "clear_cublas_workspaces",
+            "empty_cache",
         ]),
         ..Strategy::PLAIN
     },
