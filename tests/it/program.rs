@@ -342,3 +342,68 @@ fn a_c_program_speaks_the_protocol_in_a_few_lines() {
         );
     }
 }
+
+/// The interpreter with torch and transformers for the PyTorch scenarios.
+fn torch_python() -> String {
+    std::env::var("MEMREL_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "this test needs a python3 with torch and transformers: \
+             MEMREL_TEST_PYTHON=/path/to/venv/bin/python cargo test --release --test it torch -- --ignored \
+             (.ci/run makes one from PyPI)"
+        )
+    })
+}
+
+#[test]
+#[ignore = "needs torch and transformers: MEMREL_TEST_PYTHON=<python> cargo test --release --test it torch -- --ignored (CI runs it)"]
+fn torch_cpu_article_copy_runs_on_pytorch() {
+    let python = torch_python();
+    let out = tempfile::tempdir().expect("tempdir");
+    run_ok(
+        memrel()
+            .args([
+                "run",
+                "--scenario",
+                "torch-cpu-article-copy",
+                "--cycles",
+                "1",
+            ])
+            .args(["--strategy", "gc-collect", "--strategy", "malloc-trim"])
+            .args(["--python", &python, "--out"])
+            .arg(out.path()),
+    );
+    let dir = only_results_dir(out.path(), "torch-cpu-article-copy");
+    let runs = runs(&dir);
+    assert!(runs.iter().all(|r| r["status"] == "completed"), "{runs:?}");
+    let events = csv_rows(&dir.join("events.csv"));
+    let notes = |phase: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["phase"] == phase && e["edge"] == "end")
+            .map(|e| e["note"].clone())
+            .collect()
+    };
+    let loads = notes("load");
+    assert_eq!(loads.len(), 2 * 3, "three models per run: {loads:?}");
+    assert!(
+        loads
+            .iter()
+            .any(|n| n.contains("torch") && n.contains("transformers") && n.contains("load=copy")),
+        "the versions are recorded: {loads:?}"
+    );
+    assert!(
+        notes("release")
+            .iter()
+            .any(|n| n.contains("malloc_trim(0) ->")),
+        "{:?}",
+        notes("release")
+    );
+    // The copied weights are anonymous memory: three models, over 900 MiB.
+    let summary = summary(&dir);
+    for run in summary["runs"].as_array().expect("runs") {
+        let host = &run["resources"][0];
+        let baseline = host["baseline_bytes"].as_f64().expect("baseline");
+        let loaded = host["cycles"][0]["loaded_bytes"].as_f64().expect("loaded");
+        assert!((loaded - baseline) / MIB > 900.0, "{host}");
+    }
+}
