@@ -52,9 +52,15 @@ def main():
             with memrel.phase("forward", model=mid):
                 _common.forward(loaded[mid], seq=args.seq, dev=dev)
         for mid, _ in models:
+            # A strategy that moves or detaches the model (to-cpu,
+            # accelerate-release) gets it in release(), as accelerate's
+            # release_memory does; the others release after the del.
             with memrel.phase("unload", model=mid):
-                del loaded[mid]
-            memrel.release()
+                model = loaded.pop(mid)
+                if not memrel.takes_objects():
+                    model = None
+            memrel.release(*([] if model is None else [model]))
+            model = None
         memrel.settle(0.3)
 
 

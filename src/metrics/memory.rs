@@ -157,8 +157,16 @@ const SETTLING: [Phase; 4] = [Phase::Release, Phase::Settle, Phase::Idle, Phase:
 /// first unload, unloaded: the end of the last unload, released: the end of
 /// the last release/settle/idle/busy step after it, else `unloaded`).
 pub fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Event)> {
-    let loaded = edges(run, cycle, Phase::Unload, Edge::Begin).next()?;
-    let unloaded = edges(run, cycle, Phase::Unload, Edge::End).last()?;
+    // A program that unloads inside its release (accelerate's
+    // `model = release_memory(model)`) marks no unload: the release's begin
+    // stands for both the loaded and the after-unload point.
+    let first_release = || edges(run, cycle, Phase::Release, Edge::Begin).next();
+    let loaded = edges(run, cycle, Phase::Unload, Edge::Begin)
+        .next()
+        .or_else(first_release)?;
+    let unloaded = edges(run, cycle, Phase::Unload, Edge::End)
+        .last()
+        .or_else(first_release)?;
     let released = run
         .events
         .iter()

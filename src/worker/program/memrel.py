@@ -50,6 +50,7 @@ __all__ = [
     "models",
     "device",
     "strategy",
+    "takes_objects",
 ]
 
 PROTOCOL_VERSION = 1
@@ -402,6 +403,13 @@ def device():
 def strategy():
     """The strategy's name ("none" when MEMREL_STRATEGY is unset)."""
     return _strategy.name
+
+
+def takes_objects():
+    """Whether the strategy's release works on the objects passed to
+    release() (to_cpu, detach): then pass the model to memrel.release()
+    instead of deleting it first, as with accelerate's release_memory."""
+    return any(a in _OBJECT_ACTIONS for a in _strategy.release)
 
 
 # ---------------------------------------------------------------- checks
