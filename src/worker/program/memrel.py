@@ -463,6 +463,15 @@ def _skipped(action, why):
     return _Outcome("%s skipped: %s" % (action, why), ran=False, effect=False)
 
 
+def _nothing_on_cpu(action, why):
+    """A CUDA step of a strategy for any device (accelerate-release,
+    detach-release) on a cpu run: nothing to do there, which is no failure
+    (accelerate's release_memory skips it the same way)."""
+    if device() == "cpu" and "not initialized" in why:
+        return _Outcome("%s: nothing to do on cpu" % action, ran=True, effect=True)
+    return _skipped(action, why)
+
+
 # ---------------------------------------------------------------- start actions
 
 
@@ -696,7 +705,7 @@ def _act_detach(objs):
 def _act_cuda_synchronize(objs):
     torch, why = _torch_cuda()
     if torch is None:
-        return _skipped("cuda_synchronize", why)
+        return _nothing_on_cpu("cuda_synchronize", why)
     dev = _cuda_device(torch)
     t0 = time.perf_counter()
     torch.cuda.synchronize(dev)
@@ -707,7 +716,7 @@ def _act_cuda_synchronize(objs):
 def _act_empty_cache(objs):
     torch, why = _torch_cuda()
     if torch is None:
-        return _skipped("empty_cache", why)
+        return _nothing_on_cpu("empty_cache", why)
     dev = _cuda_device(torch)
     before = torch.cuda.memory_reserved(dev)
     t0 = time.perf_counter()
@@ -729,7 +738,7 @@ def _act_empty_cache(objs):
 def _act_ipc_collect(objs):
     torch, why = _torch_cuda()
     if torch is None:
-        return _skipped("ipc_collect", why)
+        return _nothing_on_cpu("ipc_collect", why)
     dev = _cuda_device(torch)
     before = torch.cuda.memory_reserved(dev)
     torch.cuda.ipc_collect()
@@ -742,7 +751,7 @@ def _act_ipc_collect(objs):
 def _act_clear_cublas_workspaces(objs):
     torch, why = _torch_cuda()
     if torch is None:
-        return _skipped("clear_cublas_workspaces", why)
+        return _nothing_on_cpu("clear_cublas_workspaces", why)
     fn = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
     if fn is None:
         return _skipped(
