@@ -58,7 +58,8 @@ fn sampler_cpu(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let before = cpu_time();
-                let sampler = Sampler::start(pid, Duration::from_millis(1), Instant::now(), None);
+                let sampler =
+                    Sampler::start(pid, Duration::from_millis(1), Instant::now(), None, false);
                 std::thread::sleep(Duration::from_millis(100));
                 let samples = sampler.stop();
                 total += cpu_time() - before;

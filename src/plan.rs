@@ -17,6 +17,7 @@ use crate::metrics::{self, Summary};
 use crate::model::source;
 use crate::model::synth::cache_dir;
 use crate::orchestrator::{self, RunPlan};
+use crate::protocol::Check;
 use crate::record::{Header, ModelInfo, Record, RunStatus, SCHEMA_VERSION};
 use crate::results::create_out_dir;
 use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
@@ -160,20 +161,28 @@ impl Plan {
                     strategy.name
                 );
                 progress.set_message(label.clone());
-                let (run, probe) =
-                    orchestrator::execute(&exe, &plan, vram_probe(scenario.device), &mut |edge| {
-                        progress
-                            .set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
-                        progress.set_message(format!(
-                            "{label}: cycle {} {}{}",
-                            edge.cycle,
-                            edge.phase.as_str(),
-                            edge.model
-                                .as_deref()
-                                .map(|m| format!(" {m}"))
-                                .unwrap_or_default()
-                        ));
+                let vram = vram_probe(scenario.device);
+                let (mut run, probe) = orchestrator::execute(&exe, &plan, vram, &mut |edge| {
+                    progress.set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
+                    progress.set_message(format!(
+                        "{label}: cycle {} {}{}",
+                        edge.cycle,
+                        edge.phase.as_str(),
+                        edge.model
+                            .as_deref()
+                            .map(|m| format!(" {m}"))
+                            .unwrap_or_default()
+                    ));
+                });
+                if let (Some(why), Some(_)) = (vram_missing(scenario.device), plug.program()) {
+                    // memrel's own worker falls back to its own reading; a
+                    // program has nothing else: say why its VRAM is empty.
+                    run.meta.checks.push(Check {
+                        name: "vram sampler (nvml)".into(),
+                        ok: false,
+                        detail: why,
                     });
+                }
                 record.header.sampler = probe.to_string();
                 if run.meta.status != RunStatus::Completed {
                     progress.suspend(|| {
@@ -346,6 +355,14 @@ fn vram_probe(device: DeviceSpec) -> Option<Box<dyn crate::sampler::VramProbe>> 
         return None;
     }
     crate::sampler::vram::open_nvml()
+}
+
+/// Why a CUDA run gets no sampled VRAM (NVML cannot be opened), if it does not.
+fn vram_missing(device: DeviceSpec) -> Option<String> {
+    if !device.is_cuda() {
+        return None;
+    }
+    crate::sampler::vram::try_open_nvml().err()
 }
 
 /// Relative paths in a scenario file (models, a command) start from the

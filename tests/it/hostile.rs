@@ -306,7 +306,11 @@ fn check_one(case: usize, seed: u64, name: &str, origin: &str, text: &str) -> Re
                 && s.cycles >= 1
                 && s.repeat >= 1
                 && !s.strategies.is_empty()
-                && !s.models.is_empty()
+                // A program may bring its own data; memrel's workers need models and steps.
+                && match &s.worker {
+                    memrel::scenario::WorkerKind::Command(argv) => !argv.is_empty(),
+                    _ => !s.models.is_empty() && !s.workload.steps.is_empty(),
+                }
                 && s.timeout_s.is_finite()
                 && s.timeout_s > 0.0
                 && s.workload.batch_size >= 1

@@ -407,3 +407,29 @@ fn torch_cpu_article_copy_runs_on_pytorch() {
         assert!((loaded - baseline) / MIB > 900.0, "{host}");
     }
 }
+
+#[test]
+fn a_programs_vram_is_sampled_by_nvml_or_the_run_says_why_not() {
+    let (_tmp, dir, output) = exec_python(&["--device", "cuda"], "import time; time.sleep(0.2)");
+    assert!(output.status.success() || output.status.code() == Some(2));
+    let runs = runs_json(&dir);
+    let checks = runs["runs"][0]["checks"]
+        .as_array()
+        .expect("checks")
+        .clone();
+    let nvml = checks.iter().find(|c| c["name"] == "vram sampler (nvml)");
+    let driver = std::path::Path::new("/proc/driver/nvidia").exists();
+    match (driver, nvml) {
+        // A GPU machine: NVML is opened in the default build and reports its readings.
+        (true, Some(check)) => assert_eq!(check["ok"], true, "{check}"),
+        // No NVIDIA driver here (CI, the development VM): the run says why VRAM is empty.
+        (false, Some(check)) => {
+            assert_eq!(check["ok"], false, "{check}");
+            let detail = check["detail"].as_str().expect("detail");
+            assert!(detail.contains("libnvidia-ml.so.1"), "{detail}");
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(text.contains("VRAM not measured"), "{text}");
+        }
+        (_, None) => panic!("no vram sampler check: {checks:?}"),
+    }
+}
