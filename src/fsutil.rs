@@ -30,6 +30,35 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     written
 }
 
+/// Writes files shipped inside the binary (relative path, text) under
+/// `root/<hash of them all>/`, once per version (a file already there with
+/// the same text is left alone; others are written atomically), and returns
+/// that directory. For the Python module and the built-in scenarios'
+/// scripts: whatever memrel version runs gets its own copy.
+pub fn write_embedded(root: &Path, files: &[(&str, &str)]) -> Result<PathBuf> {
+    // FNV-1a: a stable content hash in six lines, where a crate would be a
+    // dependency for a directory name.
+    let hash = files
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, (path, text)| {
+            path.bytes()
+                .chain(text.bytes())
+                .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        });
+    let dir = root.join(format!("{hash:016x}"));
+    for (path, text) in files {
+        let file = dir.join(path);
+        if std::fs::read_to_string(&file).ok().as_deref() == Some(*text) {
+            continue;
+        }
+        let parent = file.parent().unwrap_or(&dir);
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+        write_atomic(&file, text.as_bytes())?;
+    }
+    Ok(dir)
+}
+
 /// The longest name [`check_name`] accepts, in bytes (file systems allow 255).
 pub const MAX_NAME_BYTES: usize = 200;
 

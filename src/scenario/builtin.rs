@@ -103,30 +103,11 @@ pub const SCRIPTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Writes [`SCRIPTS`] under `cache/scenarios/<content hash>/` (once per
-/// version of them) and returns that directory: a built-in program scenario
-/// runs there, from any directory and without a checkout.
-pub fn extract_scripts(cache: &Path) -> std::io::Result<PathBuf> {
-    let hash = SCRIPTS
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, (path, text)| {
-            path.bytes()
-                .chain(text.bytes())
-                .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-        });
-    let dir = cache.join("scenarios").join(format!("{hash:016x}"));
-    for (path, text) in SCRIPTS {
-        let file = dir.join(path);
-        if std::fs::read_to_string(&file).ok().as_deref() == Some(*text) {
-            continue;
-        }
-        let parent = file.parent().unwrap_or(&dir);
-        std::fs::create_dir_all(parent)?;
-        let partial = parent.join(format!(".partial.{}", std::process::id()));
-        std::fs::write(&partial, text)?;
-        std::fs::rename(&partial, &file)?;
-    }
-    Ok(dir)
+/// Writes [`SCRIPTS`] under `cache/scenarios/<content hash>/` and returns
+/// that directory: a built-in program scenario runs there, from any
+/// directory and without a checkout.
+pub fn extract_scripts(cache: &Path) -> anyhow::Result<PathBuf> {
+    crate::fsutil::write_embedded(&cache.join("scenarios"), SCRIPTS)
 }
 
 /// The built-in names, in `memrel list` order.

@@ -82,21 +82,8 @@ impl CommandSpec {
 
 /// Writes the `memrel` module into `cache/python/<content hash>/memrel.py`
 /// (once per version of the module) and returns that directory.
-pub fn python_module_dir(cache: &Path) -> std::io::Result<PathBuf> {
-    let hash = PYTHON_MODULE
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    let dir = cache.join("python").join(format!("{hash:016x}"));
-    let file = dir.join("memrel.py");
-    if std::fs::read_to_string(&file).ok().as_deref() != Some(PYTHON_MODULE) {
-        std::fs::create_dir_all(&dir)?;
-        let partial = dir.join(format!("memrel.py.{}", std::process::id()));
-        std::fs::write(&partial, PYTHON_MODULE)?;
-        std::fs::rename(&partial, &file)?;
-    }
-    Ok(dir)
+pub fn python_module_dir(cache: &Path) -> anyhow::Result<PathBuf> {
+    crate::fsutil::write_embedded(&cache.join("python"), &[("memrel.py", PYTHON_MODULE)])
 }
 
 /// Whether the strategy's environment and allocator reached the program:
