@@ -88,15 +88,18 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 }
 
 /// How the worker ended, for a run's error, when memrel did not stop it.
-pub fn describe_exit(status: Option<ExitStatus>, limit: Duration) -> String {
+/// A program (`program`) has completed when it exits 0; memrel's worker
+/// must also have said `done`.
+pub fn describe_exit(status: Option<ExitStatus>, limit: Duration, program: bool) -> String {
+    let who = if program { "the program" } else { "the worker" };
     match status {
         None => format!(
-            "the worker did not end within {:.0} s of its exit or SIGKILL (stuck in the kernel?)",
+            "{who} did not end within {:.0} s of its exit or SIGKILL (stuck in the kernel?)",
             limit.as_secs_f64()
         ),
         Some(s) => match (s.code(), s.signal()) {
             (_, Some(sig)) => format!(
-                "the worker was killed by signal {sig} ({}), which memrel did not send{}",
+                "{who} was killed by signal {sig} ({}), which memrel did not send{}",
                 signal_name(sig),
                 if sig == libc::SIGKILL {
                     " (out of memory? see dmesg)"
@@ -104,8 +107,9 @@ pub fn describe_exit(status: Option<ExitStatus>, limit: Duration) -> String {
                     ""
                 }
             ),
+            (Some(code), _) if program => format!("the program exited with code {code}"),
             (Some(code), _) => format!("worker exited with code {code} without finishing"),
-            _ => "worker ended without finishing".to_string(),
+            _ => format!("{who} ended without finishing"),
         },
     }
 }

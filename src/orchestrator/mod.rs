@@ -538,11 +538,11 @@ fn outcome(
             let primary = if clean {
                 got.not_in_effect.clone()
             } else if killed {
-                Some(child::describe_exit(status, REAP_GRACE))
+                Some(child::describe_exit(status, REAP_GRACE, got.program.is_some()))
             } else {
                 got.worker_error
                     .clone()
-                    .or_else(|| Some(child::describe_exit(status, REAP_GRACE)))
+                    .or_else(|| Some(child::describe_exit(status, REAP_GRACE, got.program.is_some())))
             };
             let run_status = if killed {
                 killed_status()
