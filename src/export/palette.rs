@@ -31,9 +31,17 @@ const STRATEGY_COLOURS: &[RGBColor] = &[
     RGBColor(231, 41, 138),  // mimalloc-purge0: magenta
     RGBColor(106, 61, 154),  // mimalloc-collect: dark purple
     RGBColor(128, 0, 0),     // respawn: maroon
+    RGBColor(251, 154, 153), // gc-collect: light red (drop's kin)
+    RGBColor(178, 223, 138), // trim-threshold-inside: light green (trim-threshold-env's kin)
+    RGBColor(0, 200, 83),    // empty-cache: vivid green
+    RGBColor(0, 0, 205),     // accelerate-release: medium blue
+    RGBColor(70, 70, 70),    // ipc-collect: dark grey
+    RGBColor(46, 139, 87),   // detach-release: sea green
+    RGBColor(255, 20, 147),  // device-reset: deep pink
 ];
 
-/// The strategy's colour: fixed by its place in the strategy table.
+/// The strategy's colour: fixed by its place in the strategy table (one
+/// colour per strategy: a test keeps the table as long as the strategies).
 pub fn strategy_colour(name: &str) -> RGBColor {
     let index = strategy::all()
         .position(|s| s.name == name)
@@ -78,4 +86,19 @@ pub fn phase_ribbon_colour(phase: Phase) -> Option<RGBColor> {
 pub fn lighten(colour: RGBColor, amount: f64) -> RGBColor {
     let mix = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * amount).round() as u8;
     RGBColor(mix(colour.0), mix(colour.1), mix(colour.2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_strategy_has_a_colour_of_its_own() {
+        assert_eq!(STRATEGY_COLOURS.len(), strategy::all().count());
+        let mut colours: Vec<(u8, u8, u8)> =
+            STRATEGY_COLOURS.iter().map(|c| (c.0, c.1, c.2)).collect();
+        colours.sort_unstable();
+        colours.dedup();
+        assert_eq!(colours.len(), STRATEGY_COLOURS.len());
+    }
 }
