@@ -439,7 +439,13 @@ mod tests {
         assert_eq!(pids.len(), 3, "{pids:?}");
         assert_eq!(pids[0], root);
         assert!(reading.rss_bytes > 0);
-        assert_eq!(reading.rss_bytes, reading.anon_bytes + reading.file_bytes);
+        // The kernel rounds Pss and each of its parts to kB on its own, so
+        // the parts may miss the total by a kB or two per process.
+        let parts = reading.anon_bytes + reading.file_bytes;
+        assert!(
+            reading.rss_bytes.abs_diff(parts) <= 2048 * pids.len() as u64,
+            "{reading:?}"
+        );
 
         // Both ways of finding the tree find the same one.
         let discovery = probe.discovery;
