@@ -65,6 +65,7 @@ fn synthetic_record(cuda: bool) -> Record {
                 allocator: None,
                 heap: None,
                 note: None,
+                mono_s: None,
             },
         })
     };

@@ -45,6 +45,11 @@ pub enum Command {
         after_help = "Examples:\n  memrel run --scenario ci-smoke --save-baseline main\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios\n  memrel check --baseline main --complete-runs-only results/ci-smoke/20261122-040426\n\nExit codes: 0 no regression, 1 regression or budget exceeded, 2 error (broken evidence:\na run failed, timed out, was killed or is incomplete; a budget nothing could be checked against)."
     )]
     Check(CheckArgs),
+    /// Check memrel's numbers against exact allocations (the fake worker): size, peak vs VmHWM, marker timing, a short spike.
+    #[command(
+        after_help = "Examples:\n  memrel calibrate\n  memrel calibrate --interval-ms 1 --sizes-mib 1,16,256,1024\n\nExit codes: 0 every target met, 1 a target missed, 2 error."
+    )]
+    Calibrate(CalibrateArgs),
     /// List built-in scenarios, strategies and model presets.
     #[command(after_help = "Examples:\n  memrel list\n  memrel list --long")]
     List(ListArgs),
@@ -131,6 +136,30 @@ pub struct ScenarioOverrides {
     /// Sample the program's whole process tree (data-loader workers, …), shared pages counted once (PSS); one reading costs ~17 µs per resident MiB, so use --interval-ms 50 or more for GiB-sized trees.
     #[arg(long)]
     pub tree: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Sampling interval in milliseconds, 1 to 100.
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    pub interval_ms: f64,
+    /// The sizes to map, in MiB, comma-separated.
+    #[arg(
+        long,
+        value_name = "A,B,C",
+        value_delimiter = ',',
+        default_value = "1,16,256,1024"
+    )]
+    pub sizes_mib: Vec<u64>,
+    /// The short spike: MiB mapped, touched, held --spike-ms and unmapped.
+    #[arg(long, value_name = "MIB", default_value_t = 100)]
+    pub spike_mib: u64,
+    /// How long the spike is held, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20)]
+    pub spike_ms: u64,
+    /// The results root: the runs go to <OUT>/calibrate-anon and -file, the table to <OUT>/calibrate.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

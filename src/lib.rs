@@ -6,6 +6,7 @@
 //! metrics → exporters → gate. See README.md and each module's docs.
 
 pub mod baseline;
+pub mod calibrate;
 pub mod cli;
 pub mod commands;
 pub mod export;

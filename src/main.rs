@@ -93,6 +93,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Calibrate(args) => {
+            let (calibration, dir) = commands::calibrate::execute_args(&args)?;
+            print!("{}", memrel::calibrate::markdown(&calibration));
+            println!("\ncalibration: {}", dir.join("calibrate.md").display());
+            Ok(if calibration.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         Command::List(args) => {
             print!("{}", commands::list::render(args.long));
             Ok(ExitCode::SUCCESS)

@@ -244,6 +244,24 @@ pub struct PhaseEdge {
     /// Free text: the release action's result, the model's byte count, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The sender's `CLOCK_MONOTONIC` at the edge, in seconds ([`monotonic_s`]).
+    /// The parent stamps the edge with it (the samples' clock) instead of the
+    /// moment the line was read, which a busy machine can delay by tens of ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mono_s: Option<f64>,
+}
+
+/// `CLOCK_MONOTONIC` in seconds: one clock for every process on the machine
+/// (Rust's `Instant` reads it too), so a worker's edge and the parent's
+/// samples are stamped on the same clock.
+pub fn monotonic_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the pointer it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// A phase line without `cycle`: the parent assigns one on arrival.
@@ -329,6 +347,7 @@ mod tests {
             allocator: None,
             heap: None,
             note: None,
+            mono_s: None,
         }));
         let line = env.to_line();
         assert!(line.starts_with("{\"v\":1,\"type\":\"phase\",\"data\":{"));

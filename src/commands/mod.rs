@@ -2,6 +2,7 @@
 //! they share lives outside: running runs in `plan`, results directories in
 //! `results`; no command calls into another command's module.
 
+pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod exec;

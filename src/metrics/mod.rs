@@ -479,6 +479,7 @@ mod tests {
                     allocator: None,
                     heap: None,
                     note: None,
+                    mono_s: None,
                 },
             })
             .collect();

@@ -107,7 +107,10 @@ pub fn execute(
     };
     let clock_zero = Instant::now();
     let deadline = clock_zero + plan.timeout;
-    let mut got = Collected::default();
+    let mut got = Collected {
+        zero_mono_s: crate::protocol::monotonic_s(),
+        ..Collected::default()
+    };
     let mut samples = Vec::new();
     let mut vram = vram;
     let mut probe_name = "none";
@@ -354,6 +357,8 @@ struct Collected {
     hello: bool,
     /// Why a program's run measured something other than its strategy.
     not_in_effect: Option<String>,
+    /// The run's clock zero on `CLOCK_MONOTONIC`, for edges that carry `mono_s`.
+    zero_mono_s: f64,
     /// The process ended at a release step; the next one resumes here.
     handover: Option<Resume>,
     /// Processes started after the first (respawn).
@@ -365,7 +370,8 @@ struct Collected {
 
 impl Collected {
     fn take(&mut self, arrival: Arrival, meta: &mut RunMeta, on_event: &mut dyn FnMut(&PhaseEdge)) {
-        let (t_s, parsed) = arrival;
+        let (arrived_s, parsed) = arrival;
+        let mut t_s = arrived_s;
         let envelope = match parsed {
             Ok(envelope) => envelope,
             Err(e) => {
@@ -392,6 +398,13 @@ impl Collected {
             Message::Phase(mut edge) => {
                 if let Some(program) = self.program.as_mut() {
                     program.complete(&mut edge);
+                }
+                // The sender's own stamp, on the samples' clock: an edge
+                // happened before its line arrived, never after.
+                if let Some(sent_s) = edge.mono_s.map(|m| m - self.zero_mono_s) {
+                    if (0.0..=arrived_s).contains(&sent_s) {
+                        t_s = sent_s;
+                    }
                 }
                 if edge.elapsed_s.is_none() && edge.edge == Edge::End {
                     edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);

@@ -56,6 +56,7 @@ fn event(t_s: f64, phase: Phase, edge: Edge, cycle: u32, rss_mib: u64) -> Event 
             allocator: None,
             heap: None,
             note: None,
+            mono_s: None,
         },
     }
 }

@@ -198,6 +198,7 @@ pub(super) fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event),
                 held_bytes,
             }),
             note: row.note,
+            mono_s: None,
         },
     };
     Ok((row.run, event))

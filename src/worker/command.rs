@@ -177,6 +177,7 @@ mod tests {
             allocator: None,
             heap: None,
             note: None,
+            mono_s: None,
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{allocator, device, glibc, hooks, selfmem};
-use crate::protocol::{Edge, Envelope, Message, Phase, PhaseEdge, EVENT_FD_ENV};
+use crate::protocol::{monotonic_s, Edge, Envelope, Message, Phase, PhaseEdge, EVENT_FD_ENV};
 
 /// Writes protocol lines on the private event channel, one write per line
 /// (unbuffered, so the parent stamps each edge when it happens).
@@ -70,6 +70,7 @@ impl Emitter {
         note: Option<String>,
     ) {
         self.hooks.before_edge();
+        let mono_s = Some(monotonic_s());
         let mut memory = selfmem::memory_now();
         memory.vram_bytes = device::vram_bytes_now();
         let note = match (note, device::crosscheck_note()) {
@@ -94,6 +95,7 @@ impl Emitter {
                 None
             },
             note,
+            mono_s,
         }));
         self.hooks.after_edge(phase, edge, &mut self.channel);
     }

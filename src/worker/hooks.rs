@@ -101,6 +101,7 @@ fn print_noise(phase: Phase, edge: Edge) {
         allocator: None,
         heap: None,
         note: Some("printed on stdout by a library".into()),
+        mono_s: None,
     }))
     .to_line();
     let mut out = std::io::stdout().lock();

@@ -6,10 +6,11 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `fake::`).
+//! `fake::`, `calibrate::`).
 
 mod common;
 
+mod calibrate;
 mod compare;
 mod cuda_cli;
 mod fake;

@@ -886,7 +886,9 @@ def begin(name, model=None):
     _validate(name, model)
     with _open_lock:
         _open.setdefault((name, model), []).append(time.perf_counter())
-    data = {"phase": name, "edge": "begin"}
+    # CLOCK_MONOTONIC (time.monotonic on Linux): memrel stamps the edge with
+    # it, not with the moment the line is read.
+    data = {"phase": name, "edge": "begin", "mono_s": time.monotonic()}
     if model is not None:
         data["model"] = model
     mem = _memory()
@@ -909,7 +911,7 @@ def end(name, model=None, note=None):
         started = starts.pop()
         if not starts:
             del _open[(name, model)]
-    data = {"phase": name, "edge": "end"}
+    data = {"phase": name, "edge": "end", "mono_s": time.monotonic()}
     if model is not None:
         data["model"] = model
     data["elapsed_s"] = round(now - started, 6)

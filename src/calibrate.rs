@@ -1,0 +1,327 @@
+//! `memrel calibrate`: are memrel's numbers right? The fake worker maps
+//! exactly N bytes (anonymous memory, or a file's pages touched one by one)
+//! and holds a short spike; this module compares what memrel measured with
+//! what was mapped, the sampled peak with the kernel's `VmHWM`, each phase
+//! marker with the moment memory changed, and says whether the spike was
+//! caught at the chosen interval. Pure functions of saved records, so the
+//! table can be recomputed from disk; `commands::calibrate` only runs and prints.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::protocol::{Edge, Phase};
+use crate::record::{Event, RunRecord, Sample};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// How much memory a calibration case maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Anon,
+    File,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Anon => "anon",
+            Kind::File => "file",
+        }
+    }
+
+    /// The scenario key of a fake model of this kind.
+    pub fn fake_key(self) -> &'static str {
+        match self {
+            Kind::Anon => "fake_anon_mib",
+            Kind::File => "fake_file_mib",
+        }
+    }
+
+    /// The part of a sample this kind lands in.
+    fn part(self, s: &Sample) -> u64 {
+        match self {
+            Kind::Anon => s.anon_bytes,
+            Kind::File => s.file_bytes,
+        }
+    }
+}
+
+/// The model id of a case: `anon-16` for 16 MiB of anonymous memory.
+pub fn model_id(kind: Kind, mib: u64) -> String {
+    format!("{}-{mib}", kind.as_str())
+}
+
+/// The spike's model id.
+pub const SPIKE_ID: &str = "spike";
+
+/// The calibration scenario: every size of one kind in turn (load, hold,
+/// unload, wait), then the spike (`spike_mib` held for `spike_ms`).
+pub fn scenario_text(kind: Kind, sizes_mib: &[u64], interval_ms: f64, spike: (u64, u64)) -> String {
+    let mut text = format!(
+        "description = \"memrel calibrate: exact {} bytes from the fake worker\"\n\
+         cycles = 1\nstrategies = [\"drop\"]\ninterval_ms = {interval_ms}\ntimeout_s = 600\n",
+        kind.as_str()
+    );
+    let mut steps = Vec::new();
+    for &mib in sizes_mib {
+        let id = model_id(kind, mib);
+        let _ = write!(text, "[models.{id}]\n{} = {mib}\n", kind.fake_key());
+        steps.extend([
+            format!("load {id}"),
+            format!("idle {HOLD_MS}"),
+            format!("unload {id}"),
+            format!("idle {HOLD_MS}"),
+        ]);
+    }
+    let (spike_mib, spike_ms) = spike;
+    let _ = write!(text, "[models.{SPIKE_ID}]\nfake_anon_mib = {spike_mib}\n");
+    steps.extend([
+        format!("load {SPIKE_ID}"),
+        format!("idle {spike_ms}"),
+        format!("unload {SPIKE_ID}"),
+        format!("idle {HOLD_MS}"),
+    ]);
+    let quoted: Vec<String> = steps.iter().map(|s| format!("{s:?}")).collect();
+    let _ = write!(
+        text,
+        "[workload]\nsteps = [{}]\nbaseline_ms = {HOLD_MS}\n",
+        quoted.join(", ")
+    );
+    text
+}
+
+/// How long each size is held (and the quiet time after it), in ms: many
+/// samples at any interval up to 10 ms.
+pub const HOLD_MS: u64 = 150;
+
+/// One size of one kind, as measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Case {
+    pub kind: Kind,
+    pub expected_bytes: u64,
+    /// At the load's end edge minus its begin edge (the worker's own statm).
+    pub edge_bytes: i64,
+    /// Median of the samples while held minus the median before the load.
+    pub sampled_bytes: i64,
+    /// The larger of the two errors, as a share of the expected bytes.
+    pub error_fraction: f64,
+    /// First sample holding all the bytes (less 64 pages), minus the load's
+    /// end edge (s): within one interval after it when markers are right.
+    pub alignment_s: Option<f64>,
+    pub ok: bool,
+}
+
+/// The spike: did sampling see it?
+#[derive(Debug, Clone, Serialize)]
+pub struct Spike {
+    pub bytes: u64,
+    pub held_ms: u64,
+    /// The highest sample while it was held, above the level before it.
+    pub seen_bytes: i64,
+    pub caught: bool,
+}
+
+/// Peak of the samples against the kernel's high-water mark, per run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peak {
+    pub kind: Kind,
+    pub sampled_peak_bytes: u64,
+    pub vm_hwm_bytes: u64,
+    pub error_fraction: f64,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibration {
+    pub interval_s: f64,
+    pub cases: Vec<Case>,
+    pub peaks: Vec<Peak>,
+    pub spikes: Vec<Spike>,
+    pub passed: bool,
+}
+
+/// The targets: anon and file within 1 % plus page rounding, peak within
+/// 1 % of VmHWM, markers within one interval + 1 ms.
+const SIZE_TOLERANCE: f64 = 0.01;
+const PAGE_SLACK_BYTES: f64 = 64.0 * 4096.0;
+const ALIGNMENT_SLACK_S: f64 = 0.001;
+
+/// The cases of one calibration run (one kind, every size, the spike).
+pub fn measure(
+    run: &RunRecord,
+    kind: Kind,
+    sizes_mib: &[u64],
+    interval_s: f64,
+    spike_ms: u64,
+) -> (Vec<Case>, Option<Peak>, Option<Spike>) {
+    let mut cases = Vec::new();
+    for &mib in sizes_mib {
+        let id = model_id(kind, mib);
+        let expected = mib * 1024 * 1024;
+        let (Some(begin), Some(end), Some(unload)) = (
+            edge(run, Phase::Load, Edge::Begin, &id),
+            edge(run, Phase::Load, Edge::End, &id),
+            edge(run, Phase::Unload, Edge::Begin, &id),
+        ) else {
+            continue;
+        };
+        let part = |m: &crate::protocol::MemoryAtEdge| match kind {
+            Kind::Anon => m.anon_bytes,
+            Kind::File => m.file_bytes,
+        };
+        let edge_bytes = part(&end.edge.memory) as i64 - part(&begin.edge.memory) as i64;
+        let before = median(window(run, begin.t_s - 0.1, begin.t_s), kind);
+        let held = median(window(run, end.t_s + interval_s, unload.t_s), kind);
+        let sampled_bytes = match (before, held) {
+            (Some(b), Some(h)) => h as i64 - b as i64,
+            _ => 0,
+        };
+        let error = (edge_bytes - expected as i64)
+            .abs()
+            .max((sampled_bytes - expected as i64).abs()) as f64;
+        let error_fraction = error / expected as f64;
+        // Memory has changed once it holds all the bytes (up to the
+        // worker's own pages): the load's end marker should be there.
+        let target = before.map(|b| b as f64 + expected as f64 - PAGE_SLACK_BYTES);
+        let alignment_s = target.and_then(|target| {
+            run.samples
+                .iter()
+                .filter(|s| s.t_s >= begin.t_s)
+                .find(|s| kind.part(s) as f64 >= target)
+                .map(|s| s.t_s - end.t_s)
+        });
+        let aligned = alignment_s.is_some_and(|a| a.abs() <= interval_s + ALIGNMENT_SLACK_S);
+        cases.push(Case {
+            kind,
+            expected_bytes: expected,
+            edge_bytes,
+            sampled_bytes,
+            error_fraction,
+            alignment_s,
+            ok: error <= SIZE_TOLERANCE * expected as f64 + PAGE_SLACK_BYTES && aligned,
+        });
+    }
+    let peak = run.meta.vm_hwm_bytes.and_then(|hwm| {
+        let sampled = run.samples.iter().map(|s| s.rss_bytes).max()?;
+        let error_fraction = (sampled as f64 - hwm as f64).abs() / hwm as f64;
+        Some(Peak {
+            kind,
+            sampled_peak_bytes: sampled,
+            vm_hwm_bytes: hwm,
+            error_fraction,
+            ok: error_fraction <= SIZE_TOLERANCE,
+        })
+    });
+    let spike = match (
+        edge(run, Phase::Load, Edge::Begin, SPIKE_ID),
+        edge(run, Phase::Unload, Edge::End, SPIKE_ID),
+        run.meta
+            .vm_hwm_bytes
+            .and(edge(run, Phase::Load, Edge::End, SPIKE_ID)),
+    ) {
+        (Some(begin), Some(end), Some(loaded)) => {
+            let bytes = loaded
+                .edge
+                .memory
+                .anon_bytes
+                .saturating_sub(begin.edge.memory.anon_bytes);
+            let before = begin.edge.memory.rss_bytes as i64;
+            let seen = window(run, begin.t_s, end.t_s)
+                .map(|s| s.rss_bytes as i64 - before)
+                .max()
+                .unwrap_or(0);
+            Some(Spike {
+                bytes,
+                held_ms: spike_ms,
+                seen_bytes: seen,
+                caught: seen as f64 >= 0.9 * bytes as f64,
+            })
+        }
+        _ => None,
+    };
+    (cases, peak, spike)
+}
+
+fn edge<'a>(run: &'a RunRecord, phase: Phase, e: Edge, model: &str) -> Option<&'a Event> {
+    run.events.iter().find(|x| {
+        x.edge.phase == phase && x.edge.edge == e && x.edge.model.as_deref() == Some(model)
+    })
+}
+
+fn window(run: &RunRecord, from_s: f64, to_s: f64) -> impl Iterator<Item = &Sample> {
+    run.samples
+        .iter()
+        .filter(move |s| s.t_s >= from_s && s.t_s <= to_s)
+}
+
+fn median<'a>(samples: impl Iterator<Item = &'a Sample>, kind: Kind) -> Option<u64> {
+    let mut values: Vec<u64> = samples.map(|s| kind.part(s)).collect();
+    values.sort_unstable();
+    values.get(values.len() / 2).copied()
+}
+
+/// The calibration as a Markdown table, for people.
+pub fn markdown(c: &Calibration) -> String {
+    let mut out = format!(
+        "### memrel calibrate: {} (sampling every {:.0} ms)\n\n\
+         | kind | expected MiB | at the edges MiB | sampled MiB | error | marker vs memory | ok |\n\
+         |---|---:|---:|---:|---:|---:|---|\n",
+        if c.passed {
+            "every target met"
+        } else {
+            "TARGETS MISSED"
+        },
+        c.interval_s * 1e3
+    );
+    for case in &c.cases {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {:.2} | {:.3} % | {} | {} |",
+            case.kind.as_str(),
+            case.expected_bytes as f64 / MIB,
+            case.edge_bytes as f64 / MIB,
+            case.sampled_bytes as f64 / MIB,
+            case.error_fraction * 100.0,
+            case.alignment_s
+                .map(|a| format!("{:+.1} ms", a * 1e3))
+                .unwrap_or_else(|| "never reached".into()),
+            if case.ok { "yes" } else { "NO" }
+        );
+    }
+    out.push_str(
+        "\n| run | sampled peak MiB | VmHWM MiB | error | ok |\n|---|---:|---:|---:|---|\n",
+    );
+    for p in &c.peaks {
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} | {:.2} | {:.3} % | {} |",
+            p.kind.as_str(),
+            p.sampled_peak_bytes as f64 / MIB,
+            p.vm_hwm_bytes as f64 / MIB,
+            p.error_fraction * 100.0,
+            if p.ok { "yes" } else { "NO" }
+        );
+    }
+    out.push_str(
+        "\n| spike MiB | held ms | highest sample above it MiB | caught |\n|---:|---:|---:|---|\n",
+    );
+    for s in &c.spikes {
+        let _ = writeln!(
+            out,
+            "| {:.0} | {} | {:.1} | {} |",
+            s.bytes as f64 / MIB,
+            s.held_ms,
+            s.seen_bytes as f64 / MIB,
+            if s.caught { "yes" } else { "no" }
+        );
+    }
+    out.push_str(
+        "\nTargets: anon and file within 1 % plus 64 pages (the worker's own pages), \
+         sampled peak within 1 % of the kernel's VmHWM, each load's end marker within one \
+         interval + 1 ms of the first sample that holds all the bytes (less 64 pages). VRAM: not measured here \
+         (the fake worker maps host memory only).\n",
+    );
+    out
+}

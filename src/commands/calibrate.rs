@@ -1,0 +1,75 @@
+//! `memrel calibrate`: runs the fake worker's calibration scenarios (one per
+//! kind of memory) through the [`Plan`], measures them (`crate::calibrate`)
+//! and writes calibrate.md and calibrate.json.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use crate::calibrate::{markdown, measure, scenario_text, Calibration, Kind};
+use crate::cli::{CalibrateArgs, ScenarioOverrides};
+use crate::fsutil::write_atomic;
+use crate::plan::Plan;
+use crate::results::{create_out_dir, load};
+use crate::scenario;
+
+/// Runs the calibration; returns it and the directory it was written to.
+pub fn execute_args(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
+    if !(1.0..=100.0).contains(&args.interval_ms) {
+        bail!(
+            "--interval-ms {} is out of range: use 1 to 100",
+            args.interval_ms
+        );
+    }
+    if args.sizes_mib.is_empty() || args.sizes_mib.iter().any(|&m| m == 0 || m > 16 * 1024) {
+        bail!("--sizes-mib takes sizes from 1 to 16384 MiB, e.g. 1,16,256,1024");
+    }
+    let interval_s = args.interval_ms / 1e3;
+    let mut calibration = Calibration {
+        interval_s,
+        cases: Vec::new(),
+        peaks: Vec::new(),
+        spikes: Vec::new(),
+        passed: false,
+    };
+    for kind in [Kind::Anon, Kind::File] {
+        let name = format!("calibrate-{}", kind.as_str());
+        let text = scenario_text(
+            kind,
+            &args.sizes_mib,
+            args.interval_ms,
+            (args.spike_mib, args.spike_ms),
+        );
+        let scenario = scenario::parse_str(&name, "calibrate", &text)
+            .context("memrel calibrate's own scenario")?;
+        let plan = Plan::new(scenario, &[], &ScenarioOverrides::default(), &args.out)?;
+        let (dir, _) = plan.execute(std::env::args().collect())?;
+        let loaded = load(&dir)?;
+        let run = loaded
+            .record
+            .runs
+            .first()
+            .with_context(|| format!("no run in {}", dir.display()))?;
+        if let Some(e) = &run.meta.error {
+            bail!("the calibration run in {} failed: {e}", dir.display());
+        }
+        let (cases, peak, spike) = measure(run, kind, &args.sizes_mib, interval_s, args.spike_ms);
+        if cases.len() != args.sizes_mib.len() {
+            bail!(
+                "the calibration run in {} lacks phase markers",
+                dir.display()
+            );
+        }
+        calibration.cases.extend(cases);
+        calibration.peaks.extend(peak);
+        calibration.spikes.extend(spike);
+    }
+    calibration.passed = calibration.cases.iter().all(|c| c.ok)
+        && calibration.peaks.len() == 2
+        && calibration.peaks.iter().all(|p| p.ok);
+    let out = create_out_dir(&args.out, "calibrate")?;
+    write_atomic(&out.join("calibrate.md"), markdown(&calibration).as_bytes())?;
+    let json = serde_json::to_vec_pretty(&calibration).context("cannot encode calibrate.json")?;
+    write_atomic(&out.join("calibrate.json"), &json)?;
+    Ok((calibration, out))
+}
