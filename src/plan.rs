@@ -174,7 +174,9 @@ impl Plan {
                             .unwrap_or_default()
                     ));
                 });
-                if let (Some(why), Some(_)) = (vram_missing(scenario.device), plug.program()) {
+                if let (Some(why), true) =
+                    (vram_missing(scenario.device), plug.duties().complete_edges)
+                {
                     // memrel's own worker falls back to its own reading; a
                     // program has nothing else: say why its VRAM is empty.
                     run.meta.checks.push(Check {

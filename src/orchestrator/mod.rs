@@ -12,6 +12,11 @@
 //! timeout, interruption), the samples and events taken so far are returned:
 //! a run is never lost.
 //!
+//! Which process it runs (memrel's worker or a program) is the [`Plug`]'s
+//! business; the orchestrator only takes on the duties the plug names
+//! (`Plug::duties`): completing a program's phase lines, checking that the
+//! strategy reached it, whether `done` is required, sampling its tree.
+//!
 //! Parts: `child` (process group, bounded waits), `channel` (the event pipe),
 //! `drain` (output tails), `signals` (Ctrl-C and SIGTERM to memrel).
 
@@ -115,7 +120,8 @@ pub fn execute(
     let mut vram = vram;
     let mut probe_name = "none";
     let mut plug = plan.plug.clone();
-    got.needs_done = plug.must_say_done();
+    let duties = plug.duties();
+    got.needs_done = duties.require_done;
     let (stop, status) = loop {
         let process = Process {
             exe,
@@ -155,7 +161,7 @@ pub fn execute(
     meta.checks
         .extend(vram.map(|v| v.checks()).unwrap_or_default());
     meta.duration_s = clock_zero.elapsed().as_secs_f64();
-    if plug.program().is_some() {
+    if duties.check_strategy {
         got.judge_program(plan.strategy, &meta.checks);
     }
     let (run_status, error) = outcome(stop, status, &got, plan.timeout);
@@ -215,37 +221,41 @@ impl Process<'_> {
         meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
         channel.attach(&mut command);
         child::configure(&mut command);
-        let mut child = command.spawn().map_err(|e| match self.plug.program() {
-            Some(p) => format!(
-                "cannot start the program {:?} (in {}): {e}: check the command, and that the program is on PATH",
-                p.argv.join(" "),
-                p.cwd.display()
-            ),
-            None => format!("cannot start worker {}: {e}", self.exe.display()),
-        })?;
+        let mut child = command
+            .spawn()
+            .map_err(|e| self.plug.start_error(self.exe, &e))?;
         let pid = child.id();
         let spawned = Instant::now();
-        let tree = self.plug.program().is_some_and(|p| p.tree);
-        got.program = self.plug.program().map(|p| ProgramState {
+        let duties = self.plug.duties();
+        got.program = duties.complete_edges.then(|| ProgramState {
             pid,
             numbering: CycleNumbering::default(),
-            vram: if p.device.is_cuda() {
+            vram: if duties.vram_at_edges {
                 crate::sampler::vram::open_nvml()
             } else {
                 None
             },
-            environment_checked: false,
+            environment_checked: !duties.check_strategy,
         });
         if meta.pid == 0 {
             meta.pid = pid;
         } else {
             meta.respawned_pids.push(pid);
         }
-        let fill = self.plug.program().and_then(|_| StatmProbe::open(pid).ok());
+        let fill = duties
+            .complete_edges
+            .then(|| StatmProbe::open(pid).ok())
+            .flatten();
         let messages = channel.start_reader(self.clock_zero, fill);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
-        let sampler = Sampler::start(pid, self.interval, self.clock_zero, vram, tree);
+        let sampler = Sampler::start(
+            pid,
+            self.interval,
+            self.clock_zero,
+            vram,
+            duties.sample_tree,
+        );
         let probe_name = sampler.probe_name;
 
         let mut channel_open = true;

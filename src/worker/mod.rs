@@ -70,6 +70,21 @@ pub fn main(spec_json: &str) -> i32 {
     }
 }
 
+/// What the parent takes on for a run's process (see [`Plug::duties`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ParentDuties {
+    /// Number cycles, and read memory for phase lines that lack them.
+    pub complete_edges: bool,
+    /// Read VRAM (NVML) for phase lines that lack it: a CUDA device.
+    pub vram_at_edges: bool,
+    /// Check that the strategy's environment, allocator and steps reached it.
+    pub check_strategy: bool,
+    /// It has completed only if it said `done` (else: if it exited 0).
+    pub require_done: bool,
+    /// Sample its whole process tree (PSS), not only it.
+    pub sample_tree: bool,
+}
+
 /// What a run's process is, as the orchestrator starts it.
 #[derive(Debug, Clone)]
 pub enum Plug {
@@ -99,17 +114,34 @@ impl Plug {
         }
     }
 
-    /// memrel's workers end with `done`; a program that exits 0 has completed.
-    pub fn must_say_done(&self) -> bool {
-        matches!(self, Plug::Memrel(_))
+    /// What the parent does for this process because it does not do it
+    /// itself: memrel's workers number, read and check themselves and end
+    /// with `done`; a program may do none of it.
+    pub fn duties(&self) -> ParentDuties {
+        match self {
+            Plug::Memrel(_) => ParentDuties {
+                require_done: true,
+                ..ParentDuties::default()
+            },
+            Plug::Command(spec) => ParentDuties {
+                complete_edges: true,
+                vram_at_edges: spec.device.is_cuda(),
+                check_strategy: true,
+                require_done: false,
+                sample_tree: spec.tree,
+            },
+        }
     }
 
-    /// A program's process, whose environment and phases the parent checks
-    /// and completes (a worker of memrel's checks and reports its own).
-    pub fn program(&self) -> Option<&command::CommandSpec> {
+    /// Why the process could not be started, and what to check.
+    pub fn start_error(&self, exe: &Path, error: &std::io::Error) -> String {
         match self {
-            Plug::Command(spec) => Some(spec),
-            Plug::Memrel(_) => None,
+            Plug::Command(p) => format!(
+                "cannot start the program {:?} (in {}): {error}: check the command, and that the program is on PATH",
+                p.argv.join(" "),
+                p.cwd.display()
+            ),
+            Plug::Memrel(_) => format!("cannot start worker {}: {error}", exe.display()),
         }
     }
 
