@@ -198,7 +198,12 @@ steps = ["load tiny", "unload tiny", "idle 60000"]
         "samples before the kill are kept: {}",
         samples.len()
     );
-    assert!(samples.iter().any(|s| s["phase"] == "load"));
+    // Samples of the cycle the kill cut short are kept (the idle step it
+    // came in; bert-tiny's load can be shorter than one 5 ms interval, and
+    // edges are stamped when they happened, so no sample need fall in it).
+    assert!(samples
+        .iter()
+        .any(|s| s["phase"] == "idle" && s["cycle"] == "1"));
     assert!(dir.join("timeline.png").is_file());
 }
 
