@@ -161,7 +161,7 @@ impl Plan {
                     strategy.name
                 );
                 progress.set_message(label.clone());
-                let vram = vram_probe(scenario.device);
+                let (vram, vram_missing) = vram_probe(scenario.device);
                 let (mut run, probe) = orchestrator::execute(&exe, &plan, vram, &mut |edge| {
                     progress.set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
                     progress.set_message(format!(
@@ -174,9 +174,7 @@ impl Plan {
                             .unwrap_or_default()
                     ));
                 });
-                if let (Some(why), true) =
-                    (vram_missing(scenario.device), plug.duties().complete_edges)
-                {
+                if let (Some(why), true) = (vram_missing, plug.duties().complete_edges) {
                     // memrel's own worker falls back to its own reading; a
                     // program has nothing else: say why its VRAM is empty.
                     run.meta.checks.push(Check {
@@ -351,20 +349,16 @@ pub fn resolve_strategies(names: &[String], scenario: &Scenario) -> Result<Vec<&
     Ok(out)
 }
 
-/// The VRAM probe for a device: NVML, loaded at run time (none on the CPU).
-fn vram_probe(device: DeviceSpec) -> Option<Box<dyn crate::sampler::VramProbe>> {
+/// The VRAM probe for a device (NVML, loaded at run time; none on the CPU),
+/// or why a CUDA run has none.
+fn vram_probe(device: DeviceSpec) -> (Option<Box<dyn crate::sampler::VramProbe>>, Option<String>) {
     if !device.is_cuda() {
-        return None;
+        return (None, None);
     }
-    crate::sampler::vram::open_nvml()
-}
-
-/// Why a CUDA run gets no sampled VRAM (NVML cannot be opened), if it does not.
-fn vram_missing(device: DeviceSpec) -> Option<String> {
-    if !device.is_cuda() {
-        return None;
+    match crate::sampler::vram::try_open_nvml() {
+        Ok(probe) => (Some(probe), None),
+        Err(why) => (None, Some(why)),
     }
-    crate::sampler::vram::try_open_nvml().err()
 }
 
 /// Relative paths in a scenario file (models, a command) start from the

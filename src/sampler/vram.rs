@@ -18,17 +18,16 @@ pub trait VramProbe: Send {
 /// NVML's per-process used memory. Without NVML (no driver library) it warns
 /// once and returns `None`: the VRAM columns stay empty.
 pub fn open_nvml() -> Option<Box<dyn VramProbe>> {
-    match try_open_nvml() {
-        Ok(probe) => Some(probe),
-        Err(e) => {
-            static ONCE: std::sync::Once = std::sync::Once::new();
-            ONCE.call_once(|| eprintln!("memrel: warning: {e}: sampled VRAM columns stay empty"));
-            None
-        }
-    }
+    try_open_nvml().ok()
 }
 
-/// NVML's per-process used memory, or why there is none (no driver, no GPU).
+/// NVML's per-process used memory, or why there is none (no driver, no GPU),
+/// warned once per memrel process.
 pub fn try_open_nvml() -> Result<Box<dyn VramProbe>, String> {
-    super::nvml::NvmlProbe::open().map(|probe| Box::new(probe) as Box<dyn VramProbe>)
+    super::nvml::NvmlProbe::open()
+        .map(|probe| Box::new(probe) as Box<dyn VramProbe>)
+        .inspect_err(|e| {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| eprintln!("memrel: warning: {e}: sampled VRAM columns stay empty"));
+        })
 }
