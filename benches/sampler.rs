@@ -3,11 +3,14 @@
 //! preset from a warm page cache (README "Benchmarks" quotes these).
 
 use std::hint::black_box;
+use std::io::BufWriter;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use memrel::model::{preset, synth, LoadedModel, ModelDir};
+use memrel::record::live::{LivePhase, SampleWriter};
+use memrel::record::RunMeta;
 use memrel::sampler::procfs::StatmProbe;
 use memrel::sampler::Sampler;
 use memrel::scenario::{Dtype, LoadMethod};
@@ -46,29 +49,46 @@ fn one_sample(c: &mut Criterion) {
     let _ = child.wait();
 }
 
-/// Reports the CPU time the 1 ms sampler spends per 100 ms of sampling:
-/// 5 ms here would be 5 % of one core.
+/// Reports the CPU time the 1 ms sampler spends per 100 ms of sampling,
+/// writing every sample to a samples.csv as a run does: 2 ms here would be
+/// 2 % of one core.
 fn sampler_cpu(c: &mut Criterion) {
     let mut child = other_process();
     let pid = child.id();
+    let csv = std::env::temp_dir().join(format!("memrel-sampler-bench-{}.csv", std::process::id()));
+    let meta = RunMeta::planned(1, "drop", 1);
     let mut group = c.benchmark_group("sampler_1ms");
     group.sample_size(10);
     group.bench_function("cpu_time_per_100ms_of_sampling", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
+                let file = std::fs::File::create(&csv).expect("creates samples.csv");
+                let writer = SampleWriter::new(
+                    Box::new(BufWriter::with_capacity(1 << 16, file)),
+                    &meta,
+                    LivePhase::default(),
+                );
                 let before = cpu_time();
-                let sampler =
-                    Sampler::start(pid, Duration::from_millis(1), Instant::now(), None, false);
+                let sampler = Sampler::start(
+                    pid,
+                    Duration::from_millis(1),
+                    Instant::now(),
+                    None,
+                    false,
+                    writer,
+                )
+                .expect("the sampler starts");
                 std::thread::sleep(Duration::from_millis(100));
-                let samples = sampler.stop();
+                let writer = sampler.stop().expect("the sampler stops");
+                assert!(writer.finish().is_none(), "samples written");
                 total += cpu_time() - before;
-                black_box(samples);
             }
             total
         })
     });
     group.finish();
+    let _ = std::fs::remove_file(&csv);
     let _ = child.kill();
     let _ = child.wait();
 }

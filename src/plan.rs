@@ -1,8 +1,9 @@
 //! A scenario × its strategies × repetitions → the runs to make, and making
 //! them: the one place that runs anything (used by `run`, `compare`, `check`
 //! and `exec`). Each run is a fresh process of the scenario's worker plug
-//! (candle, fake or a program); every output is written after every run, so
-//! a later failure or Ctrl-C never loses what was measured.
+//! (candle, fake or a program); samples and phase edges go to disk as they
+//! are taken (`record::live`) and every output is written after every run,
+//! so a crash, a kill or Ctrl-C never loses what was measured.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,7 +19,8 @@ use crate::model::source;
 use crate::model::synth::cache_dir;
 use crate::orchestrator::{self, RunPlan};
 use crate::protocol::Check;
-use crate::record::{Header, ModelInfo, Record, RunStatus, SCHEMA_VERSION};
+use crate::record::live::LiveRun;
+use crate::record::{Header, ModelInfo, Record, RunMeta, RunStatus, SCHEMA_VERSION};
 use crate::results::create_out_dir;
 use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
@@ -162,18 +164,26 @@ impl Plan {
                 );
                 progress.set_message(label.clone());
                 let (vram, vram_missing) = vram_probe(scenario.device);
-                let (mut run, probe) = orchestrator::execute(&exe, &plan, vram, &mut |edge| {
-                    progress.set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
-                    progress.set_message(format!(
-                        "{label}: cycle {} {}{}",
-                        edge.cycle,
-                        edge.phase.as_str(),
-                        edge.model
-                            .as_deref()
-                            .map(|m| format!(" {m}"))
-                            .unwrap_or_default()
-                    ));
-                });
+                let meta = RunMeta::planned(run_number, strategy.name, repetition);
+                let mut live = LiveRun::begin(&out_dir, &record, &meta)
+                    .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
+                let events = &mut live.events;
+                let (mut run, probe) =
+                    orchestrator::execute(&exe, &plan, vram, &live.samples, &mut |event| {
+                        events.append(event);
+                        let edge = &event.edge;
+                        progress
+                            .set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
+                        progress.set_message(format!(
+                            "{label}: cycle {} {}{}",
+                            edge.cycle,
+                            edge.phase.as_str(),
+                            edge.model
+                                .as_deref()
+                                .map(|m| format!(" {m}"))
+                                .unwrap_or_default()
+                        ));
+                    });
                 if let (Some(why), true) = (vram_missing, plug.duties().complete_edges) {
                     // memrel's own worker falls back to its own reading; a
                     // program has nothing else: say why its VRAM is empty.
@@ -193,10 +203,16 @@ impl Plan {
                         )
                     });
                 }
+                // The run's samples, read back from samples.csv (which gets
+                // their exact phases now): `run` and `report` see the same.
+                let written = live.finish(&mut run);
                 record.runs.push(run);
+                let cannot_write = || format!("cannot write results into {}", out_dir.display());
+                let saved = record.save_events_and_runs(&out_dir);
+                written.and(saved).with_context(cannot_write)?;
                 summary = metrics::summarize(&record);
-                export::write_run_outputs(&out_dir, &record, &summary)
-                    .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
+                export::write_derived_run_outputs(&out_dir, &record, &summary)
+                    .with_context(cannot_write)?;
                 if orchestrator::signals::received().is_some() {
                     break 'runs;
                 }

@@ -15,7 +15,7 @@ use crate::cli::ReportArgs;
 use crate::export::{self, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
-use crate::record::{Record, RUNS_FILE};
+use crate::record::{Record, RUNS_FILE, SAMPLES_FILE};
 use crate::results::{compare_loaded, load, write_trace, Loaded};
 
 /// What `memrel report` re-rendered.
@@ -46,7 +46,16 @@ pub fn execute_args(args: &ReportArgs) -> Result<ReportOutcome> {
         }
         None => dir.clone(),
     };
-    if loaded.damage.is_empty() || args.out.is_some() {
+    let rewrite_raw = loaded.damage.is_empty() || args.out.is_some();
+    let enveloped = loaded.record.runs.iter().any(|r| r.decimation.is_some());
+    if rewrite_raw && enveloped {
+        // Memory holds an envelope of the samples: samples.csv is copied as it is.
+        copy_samples(dir, &target)
+            .and_then(|()| loaded.record.save_events_and_runs(&target))
+            .and_then(|()| {
+                export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary)
+            })
+    } else if rewrite_raw {
         export::write_run_outputs(&target, &loaded.record, &loaded.summary)
     } else {
         export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary)
@@ -175,6 +184,17 @@ fn report_comparison(
         comparison: Some(comparison),
         damage,
     })
+}
+
+/// Copies samples.csv from `dir` to `target` unless they are one directory.
+fn copy_samples(dir: &Path, target: &Path) -> Result<()> {
+    let (from, to) = (dir.join(SAMPLES_FILE), target.join(SAMPLES_FILE));
+    let same = std::fs::canonicalize(&from).ok() == std::fs::canonicalize(&to).ok();
+    if !same {
+        std::fs::copy(&from, &to)
+            .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -91,6 +91,13 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
                 r.run, r.strategy, r.repetition
             );
         }
+        if let Some(envelope) = &r.envelope {
+            let _ = writeln!(
+                out,
+                "run {} ({} repetition {}): {envelope}",
+                r.run, r.strategy, r.repetition
+            );
+        }
         if let Some(why) = &r.unmarked {
             let peak = r
                 .resources

@@ -80,7 +80,12 @@ pub struct RunSummary {
     pub checks_passed: bool,
     /// The kernel's VmHWM, a cross-check of the host peak that no sampling can miss.
     pub vm_hwm_bytes: Option<u64>,
+    /// Samples the run took (rows of samples.csv).
     pub samples: usize,
+    /// How metrics and charts stand for a run longer than memory keeps
+    /// (`record::envelope`): absent when they saw every sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<String>,
     /// Why the phase metrics are empty though the run completed: a program
     /// that marked no phases (its timeline and peak are still measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,7 +252,12 @@ fn summarize_run(
         error: run.meta.error.clone(),
         checks_passed: run.meta.checks.iter().all(|c| c.ok),
         vm_hwm_bytes: run.meta.vm_hwm_bytes,
-        samples: run.samples.len(),
+        samples: run
+            .decimation
+            .map_or(run.samples.len(), |d| d.samples_taken as usize),
+        envelope: run
+            .decimation
+            .map(|d| envelope_note(d, run.meta.duration_s)),
         unmarked: (run.meta.status == RunStatus::Completed && run.events.is_empty())
             .then(|| UNMARKED.to_string()),
         resources: resources
@@ -257,6 +267,17 @@ fn summarize_run(
         cycles: times,
         load_throughput_bytes_per_s: (load_time > 0.0).then(|| load_bytes as f64 / load_time),
     }
+}
+
+/// What an envelope of `d` means for the numbers read off it.
+fn envelope_note(d: crate::record::envelope::Decimation, duration_s: f64) -> String {
+    let bucket_s = duration_s * d.bucket_samples as f64 / d.samples_taken.max(1) as f64;
+    format!(
+        "{} samples on disk; metrics and charts use the first, lowest and highest of every {}          (peaks exact; release times up to {:.0} ms late)",
+        d.samples_taken,
+        d.bucket_samples,
+        (bucket_s * 1e3).ceil()
+    )
 }
 
 /// What a run without phase markers lacks, and how to get it.

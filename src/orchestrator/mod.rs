@@ -31,6 +31,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
+use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
 use crate::sampler::procfs::StatmProbe;
 use crate::sampler::{Sampler, VramProbe};
@@ -76,33 +77,20 @@ enum Stop {
     Signal(i32),
 }
 
-/// Executes `plan` with `exe` as the worker binary; `on_event` sees each
-/// phase edge as it arrives (for progress display). A `respawn` strategy's
+/// Executes `plan` with `exe` as the worker binary, writing its samples to
+/// `samples` as they are taken; `on_event` sees each phase edge as it
+/// arrives (to log it and show progress). The record it returns has the
+/// run's events; its samples are on disk (`record::live` reads them back). A `respawn` strategy's
 /// run is several worker processes in turn, on one clock: each hands over at
 /// a release step and the next one resumes there.
 pub fn execute(
     exe: &Path,
     plan: &RunPlan,
     vram: Option<Box<dyn VramProbe>>,
-    on_event: &mut dyn FnMut(&PhaseEdge),
+    samples: &SampleTarget,
+    on_event: &mut dyn FnMut(&Event),
 ) -> (RunRecord, &'static str) {
-    let mut meta = RunMeta {
-        run: plan.run,
-        strategy: plan.strategy.name.to_string(),
-        repetition: plan.repetition,
-        pid: 0,
-        status: RunStatus::Failed,
-        error: None,
-        checks: Vec::new(),
-        vm_hwm_bytes: None,
-        duration_s: 0.0,
-        vram_floor_bytes: None,
-        stderr_tail: String::new(),
-        stdout_tail: String::new(),
-        allocator: None,
-        ignored_env: Vec::new(),
-        respawned_pids: Vec::new(),
-    };
+    let mut meta = RunMeta::planned(plan.run, plan.strategy.name, plan.repetition);
     let preload = match strategy::find_library(plan.strategy) {
         Ok(preload) => preload,
         Err(e) => {
@@ -116,8 +104,8 @@ pub fn execute(
         zero_mono_s: crate::protocol::monotonic_s(),
         ..Collected::default()
     };
-    let mut samples = Vec::new();
     let mut vram = vram;
+    let mut sample_error = None;
     let mut probe_name = "none";
     let mut plug = plan.plug.clone();
     let duties = plug.duties();
@@ -131,6 +119,7 @@ pub fn execute(
             interval: plan.interval,
             clock_zero,
             deadline,
+            samples,
         };
         let ended = match process.run(vram.take(), &mut got, &mut meta, on_event) {
             Ok(ended) => ended,
@@ -140,13 +129,14 @@ pub fn execute(
                 meta.duration_s = clock_zero.elapsed().as_secs_f64();
                 let record = RunRecord {
                     meta,
-                    samples,
+                    samples: Vec::new(),
                     events: got.events,
+                    decimation: None,
                 };
                 return (record, probe_name);
             }
         };
-        samples.extend(ended.samples);
+        sample_error = sample_error.or(ended.sample_error);
         vram = ended.vram;
         probe_name = ended.probe_name;
         let clean = ended.stop.is_none() && ended.status.is_some_and(|s| s.success());
@@ -170,11 +160,17 @@ pub fn execute(
         None => error.map(|e| name_out_of_memory(e, &meta.stderr_tail)),
         Some(_) => error,
     };
+    if let (Some(e), RunStatus::Completed) = (sample_error, meta.status) {
+        // A run whose samples did not all reach the disk is not a measurement.
+        meta.status = RunStatus::Failed;
+        meta.error = Some(e);
+    }
     (
         RunRecord {
             meta,
-            samples,
+            samples: Vec::new(),
             events: got.events,
+            decimation: None,
         },
         probe_name,
     )
@@ -189,13 +185,15 @@ struct Process<'a> {
     interval: Duration,
     clock_zero: Instant,
     deadline: Instant,
+    samples: &'a SampleTarget,
 }
 
-/// How one worker process ended, and what was sampled while it ran.
+/// How one worker process ended.
 struct Ended {
     stop: Option<Stop>,
     status: Option<ExitStatus>,
-    samples: Vec<crate::record::Sample>,
+    /// Why its samples did not all reach samples.csv.
+    sample_error: Option<String>,
     vram: Option<Box<dyn VramProbe>>,
     probe_name: &'static str,
 }
@@ -209,10 +207,14 @@ impl Process<'_> {
         vram: Option<Box<dyn VramProbe>>,
         got: &mut Collected,
         meta: &mut RunMeta,
-        on_event: &mut dyn FnMut(&PhaseEdge),
+        on_event: &mut dyn FnMut(&Event),
     ) -> Result<Ended, String> {
         let channel = Channel::open()
             .map_err(|e| format!("cannot open the worker's event channel (a pipe): {e}"))?;
+        let writer = self
+            .samples
+            .writer()
+            .map_err(|e| format!("cannot write the run's samples: {e:#}"))?;
         let mut command = self.plug.command(self.exe, self.strategy)?;
         command
             .stdin(Stdio::null())
@@ -249,13 +251,21 @@ impl Process<'_> {
         let messages = channel.start_reader(self.clock_zero, fill);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
-        let sampler = Sampler::start(
+        let sampler = match Sampler::start(
             pid,
             self.interval,
             self.clock_zero,
             vram,
             duties.sample_tree,
-        );
+            writer,
+        ) {
+            Ok(sampler) => sampler,
+            Err(e) => {
+                child::kill_group(pid);
+                let _ = child::wait_bounded(&mut child, REAP_GRACE);
+                return Err(format!("cannot start the sampler thread: {e}"));
+            }
+        };
         let probe_name = sampler.probe_name;
 
         let mut channel_open = true;
@@ -292,7 +302,12 @@ impl Process<'_> {
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);
         let status = child::wait_bounded(&mut child, REAP_GRACE);
-        let (samples, vram) = sampler.stop_keep_probe();
+        let (sample_error, vram) = match sampler.stop_keep_probe() {
+            Ok((writer, vram)) => (writer.finish(), vram),
+            Err(e) => (Some(e.to_string()), None),
+        };
+        let sample_error =
+            sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
         if channel_open {
             got.drain(&messages, PIPE_GRACE, meta, on_event);
         }
@@ -309,7 +324,7 @@ impl Process<'_> {
         Ok(Ended {
             stop,
             status,
-            samples,
+            sample_error,
             vram,
             probe_name,
         })
@@ -379,7 +394,7 @@ struct Collected {
 }
 
 impl Collected {
-    fn take(&mut self, arrival: Arrival, meta: &mut RunMeta, on_event: &mut dyn FnMut(&PhaseEdge)) {
+    fn take(&mut self, arrival: Arrival, meta: &mut RunMeta, on_event: &mut dyn FnMut(&Event)) {
         let (arrived_s, parsed) = arrival;
         let mut t_s = arrived_s;
         let envelope = match parsed {
@@ -419,8 +434,9 @@ impl Collected {
                 if edge.elapsed_s.is_none() && edge.edge == Edge::End {
                     edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
                 }
-                on_event(&edge);
-                self.events.push(Event { t_s, edge });
+                let event = Event { t_s, edge };
+                on_event(&event);
+                self.events.push(event);
             }
             Message::Done(d) => {
                 meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(d.vm_hwm_bytes));
@@ -453,7 +469,7 @@ impl Collected {
         messages: &Receiver<Arrival>,
         grace: Duration,
         meta: &mut RunMeta,
-        on_event: &mut dyn FnMut(&PhaseEdge),
+        on_event: &mut dyn FnMut(&Event),
     ) {
         let deadline = Instant::now() + grace;
         loop {
@@ -627,6 +643,7 @@ fn empty_record(meta: RunMeta) -> RunRecord {
         meta,
         samples: Vec::new(),
         events: Vec::new(),
+        decimation: None,
     }
 }
 

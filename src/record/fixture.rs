@@ -140,6 +140,7 @@ pub fn run(run: u32, strategy: &str, repetition: u32, retained_mib: &[u64]) -> R
         },
         samples,
         events,
+        decimation: None,
     }
 }
 

@@ -5,12 +5,16 @@
 //! directory can be re-rendered later without re-running anything.
 //!
 //! On disk a record is three files: `samples.csv`, `events.csv` and `runs.json`.
-//! They are rewritten atomically after every run, so a crash later loses nothing
-//! already measured.
+//! While a run goes on they are appended to (`live`); after it, events.csv and
+//! runs.json are rewritten atomically and samples.csv once, so a crash at any
+//! moment loses at most the last tenth of a second.
 //!
 //! The files: `types` (the record in memory), `rows` (CSV rows), `schema`
-//! (file names, version, runs.json), `salvage` (reading damaged directories).
+//! (file names, version, runs.json), `salvage` (reading damaged directories),
+//! `live` (writing during a run), `envelope` (a long run in bounded memory).
 
+pub mod envelope;
+pub mod live;
 mod rows;
 mod salvage;
 mod schema;
@@ -30,9 +34,18 @@ pub use types::*;
 impl Record {
     /// Writes samples.csv, events.csv and runs.json into `dir`, each atomically.
     /// Times are written to the microsecond (see [`Record::at_file_precision`]).
+    /// (A record with an envelope of samples, see `envelope`, is saved by the
+    /// run that took them: `live`.)
     pub fn save(&self, dir: &Path) -> Result<()> {
         let record = self.at_file_precision();
         write_atomic(&dir.join(SAMPLES_FILE), &record.samples_csv()?)?;
+        record.save_events_and_runs(dir)
+    }
+
+    /// Writes events.csv and runs.json into `dir`, each atomically: all of a
+    /// record but its samples, which `live` streams to samples.csv.
+    pub fn save_events_and_runs(&self, dir: &Path) -> Result<()> {
+        let record = self.at_file_precision();
         write_atomic(&dir.join(EVENTS_FILE), &record.events_csv()?)?;
         let runs = schema::RunsFile {
             header: record.header.clone(),

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::types::{round_us, Event, Record};
+use super::types::{round_us, Event, Record, RunMeta, Sample};
 use crate::protocol::{AllocatorState, Edge, HeapStats, MemoryAtEdge, Phase, PhaseEdge};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -89,23 +89,128 @@ pub(super) struct EventRow {
     note: Option<String>,
 }
 
+/// A samples.csv row borrowed from a sample, for writing (the sampler
+/// writes one per reading: no allocation). Same columns as `SampleRow`.
+#[derive(Debug, Serialize)]
+pub(super) struct SampleRowRef<'a> {
+    t_s: f64,
+    run: u32,
+    strategy: &'a str,
+    repetition: u32,
+    cycle: u32,
+    phase: &'static str,
+    rss_bytes: u64,
+    anon_bytes: u64,
+    file_bytes: u64,
+    vram_bytes: Option<u64>,
+}
+
+impl<'a> SampleRowRef<'a> {
+    pub(super) fn new(
+        run: u32,
+        strategy: &'a str,
+        repetition: u32,
+        cycle: u32,
+        phase: Phase,
+        sample: &Sample,
+    ) -> SampleRowRef<'a> {
+        SampleRowRef {
+            t_s: round_us(sample.t_s),
+            run,
+            strategy,
+            repetition,
+            cycle,
+            phase: phase.as_str(),
+            rss_bytes: sample.rss_bytes,
+            anon_bytes: sample.anon_bytes,
+            file_bytes: sample.file_bytes,
+            vram_bytes: sample.vram_bytes,
+        }
+    }
+}
+
+impl SampleRow {
+    pub(super) fn sample(&self) -> Sample {
+        Sample {
+            t_s: self.t_s,
+            rss_bytes: self.rss_bytes,
+            anon_bytes: self.anon_bytes,
+            file_bytes: self.file_bytes,
+            vram_bytes: self.vram_bytes,
+        }
+    }
+}
+
+/// An events.csv row borrowed from an event (same columns as `EventRow`).
+#[derive(Debug, Serialize)]
+pub(super) struct EventRowRef<'a> {
+    t_s: f64,
+    run: u32,
+    strategy: &'a str,
+    repetition: u32,
+    cycle: u32,
+    phase: &'static str,
+    edge: &'static str,
+    model: Option<&'a str>,
+    elapsed_s: Option<f64>,
+    rss_bytes: u64,
+    anon_bytes: u64,
+    file_bytes: u64,
+    vram_bytes: Option<u64>,
+    glibc_arena_bytes: Option<u64>,
+    glibc_mmapped_bytes: Option<u64>,
+    glibc_in_use_bytes: Option<u64>,
+    glibc_free_bytes: Option<u64>,
+    glibc_top_releasable_bytes: Option<u64>,
+    heap_in_use_bytes: Option<u64>,
+    heap_held_bytes: Option<u64>,
+    note: Option<&'a str>,
+}
+
+impl<'a> EventRowRef<'a> {
+    pub(super) fn new(meta: &'a RunMeta, event: &'a Event) -> EventRowRef<'a> {
+        let e = &event.edge;
+        let alloc = e.allocator;
+        EventRowRef {
+            t_s: round_us(event.t_s),
+            run: meta.run,
+            strategy: &meta.strategy,
+            repetition: meta.repetition,
+            cycle: e.cycle,
+            phase: e.phase.as_str(),
+            edge: e.edge.as_str(),
+            model: e.model.as_deref(),
+            elapsed_s: e.elapsed_s,
+            rss_bytes: e.memory.rss_bytes,
+            anon_bytes: e.memory.anon_bytes,
+            file_bytes: e.memory.file_bytes,
+            vram_bytes: e.memory.vram_bytes,
+            glibc_arena_bytes: alloc.map(|a| a.arena_bytes),
+            glibc_mmapped_bytes: alloc.map(|a| a.mmapped_bytes),
+            glibc_in_use_bytes: alloc.map(|a| a.in_use_bytes),
+            glibc_free_bytes: alloc.map(|a| a.free_bytes),
+            glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
+            heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
+            heap_held_bytes: e.heap.map(|h| h.held_bytes),
+            note: e.note.as_deref(),
+        }
+    }
+}
+
 impl Record {
     pub fn samples_csv(&self) -> Result<Vec<u8>> {
         let mut writer = csv::Writer::from_writer(Vec::new());
         for run in &self.runs {
             for (sample, (cycle, phase)) in run.samples.iter().zip(run.sample_phases()) {
-                writer.serialize(SampleRow {
-                    t_s: round_us(sample.t_s),
-                    run: run.meta.run,
-                    strategy: run.meta.strategy.clone(),
-                    repetition: run.meta.repetition,
+                let m = &run.meta;
+                writer.serialize(SampleRowRef::new(
+                    m.run,
+                    &m.strategy,
+                    m.repetition,
                     cycle,
-                    phase: phase.as_str().to_string(),
-                    rss_bytes: sample.rss_bytes,
-                    anon_bytes: sample.anon_bytes,
-                    file_bytes: sample.file_bytes,
-                    vram_bytes: sample.vram_bytes,
-                })?;
+                    phase,
+                    sample,
+                ))?;
             }
         }
         if self.runs.iter().all(|r| r.samples.is_empty()) {
@@ -116,38 +221,12 @@ impl Record {
 
     pub fn events_csv(&self) -> Result<Vec<u8>> {
         let mut writer = csv::Writer::from_writer(Vec::new());
-        let mut any = false;
         for run in &self.runs {
             for event in &run.events {
-                any = true;
-                let e = &event.edge;
-                let alloc = e.allocator;
-                writer.serialize(EventRow {
-                    t_s: round_us(event.t_s),
-                    run: run.meta.run,
-                    strategy: run.meta.strategy.clone(),
-                    repetition: run.meta.repetition,
-                    cycle: e.cycle,
-                    phase: e.phase.as_str().to_string(),
-                    edge: e.edge.as_str().to_string(),
-                    model: e.model.clone(),
-                    elapsed_s: e.elapsed_s,
-                    rss_bytes: e.memory.rss_bytes,
-                    anon_bytes: e.memory.anon_bytes,
-                    file_bytes: e.memory.file_bytes,
-                    vram_bytes: e.memory.vram_bytes,
-                    glibc_arena_bytes: alloc.map(|a| a.arena_bytes),
-                    glibc_mmapped_bytes: alloc.map(|a| a.mmapped_bytes),
-                    glibc_in_use_bytes: alloc.map(|a| a.in_use_bytes),
-                    glibc_free_bytes: alloc.map(|a| a.free_bytes),
-                    glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
-                    heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
-                    heap_held_bytes: e.heap.map(|h| h.held_bytes),
-                    note: e.note.clone(),
-                })?;
+                writer.serialize(EventRowRef::new(&run.meta, event))?;
             }
         }
-        if !any {
+        if self.runs.iter().all(|r| r.events.is_empty()) {
             writer.write_record(EVENT_COLUMNS)?;
         }
         Ok(writer.into_inner()?)

@@ -7,9 +7,10 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
+use super::envelope::Envelope;
 use super::rows::{event_from_row, EventRow, SampleRow};
 use super::schema::{read_runs_file, EVENTS_FILE, SAMPLES_FILE};
-use super::types::{Event, Record, RunRecord, Sample};
+use super::types::{Event, Record, RunRecord};
 
 impl Record {
     /// Reads a results directory written by [`Record::save`]; any damage is an error.
@@ -27,15 +28,10 @@ impl Record {
     pub fn load_partial(dir: &Path) -> Result<(Record, Vec<String>)> {
         let runs_file = read_runs_file(dir)?;
         let mut damage = Vec::new();
-        let mut samples: BTreeMap<u32, Vec<Sample>> = BTreeMap::new();
+        // Each run's samples through an envelope: a long run stays bounded.
+        let mut samples: BTreeMap<u32, Envelope> = BTreeMap::new();
         read_rows::<SampleRow>(&dir.join(SAMPLES_FILE), &mut damage, |row, _| {
-            samples.entry(row.run).or_default().push(Sample {
-                t_s: row.t_s,
-                rss_bytes: row.rss_bytes,
-                anon_bytes: row.anon_bytes,
-                file_bytes: row.file_bytes,
-                vram_bytes: row.vram_bytes,
-            });
+            samples.entry(row.run).or_default().push(row.sample());
             Ok(())
         });
         let mut events: BTreeMap<u32, Vec<Event>> = BTreeMap::new();
@@ -49,10 +45,14 @@ impl Record {
         let runs = runs_file
             .runs
             .into_iter()
-            .map(|meta| RunRecord {
-                samples: samples.remove(&meta.run).unwrap_or_default(),
-                events: events.remove(&meta.run).unwrap_or_default(),
-                meta,
+            .map(|meta| {
+                let (samples, decimation) = samples.remove(&meta.run).unwrap_or_default().finish();
+                RunRecord {
+                    samples,
+                    decimation,
+                    events: events.remove(&meta.run).unwrap_or_default(),
+                    meta,
+                }
             })
             .collect();
         let record = Record {

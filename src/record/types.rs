@@ -83,6 +83,29 @@ pub struct RunMeta {
     pub respawned_pids: Vec<u32>,
 }
 
+impl RunMeta {
+    /// A run before it starts: failed until it says otherwise.
+    pub fn planned(run: u32, strategy: &str, repetition: u32) -> RunMeta {
+        RunMeta {
+            run,
+            strategy: strategy.to_string(),
+            repetition,
+            pid: 0,
+            status: RunStatus::Failed,
+            error: None,
+            checks: Vec::new(),
+            vm_hwm_bytes: None,
+            duration_s: 0.0,
+            vram_floor_bytes: None,
+            stderr_tail: String::new(),
+            stdout_tail: String::new(),
+            allocator: None,
+            ignored_env: Vec::new(),
+            respawned_pids: Vec::new(),
+        }
+    }
+}
+
 /// A model as it was resolved for this invocation.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ModelInfo {
@@ -128,8 +151,12 @@ pub struct Header {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
     pub meta: RunMeta,
+    /// Every sample, or an envelope of them when the run took more than
+    /// memory keeps (see `envelope`; samples.csv has every one).
     pub samples: Vec<Sample>,
     pub events: Vec<Event>,
+    /// `Some` when `samples` is an envelope.
+    pub decimation: Option<super::envelope::Decimation>,
 }
 
 /// Everything one invocation measured.
@@ -144,27 +171,57 @@ impl RunRecord {
     /// A sample belongs to the innermost phase that has begun and not yet ended
     /// before it; between phases it belongs to `idle` of the current cycle.
     pub fn sample_phases(&self) -> Vec<(u32, Phase)> {
-        let mut out = Vec::with_capacity(self.samples.len());
-        let mut open: Vec<Phase> = Vec::new();
-        let mut cycle = 0;
-        let mut next = 0;
-        for sample in &self.samples {
-            while next < self.events.len() && self.events[next].t_s <= sample.t_s {
-                let edge = &self.events[next].edge;
-                cycle = edge.cycle;
-                match edge.edge {
-                    Edge::Begin => open.push(edge.phase),
-                    Edge::End => {
-                        if let Some(pos) = open.iter().rposition(|p| *p == edge.phase) {
-                            open.remove(pos);
-                        }
-                    }
-                }
-                next += 1;
-            }
-            out.push((cycle, open.last().copied().unwrap_or(Phase::Idle)));
+        let mut cursor = PhaseCursor::new(&self.events);
+        self.samples.iter().map(|s| cursor.at(s.t_s)).collect()
+    }
+}
+
+/// Walks a run's events in time order and says which cycle and phase a time
+/// falls in: the innermost phase that has begun and not yet ended at or
+/// before it; between phases, `idle` of the current cycle. Times asked must
+/// not decrease.
+pub struct PhaseCursor<'a> {
+    events: &'a [Event],
+    next: usize,
+    open: Vec<Phase>,
+    cycle: u32,
+}
+
+impl<'a> PhaseCursor<'a> {
+    pub fn new(events: &'a [Event]) -> PhaseCursor<'a> {
+        PhaseCursor {
+            events,
+            next: 0,
+            open: Vec::new(),
+            cycle: 0,
         }
-        out
+    }
+
+    pub fn at(&mut self, t_s: f64) -> (u32, Phase) {
+        while self.next < self.events.len() && self.events[self.next].t_s <= t_s {
+            let events = self.events;
+            self.take(&events[self.next].edge);
+            self.next += 1;
+        }
+        self.now()
+    }
+
+    /// Takes an edge as it arrives (the orchestrator's live view).
+    pub fn take(&mut self, edge: &PhaseEdge) {
+        self.cycle = edge.cycle;
+        match edge.edge {
+            Edge::Begin => self.open.push(edge.phase),
+            Edge::End => {
+                if let Some(pos) = self.open.iter().rposition(|p| *p == edge.phase) {
+                    self.open.remove(pos);
+                }
+            }
+        }
+    }
+
+    /// The cycle and phase after the edges taken so far.
+    pub fn now(&self) -> (u32, Phase) {
+        (self.cycle, self.open.last().copied().unwrap_or(Phase::Idle))
     }
 }
 

@@ -2,8 +2,10 @@
 //! fixed interval and timestamps every reading on the run's clock.
 //!
 //! It must stay cheap (it shares the machine with the workload) and must not
-//! allocate per sample beyond pushing into a pre-reserved vector. It never
-//! parses events: phases are joined to samples later, by the orchestrator.
+//! allocate per sample: each reading is written as one row of samples.csv
+//! (buffered, flushed every 100 ms: `record::live`), so memrel's memory does
+//! not grow with the length of a run. It never parses events: a row's phase
+//! is the one the orchestrator last heard of, made exact when the run ends.
 
 pub mod nvml;
 mod portable;
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::record::live::SampleWriter;
 use crate::record::Sample;
 pub use vram::VramProbe;
 
@@ -79,10 +82,10 @@ impl Probe {
     }
 }
 
-/// What the sampler thread hands back: its samples and the VRAM probe.
-pub type Finished = (Vec<Sample>, Option<Box<dyn VramProbe>>);
+/// What the sampler thread hands back: the writer of its samples and the VRAM probe.
+pub type Finished = (SampleWriter, Option<Box<dyn VramProbe>>);
 
-/// A running sampler thread; `stop` returns everything it read.
+/// A running sampler thread; `stop` hands its writer back.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<Finished>,
@@ -91,14 +94,16 @@ pub struct Sampler {
 
 impl Sampler {
     /// Starts sampling `pid` (with `tree`: its whole process tree) every
-    /// `interval`, times relative to `clock_zero`.
+    /// `interval`, times relative to `clock_zero`, into `writer`. `Err`: the
+    /// thread could not be started.
     pub fn start(
         pid: u32,
         interval: Duration,
         clock_zero: Instant,
         vram: Option<Box<dyn VramProbe>>,
         tree: bool,
-    ) -> Sampler {
+        mut writer: SampleWriter,
+    ) -> io::Result<Sampler> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut probe = if tree {
             Probe::open_tree(pid)
@@ -109,44 +114,57 @@ impl Sampler {
         let flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
-            .spawn(move || sample_loop(&mut probe, vram, pid, interval, clock_zero, &flag))
-            .unwrap_or_else(|_| std::thread::spawn(|| (Vec::new(), None)));
-        Sampler {
+            .spawn(move || {
+                let mut vram = vram;
+                sample_loop(
+                    &mut probe,
+                    &mut vram,
+                    &mut writer,
+                    pid,
+                    interval,
+                    clock_zero,
+                    &flag,
+                );
+                (writer, vram)
+            })?;
+        Ok(Sampler {
             stop,
             handle,
             probe_name,
-        }
+        })
     }
 
-    /// Stops and returns the samples.
-    pub fn stop(self) -> Vec<Sample> {
-        self.stop_keep_probe().0
+    /// Stops and returns the writer (flushed by its `finish`).
+    pub fn stop(self) -> io::Result<SampleWriter> {
+        self.stop_keep_probe().map(|(writer, _)| writer)
     }
 
-    /// Stops and returns the samples and the VRAM probe, for the next process
-    /// of the same run (respawn) or for its checks.
-    pub fn stop_keep_probe(self) -> Finished {
+    /// Stops and returns the writer and the VRAM probe, for the next process
+    /// of the same run (respawn) or for its checks. `Err`: the thread panicked.
+    pub fn stop_keep_probe(self) -> io::Result<Finished> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        self.handle
+            .join()
+            .map_err(|_| io::Error::other("the sampler thread panicked"))
     }
 }
 
 fn sample_loop(
     probe: &mut Probe,
-    mut vram: Option<Box<dyn VramProbe>>,
+    vram: &mut Option<Box<dyn VramProbe>>,
+    writer: &mut SampleWriter,
     pid: u32,
     interval: Duration,
     clock_zero: Instant,
     stop: &AtomicBool,
-) -> Finished {
-    let mut samples = Vec::with_capacity(64 * 1024);
+) {
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let Ok(reading) = probe.read() else { break };
         let t_s = clock_zero.elapsed().as_secs_f64();
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
         if reading.rss_bytes > 0 {
-            samples.push(Sample {
+            writer.write(&Sample {
                 t_s,
                 rss_bytes: reading.rss_bytes,
                 anon_bytes: reading.anon_bytes,
@@ -163,5 +181,4 @@ fn sample_loop(
             next = now;
         }
     }
-    (samples, vram)
 }

@@ -29,6 +29,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "article-cpu",
         include_str!("../../scenarios/article-cpu.toml"),
     ),
+    ("soak", include_str!("../../scenarios/soak.toml")),
     ("ci-smoke", include_str!("../../scenarios/ci-smoke.toml")),
     ("ci-gate", include_str!("../../scenarios/ci-gate.toml")),
     ("cuda-drop", include_str!("../../scenarios/cuda-drop.toml")),

@@ -93,6 +93,17 @@ pub fn results_dirs(out: &Path, scenario: &str) -> Vec<PathBuf> {
     dirs
 }
 
+/// Whether a results directory under `out/<scenario>/` has its first run
+/// ended and saved (runs.json lists a run from its start: `record::live`).
+pub fn first_run_saved(out: &Path, scenario: &str) -> bool {
+    results_dirs(out, scenario).iter().any(|d| {
+        std::fs::read(d.join("runs.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .is_some_and(|v| v["runs"][0]["status"] == "completed")
+    })
+}
+
 /// The only results directory under `out/<scenario>/`.
 pub fn only_results_dir(out: &Path, scenario: &str) -> PathBuf {
     let mut dirs = results_dirs(out, scenario);

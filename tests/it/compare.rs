@@ -548,6 +548,7 @@ fn failed_run(strategy: &str) -> RunSummary {
         checks_passed: true,
         vm_hwm_bytes: None,
         samples: 0,
+        envelope: None,
         unmarked: None,
         cycles: Vec::new(),
         resources: Vec::new(),

@@ -189,9 +189,7 @@ fn interrupt_the_second_run(sig: i32, name: &str, want_code: i32) {
         .expect("memrel starts");
     // The first run is saved; the second one's worker is running.
     wait_for("the first run's record", || {
-        results_dirs(tmp.path(), name)
-            .iter()
-            .any(|d| d.join("runs.json").exists())
+        first_run_saved(tmp.path(), name)
     });
     let mut workers = Vec::new();
     wait_for("the second worker", || {
@@ -246,4 +244,65 @@ fn sigint_mid_run_saves_everything_and_exits_130() {
 #[test]
 fn sigterm_mid_run_saves_everything_and_exits_143() {
     interrupt_the_second_run(libc::SIGTERM, "sigterm", 143);
+}
+
+/// memrel itself killed in the middle of a run (no handler can run): the
+/// samples and edges it had streamed to disk make a record `report` renders,
+/// and the worker dies with it (PR_SET_PDEATHSIG).
+#[test]
+fn memrel_sigkilled_mid_run_leaves_a_record_that_report_renders() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = scenario(tmp.path(), "memrel-killed", 3, 60.0, 20, ", \"idle 1000\"");
+    let mut child = memrel()
+        .args(["run", "--scenario"])
+        .arg(&path)
+        .arg("--out")
+        .arg(tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("memrel starts");
+    let mut workers = Vec::new();
+    wait_for("the worker", || {
+        workers = children_of(child.id());
+        !workers.is_empty()
+    });
+    // Into the second cycle's idle: edges and samples are on disk by now.
+    wait_for("the second cycle", || {
+        results_dirs(tmp.path(), "memrel-killed").iter().any(|d| {
+            std::fs::read_to_string(d.join("events.csv"))
+                .is_ok_and(|e| e.lines().any(|l| l.contains(",2,load,end,")))
+        })
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: a plain kill(2) of the memrel process this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = wait_with_limit(&mut child, Duration::from_secs(10));
+    for worker in workers {
+        assert_gone(worker, "the worker of a killed memrel");
+    }
+
+    let dir = only_results_dir(tmp.path(), "memrel-killed");
+    let runs = runs(&dir);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "killed", "{}", runs[0]);
+    let error = runs[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("memrel stopped while this run was going on"),
+        "{error}"
+    );
+    assert!(
+        !dir.join("summary.json").exists(),
+        "no summary before report"
+    );
+    assert_rerenders(&dir);
+    let summary = summary(&dir);
+    let run = &summary["runs"][0];
+    // At 5 ms for more than 1.3 s: a few hundred samples, all kept.
+    assert!(run["samples"].as_u64().unwrap_or(0) > 100, "{run}");
+    let cycles = run["resources"][0]["cycles"].as_array().expect("cycles");
+    assert!(!cycles.is_empty(), "cycle 1 is measured: {run}");
+    let png = std::fs::read(dir.join("timeline.png")).expect("timeline.png");
+    assert!(png.starts_with(b"\x89PNG"));
 }

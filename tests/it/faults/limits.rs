@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 
 use crate::common::*;
+use memrel::record::Record;
 
 /// One run of the kill case: SIGKILL to the worker `delay` after it appears;
 /// returns where it was hit (the last phase edge in events.csv).
@@ -234,11 +235,7 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
         .spawn()
         .expect("memrel starts");
     // The first run's outputs are all written before the second worker starts.
-    wait_for("the first run's record", || {
-        results_dirs(&out, "full")
-            .iter()
-            .any(|d| d.join("runs.json").exists())
-    });
+    wait_for("the first run's record", || first_run_saved(&out, "full"));
     let dir = only_results_dir(&out, "full");
     let first_pid = runs(&dir)[0]["pid"].as_i64().expect("pid");
     wait_for("the second worker", || {
@@ -259,10 +256,19 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
         "the error names the file: {stderr}"
     );
     assert!(stderr.contains("No space left on device"), "{stderr}");
-    // What was written before is untouched: no half-written file replaced it.
+    // What was written before is untouched: no half-written file replaced
+    // it. samples.csv and events.csv grow while a run goes on (rows are
+    // appended as they are taken): what they held stays, byte for byte.
     for (name, bytes) in &before {
         let now = std::fs::read(dir.join(name)).expect(name);
-        assert!(&now == bytes, "{name} changed after the disk filled up");
+        if name == "runs.json" {
+            assert!(&now == bytes, "{name} changed after the disk filled up");
+        } else {
+            assert!(
+                now.starts_with(bytes),
+                "{name} lost what it held when the disk filled up"
+            );
+        }
     }
     // Nor is a hidden, half-written temporary file left behind.
     let leftovers: Vec<String> = std::fs::read_dir(&dir)
@@ -273,10 +279,26 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     // With room again (as an operator would make), the directory re-renders.
+    // The first run is whole; the second is listed as stopped early, with
+    // the samples that reached the disk (the last row may be cut short).
     std::fs::remove_file(&filler).expect("filler removed");
-    let record = assert_intact(&dir, 1);
+    let (record, damage) = Record::load_partial(&dir).expect("the record reads back");
+    assert!(
+        damage.iter().all(|d| d.contains("samples.csv")),
+        "{damage:?}"
+    );
+    assert_eq!(record.runs.len(), 2);
     assert_eq!(runs(&dir)[0]["status"], "completed");
     assert!(!record.runs[0].samples.is_empty());
+    let second = &runs(&dir)[1];
+    assert_eq!(second["status"], "killed", "{second}");
+    assert!(
+        second["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("memrel stopped while this run was going on")),
+        "{second}"
+    );
+    assert_rerenders(&dir);
 }
 
 #[test]

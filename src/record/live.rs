@@ -1,0 +1,303 @@
+//! The record on disk while a run goes on, so that memrel's memory stays
+//! bounded however long it runs and a crash at any moment leaves a record
+//! `memrel report` reads.
+//!
+//! Before a run starts, runs.json names it (as stopped early, until it ends)
+//! and samples.csv is opened for appending. The sampler writes every sample
+//! as it takes it, tagged with the phase the orchestrator last heard of
+//! ([`LivePhase`]), flushed every [`FLUSH_EVERY_S`]; events.csv gets each
+//! phase edge as it arrives. When the run ends, [`finish_run`] rewrites
+//! samples.csv once with every sample's phase joined exactly from the events
+//! (as [`Record::save`] would write it) and reads the run back into memory
+//! through an [`Envelope`]: the metrics and charts of `run` are built from
+//! the files, the same way `report` builds them.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use super::envelope::Envelope;
+use super::rows::{EventRowRef, SampleRow, SampleRowRef, SAMPLE_COLUMNS};
+use super::schema::{EVENTS_FILE, SAMPLES_FILE};
+use super::types::{Event, PhaseCursor, Record, RunMeta, RunRecord, Sample};
+use crate::fsutil::write_atomic;
+use crate::protocol::Phase;
+
+/// How often the sampler flushes samples.csv: what a crash can lose.
+pub const FLUSH_EVERY_S: f64 = 0.1;
+
+/// The cycle and phase the orchestrator last heard of, for the sampler's
+/// rows (one word, so the sampler reads it without a lock).
+#[derive(Debug, Clone, Default)]
+pub struct LivePhase(Arc<AtomicU64>);
+
+impl LivePhase {
+    pub fn set(&self, (cycle, phase): (u32, Phase)) {
+        let index = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+        self.0
+            .store(u64::from(cycle) << 8 | index as u64, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> (u32, Phase) {
+        let word = self.0.load(Ordering::Relaxed);
+        let phase = Phase::ALL
+            .get((word & 0xff) as usize)
+            .copied()
+            .unwrap_or(Phase::Idle);
+        ((word >> 8) as u32, phase)
+    }
+}
+
+/// Appends one run's samples to samples.csv as the sampler takes them.
+pub struct SampleWriter {
+    csv: csv::Writer<Box<dyn Write + Send>>,
+    run: u32,
+    strategy: String,
+    repetition: u32,
+    phase: LivePhase,
+    flushed_at_s: f64,
+    pub samples_written: u64,
+    /// The first write that failed; later samples are not written.
+    pub error: Option<String>,
+}
+
+impl SampleWriter {
+    /// A writer of `meta`'s rows into `out` (no header: the file has one).
+    pub fn new(out: Box<dyn Write + Send>, meta: &RunMeta, phase: LivePhase) -> SampleWriter {
+        SampleWriter {
+            csv: csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(out),
+            run: meta.run,
+            strategy: meta.strategy.clone(),
+            repetition: meta.repetition,
+            phase,
+            flushed_at_s: 0.0,
+            samples_written: 0,
+            error: None,
+        }
+    }
+
+    /// Writes one sample; flushes when [`FLUSH_EVERY_S`] has passed.
+    pub fn write(&mut self, sample: &Sample) {
+        if self.error.is_some() {
+            return;
+        }
+        let (cycle, phase) = self.phase.get();
+        let row = SampleRowRef::new(
+            self.run,
+            &self.strategy,
+            self.repetition,
+            cycle,
+            phase,
+            sample,
+        );
+        let mut written = self.csv.serialize(row).map_err(|e| e.to_string());
+        if written.is_ok() && sample.t_s - self.flushed_at_s >= FLUSH_EVERY_S {
+            self.flushed_at_s = sample.t_s;
+            written = self.csv.flush().map_err(|e| e.to_string());
+        }
+        match written {
+            Ok(()) => self.samples_written += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Flushes what is buffered; the first error of the writer, if any.
+    pub fn finish(mut self) -> Option<String> {
+        if let Err(e) = self.csv.flush() {
+            self.error.get_or_insert(e.to_string());
+        }
+        self.error
+    }
+}
+
+/// Where one run's records go while it runs: its samples (a writer per
+/// worker process) and its phase edges.
+pub struct LiveRun {
+    pub samples: SampleTarget,
+    pub events: EventLog,
+    dir: PathBuf,
+    /// Where this run's rows start in samples.csv.
+    samples_from_byte: u64,
+}
+
+/// Opens writers of a run's samples (one per worker process: a respawned
+/// run has several).
+pub struct SampleTarget {
+    path: PathBuf,
+    meta: RunMeta,
+    phase: LivePhase,
+}
+
+impl SampleTarget {
+    pub fn writer(&self) -> Result<SampleWriter> {
+        let file = append(&self.path)?;
+        Ok(SampleWriter::new(
+            Box::new(BufWriter::with_capacity(1 << 16, file)),
+            &self.meta,
+            self.phase.clone(),
+        ))
+    }
+}
+
+/// Appends a run's phase edges to events.csv as they arrive, and keeps the
+/// live phase the sampler tags its rows with.
+pub struct EventLog {
+    csv: csv::Writer<File>,
+    meta: RunMeta,
+    cursor: PhaseCursor<'static>,
+    phase: LivePhase,
+}
+
+impl EventLog {
+    /// Appends `event` (flushed: edges are few) and moves the live phase on.
+    pub fn append(&mut self, event: &Event) {
+        self.cursor.take(&event.edge);
+        self.phase.set(self.cursor.now());
+        // A failed append loses nothing: events.csv is rewritten from memory
+        // when the run ends.
+        let _ = self
+            .csv
+            .serialize(EventRowRef::new(&self.meta, event))
+            .and_then(|()| Ok(self.csv.flush()?));
+    }
+}
+
+impl LiveRun {
+    /// Gets `dir` ready for a run: runs.json lists it (stopped early, until
+    /// it ends), samples.csv and events.csv exist with their headers. `done`
+    /// is what the directory holds of earlier runs.
+    pub fn begin(dir: &Path, done: &Record, meta: &RunMeta) -> Result<LiveRun> {
+        let mut provisional = done.clone();
+        provisional.runs.push(RunRecord {
+            meta: RunMeta {
+                status: super::RunStatus::Killed,
+                error: Some(STOPPED_EARLY.to_string()),
+                ..meta.clone()
+            },
+            samples: Vec::new(),
+            events: Vec::new(),
+            decimation: None,
+        });
+        provisional.save_events_and_runs(dir)?;
+        let samples_path = dir.join(SAMPLES_FILE);
+        if !samples_path.exists() {
+            let mut header = csv::Writer::from_writer(Vec::new());
+            header.write_record(SAMPLE_COLUMNS)?;
+            write_atomic(&samples_path, &header.into_inner()?)?;
+        }
+        let samples_from_byte = std::fs::metadata(&samples_path)
+            .with_context(|| format!("cannot read {}", samples_path.display()))?
+            .len();
+        let phase = LivePhase::default();
+        Ok(LiveRun {
+            samples: SampleTarget {
+                path: samples_path,
+                meta: meta.clone(),
+                phase: phase.clone(),
+            },
+            events: EventLog {
+                csv: csv::WriterBuilder::new()
+                    .has_headers(false)
+                    .from_writer(append(&dir.join(EVENTS_FILE))?),
+                meta: meta.clone(),
+                cursor: PhaseCursor::new(&[]),
+                phase,
+            },
+            dir: dir.to_path_buf(),
+            samples_from_byte,
+        })
+    }
+
+    /// Rewrites samples.csv with this run's phases joined exactly from its
+    /// events, and fills `run.samples` from the file (an envelope when the
+    /// run took more than memory keeps).
+    pub fn finish(self, run: &mut RunRecord) -> Result<()> {
+        finish_run(&self.dir, self.samples_from_byte, run)
+    }
+}
+
+/// What runs.json says of a run until it ends: if memrel dies first, this
+/// is what `report` shows.
+pub const STOPPED_EARLY: &str = "memrel stopped while this run was going on (killed or crashed): \
+     the samples and phase edges written until then are kept";
+
+fn append(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {} to append to it", path.display()))
+}
+
+/// See [`LiveRun::finish`]: samples.csv's bytes before `from_byte` (earlier
+/// runs) are copied as they are.
+fn finish_run(dir: &Path, from_byte: u64, run: &mut RunRecord) -> Result<()> {
+    let path = dir.join(SAMPLES_FILE);
+    let tmp = dir.join(format!(".{SAMPLES_FILE}.tmp{}", std::process::id()));
+    let rewritten = rewrite(&path, &tmp, from_byte, run).and_then(|envelope| {
+        std::fs::rename(&tmp, &path)
+            .with_context(|| format!("cannot move {} into place", path.display()))?;
+        Ok(envelope)
+    });
+    if rewritten.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let (samples, decimation) = rewritten?.finish();
+    run.samples = samples;
+    run.decimation = decimation;
+    Ok(())
+}
+
+fn rewrite(path: &Path, tmp: &Path, from_byte: u64, run: &RunRecord) -> Result<Envelope> {
+    let cannot_read = || format!("cannot read {}", path.display());
+    let mut source = File::open(path).with_context(cannot_read)?;
+    let out = File::create(tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 16, out);
+    std::io::copy(&mut (&mut source).take(from_byte), &mut out).with_context(cannot_read)?;
+    source
+        .seek(SeekFrom::Start(from_byte))
+        .with_context(cannot_read)?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(BufReader::with_capacity(1 << 16, source));
+    let mut writer = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(out);
+    let mut cursor = PhaseCursor::new(&run.events);
+    let mut envelope = Envelope::default();
+    for (i, row) in reader.deserialize::<SampleRow>().enumerate() {
+        let row = row.with_context(|| {
+            format!(
+                "{} is damaged in run {}'s rows (row {} of the run)",
+                path.display(),
+                run.meta.run,
+                i + 1
+            )
+        })?;
+        let sample = row.sample();
+        let (cycle, phase) = cursor.at(sample.t_s);
+        writer.serialize(SampleRowRef::new(
+            run.meta.run,
+            &run.meta.strategy,
+            run.meta.repetition,
+            cycle,
+            phase,
+            &sample,
+        ))?;
+        envelope.push(sample);
+    }
+    let mut out = writer
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {}", tmp.display(), e.error()))?;
+    out.flush()
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    out.get_ref()
+        .sync_all()
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    Ok(envelope)
+}
