@@ -5,13 +5,21 @@
 //! marker with the moment memory changed, and says whether the spike was
 //! caught at the chosen interval. Pure functions of saved records, so the
 //! table can be recomputed from disk; `commands::calibrate` only runs and prints.
+//!
+//! Device memory (`--device cuda`) has its own targets and table (`vram`):
+//! a CUDA context, NVML and `cuMemAlloc` move in steps, not bytes.
 
 use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::protocol::{Edge, Phase};
+use crate::protocol::{Edge, MemoryAtEdge, Phase};
 use crate::record::{Event, RunRecord, Sample};
+use crate::scenario::DeviceSpec;
+
+pub mod vram;
+
+pub use vram::VramCalibration;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -21,6 +29,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 pub enum Kind {
     Anon,
     File,
+    /// Device memory (`cuMemAlloc`), on a CUDA device.
+    Vram,
 }
 
 impl Kind {
@@ -28,6 +38,7 @@ impl Kind {
         match self {
             Kind::Anon => "anon",
             Kind::File => "file",
+            Kind::Vram => "vram",
         }
     }
 
@@ -36,14 +47,33 @@ impl Kind {
         match self {
             Kind::Anon => "fake_anon_mib",
             Kind::File => "fake_file_mib",
+            Kind::Vram => "fake_vram_mib",
         }
     }
 
-    /// The part of a sample this kind lands in.
-    fn part(self, s: &Sample) -> u64 {
+    /// The part of a sample this kind lands in (`None`: not read then).
+    fn part(self, s: &Sample) -> Option<u64> {
         match self {
-            Kind::Anon => s.anon_bytes,
-            Kind::File => s.file_bytes,
+            Kind::Anon => Some(s.anon_bytes),
+            Kind::File => Some(s.file_bytes),
+            Kind::Vram => s.vram_bytes,
+        }
+    }
+
+    /// The part of the worker's own reading at an edge this kind lands in.
+    fn at_edge(self, m: &MemoryAtEdge) -> Option<u64> {
+        match self {
+            Kind::Anon => Some(m.anon_bytes),
+            Kind::File => Some(m.file_bytes),
+            Kind::Vram => m.vram_bytes,
+        }
+    }
+
+    /// Where a run of this kind runs: host memory on the CPU, VRAM on `device`.
+    pub fn device(self, device: DeviceSpec) -> DeviceSpec {
+        match self {
+            Kind::Anon | Kind::File => DeviceSpec::Cpu,
+            Kind::Vram => device,
         }
     }
 }
@@ -57,13 +87,23 @@ pub fn model_id(kind: Kind, mib: u64) -> String {
 pub const SPIKE_ID: &str = "spike";
 
 /// The calibration scenario: every size of one kind in turn (load, hold,
-/// unload, wait), then the spike (`spike_mib` held for `spike_ms`).
-pub fn scenario_text(kind: Kind, sizes_mib: &[u64], interval_ms: f64, spike: (u64, u64)) -> String {
+/// unload, wait), then the spike (`spike_mib` held for `spike_ms`), on
+/// `device` (a VRAM scenario names it; host ones run on the CPU).
+pub fn scenario_text(
+    kind: Kind,
+    device: DeviceSpec,
+    sizes_mib: &[u64],
+    interval_ms: f64,
+    spike: (u64, u64),
+) -> String {
     let mut text = format!(
         "description = \"memrel calibrate: exact {} bytes from the fake worker\"\n\
          cycles = 1\nstrategies = [\"drop\"]\ninterval_ms = {interval_ms}\ntimeout_s = 600\n",
         kind.as_str()
     );
+    if let DeviceSpec::Cuda(_) = kind.device(device) {
+        let _ = writeln!(text, "device = \"{}\"", kind.device(device));
+    }
     let mut steps = Vec::new();
     for &mib in sizes_mib {
         let id = model_id(kind, mib);
@@ -76,7 +116,12 @@ pub fn scenario_text(kind: Kind, sizes_mib: &[u64], interval_ms: f64, spike: (u6
         ]);
     }
     let (spike_mib, spike_ms) = spike;
-    let _ = write!(text, "[models.{SPIKE_ID}]\nfake_anon_mib = {spike_mib}\n");
+    // The spike is of the kind's own memory (anonymous for the host kinds).
+    let spike_key = match kind {
+        Kind::Vram => Kind::Vram.fake_key(),
+        Kind::Anon | Kind::File => Kind::Anon.fake_key(),
+    };
+    let _ = write!(text, "[models.{SPIKE_ID}]\n{spike_key} = {spike_mib}\n");
     steps.extend([
         format!("load {SPIKE_ID}"),
         format!("idle {spike_ms}"),
@@ -139,6 +184,9 @@ pub struct Calibration {
     pub cases: Vec<Case>,
     pub peaks: Vec<Peak>,
     pub spikes: Vec<Spike>,
+    /// Device memory, with `--device cuda` only (absent from a CPU calibration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vram: Option<VramCalibration>,
     pub passed: bool,
 }
 
@@ -167,11 +215,13 @@ pub fn measure(
         ) else {
             continue;
         };
-        let part = |m: &crate::protocol::MemoryAtEdge| match kind {
-            Kind::Anon => m.anon_bytes,
-            Kind::File => m.file_bytes,
+        let (Some(at_begin), Some(at_end)) = (
+            kind.at_edge(&begin.edge.memory),
+            kind.at_edge(&end.edge.memory),
+        ) else {
+            continue;
         };
-        let edge_bytes = part(&end.edge.memory) as i64 - part(&begin.edge.memory) as i64;
+        let edge_bytes = at_end as i64 - at_begin as i64;
         let before = median(window(run, begin.t_s - 0.1, begin.t_s), kind);
         let held = median(window(run, end.t_s + interval_s, unload.t_s), kind);
         let sampled_bytes = match (before, held) {
@@ -189,7 +239,7 @@ pub fn measure(
             run.samples
                 .iter()
                 .filter(|s| s.t_s >= begin.t_s)
-                .find(|s| kind.part(s) as f64 >= target)
+                .find(|s| kind.part(s).is_some_and(|p| p as f64 >= target))
                 .map(|s| s.t_s - end.t_s)
         });
         let aligned = alignment_s.is_some_and(|a| a.abs() <= interval_s + ALIGNMENT_SLACK_S);
@@ -257,7 +307,7 @@ fn window(run: &RunRecord, from_s: f64, to_s: f64) -> impl Iterator<Item = &Samp
 }
 
 fn median<'a>(samples: impl Iterator<Item = &'a Sample>, kind: Kind) -> Option<u64> {
-    let mut values: Vec<u64> = samples.map(|s| kind.part(s)).collect();
+    let mut values: Vec<u64> = samples.filter_map(|s| kind.part(s)).collect();
     values.sort_unstable();
     values.get(values.len() / 2).copied()
 }
@@ -320,8 +370,14 @@ pub fn markdown(c: &Calibration) -> String {
     out.push_str(
         "\nTargets: anon and file within 1 % plus 64 pages (the worker's own pages), \
          sampled peak within 1 % of the kernel's VmHWM, each load's end marker within one \
-         interval + 1 ms of the first sample that holds all the bytes (less 64 pages). VRAM: not measured here \
-         (the fake worker maps host memory only).\n",
+         interval + 1 ms of the first sample that holds all the bytes (less 64 pages). ",
     );
+    match &c.vram {
+        None => out.push_str("VRAM: not measured here (the fake worker maps host memory only).\n"),
+        Some(v) => {
+            out.push_str("VRAM: below.\n\n");
+            out.push_str(&vram::markdown(v, c.interval_s));
+        }
+    }
     out
 }

@@ -47,7 +47,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Check memrel's numbers against exact allocations (the fake worker): size, peak vs VmHWM, marker timing, a short spike.
     #[command(
-        after_help = "Examples:\n  memrel calibrate\n  memrel calibrate --interval-ms 1 --sizes-mib 1,16,256,1024\n\nExit codes: 0 every target met, 1 a target missed, 2 error."
+        after_help = "Examples:\n  memrel calibrate\n  memrel calibrate --interval-ms 1 --sizes-mib 1,16,256,1024\n  memrel calibrate --device cuda\n\nExit codes: 0 every target met, 1 a target missed, 2 error."
     )]
     Calibrate(CalibrateArgs),
     /// List built-in scenarios, strategies and model presets.
@@ -157,7 +157,10 @@ pub struct CalibrateArgs {
     /// How long the spike is held, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub spike_ms: u64,
-    /// The results root: the runs go to <OUT>/calibrate-anon and -file, the table to <OUT>/calibrate.
+    /// Also calibrate device memory on this device (cuda or cuda:N; needs the NVIDIA driver, any build). Default: host memory only.
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    pub device: String,
+    /// The results root: the runs go to <OUT>/calibrate-anon, -file (and -vram), the table to <OUT>/calibrate.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
 }

@@ -317,7 +317,8 @@ impl Plan {
 pub fn resolve_strategies(names: &[String], scenario: &Scenario) -> Result<Vec<&'static Strategy>> {
     let device = scenario.device;
     let program = matches!(scenario.worker, WorkerKind::Command(_));
-    if device.is_cuda() && !program && !cfg!(feature = "cuda") {
+    // Only candle needs the feature: the fake worker opens the driver at run time.
+    if device.is_cuda() && scenario.worker == WorkerKind::Candle && !cfg!(feature = "cuda") {
         bail!(
             "device {device} needs a memrel built with the `cuda` feature: run scripts/build-cuda.sh \
              (or `cargo build --release --features cuda` with a CUDA toolkit); this build runs candle on \

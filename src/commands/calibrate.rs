@@ -1,17 +1,19 @@
 //! `memrel calibrate`: runs the fake worker's calibration scenarios (one per
-//! kind of memory) through the [`Plan`], measures them (`crate::calibrate`)
-//! and writes calibrate.md and calibrate.json.
+//! kind of memory; VRAM with `--device cuda`) through the [`Plan`], measures
+//! them (`crate::calibrate`) and writes calibrate.md and calibrate.json.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use crate::calibrate::{markdown, measure, scenario_text, Calibration, Kind};
+use crate::calibrate::{markdown, measure, scenario_text, vram, Calibration, Kind};
 use crate::cli::{CalibrateArgs, ScenarioOverrides};
 use crate::fsutil::write_atomic;
 use crate::plan::Plan;
+use crate::record::RunRecord;
 use crate::results::{create_out_dir, load};
-use crate::scenario;
+use crate::scenario::{self, DeviceSpec};
+use crate::worker::cuda_driver;
 
 /// Runs the calibration; returns it and the directory it was written to.
 pub fn execute_args(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
@@ -24,36 +26,29 @@ pub fn execute_args(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
     if args.sizes_mib.is_empty() || args.sizes_mib.iter().any(|&m| m == 0 || m > 16 * 1024) {
         bail!("--sizes-mib takes sizes from 1 to 16384 MiB, e.g. 1,16,256,1024");
     }
+    let device = DeviceSpec::parse(&args.device).with_context(|| {
+        format!(
+            "--device {:?} is not valid: use cpu, cuda or cuda:N",
+            args.device
+        )
+    })?;
+    if device.is_cuda() {
+        // Before anything runs: without the driver no VRAM run can start.
+        cuda_driver::driver().map_err(|e| anyhow::anyhow!("--device {device}: {e}"))?;
+    }
     let interval_s = args.interval_ms / 1e3;
+    let spike = (args.spike_mib, args.spike_ms);
     let mut calibration = Calibration {
         interval_s,
         cases: Vec::new(),
         peaks: Vec::new(),
         spikes: Vec::new(),
+        vram: None,
         passed: false,
     };
     for kind in [Kind::Anon, Kind::File] {
-        let name = format!("calibrate-{}", kind.as_str());
-        let text = scenario_text(
-            kind,
-            &args.sizes_mib,
-            args.interval_ms,
-            (args.spike_mib, args.spike_ms),
-        );
-        let scenario = scenario::parse_str(&name, "calibrate", &text)
-            .context("memrel calibrate's own scenario")?;
-        let plan = Plan::new(scenario, &[], &ScenarioOverrides::default(), &args.out)?;
-        let (dir, _) = plan.execute(std::env::args().collect())?;
-        let loaded = load(&dir)?;
-        let run = loaded
-            .record
-            .runs
-            .first()
-            .with_context(|| format!("no run in {}", dir.display()))?;
-        if let Some(e) = &run.meta.error {
-            bail!("the calibration run in {} failed: {e}", dir.display());
-        }
-        let (cases, peak, spike) = measure(run, kind, &args.sizes_mib, interval_s, args.spike_ms);
+        let (run, dir) = run_kind(args, kind, device)?;
+        let (cases, peak, spike) = measure(&run, kind, &args.sizes_mib, interval_s, args.spike_ms);
         if cases.len() != args.sizes_mib.len() {
             bail!(
                 "the calibration run in {} lacks phase markers",
@@ -67,9 +62,54 @@ pub fn execute_args(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
     calibration.passed = calibration.cases.iter().all(|c| c.ok)
         && calibration.peaks.len() == 2
         && calibration.peaks.iter().all(|p| p.ok);
+    if device.is_cuda() {
+        let (run, dir) = run_kind(args, Kind::Vram, device)?;
+        let v = vram::measure(
+            &run,
+            &device.to_string(),
+            &args.sizes_mib,
+            interval_s,
+            spike,
+        );
+        if v.cases.len() != args.sizes_mib.len() {
+            bail!(
+                "the calibration run in {} lacks phase markers",
+                dir.display()
+            );
+        }
+        calibration.passed &= v.passed;
+        calibration.vram = Some(v);
+    }
     let out = create_out_dir(&args.out, "calibrate")?;
     write_atomic(&out.join("calibrate.md"), markdown(&calibration).as_bytes())?;
     let json = serde_json::to_vec_pretty(&calibration).context("cannot encode calibrate.json")?;
     write_atomic(&out.join("calibrate.json"), &json)?;
     Ok((calibration, out))
+}
+
+/// Runs the calibration scenario of one kind; returns its run and directory.
+fn run_kind(args: &CalibrateArgs, kind: Kind, device: DeviceSpec) -> Result<(RunRecord, PathBuf)> {
+    let name = format!("calibrate-{}", kind.as_str());
+    let text = scenario_text(
+        kind,
+        device,
+        &args.sizes_mib,
+        args.interval_ms,
+        (args.spike_mib, args.spike_ms),
+    );
+    let scenario = scenario::parse_str(&name, "calibrate", &text)
+        .context("memrel calibrate's own scenario")?;
+    let plan = Plan::new(scenario, &[], &ScenarioOverrides::default(), &args.out)?;
+    let (dir, _) = plan.execute(std::env::args().collect())?;
+    let loaded = load(&dir)?;
+    let run = loaded
+        .record
+        .runs
+        .into_iter()
+        .next()
+        .with_context(|| format!("no run in {}", dir.display()))?;
+    if let Some(e) = &run.meta.error {
+        bail!("the calibration run in {} failed: {e}", dir.display());
+    }
+    Ok((run, dir))
 }

@@ -72,6 +72,7 @@ struct ModelFile {
     fake_anon_mib: Option<f64>,
     fake_file_mib: Option<f64>,
     fake_leak_mib: Option<f64>,
+    fake_vram_mib: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -314,7 +315,7 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
                     spec.span(),
                     format!(
                     "model {id:?} needs exactly one of preset = \"…\", path = \"…\", hub = \"…\" \
-                     or fake_anon_mib / fake_file_mib / fake_leak_mib (the fake worker)"
+                     or fake_anon_mib / fake_file_mib / fake_leak_mib / fake_vram_mib (the fake worker)"
                 ),
                 ))
             }
@@ -580,7 +581,10 @@ fn parse_workload(
 const MAX_FAKE_MIB: f64 = 64.0 * 1024.0;
 
 fn is_fake(m: &ModelFile) -> bool {
-    m.fake_anon_mib.is_some() || m.fake_file_mib.is_some() || m.fake_leak_mib.is_some()
+    m.fake_anon_mib.is_some()
+        || m.fake_file_mib.is_some()
+        || m.fake_leak_mib.is_some()
+        || m.fake_vram_mib.is_some()
 }
 
 /// A fake model's bytes, each amount 0 to [`MAX_FAKE_MIB`] and some of them above 0.
@@ -598,9 +602,10 @@ fn fake_model(m: &ModelFile) -> Result<FakeModel, String> {
         anon_bytes: bytes("fake_anon_mib", m.fake_anon_mib)?,
         file_bytes: bytes("fake_file_mib", m.fake_file_mib)?,
         leak_bytes: bytes("fake_leak_mib", m.fake_leak_mib)?,
+        vram_bytes: bytes("fake_vram_mib", m.fake_vram_mib)?,
     };
     if model.load_bytes() == 0 {
-        return Err("a fake model needs some bytes: set fake_anon_mib, fake_file_mib or fake_leak_mib above 0".into());
+        return Err("a fake model needs some bytes: set fake_anon_mib, fake_file_mib, fake_leak_mib or fake_vram_mib above 0".into());
     }
     Ok(model)
 }

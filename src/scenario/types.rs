@@ -57,18 +57,25 @@ pub enum ModelSource {
 /// What the fake worker does for a "model": at load it maps and touches
 /// `anon_bytes` of anonymous memory and `file_bytes` of a file it wrote, and
 /// maps `leak_bytes` more that it never frees (a leak of that much per cycle);
-/// at unload it unmaps all but the leak.
+/// on a CUDA device it also allocates `vram_bytes` of device memory
+/// (`cuMemAlloc`) and sets every byte; at unload it frees all but the leak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FakeModel {
     pub anon_bytes: u64,
     pub file_bytes: u64,
     pub leak_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vram_bytes: u64,
+}
+
+fn is_zero(bytes: &u64) -> bool {
+    *bytes == 0
 }
 
 impl FakeModel {
     /// Bytes a load brings in (the "tensor bytes" of a fake model).
     pub fn load_bytes(&self) -> u64 {
-        self.anon_bytes + self.file_bytes + self.leak_bytes
+        self.anon_bytes + self.file_bytes + self.leak_bytes + self.vram_bytes
     }
 }
 
@@ -78,11 +85,17 @@ impl fmt::Display for ModelSource {
             ModelSource::Preset(name) => write!(f, "preset:{name}"),
             ModelSource::Path(path) => write!(f, "path:{path}"),
             ModelSource::Hub { repo, revision } => write!(f, "hub:{repo}@{revision}"),
-            ModelSource::Fake(m) => write!(
-                f,
-                "fake:anon={},file={},leak={}",
-                m.anon_bytes, m.file_bytes, m.leak_bytes
-            ),
+            ModelSource::Fake(m) => {
+                write!(
+                    f,
+                    "fake:anon={},file={},leak={}",
+                    m.anon_bytes, m.file_bytes, m.leak_bytes
+                )?;
+                match m.vram_bytes {
+                    0 => Ok(()),
+                    vram => write!(f, ",vram={vram}"),
+                }
+            }
         }
     }
 }

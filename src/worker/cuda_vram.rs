@@ -1,4 +1,5 @@
-//! Where the CUDA worker's own VRAM numbers come from (`cuda` feature only):
+//! Where a CUDA worker's own VRAM numbers come from (candle's in a `cuda`
+//! build, the fake worker's in any build; NVML needs no CUDA toolkit):
 //! NVML's per-process memory of this PID, what `nvidia-smi --query-compute-apps`
 //! shows. Where NVML does not list this PID (a container's own PID namespace)
 //! it falls back to NVML's device used memory minus its value before this

@@ -5,6 +5,10 @@
 //! A CUDA strategy may drop the device (`device-drop`, `context-release`);
 //! the next load then opens a new one through [`Session::ensure_open`], never
 //! a CPU device in its place.
+//!
+//! The worker's own VRAM reading at phase edges (`cuda_vram.rs`: NVML, no
+//! CUDA needed) is in every build: the fake worker holds device memory
+//! through the driver API without the `cuda` feature (`fake_device.rs`).
 
 use std::time::Instant;
 
@@ -20,9 +24,8 @@ use crate::strategy::ReleaseAction;
 #[cfg(feature = "cuda")]
 #[path = "cuda.rs"]
 mod cuda;
-#[cfg(feature = "cuda")]
 #[path = "cuda_vram.rs"]
-mod cuda_vram;
+pub(super) mod cuda_vram;
 
 pub struct Session {
     /// `None` only between a strategy dropping the device and the next load.
@@ -31,29 +34,16 @@ pub struct Session {
     cuda: Option<cuda::CudaState>,
 }
 
-/// This process's VRAM where the worker can tell (CUDA builds on a CUDA device).
+/// This process's VRAM where the worker can tell (once a CUDA device is
+/// open: candle's in a `cuda` build, the fake worker's in any build).
 pub fn vram_bytes_now() -> Option<u64> {
-    #[cfg(feature = "cuda")]
-    {
-        cuda_vram::process_vram_bytes()
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        None
-    }
+    cuda_vram::process_vram_bytes()
 }
 
 /// `nvidia-smi`'s view of this process, for the opt-in cross-check
 /// (`MEMREL_CROSSCHECK_NVIDIA_SMI=1`); `None` when off or not on CUDA.
 pub fn crosscheck_note() -> Option<String> {
-    #[cfg(feature = "cuda")]
-    {
-        cuda_vram::nvidia_smi_note()
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        None
-    }
+    cuda_vram::nvidia_smi_note()
 }
 
 impl Session {

@@ -9,6 +9,10 @@
 //! never unmaps. An unload unmaps all but the leak, so after a cycle exactly
 //! the leak stays: `retained = leak × cycle` up to the page rounding and the
 //! few pages the worker itself touches.
+//!
+//! On a CUDA device (any build: `fake_device`, through the driver library)
+//! a load also allocates `vram_bytes` of device memory and sets every byte;
+//! the unload frees it. The parent samples that VRAM through NVML.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -16,10 +20,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use super::cuda_driver::DeviceMemory;
 use super::emitter::{phase, Emitter};
+use super::fake_device::FakeDevice;
 use super::{glibc, selfmem, WorkerSpec};
 use crate::protocol::{Done, Hello, Message, Phase};
-use crate::scenario::{FakeModel, Step};
+use crate::scenario::{DeviceSpec, FakeModel, Step};
 use crate::strategy::{self, ReleaseAction};
 
 /// One mapping the fake worker owns; unmapped when dropped.
@@ -131,20 +137,31 @@ fn page_bytes() -> usize {
 struct Loaded {
     anon: Region,
     file: Region,
+    vram: Option<DeviceMemory>,
 }
 
 pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     let strategy = strategy::lookup(&spec.strategy)?;
+    let device = match spec.device {
+        DeviceSpec::Cuda(ordinal) => Some(FakeDevice::open(ordinal)?),
+        DeviceSpec::Cpu => None,
+    };
     out.send(Message::Hello(Hello {
         pid: std::process::id(),
         strategy: strategy.name.to_string(),
         device: spec.device.to_string(),
-        checks: Vec::new(),
-        vram_floor_bytes: None,
+        checks: device
+            .as_ref()
+            .map(|d| d.checks.clone())
+            .unwrap_or_default(),
+        vram_floor_bytes: device.as_ref().and_then(|d| d.floor_bytes),
         allocator: None,
     }));
-    if spec.device.is_cuda() {
-        bail!("the fake worker allocates host memory only: use device = \"cpu\"");
+    if let (None, Some((id, _))) = (&device, spec.fakes.iter().find(|(_, m)| m.vram_bytes > 0)) {
+        bail!(
+            "model {id:?}: fake_vram_mib needs a cuda device: set device = \"cuda\" in the scenario \
+             or pass --device cuda"
+        );
     }
     let models: std::collections::HashMap<&str, FakeModel> =
         spec.fakes.iter().map(|(id, m)| (id.as_str(), *m)).collect();
@@ -167,6 +184,10 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                         let l = Loaded {
                             anon: Region::anon(m.anon_bytes as usize)?,
                             file: Region::file(m.file_bytes as usize, &dir)?,
+                            vram: match &device {
+                                Some(d) => d.alloc(m.vram_bytes)?,
+                                None => None,
+                            },
                         };
                         leaked.push(Region::anon(m.leak_bytes as usize)?);
                         Ok((l, Some(format!("tensor_bytes={}", m.load_bytes()))))
@@ -176,6 +197,9 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                 Step::Forward(id) => {
                     let l = loaded.get(id.as_str()).context("forward before load")?;
                     phase(out, Phase::Forward, cycle, Some(id), || {
+                        if let Some(vram) = &l.vram {
+                            vram.fill(0x5A)?;
+                        }
                         let pages = l.anon.touch() + l.file.touch();
                         Ok(((), Some(format!("outputs={pages}"))))
                     })?;

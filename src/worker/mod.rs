@@ -1,7 +1,7 @@
 //! The worker plug: what a run's process is. memrel's own worker process
 //! (`memrel worker --spec JSON`) is the candle worker (`candle`) or, for a
 //! scenario of fake models, the fake worker (`fake`: exact bytes, for tests
-//! and calibration); the command worker (`command`) is any program. The
+//! and calibration; on CUDA through the driver library, `cuda_driver`); the command worker (`command`) is any program. The
 //! orchestrator starts a [`Plug`] and never asks which one it is.
 //!
 //! memrel's workers apply the strategy's in-process knobs, run the steps,
@@ -23,9 +23,11 @@
 mod allocator;
 mod candle;
 pub mod command;
+pub mod cuda_driver;
 mod device;
 mod emitter;
 mod fake;
+mod fake_device;
 mod glibc;
 mod hooks;
 mod selfmem;

@@ -192,3 +192,24 @@ fn a_budget_is_judged_on_the_exact_bytes() {
         );
     }
 }
+
+#[test]
+fn fake_vram_on_a_cpu_scenario_fails_the_run_and_says_how_to_fix_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let scenario = write_scenario(
+        tmp.path(),
+        "vram-on-cpu",
+        "description = \"fake vram\"\ncycles = 1\nstrategies = [\"drop\"]\n\
+         [models.a]\nfake_vram_mib = 16\n[workload]\nsteps = [\"load a\", \"unload a\"]\n",
+    );
+    let out = tmp.path().join("out");
+    let output = run_fake(&scenario, &out, &[]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("model \"a\": fake_vram_mib needs a cuda device")
+            && err.contains("--device cuda"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
