@@ -531,14 +531,15 @@ mod tests {
         };
         let cpu = full_markdown(&c);
         assert!(cpu.ends_with(
-            "(less 64 pages). VRAM: not measured here (the fake worker maps host memory only).\n"
+            "machine). VRAM: not measured here (memrel calibrate --device cuda measures it).\n"
         ));
         assert!(!serde_json::to_string(&c).expect("json").contains("vram"));
         let run = synthetic(&SIZES, (100, 20), |m| round_up(m, 2));
         c.vram = Some(measure(&run, "cuda:0", &SIZES, INTERVAL_S, (100, 20)));
         let cuda = full_markdown(&c);
-        let host_part = cpu
-            .trim_end_matches("VRAM: not measured here (the fake worker maps host memory only).\n");
+        let host_part = cpu.trim_end_matches(
+            "VRAM: not measured here (memrel calibrate --device cuda measures it).\n",
+        );
         assert!(cuda.starts_with(host_part), "{cuda}");
         assert!(
             cuda.contains("VRAM: below.\n\n### VRAM on cuda:0"),
