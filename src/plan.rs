@@ -205,11 +205,15 @@ impl Plan {
                 }
                 // The run's samples, read back from samples.csv (which gets
                 // their exact phases now): `run` and `report` see the same.
-                let written = live.finish(&mut run);
-                record.runs.push(run);
+                // Should that fail, the files stay as they were streamed (the
+                // run listed as stopped early): nothing is rewritten from a
+                // record that lacks them.
                 let cannot_write = || format!("cannot write results into {}", out_dir.display());
-                let saved = record.save_events_and_runs(&out_dir);
-                written.and(saved).with_context(cannot_write)?;
+                live.finish(&mut run).with_context(cannot_write)?;
+                record.runs.push(run);
+                record
+                    .save_events_and_runs(&out_dir)
+                    .with_context(cannot_write)?;
                 summary = metrics::summarize(&record);
                 export::write_derived_run_outputs(&out_dir, &record, &summary)
                     .with_context(cannot_write)?;

@@ -67,6 +67,10 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 /// When the parent looks at a program's environment and mappings.
 const PROGRAM_LOOK_AFTER: Duration = Duration::from_millis(50);
 
+/// How many of a run's latest phase edges the orchestrator keeps (to time
+/// an end edge from its begin); all of them are on disk.
+const EVENTS_KEPT: usize = 1024;
+
 /// How many bad channel lines are quoted in the run's error (all are counted).
 const PROTOCOL_ERRORS_QUOTED: usize = 3;
 
@@ -80,7 +84,8 @@ enum Stop {
 /// Executes `plan` with `exe` as the worker binary, writing its samples to
 /// `samples` as they are taken; `on_event` sees each phase edge as it
 /// arrives (to log it and show progress). The record it returns has the
-/// run's events; its samples are on disk (`record::live` reads them back). A `respawn` strategy's
+/// run's latest events; its samples and events are on disk, where
+/// `record::live` reads them back. A `respawn` strategy's
 /// run is several worker processes in turn, on one clock: each hands over at
 /// a release step and the next one resumes there.
 pub fn execute(
@@ -285,7 +290,7 @@ impl Process<'_> {
             // A program's environment is checked once it has run a moment
             // (the dynamic loader has mapped what was preloaded).
             if let Some(program) = got.program.as_mut().filter(|p| !p.environment_checked) {
-                if spawned.elapsed() >= PROGRAM_LOOK_AFTER || !got.events.is_empty() {
+                if spawned.elapsed() >= PROGRAM_LOOK_AFTER || got.events_taken > 0 {
                     program.environment_checked = true;
                     meta.checks
                         .extend(environment_checks(pid, self.strategy, self.preload));
@@ -373,7 +378,13 @@ impl ProgramState {
 /// What arrived on the channel (of every process of the run).
 #[derive(Default)]
 struct Collected {
+    /// The latest edges (at most [`EVENTS_KEPT`]): each is also handed to
+    /// `on_event`, which writes it to events.csv, where the record's full
+    /// list is read back from; a run of any length keeps memory flat.
     events: Vec<Event>,
+    events_taken: usize,
+    /// A release phase ended (a program's release steps ran).
+    released: bool,
     done: bool,
     /// memrel's workers must end with `done`; a program need not.
     needs_done: bool,
@@ -436,6 +447,11 @@ impl Collected {
                 }
                 let event = Event { t_s, edge };
                 on_event(&event);
+                self.events_taken += 1;
+                self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;
+                if self.events.len() >= EVENTS_KEPT {
+                    self.events.drain(..EVENTS_KEPT / 2);
+                }
                 self.events.push(event);
             }
             Message::Done(d) => {
@@ -496,10 +512,7 @@ impl Collected {
     /// (`import memrel`: a hello) and its release steps (a release phase).
     fn judge_program(&mut self, strategy: &Strategy, checks: &[Check]) {
         let actions = strategy.for_programs().unwrap_or_default();
-        let released = self
-            .events
-            .iter()
-            .any(|e| e.edge.phase == Phase::Release && e.edge.edge == Edge::End);
+        let released = self.released;
         self.not_in_effect = if let Some(c) = checks.iter().find(|c| !c.ok) {
             Some(format!(
                 "strategy {:?} did not take effect in the program: {} ({})",

@@ -6,11 +6,12 @@
 //! and samples.csv is opened for appending. The sampler writes every sample
 //! as it takes it, tagged with the phase the orchestrator last heard of
 //! ([`LivePhase`]), flushed every [`FLUSH_EVERY_S`]; events.csv gets each
-//! phase edge as it arrives. When the run ends, [`finish_run`] rewrites
-//! samples.csv once with every sample's phase joined exactly from the events
-//! (as [`Record::save`] would write it) and reads the run back into memory
-//! through an [`Envelope`]: the metrics and charts of `run` are built from
-//! the files, the same way `report` builds them.
+//! phase edge as it arrives (the orchestrator keeps only the latest). When
+//! the run ends, [`LiveRun::finish`] reads its events back, rewrites
+//! samples.csv once with every sample's phase joined exactly from them (as
+//! [`Record::save`] would write it) and reads the samples back through an
+//! [`Envelope`]: the metrics and charts of `run` are built from the files,
+//! the same way `report` builds them.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::envelope::Envelope;
 use super::rows::{EventRowRef, SampleRow, SampleRowRef, SAMPLE_COLUMNS};
@@ -152,6 +153,9 @@ pub struct EventLog {
     meta: RunMeta,
     cursor: PhaseCursor<'static>,
     phase: LivePhase,
+    /// The first append that failed (the run's events are read back from
+    /// this file: a gap would lose them).
+    error: Option<String>,
 }
 
 impl EventLog {
@@ -159,12 +163,16 @@ impl EventLog {
     pub fn append(&mut self, event: &Event) {
         self.cursor.take(&event.edge);
         self.phase.set(self.cursor.now());
-        // A failed append loses nothing: events.csv is rewritten from memory
-        // when the run ends.
-        let _ = self
+        if self.error.is_some() {
+            return;
+        }
+        let written = self
             .csv
             .serialize(EventRowRef::new(&self.meta, event))
             .and_then(|()| Ok(self.csv.flush()?));
+        if let Err(e) = written {
+            self.error = Some(e.to_string());
+        }
     }
 }
 
@@ -208,16 +216,26 @@ impl LiveRun {
                 meta: meta.clone(),
                 cursor: PhaseCursor::new(&[]),
                 phase,
+                error: None,
             },
             dir: dir.to_path_buf(),
             samples_from_byte,
         })
     }
 
-    /// Rewrites samples.csv with this run's phases joined exactly from its
-    /// events, and fills `run.samples` from the file (an envelope when the
-    /// run took more than memory keeps).
+    /// Reads the run's events back from events.csv into `run.events` (the
+    /// orchestrator keeps only the latest), rewrites samples.csv with this
+    /// run's phases joined exactly from them, and fills `run.samples` from
+    /// the file (an envelope when the run took more than memory keeps).
     pub fn finish(self, run: &mut RunRecord) -> Result<()> {
+        if let Some(e) = &self.events.error {
+            bail!(
+                "cannot append to {}: {e}",
+                self.dir.join(EVENTS_FILE).display()
+            );
+        }
+        drop(self.events);
+        run.events = super::salvage::read_events_of_run(&self.dir, run.meta.run)?;
         finish_run(&self.dir, self.samples_from_byte, run)
     }
 }

@@ -63,6 +63,25 @@ impl Record {
     }
 }
 
+/// The events of run `run` in `dir`'s events.csv; any damage is an error.
+pub(super) fn read_events_of_run(dir: &Path, run: u32) -> Result<Vec<Event>> {
+    let path = dir.join(EVENTS_FILE);
+    let mut damage = Vec::new();
+    let mut events = Vec::new();
+    read_rows::<EventRow>(&path, &mut damage, |row, line| {
+        let (of_run, event) =
+            event_from_row(row).map_err(|e| format!("{} line {line}: {e}", path.display()))?;
+        if of_run == run {
+            events.push(event);
+        }
+        Ok(())
+    });
+    if let Some(first) = damage.first() {
+        bail!("{first}");
+    }
+    Ok(events)
+}
+
 /// Feeds each row of a CSV file to `take`; a missing file or the first bad
 /// row ends the reading with one line in `damage` (the rows before it are kept).
 fn read_rows<T: serde::de::DeserializeOwned>(

@@ -213,3 +213,43 @@ fn fake_vram_on_a_cpu_scenario_fails_the_run_and_says_how_to_fix_it() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// More phase edges than the orchestrator keeps in memory (1024): every one
+/// reaches events.csv and the metrics, read back from disk at the run's end,
+/// and each end edge still has its elapsed time.
+#[test]
+fn a_run_of_more_edges_than_memory_keeps_has_them_all() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cycles = 140;
+    let scenario = write_scenario(
+        tmp.path(),
+        "many-edges",
+        &format!(
+            "description = \"fake\"\ncycles = {cycles}\nstrategies = [\"drop\"]\ninterval_ms = 5\n\
+             [models.a]\nfake_anon_mib = 1\n\
+             [workload]\nsteps = [\"load a\", \"unload a\", \"release\", \"settle\"]\n\
+             settle_ms = 0\nbaseline_ms = 0\n"
+        ),
+    );
+    let out = tmp.path().join("out");
+    let output = run_fake(&scenario, &out, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let dir = only_results_dir(&out, "many-edges");
+    let events = csv_rows(&dir.join("events.csv"));
+    // baseline begin/end, then 4 phases × 2 edges per cycle.
+    assert_eq!(events.len(), 2 + 8 * cycles, "every edge on disk");
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["edge"] == "end")
+            .all(|e| !e["elapsed_s"].is_empty()),
+        "every end edge timed"
+    );
+    let summary = summary(&dir);
+    let host_cycles = summary["runs"][0]["resources"][0]["cycles"]
+        .as_array()
+        .expect("cycles");
+    assert_eq!(host_cycles.len(), cycles, "every cycle measured");
+    let record = memrel::record::Record::load(&dir).expect("reads back");
+    assert_eq!(record.runs[0].events.len(), 2 + 8 * cycles);
+}
