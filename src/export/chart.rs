@@ -327,6 +327,9 @@ struct Drawn<'a> {
     several: bool,
 }
 
+/// Samples per pixel column above which the memory line is drawn 1 px wide.
+const DENSE_SAMPLES_PER_COLUMN: usize = 8;
+
 /// One resource's series on its sub-panel, with its baseline (and, for a
 /// device, its context floor) as labelled levels; returns its legend entries.
 fn draw_memory(
@@ -348,6 +351,14 @@ fn draw_memory(
     let range = (-axis.lead_in, axis.end_s);
     let mut legend = Vec::new();
     let grey = RGBColor(60, 60, 60);
+    // Many samples per pixel column (a soak): the min/max line turns back on
+    // itself in every column, and a 2-px line's mitred joins would shoot
+    // spikes far outside the chart; 1 px has no joins.
+    let line_px = if run.samples.len() > DENSE_SAMPLES_PER_COLUMN * columns {
+        1
+    } else {
+        2
+    };
     match r {
         Resource::Host => {
             let (anon, rss) = anon_and_rss_mib(run, x, range, columns);
@@ -377,7 +388,7 @@ fn draw_memory(
                 "RssFile (mapped files)",
             ));
             chart
-                .draw_series(LineSeries::new(rss, colour.stroke_width(2)))
+                .draw_series(LineSeries::new(rss, colour.stroke_width(line_px)))
                 .map_err(plot_err)?;
             legend.push(LegendEntry::new(Swatch::Line(colour, 2), "RSS total"));
         }
@@ -392,7 +403,7 @@ fn draw_memory(
                 )))
                 .map_err(plot_err)?;
             chart
-                .draw_series(LineSeries::new(vram, colour.stroke_width(2)))
+                .draw_series(LineSeries::new(vram, colour.stroke_width(line_px)))
                 .map_err(plot_err)?;
             legend.push(LegendEntry::new(
                 Swatch::Line(colour, 2),

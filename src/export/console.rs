@@ -14,6 +14,9 @@ use super::table::{caption, console_lines, not_measured_notes, sig, Layout, Line
 use crate::metrics::Summary;
 use crate::textutil::MIB;
 
+/// Cycles shown at each end of the retained-by-cycle line.
+const CYCLES_SHOWN: usize = 10;
+
 /// The compact table (the default of `memrel run`).
 pub fn summary_table(summary: &Summary) -> String {
     summary_table_as(summary, Layout::Compact)
@@ -68,11 +71,25 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
             summary.retention_threshold_bytes as f64 / MIB
         );
         for (s, m) in measured {
-            let cycles: Vec<String> = m
-                .retained_by_cycle
-                .iter()
-                .map(|c| format!("{:>7}", sig(c.spread.median / MIB)))
-                .collect();
+            let cell = |c: &crate::metrics::memory::CycleSpread| {
+                format!("{:>7}", sig(c.spread.median / MIB))
+            };
+            let all = &m.retained_by_cycle;
+            // A soak has thousands of cycles: the first and the last ten
+            // (summary.json and compare.csv have every one).
+            let cycles: Vec<String> = if all.len() <= 2 * CYCLES_SHOWN + 1 {
+                all.iter().map(cell).collect()
+            } else {
+                all[..CYCLES_SHOWN]
+                    .iter()
+                    .map(cell)
+                    .chain(std::iter::once(format!(
+                        "  … {} cycles …",
+                        all.len() - 2 * CYCLES_SHOWN
+                    )))
+                    .chain(all[all.len() - CYCLES_SHOWN..].iter().map(cell))
+                    .collect()
+            };
             let _ = writeln!(out, "  {:<name_width$}  {}", s.strategy, cycles.join(" "));
         }
     }

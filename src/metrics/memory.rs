@@ -157,6 +157,9 @@ const SETTLING: [Phase; 4] = [Phase::Release, Phase::Settle, Phase::Idle, Phase:
 /// first unload, unloaded: the end of the last unload, released: the end of
 /// the last release/settle/idle/busy step after it, else `unloaded`).
 pub fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Event)> {
+    if cut_short(run, cycle) {
+        return None;
+    }
     // A program that unloads inside its release (accelerate's
     // `model = release_memory(model)`) marks no unload: the release's begin
     // stands for both the loaded and the after-unload point.
@@ -174,6 +177,27 @@ pub fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Even
         .rfind(|e| SETTLING.contains(&e.edge.phase) && e.t_s >= unloaded.t_s)
         .unwrap_or(unloaded);
     Some((loaded, unloaded, released))
+}
+
+/// A cycle of a run that did not complete, with a phase begun and never
+/// ended: stopped in the middle, so it has no loaded/released points (its
+/// unload's end is not the end of its release).
+fn cut_short(run: &RunRecord, cycle: u32) -> bool {
+    if run.meta.status == RunStatus::Completed {
+        return false;
+    }
+    let mut open: Vec<Phase> = Vec::new();
+    for e in run.events.iter().filter(|e| e.edge.cycle == cycle) {
+        match e.edge.edge {
+            Edge::Begin => open.push(e.edge.phase),
+            Edge::End => {
+                if let Some(i) = open.iter().rposition(|p| *p == e.edge.phase) {
+                    open.remove(i);
+                }
+            }
+        }
+    }
+    !open.is_empty()
 }
 
 /// The baseline edge: the end of the quiet time before the first load.

@@ -255,9 +255,7 @@ fn summarize_run(
         samples: run
             .decimation
             .map_or(run.samples.len(), |d| d.samples_taken as usize),
-        envelope: run
-            .decimation
-            .map(|d| envelope_note(d, run.meta.duration_s)),
+        envelope: run.decimation.map(|d| envelope_note(d, &run.samples)),
         unmarked: (run.meta.status == RunStatus::Completed && run.events.is_empty())
             .then(|| UNMARKED.to_string()),
         resources: resources
@@ -270,13 +268,21 @@ fn summarize_run(
 }
 
 /// What an envelope of `d` means for the numbers read off it.
-fn envelope_note(d: crate::record::envelope::Decimation, duration_s: f64) -> String {
-    let bucket_s = duration_s * d.bucket_samples as f64 / d.samples_taken.max(1) as f64;
+fn envelope_note(
+    d: crate::record::envelope::Decimation,
+    samples: &[crate::record::Sample],
+) -> String {
+    let span_s = match (samples.first(), samples.last()) {
+        (Some(first), Some(last)) => last.t_s - first.t_s,
+        _ => 0.0,
+    };
+    let bucket_ms = 1e3 * span_s * d.bucket_samples as f64 / d.samples_taken.max(1) as f64;
     format!(
-        "{} samples on disk; metrics and charts use the first, lowest and highest of every {}          (peaks exact; release times up to {:.0} ms late)",
+        "{} samples on disk; metrics and charts use the first, lowest and highest of every {} \
+         (peaks exact; release times up to {:.0} ms late)",
         d.samples_taken,
         d.bucket_samples,
-        (bucket_s * 1e3).ceil()
+        bucket_ms.ceil()
     )
 }
 
