@@ -568,6 +568,7 @@ def summarize(peers, runs, costs, gpu):
                 "peak_error_pct_range": rng([s.get("peak_error_pct") for s in ss]),
                 "spike_caught": sum(1 for s in ss if s.get("spike_caught")),
                 "spike_judged": sum(1 for s in ss if s.get("spike_caught") is not None),
+                "spike_runs": len(ss),
                 "spike_above_before_bytes": median([s.get("spike_above_before_bytes") for s in ss]),
                 "interval_s": ss[0].get("interval_s"),
                 "note": ss[0].get("note"),
@@ -652,7 +653,8 @@ def markdown(meta, summary, costs, comps, gpu):
     b = summary["bare"]
     L = []
     L.append("# memrel and its peers, one workload, one run\n")
-    L.append("`%s` — %s, %d repetitions per peer in rotating order, %s." % (
+    L.append("`%s` — %s, %d repetitions per peer in rotating order (after one bare warm-up "
+             "run, not counted), %s." % (
         meta["command"], meta["date"], meta["reps"], "GPU mode" if gpu else "CPU mode"))
     L.append("")
     L.append("The workload (benches/peers/workload.py): 0.3 s baseline; 200 000 small tuples built "
@@ -686,8 +688,11 @@ def markdown(meta, summary, costs, comps, gpu):
             cpu = fmt(r.get("monitor_cpu_pct"), "%.1f")
             if r["family"] == "memray":
                 cpu += " (added to the process)"
+            setting = r["setting"]
+            if s.get("interval_s"):
+                setting += " (runs.json: interval_s %g)" % s["interval_s"]
             L.append("| %s%s | %s | %s | %s | %s | %s | %s, %s |" % (
-                s["source"], "" if s["resource"] == "host" else " [VRAM]", r["setting"], cost,
+                s["source"], "" if s["resource"] == "host" else " [VRAM]", setting, cost,
                 fmt(s["rate_hz"], "%.0f"), cpu, fmt(s.get("cpu_per_reading_us"), "%.1f"),
                 fmt(r["invocation_wall_s"]), fmt(r.get("monitor_total_cpu_s"))))
     L.append("")
@@ -698,18 +703,26 @@ def markdown(meta, summary, costs, comps, gpu):
              "the highest reading vs the workload's own VmHWM%s." % (
                  meta["reps"], " (VRAM: vs its own NVML reading while it held the 256 MiB tensor)" if gpu else ""))
     L.append("")
-    L.append("| peer | work s (vs bare) | busy | touch | VmHWM MiB (vs bare) | spike caught | spike height seen, MiB | peak MiB | peak vs truth |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cuda_head = " CUDA alloc |" if gpu else ""
+    L.append("| peer | work s (vs bare) | busy | touch |%s VmHWM MiB (vs bare) | spike caught | spike height seen, MiB | peak MiB | peak vs truth |" % cuda_head)
+    L.append("|---|---:|---:|---:|%s---:|---:|---:|---:|---:|" % ("---:|" if gpu else ""))
     for r in summary["rows"]:
-        head = "%.3f (%s) | %s | %s | %.1f (%+.1f)" % (
+        head = "%.3f (%s) | %s | %s |%s %.1f (%+.1f)" % (
             r["work_s"], signed_pct(r["work_vs_bare_pct"]), signed_pct(r["busy_vs_bare_pct"]),
-            signed_pct(r["touch_vs_bare_pct"]), r["vm_hwm_bytes"] / MIB, r["vm_hwm_vs_bare_bytes"] / MIB)
+            signed_pct(r["touch_vs_bare_pct"]),
+            (" %s |" % signed_pct(r.get("cuda_vs_bare_pct"))) if gpu else "",
+            r["vm_hwm_bytes"] / MIB, r["vm_hwm_vs_bare_bytes"] / MIB)
         if not r["series"]:
             L.append("| %s | %s | – | – | – | – |" % (r["peer"], head))
         for s in r["series"]:
-            L.append("| %s%s | %s | %d/%d | %s | %s | %s |" % (
-                s["source"], "" if s["resource"] == "host" else " [VRAM]", head,
-                s["spike_caught"], s["spike_judged"] or r["runs"],
+            if s["spike_judged"]:
+                caught = "%d/%d" % (s["spike_caught"], s["spike_judged"])
+            elif s["peak_bytes"] is None:
+                caught = "no readings"
+            else:
+                caught = "not judged"
+            L.append("| %s%s | %s | %s | %s | %s | %s |" % (
+                s["source"], "" if s["resource"] == "host" else " [VRAM]", head, caught,
                 mib(s["spike_above_before_bytes"]), mib(s["peak_bytes"], "%.2f"),
                 "%+.3f %%" % s["peak_error_pct"] if s["peak_error_pct"] is not None else "–"))
     L.append("")
@@ -871,6 +884,9 @@ def main():
     with open(os.path.join(args.out, "costs.json"), "w") as f:
         json.dump(costs, f, indent=1)
 
+    # One bare run first, not counted: the first run after start-up pays for
+    # cold caches that no later run pays for.
+    run_once(ctx, next(p for p in peers if p.name == "bare"), 0)
     runs = []
     failures = []
     for rep in range(1, args.reps + 1):
