@@ -186,8 +186,12 @@ def memray_peer(name, extra):
         heap["memray_stats_peak_bytes"] = stats_peak
         heap["spike_caught"] = bool(spike_sizes)
         heap["spike_bytes"] = max(spike_sizes) if spike_sizes else None
-        heap["note"] = ("peak: memray's high-water mark of traced allocations (`memray stats --json` "
-                        "says %d bytes); %d allocation records" % (stats_peak, n_records))
+        heap["note"] = ("tracked-heap peak: memray's high-water mark of the allocations it traced, "
+                        "%d bytes in its FileReader metadata, %d in `memray stats --json` (%s); "
+                        "%d allocation records; RSS snapshots: memray's own sampling thread" % (
+                            reader.metadata.peak_memory, stats_peak,
+                            "they agree" if stats_peak == reader.metadata.peak_memory else "THEY DIFFER",
+                            n_records))
         return [series("host", name + " (RSS snapshots)", snaps), heap]
 
     setting = "memray run " + " ".join(extra) if extra else "memray run (defaults)"
@@ -447,6 +451,14 @@ def judge(s, result, window_s):
         out["span_s"] = span
         out["rate_hz"] = (len(readings) - 1) / span if span > 0 else None
         out["peak_bytes"] = max(v for _, v in readings)
+        # The work window on the monitor's own clock: its readings stop when the
+        # workload exits, a few ms after the window ends, so take the last
+        # window_s seconds of readings (clock-free, the same for every peer).
+        win = [(t, v) for t, v in readings if t >= readings[-1][0] - window_s]
+        out["readings_in_window"] = len(win)
+        if len(win) >= 2 and win[-1][0] > win[0][0]:
+            out["window_rate_hz"] = (len(win) - 1) / (win[-1][0] - win[0][0])
+        out["longest_gap_s"] = max((b[0] - a[0] for a, b in zip(win, win[1:])), default=None)
         high = [i for i, (_, v) in enumerate(readings) if v >= before_spike + BLOCK_SEEN_BYTES]
         if not high:
             out["spike_caught"] = None
@@ -461,8 +473,6 @@ def judge(s, result, window_s):
             out["spike_above_before_bytes"] = (spike_max - before_spike) if spike_max is not None else None
     if out.get("peak_bytes") is not None:
         out["peak_error_pct"] = (out["peak_bytes"] - truth_peak) / truth_peak * 100
-    if out.get("rate_hz"):
-        out["readings_in_window"] = out["rate_hz"] * window_s
     return out
 
 
@@ -512,6 +522,12 @@ def summarize(peers, runs, costs, gpu):
         return median([sum(r["workload"]["timings_s"][k] for k in keys) for r in rs])
 
     host_touch = ["block_touch", "spike_touch"]
+
+    def best(rs, key, keys):
+        if keys is None:
+            return min(r["workload"][key] for r in rs)
+        return min(sum(r["workload"]["timings_s"][k] for k in keys) for r in rs)
+
     b = {
         "work_s": wl(bare, "work_s"),
         "busy_s": timing(bare, ["busy"]),
@@ -520,7 +536,11 @@ def summarize(peers, runs, costs, gpu):
         "cpu_s": wl(bare, "cpu_s"),
         "vm_hwm_bytes": wl(bare, "vm_hwm_bytes", "host"),
         "invocation_wall_s": median([r["invocation_wall_s"] for r in bare]),
+        "work_s_range": rng([r["workload"]["work_s"] for r in bare]),
+        "busy_s_range": rng([r["workload"]["timings_s"]["busy"] for r in bare]),
     }
+    for key, keys in (("work_s", None), ("busy_s", ["busy"]), ("touch_s", host_touch)):
+        b[key + "_best"] = best(bare, key, keys)
     rows = []
     for p in peers:
         rs = [r for r in runs if r["peer"] == p.name]
@@ -540,6 +560,10 @@ def summarize(peers, runs, costs, gpu):
         }
         for key in ("work_s", "busy_s", "touch_s", "wall_s"):
             row[key.replace("_s", "") + "_vs_bare_pct"] = pct(row[key], b[key])
+        # best of the runs: less touched by other processes than the median
+        for key, keys in (("work_s", None), ("busy_s", ["busy"]), ("touch_s", host_touch)):
+            row[key + "_best"] = best(rs, key, keys)
+            row[key.replace("_s", "") + "_vs_bare_best_pct"] = pct(row[key + "_best"], b[key + "_best"])
         row["vm_hwm_vs_bare_bytes"] = row["vm_hwm_bytes"] - b["vm_hwm_bytes"]
         if p.kind in ("attach", "launch"):
             row["monitor_window_cpu_s"] = median([r["monitor_window_cpu_s"] for r in rs])
@@ -562,6 +586,10 @@ def summarize(peers, runs, costs, gpu):
                 "source": source, "resource": resource,
                 "rate_hz": median([s.get("rate_hz") for s in ss]),
                 "rate_hz_range": rng([s.get("rate_hz") for s in ss]),
+                "window_rate_hz": median([s.get("window_rate_hz") for s in ss]),
+                "window_rate_hz_range": rng([s.get("window_rate_hz") for s in ss]),
+                "longest_gap_s_median": median([s.get("longest_gap_s") for s in ss]),
+                "longest_gap_s_max": max([s["longest_gap_s"] for s in ss if s.get("longest_gap_s")], default=None),
                 "peak_bytes": median([s.get("peak_bytes") for s in ss]),
                 "truth_peak_bytes": median([s["truth_peak_bytes"] for s in ss]),
                 "peak_error_pct": median([s.get("peak_error_pct") for s in ss]),
@@ -635,8 +663,8 @@ def comparisons(summary, gpu):
                 c["quoted_reading_cost_ratio"] = MEMREL_QUOTED[resource]["us"] / r["reading_us"]
             if mine.get("cpu_per_reading_us") and theirs.get("cpu_per_reading_us"):
                 c["run_cpu_per_reading_ratio"] = mine["cpu_per_reading_us"] / theirs["cpu_per_reading_us"]
-            if mine.get("rate_hz") and theirs.get("rate_hz"):
-                c["rate_ratio"] = mine["rate_hz"] / theirs["rate_hz"]
+            if mine.get("window_rate_hz") and theirs.get("window_rate_hz"):
+                c["rate_ratio"] = mine["window_rate_hz"] / theirs["window_rate_hz"]
             if me.get("monitor_cpu_pct") and r.get("monitor_cpu_pct"):
                 c["cpu_ratio"] = me["monitor_cpu_pct"] / r["monitor_cpu_pct"]
             out.append(c)
@@ -651,28 +679,37 @@ def ratio_text(x):
 
 def markdown(meta, summary, costs, comps, gpu):
     b = summary["bare"]
+    n = meta["reps"]
     L = []
     L.append("# memrel and its peers, one workload, one run\n")
-    L.append("`%s` — %s, %d repetitions per peer in rotating order (after one bare warm-up "
-             "run, not counted), %s." % (
-        meta["command"], meta["date"], meta["reps"], "GPU mode" if gpu else "CPU mode"))
+    L.append("`%s` — %s, %d runs per peer in rotating order (after one bare warm-up run, not "
+             "counted), %s." % (meta["command"], meta["date"], n, "GPU mode" if gpu else "CPU mode"))
     L.append("")
     L.append("The workload (benches/peers/workload.py): 0.3 s baseline; 200 000 small tuples built "
              "and dropped (`busy`); 256 MiB touched, held 0.3 s, freed; 0.3 s; a 100 MiB spike "
              "touched, held 20 ms, freed; 0.3 s tail%s. Bare (no monitor), median of %d: work "
-             "%.3f s (busy %.3f s, page touching %.3f s), VmHWM %.1f MiB." % (
-                 "; then the same block and spike as CUDA tensors" if gpu else "",
-                 meta["reps"], b["work_s"], b["busy_s"], b["touch_s"], b["vm_hwm_bytes"] / MIB))
+             "%.3f s (range %.3f–%.3f s; busy %.3f s, range %.3f–%.3f s; page touching %.3f s), "
+             "VmHWM %.1f MiB." % (
+                 "; then the same block and spike as CUDA tensors" if gpu else "", n,
+                 b["work_s"], b["work_s_range"][0], b["work_s_range"][1],
+                 b["busy_s"], b["busy_s_range"][0], b["busy_s_range"][1],
+                 b["touch_s"], b["vm_hwm_bytes"] / MIB))
     L.append("")
+
     L.append("## What watching costs\n")
-    L.append("µs per reading: the method timed alone (below); readings/s: what it recorded over its "
-             "run; monitor CPU: the monitor process's CPU clock over the work window (for memray, "
-             "the workload's CPU above bare); CPU µs per reading in the run: that CPU over the "
-             "readings in the window (sleeps, wake-ups, writing included); whole invocation: the "
-             "monitor's wall time from launch to exit and its CPU (without the workload's), "
-             "start-up and its own reports included (bare: %.2f s).\n" % b["invocation_wall_s"])
-    L.append("| peer | setting | µs per reading, wall (CPU) | readings/s held | monitor CPU, % of a core | CPU µs per reading in the run | whole invocation s, CPU s |")
-    L.append("|---|---|---:|---:|---:|---:|---:|")
+    L.append("µs per reading: the method timed alone (last table); readings/s: what it recorded "
+             "in the work window, median of %d (the window on the monitor's clock: its last "
+             "readings over the window's length, as its readings stop when the workload exits); "
+             "over its whole recording in brackets; longest gap: the longest time between two of "
+             "its readings in the window (median over runs, and the worst run); monitor CPU: the monitor process's "
+             "CPU clock over the work window (for memray, the workload's CPU above bare); CPU µs "
+             "per reading in the run: that CPU over the readings in the window (sleeps, wake-ups, "
+             "writing included); whole invocation: the monitor's wall time from launch to exit "
+             "and its CPU without the workload's, start-up and its own reports included (bare: "
+             "%.2f s).\n" % (n, b["invocation_wall_s"]))
+    L.append("| peer | setting | µs per reading, wall (CPU) | readings/s in the window (whole) | longest gap ms (worst) "
+             "| monitor CPU, % of a core | CPU µs per reading in the run | whole invocation s, CPU s |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in summary["rows"]:
         if r["family"] == "bare":
             continue
@@ -691,29 +728,47 @@ def markdown(meta, summary, costs, comps, gpu):
             setting = r["setting"]
             if s.get("interval_s"):
                 setting += " (runs.json: interval_s %g)" % s["interval_s"]
-            L.append("| %s%s | %s | %s | %s | %s | %s | %s, %s |" % (
+            gap = "–"
+            if s.get("longest_gap_s_median") is not None:
+                gap = "%.1f (%.1f)" % (s["longest_gap_s_median"] * 1e3, s["longest_gap_s_max"] * 1e3)
+            L.append("| %s%s | %s | %s | %s | %s | %s | %s | %s, %s |" % (
                 s["source"], "" if s["resource"] == "host" else " [VRAM]", setting, cost,
-                fmt(s["rate_hz"], "%.0f"), cpu, fmt(s.get("cpu_per_reading_us"), "%.1f"),
+                "%s (%s)" % (fmt(s["window_rate_hz"], "%.0f"), fmt(s["rate_hz"], "%.0f")),
+                gap, cpu, fmt(s.get("cpu_per_reading_us"), "%.1f"),
                 fmt(r["invocation_wall_s"]), fmt(r.get("monitor_total_cpu_s"))))
     L.append("")
-    L.append("## What it does to the watched process, and what it sees\n")
-    L.append("Work: the workload's own timed sections (sleeps excluded), median of %d runs, vs bare. "
-             "Busy: the small-object part alone; touch: the page faults of 356 MiB. Spike: runs in "
-             "which a reading reached before-spike + 90 MiB between the block and the tail. Peak: "
-             "the highest reading vs the workload's own VmHWM%s." % (
-                 meta["reps"], " (VRAM: vs its own NVML reading while it held the 256 MiB tensor)" if gpu else ""))
-    L.append("")
-    cuda_head = " CUDA alloc |" if gpu else ""
-    L.append("| peer | work s (vs bare) | busy | touch |%s VmHWM MiB (vs bare) | spike caught | spike height seen, MiB | peak MiB | peak vs truth |" % cuda_head)
-    L.append("|---|---:|---:|---:|%s---:|---:|---:|---:|---:|" % ("---:|" if gpu else ""))
+
+    L.append("## What it does to the watched process\n")
+    L.append("The workload's own timed sections (sleeps excluded): `work` is all of them, `busy` "
+             "the small-object part (what an in-process tracer slows), `touch` the page faults of "
+             "356 MiB. Each as the median of %d runs and as the best (fastest) run, against bare's "
+             "median and best: other processes on this machine make single runs slower, never "
+             "faster, so the best run is the least disturbed. VmHWM: the workload's own, at exit "
+             "(median).\n" % n)
+    cuda_head = " CUDA alloc, median |" if gpu else ""
+    L.append("| peer | work s, median (best) | vs bare, median (best) | busy vs bare, median (best) "
+             "| touch vs bare, median (best) |%s VmHWM MiB (vs bare) |" % cuda_head)
+    L.append("|---|---:|---:|---:|---:|%s---:|" % ("---:|" if gpu else ""))
     for r in summary["rows"]:
-        head = "%.3f (%s) | %s | %s |%s %.1f (%+.1f)" % (
-            r["work_s"], signed_pct(r["work_vs_bare_pct"]), signed_pct(r["busy_vs_bare_pct"]),
-            signed_pct(r["touch_vs_bare_pct"]),
+        L.append("| %s | %.3f (%.3f) | %s (%s) | %s (%s) | %s (%s) |%s %.1f (%+.1f) |" % (
+            r["peer"], r["work_s"], r["work_s_best"],
+            signed_pct(r["work_vs_bare_pct"]), signed_pct(r["work_vs_bare_best_pct"]),
+            signed_pct(r["busy_vs_bare_pct"]), signed_pct(r["busy_vs_bare_best_pct"]),
+            signed_pct(r["touch_vs_bare_pct"]), signed_pct(r["touch_vs_bare_best_pct"]),
             (" %s |" % signed_pct(r.get("cuda_vs_bare_pct"))) if gpu else "",
-            r["vm_hwm_bytes"] / MIB, r["vm_hwm_vs_bare_bytes"] / MIB)
-        if not r["series"]:
-            L.append("| %s | %s | – | – | – | – |" % (r["peer"], head))
+            r["vm_hwm_bytes"] / MIB, r["vm_hwm_vs_bare_bytes"] / MIB))
+    L.append("")
+
+    L.append("## What it sees\n")
+    L.append("Spike caught: runs in which, after the last reading of the 256 MiB block and a "
+             "reading back near the floor, some reading reached before-spike + 90 MiB "
+             "(before-spike: the workload's own reading just before it allocated the spike). "
+             "Height seen: the highest reading in that window above before-spike (median). Peak: "
+             "the highest reading (median) against the workload's own VmHWM%s.\n" % (
+                 "; VRAM: against its own NVML reading while it held the 256 MiB tensor" if gpu else ""))
+    L.append("| peer | spike caught | spike height seen, MiB | peak MiB | truth MiB | peak vs truth, median (range) |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    for r in summary["rows"]:
         for s in r["series"]:
             if s["spike_judged"]:
                 caught = "%d/%d" % (s["spike_caught"], s["spike_judged"])
@@ -721,16 +776,24 @@ def markdown(meta, summary, costs, comps, gpu):
                 caught = "no readings"
             else:
                 caught = "not judged"
+            err = "–"
+            if s["peak_error_pct"] is not None:
+                lo, hi = s["peak_error_pct_range"]
+                err = "%+.3f %% (%+.3f … %+.3f)" % (s["peak_error_pct"], lo, hi)
             L.append("| %s%s | %s | %s | %s | %s | %s |" % (
-                s["source"], "" if s["resource"] == "host" else " [VRAM]", head, caught,
+                s["source"], "" if s["resource"] == "host" else " [VRAM]", caught,
                 mib(s["spike_above_before_bytes"]), mib(s["peak_bytes"], "%.2f"),
-                "%+.3f %%" % s["peak_error_pct"] if s["peak_error_pct"] is not None else "–"))
+                mib(s["truth_peak_bytes"], "%.2f"), err))
     L.append("")
+    notes = ["%s: %s" % (r["peer"], s["note"]) for r in summary["rows"] for s in r["series"] if s.get("note")]
+    if notes:
+        L.append("Notes (first run of each): " + " ".join("%s." % x for x in notes) + "\n")
+
     if comps:
         L.append("## memrel (1 ms) as ratios to each peer\n")
         L.append("Reading cost: memrel's quoted criterion figure over the peer's measured wall µs; "
                  "CPU per reading and CPU: both measured in this run (monitor CPU during the work "
-                 "window); rate: readings per second held.\n")
+                 "window); rate: readings per second held in the work window (medians).\n")
         L.append("| vs | resource | reading cost (quoted) | CPU per reading (run) | rate | monitor CPU |")
         L.append("|---|---|---:|---:|---:|---:|")
         for c in comps:
@@ -740,13 +803,13 @@ def markdown(meta, summary, costs, comps, gpu):
                 ratio_text(c.get("cpu_ratio"))))
         L.append("")
         for c in comps:
-            if c["peer"] in ("psutil-1ms", "mprof-1ms", "psrecord-1ms", "nvml-1ms", "nvitop-1ms", "nvidia-smi"):
-                L.append("- vs %s (%s): memrel's reading costs %s of its (quoted), %s per reading in the "
-                         "run; holds %s its rate at %s its CPU." % (
-                             c["peer"], c["resource"], ratio_text(c.get("quoted_reading_cost_ratio")),
-                             ratio_text(c.get("run_cpu_per_reading_ratio")), ratio_text(c.get("rate_ratio")),
-                             ratio_text(c.get("cpu_ratio"))))
+            L.append("- vs %s (%s): memrel's reading costs %s of its (quoted criterion figure), "
+                     "%s of its CPU per reading in the run; memrel holds %s its rate at %s its CPU." % (
+                         c["peer"], c["resource"], ratio_text(c.get("quoted_reading_cost_ratio")),
+                         ratio_text(c.get("run_cpu_per_reading_ratio")), ratio_text(c.get("rate_ratio")),
+                         ratio_text(c.get("cpu_ratio"))))
         L.append("")
+
     L.append("## Cost of one reading (median of 5 timed loops, on an idle warmed-up workload)\n")
     L.append("| method | µs wall | µs CPU (this process) | readings per loop |")
     L.append("|---|---:|---:|---:|")
@@ -759,9 +822,7 @@ def markdown(meta, summary, costs, comps, gpu):
         if res == "host" or gpu:
             L.append("| memrel, %s | %.2f (quoted) | | |" % (q["what"], q["us"]))
     L.append("")
-    notes = [s["note"] for r in summary["rows"] for s in r["series"] if s.get("note")]
-    if notes:
-        L.append("Notes: " + " ".join("%s." % n for n in notes) + "\n")
+
     L.append("## Machine\n")
     for k, v in meta["machine"].items():
         L.append("- %s: %s" % (k, v))
@@ -837,6 +898,40 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def write_outputs(out, meta, peers, runs, costs, failures):
+    """peers.json, runs.csv and peers.md from the runs: a pure function of
+    what was measured, so `--render DIR` can redo it from DIR/peers.json."""
+    summary = summarize(peers, runs, costs, meta["gpu"])
+    comps = comparisons(summary, meta["gpu"])
+    with open(os.path.join(out, "peers.json"), "w") as f:
+        json.dump({"meta": meta, "summary": summary, "comparisons": comps, "costs": costs,
+                   "runs": runs, "failures": failures}, f, indent=1)
+    with open(os.path.join(out, "runs.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["peer", "rep", "source", "resource", "work_s", "busy_s", "wall_s", "workload_cpu_s",
+                    "vm_hwm_bytes", "window_s", "monitor_window_cpu_s", "monitor_total_cpu_s",
+                    "invocation_wall_s", "n_readings", "rate_hz", "peak_bytes", "truth_peak_bytes",
+                    "peak_error_pct", "spike_caught", "spike_above_before_bytes", "longest_gap_s",
+                    "window_rate_hz", "readings_in_window"])
+        for r in runs:
+            for s in r["series"] or [{}]:
+                w.writerow([r["peer"], r["rep"], s.get("source", ""), s.get("resource", ""),
+                            r["workload"]["work_s"], r["workload"]["timings_s"]["busy"],
+                            r["workload"]["wall_s"], r["workload"]["cpu_s"],
+                            r["workload"]["host"]["vm_hwm_bytes"], r["window_s"],
+                            r["monitor_window_cpu_s"], r["monitor_total_cpu_s"], r["invocation_wall_s"],
+                            s.get("n_readings"), s.get("rate_hz"), s.get("peak_bytes"),
+                            s.get("truth_peak_bytes"), s.get("peak_error_pct"), s.get("spike_caught"),
+                            s.get("spike_above_before_bytes"), s.get("longest_gap_s"),
+                            s.get("window_rate_hz"), s.get("readings_in_window")])
+    md = markdown(meta, summary, costs, comps, meta["gpu"])
+    if failures:
+        md += "## Failed runs\n\n" + "\n".join("- %s rep %d: %s" % (
+            x["peer"], x["rep"], x["error"].splitlines()[0][:300]) for x in failures) + "\n"
+    with open(os.path.join(out, "peers.md"), "w") as f:
+        f.write(md)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memrel", default=os.environ.get("MEMREL") or shutil.which("memrel"),
@@ -847,7 +942,23 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="runs per peer (default 5)")
     ap.add_argument("--only", help="comma-separated peer names (bare is always run)")
     ap.add_argument("--out", help="output directory (default results/peers/<timestamp>)")
+    ap.add_argument("--render", metavar="DIR",
+                    help="only rewrite DIR's peers.md, peers.json and runs.csv from DIR/peers.json")
     args = ap.parse_args()
+
+    if args.render:
+        path = os.path.join(args.render, "peers.json")
+        try:
+            with open(path) as f:
+                saved = json.load(f)
+        except (OSError, ValueError) as e:
+            sys.exit("peers.py: cannot read %s (%s): --render needs a directory this script wrote" % (path, e))
+        meta = saved["meta"]
+        ran = {r["peer"] for r in saved["runs"]}
+        peers = [p for p in all_peers(meta["gpu"]) if p.name in ran]
+        write_outputs(args.render, meta, peers, saved["runs"], saved["costs"], saved["failures"])
+        log("peers: rewrote %s" % os.path.join(args.render, "peers.md"))
+        return
 
     if not args.memrel or not os.access(args.memrel, os.X_OK):
         sys.exit("peers.py: no memrel binary (%r): pass --memrel PATH or set MEMREL=/path/to/memrel"
@@ -911,8 +1022,6 @@ def main():
         load_after = f.read().strip()
     elapsed_s = time.monotonic() - started
     others_cpu_s = (busy_cpu_s() - busy_before_s) - (our_cpu_s() - ours_before_s)
-    summary = summarize(peers, runs, costs, args.gpu)
-    comps = comparisons(summary, args.gpu)
     meta = {
         "command": " ".join(["peers.py"] + [shlex.quote(a) for a in sys.argv[1:]]),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -929,33 +1038,9 @@ def main():
         "thresholds_bytes": {"spike_caught": SPIKE_CAUGHT_BYTES, "block_seen": BLOCK_SEEN_BYTES,
                              "floor": FLOOR_BYTES},
     }
-    with open(os.path.join(args.out, "peers.json"), "w") as f:
-        json.dump({"meta": meta, "summary": summary, "comparisons": comps, "costs": costs,
-                   "runs": runs, "failures": failures}, f, indent=1)
-    with open(os.path.join(args.out, "runs.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["peer", "rep", "source", "resource", "work_s", "busy_s", "wall_s", "workload_cpu_s",
-                    "vm_hwm_bytes", "window_s", "monitor_window_cpu_s", "monitor_total_cpu_s",
-                    "invocation_wall_s", "n_readings", "rate_hz", "peak_bytes", "truth_peak_bytes",
-                    "peak_error_pct", "spike_caught", "spike_above_before_bytes"])
-        for r in runs:
-            for s in r["series"] or [{}]:
-                w.writerow([r["peer"], r["rep"], s.get("source", ""), s.get("resource", ""),
-                            r["workload"]["work_s"], r["workload"]["timings_s"]["busy"],
-                            r["workload"]["wall_s"], r["workload"]["cpu_s"],
-                            r["workload"]["host"]["vm_hwm_bytes"], r["window_s"],
-                            r["monitor_window_cpu_s"], r["monitor_total_cpu_s"], r["invocation_wall_s"],
-                            s.get("n_readings"), s.get("rate_hz"), s.get("peak_bytes"),
-                            s.get("truth_peak_bytes"), s.get("peak_error_pct"), s.get("spike_caught"),
-                            s.get("spike_above_before_bytes")])
     if os.path.exists(os.path.join(args.out, "runs.partial.json")):
         os.remove(os.path.join(args.out, "runs.partial.json"))
-    md = markdown(meta, summary, costs, comps, args.gpu)
-    if failures:
-        md += "## Failed runs\n\n" + "\n".join("- %s rep %d: %s" % (
-            x["peer"], x["rep"], x["error"].splitlines()[0][:300]) for x in failures) + "\n"
-    with open(os.path.join(args.out, "peers.md"), "w") as f:
-        f.write(md)
+    write_outputs(args.out, meta, peers, runs, costs, failures)
     log("peers: done in %.0f s; %d runs, %d failed → %s" % (
         meta["elapsed_s"], len(runs), len(failures), os.path.join(args.out, "peers.md")))
     sys.exit(1 if failures else 0)
