@@ -192,6 +192,10 @@ def memray_peer(name, extra):
                             reader.metadata.peak_memory, stats_peak,
                             "they agree" if stats_peak == reader.metadata.peak_memory else "THEY DIFFER",
                             n_records))
+        reader.close()
+        if os.environ.get("PEERS_KEEP_MEMRAY_BIN") != "1":
+            # What the tables need is extracted; the capture can be hundreds of MiB.
+            os.remove(os.path.join(rd, "memray.bin"))
         return [series("host", name + " (RSS snapshots)", snaps), heap]
 
     setting = "memray run " + " ".join(extra) if extra else "memray run (defaults)"
@@ -682,8 +686,10 @@ def markdown(meta, summary, costs, comps, gpu):
     n = meta["reps"]
     L = []
     L.append("# memrel and its peers, one workload, one run\n")
+    asked = meta.get("reps_asked", n)
     L.append("`%s` — %s, %d runs per peer in rotating order (after one bare warm-up run, not "
-             "counted), %s." % (meta["command"], meta["date"], n, "GPU mode" if gpu else "CPU mode"))
+             "counted), %s.%s" % (meta["command"], meta["date"], n, "GPU mode" if gpu else "CPU mode",
+                                  "" if asked == n else " **Cut short: %d of %d repetitions done.**" % (n, asked)))
     L.append("")
     L.append("The workload (benches/peers/workload.py): 0.3 s baseline; 200 000 small tuples built "
              "and dropped (`busy`); 256 MiB touched, held 0.3 s, freed; 0.3 s; a 100 MiB spike "
@@ -803,8 +809,9 @@ def markdown(meta, summary, costs, comps, gpu):
                 ratio_text(c.get("cpu_ratio"))))
         L.append("")
         for c in comps:
-            L.append("- vs %s (%s): memrel's reading costs %s of its (quoted criterion figure), "
-                     "%s of its CPU per reading in the run; memrel holds %s its rate at %s its CPU." % (
+            L.append("- vs %s (%s): memrel's reading costs %s of its (quoted criterion figure); "
+                     "in the run memrel's CPU per reading was %s its, and memrel held %s its rate "
+                     "at %s its CPU." % (
                          c["peer"], c["resource"], ratio_text(c.get("quoted_reading_cost_ratio")),
                          ratio_text(c.get("run_cpu_per_reading_ratio")), ratio_text(c.get("rate_ratio")),
                          ratio_text(c.get("cpu_ratio"))))
@@ -998,6 +1005,30 @@ def main():
     # One bare run first, not counted: the first run after start-up pays for
     # cold caches that no later run pays for.
     run_once(ctx, next(p for p in peers if p.name == "bare"), 0)
+    machine = machine_info(ctx)
+
+    def meta(reps_done):
+        with open("/proc/loadavg") as f:
+            load_after = f.read().strip()
+        return {
+            "command": os.environ.get("PEERS_INVOKED_AS")
+            or " ".join(["peers.py"] + [shlex.quote(a) for a in sys.argv[1:]]),
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "reps": reps_done,
+            "reps_asked": args.reps,
+            "gpu": args.gpu,
+            "elapsed_s": time.monotonic() - started,
+            "others_cpu_s": (busy_cpu_s() - busy_before_s) - (our_cpu_s() - ours_before_s),
+            "cpus": os.cpu_count(),
+            "loadavg_before": load_before,
+            "loadavg_after": load_after,
+            "machine": machine,
+            "noise_note": os.environ.get("PEERS_NOISE_NOTE", ""),
+            "memrel_quoted": MEMREL_QUOTED,
+            "thresholds_bytes": {"spike_caught": SPIKE_CAUGHT_BYTES, "block_seen": BLOCK_SEEN_BYTES,
+                                 "floor": FLOOR_BYTES},
+        }
+
     runs = []
     failures = []
     for rep in range(1, args.reps + 1):
@@ -1015,34 +1046,12 @@ def main():
                 peer.name, rep, run["workload"]["work_s"], fmt(s.get("rate_hz"), "%.0f"),
                 mib(s.get("peak_bytes")), s.get("spike_caught", "–"),
                 fmt(run["monitor_window_cpu_s"], "%.3f")))
-            with open(os.path.join(args.out, "runs.partial.json"), "w") as f:
-                json.dump(runs, f)
+        # The tables so far after every repetition: a run cut short (a time
+        # limit) still leaves complete tables of the repetitions it finished.
+        write_outputs(args.out, meta(rep), peers, runs, costs, failures)
 
-    with open("/proc/loadavg") as f:
-        load_after = f.read().strip()
-    elapsed_s = time.monotonic() - started
-    others_cpu_s = (busy_cpu_s() - busy_before_s) - (our_cpu_s() - ours_before_s)
-    meta = {
-        "command": " ".join(["peers.py"] + [shlex.quote(a) for a in sys.argv[1:]]),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "reps": args.reps,
-        "gpu": args.gpu,
-        "elapsed_s": elapsed_s,
-        "others_cpu_s": others_cpu_s,
-        "cpus": os.cpu_count(),
-        "loadavg_before": load_before,
-        "loadavg_after": load_after,
-        "machine": machine_info(ctx),
-        "noise_note": os.environ.get("PEERS_NOISE_NOTE", ""),
-        "memrel_quoted": MEMREL_QUOTED,
-        "thresholds_bytes": {"spike_caught": SPIKE_CAUGHT_BYTES, "block_seen": BLOCK_SEEN_BYTES,
-                             "floor": FLOOR_BYTES},
-    }
-    if os.path.exists(os.path.join(args.out, "runs.partial.json")):
-        os.remove(os.path.join(args.out, "runs.partial.json"))
-    write_outputs(args.out, meta, peers, runs, costs, failures)
     log("peers: done in %.0f s; %d runs, %d failed → %s" % (
-        meta["elapsed_s"], len(runs), len(failures), os.path.join(args.out, "peers.md")))
+        time.monotonic() - started, len(runs), len(failures), os.path.join(args.out, "peers.md")))
     sys.exit(1 if failures else 0)
 
 

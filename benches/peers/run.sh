@@ -17,6 +17,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+invoked_as="bash $0 $*"
 python=${PEERS_PYTHON:-python3}
 gpu=0
 wheels=""
@@ -78,4 +79,5 @@ else
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${packages[@]}"
 fi
 
+export PEERS_INVOKED_AS="MEMREL=$memrel $invoked_as"  # shown in peers.md
 exec "$venv/bin/python" "$here/peers.py" --memrel "$memrel" "${pass[@]}"
