@@ -45,6 +45,8 @@ if [ -z "$memrel" ] || [ ! -x "$memrel" ]; then
     exit 2
 fi
 
+# PEERS_PACKAGES overrides the list (e.g. without memray's 10 MB wheel, for
+# a machine the wheelhouse must travel to; run those peers with --only).
 packages=(psutil memory_profiler psrecord memray)
 venv_flags=()
 if [ "$gpu" = 1 ]; then
@@ -53,6 +55,10 @@ if [ "$gpu" = 1 ]; then
     venv=${PEERS_VENV:-$here/.venv-gpu}
 else
     venv=${PEERS_VENV:-$here/.venv}
+fi
+
+if [ -n "${PEERS_PACKAGES:-}" ]; then
+    read -r -a packages <<<"$PEERS_PACKAGES"
 fi
 
 if [ ! -x "$venv/bin/python" ]; then
