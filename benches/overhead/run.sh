@@ -13,7 +13,7 @@
 # MEMREL (or --memrel) names the binary to measure; MEMREL_COMMIT (or
 # --memrel-commit) the commit it was built from, for the report. Default
 # output: results/overhead/<UTC timestamp> under the current directory.
-# `overhead.py --help` lists every knob. Linux only. About 9-10 minutes with
+# `overhead.py --help` lists every knob. Linux only. About 10-11 minutes with
 # the defaults on a 2-core VM.
 set -euo pipefail
 

@@ -13,8 +13,10 @@ unset, so the bare run executes exactly the same Python code.
 It writes what it measured, as JSON, to --report (an absolute path: under
 memrel its stdout is drained into a tail). Times are the program's own:
 `work_s` is the sum of the load, forward and unload phases (time.perf_counter),
-`idle_s` the sum of the idle phases, `elapsed_s` from the first cycle to the
-last, `cpu_s` the process's CPU (time.process_time) over the same span.
+`work_min_cycle_s` the fastest cycle's work (the least disturbed by other
+load on the machine), `idle_s` the sum of the idle phases, `elapsed_s` from
+the first cycle to the last, `cpu_s` the process's CPU (time.process_time)
+over the same span.
 
 Standard library only (plus the memrel module memrel ships).
 """
@@ -64,6 +66,7 @@ def main(argv):
         sys.exit("workload.py: --report PATH is required")
 
     load_s = forward_s = unload_s = idle_s = release_s = 0.0
+    cycle_work_s = []
     digest = b""
     size_bytes = args.mib * MIB
     cpu0 = time.process_time()
@@ -87,6 +90,7 @@ def main(argv):
         with memrel.phase("idle"):
             time.sleep(args.idle_ms / 1000.0)
         f = time.perf_counter()
+        cycle_work_s.append(d - a)
         load_s += b - a
         forward_s += c - b
         unload_s += d - c
@@ -101,6 +105,8 @@ def main(argv):
         "passes": args.passes,
         "idle_ms": args.idle_ms,
         "work_s": load_s + forward_s + unload_s,
+        "work_min_cycle_s": min(cycle_work_s),
+        "work_median_cycle_s": sorted(cycle_work_s)[len(cycle_work_s) // 2],
         "load_s": load_s,
         "forward_s": forward_s,
         "unload_s": unload_s,
