@@ -57,6 +57,11 @@ const TAIL_BYTES: usize = 8 * 1024;
 /// How often the run loop looks at the child, the clock and the signal flag.
 const TICK: Duration = Duration::from_millis(20);
 
+/// After the worker closed its channel: how often, and for how long, the run
+/// loop looks for its exit before going back to [`TICK`].
+const EXIT_POLL: Duration = Duration::from_millis(1);
+const EXIT_WATCH: Duration = Duration::from_secs(1);
+
 /// After the worker ended or was killed: how long it may take to be reaped.
 const REAP_GRACE: Duration = Duration::from_secs(5);
 
@@ -274,6 +279,7 @@ impl Process<'_> {
         let probe_name = sampler.probe_name;
 
         let mut channel_open = true;
+        let mut channel_closed_at: Option<Instant> = None;
         let stop = loop {
             if channel_open {
                 match messages.recv_timeout(TICK) {
@@ -282,7 +288,10 @@ impl Process<'_> {
                     Err(RecvTimeoutError::Disconnected) => channel_open = false,
                 }
             } else {
-                std::thread::sleep(TICK);
+                // A worker that closed its channel is about to exit: notice
+                // it within a millisecond (for a second; then at the tick).
+                let closed_for = channel_closed_at.get_or_insert_with(Instant::now).elapsed();
+                std::thread::sleep(if closed_for < EXIT_WATCH { EXIT_POLL } else { TICK });
             }
             if child::has_exited(pid) {
                 break None;

@@ -143,6 +143,7 @@ impl Sampler {
     /// of the same run (respawn) or for its checks. `Err`: the thread panicked.
     pub fn stop_keep_probe(self) -> io::Result<Finished> {
         self.stop.store(true, Ordering::Relaxed);
+        self.handle.thread().unpark();
         self.handle
             .join()
             .map_err(|_| io::Error::other("the sampler thread panicked"))
@@ -175,10 +176,24 @@ fn sample_loop(
         next += interval;
         let now = Instant::now();
         if next > now {
-            std::thread::sleep(next - now);
+            // Parked, not asleep: `stop` unparks it, so a run ends without
+            // waiting out an interval.
+            wait_until(next, stop);
         } else {
             // Fell behind (machine busy): skip missed ticks instead of bursting.
             next = now;
         }
+    }
+}
+
+/// Parks the thread until `deadline` or until `stop` is set (a spurious
+/// wake-up parks again: no sample is taken early).
+fn wait_until(deadline: Instant, stop: &AtomicBool) {
+    loop {
+        let now = Instant::now();
+        if now >= deadline || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::park_timeout(deadline - now);
     }
 }
