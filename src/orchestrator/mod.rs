@@ -291,7 +291,11 @@ impl Process<'_> {
                 // A worker that closed its channel is about to exit: notice
                 // it within a millisecond (for a second; then at the tick).
                 let closed_for = channel_closed_at.get_or_insert_with(Instant::now).elapsed();
-                std::thread::sleep(if closed_for < EXIT_WATCH { EXIT_POLL } else { TICK });
+                std::thread::sleep(if closed_for < EXIT_WATCH {
+                    EXIT_POLL
+                } else {
+                    TICK
+                });
             }
             if child::has_exited(pid) {
                 break None;
