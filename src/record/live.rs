@@ -61,9 +61,8 @@ pub struct SampleWriter {
     repetition: u32,
     phase: LivePhase,
     flushed_at_s: f64,
-    pub samples_written: u64,
     /// The first write that failed; later samples are not written.
-    pub error: Option<String>,
+    error: Option<String>,
 }
 
 impl SampleWriter {
@@ -78,7 +77,6 @@ impl SampleWriter {
             repetition: meta.repetition,
             phase,
             flushed_at_s: 0.0,
-            samples_written: 0,
             error: None,
         }
     }
@@ -102,9 +100,8 @@ impl SampleWriter {
             self.flushed_at_s = sample.t_s;
             written = self.csv.flush().map_err(|e| e.to_string());
         }
-        match written {
-            Ok(()) => self.samples_written += 1,
-            Err(e) => self.error = Some(e),
+        if let Err(e) = written {
+            self.error = Some(e);
         }
     }
 
@@ -318,4 +315,61 @@ fn rewrite(path: &Path, tmp: &Path, from_byte: u64, run: &RunRecord) -> Result<E
         .sync_all()
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     Ok(envelope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{fixture, RUNS_FILE};
+
+    /// Each run streamed as a real one is (samples tagged with the phase
+    /// heard of so far, edges arriving after the samples they precede), then
+    /// finished: the files are byte for byte what `Record::save` writes for
+    /// the whole record, and what memory holds is what the files hold.
+    #[test]
+    fn a_streamed_record_ends_as_the_files_save_would_write() {
+        let full = fixture::record();
+        let streamed = tempfile::tempdir().unwrap();
+        let mut done = Record {
+            header: full.header.clone(),
+            runs: Vec::new(),
+        };
+        for run in &full.runs {
+            let mut live = LiveRun::begin(streamed.path(), &done, &run.meta).unwrap();
+            let mut writer = live.samples.writer().unwrap();
+            let mut edges = run.events.iter().peekable();
+            for sample in &run.samples {
+                writer.write(sample);
+                // Late: an edge reaches the parent after the sample it precedes.
+                while let Some(e) = edges.next_if(|e| e.t_s <= sample.t_s) {
+                    live.events.append(e);
+                }
+            }
+            edges.for_each(|e| live.events.append(e));
+            assert_eq!(writer.finish(), None);
+            let mut got = RunRecord {
+                meta: run.meta.clone(),
+                samples: Vec::new(),
+                events: Vec::new(),
+                decimation: None,
+            };
+            live.finish(&mut got).unwrap();
+            done.runs.push(got);
+            done.save_events_and_runs(streamed.path()).unwrap();
+        }
+        let saved = tempfile::tempdir().unwrap();
+        full.save(saved.path()).unwrap();
+        for file in [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE] {
+            let read = |dir: &Path| std::fs::read(dir.join(file)).unwrap();
+            assert!(
+                read(streamed.path()) == read(saved.path()),
+                "{file} differs from what save writes"
+            );
+        }
+        let loaded = Record::load(saved.path()).unwrap();
+        assert!(
+            *done.at_file_precision() == loaded,
+            "memory differs from the files"
+        );
+    }
 }
