@@ -22,7 +22,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use super::envelope::Envelope;
-use super::rows::{EventRowRef, SampleRow, SampleRowRef, SAMPLE_COLUMNS};
+use super::rows::{EventRowRef, SampleRow, SampleRowRef, EVENT_COLUMNS, SAMPLE_COLUMNS};
 use super::schema::{EVENTS_FILE, SAMPLES_FILE};
 use super::types::{Event, PhaseCursor, Record, RunMeta, RunRecord, Sample};
 use crate::fsutil::write_atomic;
@@ -178,24 +178,17 @@ impl LiveRun {
     /// it ends), samples.csv and events.csv exist with their headers. `done`
     /// is what the directory holds of earlier runs.
     pub fn begin(dir: &Path, done: &Record, meta: &RunMeta) -> Result<LiveRun> {
-        let mut provisional = done.clone();
-        provisional.runs.push(RunRecord {
-            meta: RunMeta {
-                status: super::RunStatus::Killed,
-                error: Some(STOPPED_EARLY.to_string()),
-                ..meta.clone()
-            },
-            samples: Vec::new(),
-            events: Vec::new(),
-            decimation: None,
-        });
-        provisional.save_events_and_runs(dir)?;
+        // Only runs.json changes: earlier runs' files are as their end wrote them.
+        let provisional = RunMeta {
+            status: super::RunStatus::Killed,
+            error: Some(STOPPED_EARLY.to_string()),
+            ..meta.clone()
+        };
+        let metas = done.runs.iter().map(|r| r.meta.clone());
+        super::write_runs_file(dir, &done.header, metas.chain([provisional]))?;
+        write_header_if_new(&dir.join(EVENTS_FILE), &EVENT_COLUMNS)?;
         let samples_path = dir.join(SAMPLES_FILE);
-        if !samples_path.exists() {
-            let mut header = csv::Writer::from_writer(Vec::new());
-            header.write_record(SAMPLE_COLUMNS)?;
-            write_atomic(&samples_path, &header.into_inner()?)?;
-        }
+        write_header_if_new(&samples_path, &SAMPLE_COLUMNS)?;
         let samples_from_byte = std::fs::metadata(&samples_path)
             .with_context(|| format!("cannot read {}", samples_path.display()))?
             .len();
@@ -241,6 +234,16 @@ impl LiveRun {
 /// is what `report` shows.
 pub const STOPPED_EARLY: &str = "memrel stopped while this run was going on (killed or crashed): \
      the samples and phase edges written until then are kept";
+
+/// Creates a CSV file holding only its header, unless it exists.
+fn write_header_if_new(path: &Path, columns: &[&str]) -> Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let mut header = csv::Writer::from_writer(Vec::new());
+    header.write_record(columns)?;
+    write_atomic(path, &header.into_inner()?)
+}
 
 fn append(path: &Path) -> Result<File> {
     std::fs::OpenOptions::new()

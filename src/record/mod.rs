@@ -47,15 +47,33 @@ impl Record {
     pub fn save_events_and_runs(&self, dir: &Path) -> Result<()> {
         let record = self.at_file_precision();
         write_atomic(&dir.join(EVENTS_FILE), &record.events_csv()?)?;
-        let runs = schema::RunsFile {
-            header: record.header.clone(),
-            runs: record.runs.iter().map(|r| r.meta.clone()).collect(),
-        };
-        let mut json = serde_json::to_vec_pretty(&runs)?;
-        json.push(b'\n');
-        write_atomic(&dir.join(RUNS_FILE), &json)?;
-        Ok(())
+        write_runs_file(
+            dir,
+            &record.header,
+            record.runs.iter().map(|r| r.meta.clone()),
+        )
     }
+}
+
+/// Writes runs.json (the header and each run's metadata) atomically; times
+/// to the microsecond, as everywhere in the files.
+pub(crate) fn write_runs_file(
+    dir: &Path,
+    header: &Header,
+    metas: impl Iterator<Item = RunMeta>,
+) -> Result<()> {
+    let runs = schema::RunsFile {
+        header: header.clone(),
+        runs: metas
+            .map(|m| RunMeta {
+                duration_s: types::round_us(m.duration_s),
+                ..m
+            })
+            .collect(),
+    };
+    let mut json = serde_json::to_vec_pretty(&runs)?;
+    json.push(b'\n');
+    write_atomic(&dir.join(RUNS_FILE), &json)
 }
 
 #[cfg(test)]
