@@ -70,28 +70,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check(args) => {
-            let options = commands::check::CheckOptions {
-                baseline: args.baseline.clone(),
-                dirs: args.dirs.clone(),
-                lenient: args.lenient,
-                results_root: args.out.clone(),
-                verdict_dir: args.verdict_dir.clone(),
-                broken_runs: commands::check::BrokenRuns::from_flag(args.complete_runs_only),
-            };
-            let (report, dir) = commands::check::execute(&options)?;
-            for w in &report.warnings {
-                eprintln!("memrel: warning: {w}");
-            }
-            print!("{}", memrel::export::verdict::verdict_markdown(&report));
-            println!("\nverdict: {}", dir.join("verdict.json").display());
-            if let Some(code) = interrupted_code(&dir) {
-                return Ok(code);
-            }
-            Ok(if report.regressed {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            })
+            let status = commands::check::run(&args, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::from(status.code()))
         }
         Command::Calibrate(args) => {
             let (calibration, dir) = commands::calibrate::execute_args(&args)?;

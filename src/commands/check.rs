@@ -10,11 +10,14 @@
 //! left out). A budget nothing could be checked against is an error too. The
 //! verdict files are written either way, so a CI job summary shows why.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use super::ExitStatus;
 use crate::baseline;
+use crate::cli;
 use crate::export::verdict::{verdict_json, verdict_markdown};
 use crate::fsutil::write_atomic;
 use crate::gate::{self, MetricVerdict, Side, Verdict, VerdictReport, VERDICT_SCHEMA_VERSION};
@@ -54,6 +57,33 @@ impl BrokenRuns {
             BrokenRuns::Fail
         }
     }
+}
+
+/// `memrel check` as the command line asks: runs the gate, prints its
+/// warnings (stderr) and verdict.md (`out`), and says how it ended.
+pub fn run(args: &cli::CheckArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    let options = CheckOptions {
+        baseline: args.baseline.clone(),
+        dirs: args.dirs.clone(),
+        lenient: args.lenient,
+        results_root: args.out.clone(),
+        verdict_dir: args.verdict_dir.clone(),
+        broken_runs: BrokenRuns::from_flag(args.complete_runs_only),
+    };
+    let (report, dir) = execute(&options)?;
+    for w in &report.warnings {
+        eprintln!("memrel: warning: {w}");
+    }
+    write!(out, "{}", verdict_markdown(&report))?;
+    writeln!(out, "\nverdict: {}", dir.join("verdict.json").display())?;
+    if let Some(status) = super::interrupted(&dir) {
+        return Ok(status);
+    }
+    Ok(if report.regressed {
+        ExitStatus::Failure
+    } else {
+        ExitStatus::Success
+    })
 }
 
 /// Runs the gate; returns the report and the directory holding the verdict
