@@ -318,4 +318,68 @@ mod tests {
             "586"
         );
     }
+
+    /// The run console table as people see it, compact and `--wide` (pinned
+    /// before the table writer moved to `markdown`: the bytes must not move).
+    #[test]
+    fn the_run_console_table_as_it_reads() {
+        let cpu = summarize(&fixture::record());
+        insta::assert_snapshot!(summary_table(&cpu), @r#"
+memrel run: fixture on cpu
+memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+--wide shows every column
+                   host RSS
+strategy     runs  baseline  after release  retained  released  retaining  checks
+---------------------------------------------------------------------------------
+drop          2/2      10.0           70.0      60.0    40.0 %        3/6      ok
+malloc-trim   2/2      10.0           11.0      1.00    99.0 %        0/6      ok
+
+host RSS retained MiB after each cycle (median over runs; retaining = above 16 MiB):
+  drop            2.00    31.0    60.0
+  malloc-trim     1.00    1.50    1.00
+"#);
+        let cuda = summarize(&fixture::cuda_record());
+        insta::assert_snapshot!(summary_table(&cuda), @r#"
+memrel run: cuda-fixture on cuda:0
+memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+--wide shows every column
+                       VRAM cuda:0                                             host RSS
+strategy         runs  baseline  after release  retained  released  retaining  retained  checks
+-----------------------------------------------------------------------------------------------
+drop              2/2       678           1094       416     0.0 %        6/6      1.00      ok
+sync              2/2       678            678      0.00   100.0 %        0/6      1.00      ok
+context-release   2/2       678           0.00      -678   263.0 %        0/6      1.00      ok
+
+VRAM cuda:0 retained MiB after each cycle (median over runs; retaining = above 16 MiB):
+  drop                 416     416     416
+  sync                0.00    0.00    0.00
+  context-release     -678    -678    -678
+
+host RSS retained MiB after each cycle (median over runs; retaining = above 16 MiB):
+  drop                1.00    1.00    1.00
+  sync                1.00    1.00    1.00
+  context-release     1.00    1.00    1.00
+"#);
+        insta::assert_snapshot!(summary_table_as(&cuda, Layout::Wide), @r#"
+memrel run: cuda-fixture on cuda:0
+memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+growth: median over runs; latency, t50, t90, times: median (min–max) over every cycle
+                       VRAM cuda:0                                                                                                                                     host RSS
+strategy         runs  baseline  floor  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  baseline  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  load ms  forward ms  release ms  ready ms  checks
+-----------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
+drop              2/2       678    586  1094    1094          1094           1094       416     0.0 %          0.00           –       –       –        6/6        2/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
+sync              2/2       678    586  1094    1094           678            678      0.00   100.0 %          0.00        0.00     100     100        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
+context-release   2/2       678    586  1094    1094          0.00           0.00      -678   263.0 %          0.00        0.00     100     100        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
+
+VRAM cuda:0 retained MiB after each cycle (median over runs; retaining = above 16 MiB):
+  drop                 416     416     416
+  sync                0.00    0.00    0.00
+  context-release     -678    -678    -678
+
+host RSS retained MiB after each cycle (median over runs; retaining = above 16 MiB):
+  drop                1.00    1.00    1.00
+  sync                1.00    1.00    1.00
+  context-release     1.00    1.00    1.00
+"#);
+    }
 }
