@@ -18,82 +18,17 @@
 //! - `<r>_cycles_retaining`, `_cycles_total`, `_processes_retaining`, and
 //!   `<r>_not_measured` (why the resource has no readings; empty when measured).
 //!
+//! A resource's columns, their order and how each is read are
+//! `export::fields`, shared with the tables.
+//!
 //! Formats a [`Comparison`]; computes nothing. The columns of compare.csv are
 //! part of `COMPARE_SCHEMA_VERSION`: change them only together with it.
 
 use anyhow::Result;
 
+use super::fields::{fields, Number, Pick};
 use crate::metrics::comparison::Comparison;
-use crate::metrics::{Resource, ResourceSummary, Spread, StrategySummary};
-
-/// One column (or median/min/max triple) of a resource's group.
-enum Field {
-    /// A value of the representative run's last cycle.
-    Last(&'static str, fn(&ResourceSummary) -> Option<String>),
-    /// A spread: `<name>_median`, `<name>_min`, `<name>_max`.
-    Spread(&'static str, fn(&ResourceSummary) -> Option<&Spread>),
-    /// A count or a text.
-    Plain(&'static str, fn(&ResourceSummary) -> String),
-}
-
-/// The fields of `resource`'s group, in column order.
-fn fields(resource: Resource) -> Vec<Field> {
-    let mut out = vec![
-        Field::Plain("not_measured", |m| {
-            m.not_measured.clone().unwrap_or_default()
-        }),
-        Field::Last("baseline_bytes", |m| {
-            m.row.as_ref().map(|r| r.baseline_bytes.to_string())
-        }),
-    ];
-    if resource.is_device() {
-        out.push(Field::Spread("floor_bytes", |m| m.floor_bytes.as_ref()));
-    }
-    out.extend([
-        Field::Last("peak_bytes", |m| {
-            m.row
-                .as_ref()
-                .and_then(|r| r.peak_bytes)
-                .map(|v| v.to_string())
-        }),
-        Field::Last("loaded_bytes", |m| {
-            m.row.as_ref().map(|r| r.loaded_bytes.to_string())
-        }),
-        Field::Last("after_unload_bytes", |m| {
-            m.row.as_ref().map(|r| r.after_unload_bytes.to_string())
-        }),
-        Field::Last("after_release_bytes", |m| {
-            m.row.as_ref().map(|r| r.after_release_bytes.to_string())
-        }),
-        Field::Last("retained_bytes", |m| {
-            m.row.as_ref().map(|r| r.retained_bytes.to_string())
-        }),
-        Field::Last("released_fraction", |m| {
-            m.row
-                .as_ref()
-                .and_then(|r| r.released_fraction)
-                .map(|v| v.to_string())
-        }),
-        Field::Spread("retained_bytes", |m| m.retained_bytes.as_ref()),
-    ]);
-    if !resource.is_device() {
-        out.push(Field::Spread("retained_anon_bytes", |m| {
-            m.retained_anon_bytes.as_ref()
-        }));
-    }
-    out.extend([
-        Field::Spread("retained_slope_bytes_per_cycle", |m| {
-            m.retained_slope_bytes_per_cycle.as_ref()
-        }),
-        Field::Spread("release_latency_s", |m| m.release_latency_s.as_ref()),
-        Field::Spread("release_t50_s", |m| m.release_t50_s.as_ref()),
-        Field::Spread("release_t90_s", |m| m.release_t90_s.as_ref()),
-        Field::Plain("cycles_retaining", |m| m.cycles_retaining.to_string()),
-        Field::Plain("cycles_total", |m| m.cycles_total.to_string()),
-        Field::Plain("processes_retaining", |m| m.processes_retaining.to_string()),
-    ]);
-    out
-}
+use crate::metrics::{Resource, Spread, StrategySummary};
 
 /// `cuda:0` → `cuda0`, `host` → `host`.
 fn column_prefix(resource: Resource) -> String {
@@ -106,11 +41,10 @@ fn resource_header(resource: Resource) -> Vec<String> {
     let prefix = column_prefix(resource);
     let mut out = Vec::new();
     for field in fields(resource) {
-        match field {
-            Field::Last(name, _) | Field::Plain(name, _) => out.push(format!("{prefix}_{name}")),
-            Field::Spread(name, _) => {
-                out.extend(PARTS.iter().map(|p| format!("{prefix}_{name}_{p}")))
-            }
+        let name = field.csv;
+        match field.pick {
+            Pick::Spread(_) => out.extend(PARTS.iter().map(|p| format!("{prefix}_{name}_{p}"))),
+            Pick::Last(_) | Pick::Count(_) | Pick::Text(_) => out.push(format!("{prefix}_{name}")),
         }
     }
     out
@@ -121,10 +55,11 @@ fn resource_cells(resource: Resource, s: &StrategySummary) -> Vec<String> {
     let m = s.resource(resource);
     let mut out = Vec::new();
     for field in fields(resource) {
-        match field {
-            Field::Last(_, pick) => out.push(m.and_then(pick).unwrap_or_default()),
-            Field::Plain(_, pick) => out.push(m.map(pick).unwrap_or_default()),
-            Field::Spread(_, pick) => {
+        match field.pick {
+            Pick::Last(pick) => out.push(m.and_then(pick).map(Number::csv).unwrap_or_default()),
+            Pick::Count(pick) => out.push(m.map(|m| pick(m).to_string()).unwrap_or_default()),
+            Pick::Text(pick) => out.push(m.and_then(pick).unwrap_or_default()),
+            Pick::Spread(pick) => {
                 let spread = m.and_then(pick);
                 out.push(number(spread.map(|x| x.median)));
                 out.push(number(spread.map(|x| x.min)));
@@ -136,10 +71,10 @@ fn resource_cells(resource: Resource, s: &StrategySummary) -> Vec<String> {
 }
 
 /// How a time column is read from a summary.
-type Pick = fn(&StrategySummary) -> &Option<Spread>;
+type TimePick = fn(&StrategySummary) -> &Option<Spread>;
 
 /// Time columns (median, min, max over every cycle), written once.
-const TIMES: [(&str, Pick); 4] = [
+const TIMES: [(&str, TimePick); 4] = [
     ("load_time_s", |s| &s.load_time_s),
     ("forward_time_s", |s| &s.forward_time_s),
     ("release_action_s", |s| &s.release_action_s),

@@ -17,198 +17,26 @@
 //!
 //! Formats a [`Comparison`] or a summary's strategies; computes nothing.
 //! Numbers for machines (bytes, seconds) go to compare.csv and compare.json.
+//!
+//! Split by job: `columns` (which columns, their headers), `cells` (the text
+//! of a cell), this file (rows, captions, legend, notes and the documents);
+//! `export::markdown` lays the cells out, `export::fields` names the memory
+//! metrics once for the tables and compare.csv.
+
+mod cells;
+mod columns;
 
 use std::fmt::Write;
 
+use super::markdown::{escape as md_escape, Rule, Table as Writer};
 use crate::fsutil::utc_stamp;
-use crate::metrics::comparison::{Comparison, Row};
-use crate::metrics::{Resource, ResourceSummary, Spread, StrategySummary};
+use crate::metrics::comparison::Comparison;
+use crate::metrics::{Resource, StrategySummary};
 use crate::textutil::MIB;
-
-/// The width the compact console layout must fit in.
-pub const COMPACT_MAX_CHARS: usize = 100;
-
-/// Which columns a table has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// The console default, at most [`COMPACT_MAX_CHARS`] wide: strategy, runs;
-    /// the lead resource's baseline, after release, retained (range over
-    /// runs), released and retaining cycles; every other resource's retained;
-    /// checks.
-    Compact,
-    /// compare.md: every column of the lead resource, the others' peak and
-    /// retained, and the times (load, forward, forward vs ref).
-    Markdown,
-    /// `--wide`: every column of every resource, the times and the checks.
-    Wide,
-}
-
-impl Layout {
-    /// The console layout `--wide` asks for.
-    pub fn console(wide: bool) -> Layout {
-        if wide {
-            Layout::Wide
-        } else {
-            Layout::Compact
-        }
-    }
-}
-
-/// A memory metric of one resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Metric {
-    Baseline,
-    Floor,
-    Peak,
-    Loaded,
-    AfterUnload,
-    AfterRelease,
-    /// With its range over the runs when `range` and there are several.
-    Retained {
-        range: bool,
-    },
-    Released,
-    Growth,
-    Latency,
-    /// The release curve: time to half, and to 90 %, of what came back.
-    T50,
-    T90,
-    CyclesRetaining,
-    ProcessesRetaining,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Column {
-    Strategy,
-    Runs,
-    Memory(Resource, Metric),
-    LoadTime,
-    ForwardTime,
-    ForwardVsRef,
-    ReleaseAction,
-    /// The release step plus the next cycle's first load and forward.
-    Ready,
-    Checks,
-}
-
-/// Every metric of a resource, in table order (the floor only for a device).
-fn all_metrics(resource: Resource) -> Vec<Metric> {
-    let mut out = vec![Metric::Baseline];
-    if resource.is_device() {
-        out.push(Metric::Floor);
-    }
-    out.extend([
-        Metric::Peak,
-        Metric::Loaded,
-        Metric::AfterUnload,
-        Metric::AfterRelease,
-        Metric::Retained { range: true },
-        Metric::Released,
-        Metric::Growth,
-        Metric::Latency,
-        Metric::T50,
-        Metric::T90,
-        Metric::CyclesRetaining,
-        Metric::ProcessesRetaining,
-    ]);
-    out
-}
-
-/// The columns of `layout`; `resources` lead first. `ranges: false` leaves
-/// the retained ranges out (the compact layout's fallback to fit its width).
-fn columns(layout: Layout, resources: &[Resource], relative: bool, ranges: bool) -> Vec<Column> {
-    let mut out = vec![Column::Strategy, Column::Runs];
-    let Some((&lead, others)) = resources.split_first() else {
-        return out;
-    };
-    let memory = |r: Resource, metrics: &[Metric]| -> Vec<Column> {
-        metrics.iter().map(|&m| Column::Memory(r, m)).collect()
-    };
-    match layout {
-        Layout::Compact => {
-            out.extend(memory(
-                lead,
-                &[
-                    Metric::Baseline,
-                    Metric::AfterRelease,
-                    Metric::Retained { range: ranges },
-                    Metric::Released,
-                    Metric::CyclesRetaining,
-                ],
-            ));
-            for &r in others {
-                out.extend(memory(r, &[Metric::Retained { range: false }]));
-            }
-            out.push(Column::Checks);
-        }
-        Layout::Markdown => {
-            let lead_metrics: Vec<Metric> = all_metrics(lead)
-                .into_iter()
-                .filter(|m| *m != Metric::AfterUnload)
-                .collect();
-            out.extend(memory(lead, &lead_metrics));
-            for &r in others {
-                out.extend(memory(r, &[Metric::Peak, Metric::Retained { range: true }]));
-            }
-            out.extend([Column::LoadTime, Column::ForwardTime]);
-            if relative {
-                out.push(Column::ForwardVsRef);
-            }
-            out.extend([Column::ReleaseAction, Column::Ready]);
-        }
-        Layout::Wide => {
-            for &r in resources {
-                out.extend(memory(r, &all_metrics(r)));
-            }
-            out.extend([Column::LoadTime, Column::ForwardTime]);
-            if relative {
-                out.push(Column::ForwardVsRef);
-            }
-            out.extend([Column::ReleaseAction, Column::Ready, Column::Checks]);
-        }
-    }
-    out
-}
-
-/// (console header, Markdown header without the resource, unit).
-fn names(column: Column) -> (&'static str, &'static str, &'static str) {
-    match column {
-        Column::Strategy => ("strategy", "strategy", ""),
-        Column::Runs => ("runs", "runs", ""),
-        Column::LoadTime => ("load ms", "load", "ms"),
-        Column::ForwardTime => ("forward ms", "forward", "ms"),
-        Column::ForwardVsRef => ("vs ref", "forward vs ref", ""),
-        Column::ReleaseAction => ("release ms", "release action", "ms"),
-        Column::Ready => ("ready ms", "release → next ready", "ms"),
-        Column::Checks => ("checks", "checks", ""),
-        Column::Memory(_, metric) => match metric {
-            Metric::Baseline => ("baseline", "baseline", "MiB"),
-            Metric::Floor => ("floor", "floor", "MiB"),
-            Metric::Peak => ("peak", "peak", "MiB"),
-            Metric::Loaded => ("loaded", "loaded", "MiB"),
-            Metric::AfterUnload => ("after unload", "after unload", "MiB"),
-            Metric::AfterRelease => ("after release", "after release", "MiB"),
-            Metric::Retained { .. } => ("retained", "retained", "MiB"),
-            Metric::Released => ("released", "released", ""),
-            Metric::Growth => ("growth/cycle", "growth", "MiB/cycle"),
-            Metric::Latency => ("latency ms", "release latency", "ms"),
-            Metric::T50 => ("t50 ms", "release t50", "ms"),
-            Metric::T90 => ("t90 ms", "release t90", "ms"),
-            Metric::CyclesRetaining => ("retaining", "retaining cycles", ""),
-            Metric::ProcessesRetaining => ("processes", "retaining processes", ""),
-        },
-    }
-}
-
-/// How Markdown headers name a resource: `VRAM` / `RSS`, or the full label
-/// (`VRAM cuda:1`) when several devices would otherwise share a name.
-fn prefix(resource: Resource, resources: &[Resource]) -> String {
-    if resources.iter().filter(|r| r.is_device()).count() > 1 {
-        resource.label()
-    } else {
-        resource.quantity().to_string()
-    }
-}
+pub(in crate::export) use cells::sig;
+use cells::{cell, relative_cell};
+use columns::{columns, names, prefix, Column};
+pub use columns::{Layout, COMPACT_MAX_CHARS};
 
 /// One row of a table: a strategy's summary under a label.
 pub(super) struct Line<'a> {
@@ -244,17 +72,17 @@ impl Table {
         let mut short = Vec::new();
         let mut long = Vec::new();
         for &column in &columns {
-            let (console, markdown, unit) = names(column);
-            short.push(console.to_string());
+            let names = names(column);
+            short.push(names.console.to_string());
             let resource = match column {
-                Column::Memory(r, _) => Some(r),
+                Column::Memory { resource, .. } => Some(resource),
                 _ => None,
             };
             groups.push(resource.map(|r| r.label()));
             let words: Vec<String> = [
                 resource.map(|r| prefix(r, resources)).unwrap_or_default(),
-                markdown.to_string(),
-                unit.to_string(),
+                names.markdown.to_string(),
+                names.unit.to_string(),
             ]
             .into_iter()
             .filter(|w| !w.is_empty())
@@ -276,81 +104,25 @@ impl Table {
     /// The table as aligned plain text: a line naming each resource above its
     /// columns, the headers, a rule, the rows.
     pub(super) fn plain_lines(&self) -> Vec<String> {
-        let widths: Vec<usize> = (0..self.short.len())
-            .map(|i| {
-                self.rows
-                    .iter()
-                    .map(|r| r[i].chars().count())
-                    .chain([self.short[i].chars().count()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
-        let mut out = Vec::new();
-        let mut group_line = String::new();
-        let mut previous: Option<&String> = None;
-        let mut offset = 0;
-        for (i, group) in self.groups.iter().enumerate() {
-            if let Some(g) = group {
-                if previous != Some(g) {
-                    let at = offset.max(group_line.chars().count() + usize::from(i > 0));
-                    let pad = at.saturating_sub(group_line.chars().count());
-                    group_line.push_str(&" ".repeat(pad));
-                    group_line.push_str(g);
-                }
-            }
-            previous = group.as_ref();
-            offset += widths[i] + 2;
+        let mut writer = Writer::new(self.short.iter().cloned())
+            .numeric()
+            .groups(self.groups.clone());
+        for row in &self.rows {
+            writer.row(row.iter().cloned());
         }
-        if !group_line.is_empty() {
-            out.push(group_line.trim_end().to_string());
-        }
-        let align = |row: &[String]| -> String {
-            let cells: Vec<String> = row
-                .iter()
-                .enumerate()
-                .map(|(i, cell)| {
-                    let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
-                    if i == 0 {
-                        format!("{cell}{pad}")
-                    } else {
-                        format!("{pad}{cell}")
-                    }
-                })
-                .collect();
-            cells.join("  ").trim_end().to_string()
-        };
-        out.push(align(&self.short));
-        out.push("-".repeat(total));
-        out.extend(self.rows.iter().map(|r| align(r)));
-        out
+        writer.aligned_lines()
     }
 
     /// The table as GitHub Markdown: strategy names as code, numbers right-aligned.
-    fn markdown_lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let header: Vec<String> = self.long.iter().map(|h| md_escape(h)).collect();
-        out.push(format!("| {} |", header.join(" | ")));
-        let rule: Vec<&str> = (0..self.long.len())
-            .map(|i| if i == 0 { ":--" } else { "--:" })
-            .collect();
-        out.push(format!("|{}|", rule.join("|")));
+    fn markdown(&self) -> String {
+        let mut writer = Writer::new(self.long.iter().cloned())
+            .numeric()
+            .rule(Rule::Colons)
+            .code_column(0);
         for row in &self.rows {
-            let cells: Vec<String> = row
-                .iter()
-                .enumerate()
-                .map(|(i, cell)| {
-                    if i == 0 {
-                        format!("`{}`", md_escape(cell))
-                    } else {
-                        md_escape(cell)
-                    }
-                })
-                .collect();
-            out.push(format!("| {} |", cells.join(" | ")));
+            writer.row(row.iter().cloned());
         }
-        out
+        writer.markdown()
     }
 }
 
@@ -372,68 +144,6 @@ pub(super) fn console_lines(
         Table::new(layout, resources, lines, relative, false).plain_lines(),
         true,
     )
-}
-
-const NONE: &str = "–";
-
-fn mib_cell(bytes: Option<f64>) -> String {
-    bytes
-        .map(|b| sig(b / MIB))
-        .unwrap_or_else(|| NONE.to_string())
-}
-
-fn cell(column: Column, line: &Line) -> String {
-    let s = line.summary;
-    match column {
-        Column::Strategy => line.label.clone(),
-        Column::Runs => format!("{}/{}", s.runs_completed, s.runs),
-        Column::LoadTime => spread_cell(s.load_time_s.as_ref(), 1e3, ""),
-        Column::ForwardTime => spread_cell(s.forward_time_s.as_ref(), 1e3, ""),
-        Column::ReleaseAction => spread_cell(s.release_action_s.as_ref(), 1e3, ""),
-        Column::Ready => spread_cell(s.ready_s.as_ref(), 1e3, ""),
-        Column::ForwardVsRef => line.relative.clone().unwrap_or_else(|| NONE.to_string()),
-        Column::Checks => if s.checks_passed { "ok" } else { "FAILED" }.to_string(),
-        Column::Memory(resource, metric) => match s.resource(resource) {
-            Some(m) if m.not_measured.is_none() => memory_cell(m, metric, s.runs),
-            _ => NONE.to_string(),
-        },
-    }
-}
-
-fn memory_cell(m: &ResourceSummary, metric: Metric, runs: u32) -> String {
-    let row = m.row.as_ref();
-    match metric {
-        Metric::Baseline => mib_cell(row.map(|r| r.baseline_bytes as f64)),
-        Metric::Floor => spread_cell(m.floor_bytes.as_ref(), 1.0 / MIB, ""),
-        Metric::Peak => mib_cell(row.and_then(|r| r.peak_bytes).map(|b| b as f64)),
-        Metric::Loaded => mib_cell(row.map(|r| r.loaded_bytes as f64)),
-        Metric::AfterUnload => mib_cell(row.map(|r| r.after_unload_bytes as f64)),
-        Metric::AfterRelease => mib_cell(row.map(|r| r.after_release_bytes as f64)),
-        Metric::Retained { range } => {
-            let value = mib_cell(row.map(|r| r.retained_bytes as f64));
-            match m.retained_bytes.as_ref().filter(|s| range && s.n > 1) {
-                Some(s) if row.is_some() => {
-                    let (lo, hi) = (sig(s.min / MIB), sig(s.max / MIB));
-                    if lo == hi {
-                        value
-                    } else {
-                        format!("{value} ({lo}–{hi})")
-                    }
-                }
-                _ => value,
-            }
-        }
-        Metric::Released => row
-            .and_then(|r| r.released_fraction)
-            .map(|f| format!("{} %", percent(f * 100.0)))
-            .unwrap_or_else(|| NONE.to_string()),
-        Metric::Growth => spread_cell(m.retained_slope_bytes_per_cycle.as_ref(), 1.0 / MIB, ""),
-        Metric::Latency => spread_cell(m.release_latency_s.as_ref(), 1e3, ""),
-        Metric::T50 => spread_cell(m.release_t50_s.as_ref(), 1e3, ""),
-        Metric::T90 => spread_cell(m.release_t90_s.as_ref(), 1e3, ""),
-        Metric::CyclesRetaining => format!("{}/{}", m.cycles_retaining, m.cycles_total),
-        Metric::ProcessesRetaining => format!("{}/{}", m.processes_retaining, runs),
-    }
 }
 
 /// One line per resource that some strategies did not measure, saying why
@@ -459,71 +169,6 @@ pub(super) fn not_measured_notes(resources: &[Resource], lines: &[Line]) -> Vec<
     out.into_iter()
         .map(|(text, who)| format!("{text}: {})", who.join(", ")))
         .collect()
-}
-
-/// A number with about three significant digits: 1234, 12.3, 1.23.
-pub(super) fn sig(v: f64) -> String {
-    let a = v.abs();
-    let text = if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    };
-    // "-0" and "-0.00" read as noise.
-    if text
-        .trim_start_matches('-')
-        .chars()
-        .all(|c| c == '0' || c == '.')
-    {
-        text.trim_start_matches('-').to_string()
-    } else {
-        text
-    }
-}
-
-/// A percentage with one decimal: 99.6 and 99.5 must stay apart.
-pub(super) fn percent(v: f64) -> String {
-    let text = format!("{v:.1}");
-    if text == "-0.0" {
-        "0.0".to_string()
-    } else {
-        text
-    }
-}
-
-/// `median (min–max)`, or just the median when the range is one value.
-fn spread_cell(s: Option<&Spread>, scale: f64, unit: &str) -> String {
-    let Some(s) = s else {
-        return NONE.to_string();
-    };
-    let format = if unit == " %" { percent } else { sig };
-    let median = format(s.median * scale);
-    let (lo, hi) = (format(s.min * scale), format(s.max * scale));
-    if s.n > 1 && lo != hi {
-        format!("{median}{unit} ({lo}–{hi}{unit})")
-    } else {
-        format!("{median}{unit}")
-    }
-}
-
-fn relative_cell(row: &Row, reference: Option<&str>) -> String {
-    if reference == Some(row.strategy.as_str()) {
-        return "reference".to_string();
-    }
-    match row.forward_time_relative {
-        Some(r) => {
-            let pct = (r - 1.0) * 100.0;
-            let text = format!("{pct:+.0} %");
-            if text == "-0 %" || text == "+0 %" {
-                "±0 %".to_string()
-            } else {
-                text
-            }
-        }
-        None => NONE.to_string(),
-    }
 }
 
 /// `2026-11-22 04:27` from Unix seconds.
@@ -655,10 +300,6 @@ fn reference_names(c: &Comparison) -> String {
     }
 }
 
-fn md_escape(text: &str) -> String {
-    text.replace('|', "\\|")
-}
-
 /// `compare.md`: GitHub-flavoured Markdown.
 pub fn markdown(c: &Comparison) -> String {
     let mut out = String::new();
@@ -686,9 +327,7 @@ pub fn markdown(c: &Comparison) -> String {
     }
     let lines = comparison_lines(c);
     let table = Table::new(Layout::Markdown, &c.resources, &lines, true, true);
-    for line in table.markdown_lines() {
-        let _ = writeln!(out, "{line}");
-    }
+    out.push_str(&table.markdown());
     let _ = writeln!(out, "\n{}", legend_text(c));
     let notes = notes(c, &lines);
     if !notes.is_empty() {
@@ -742,41 +381,8 @@ pub(super) mod tests {
     use crate::record::{fixture, Record};
 
     #[test]
-    fn three_significant_digits_and_no_negative_zero() {
-        assert_eq!(sig(1234.56), "1235");
-        assert_eq!(sig(12.345), "12.3");
-        assert_eq!(sig(1.2345), "1.23");
-        assert_eq!(sig(-0.001), "0.00");
-        assert_eq!(sig(-3.0), "-3.00");
-    }
-
-    #[test]
     fn dates_read_like_dates() {
         assert_eq!(readable_utc(1_795_000_000), "2026-11-18 11:06");
-    }
-
-    #[test]
-    fn a_range_is_shown_only_when_it_is_one() {
-        let s = |median, min, max, n| Spread {
-            median,
-            min,
-            max,
-            n,
-        };
-        assert_eq!(
-            spread_cell(Some(&s(2.0, 1.0, 3.0, 3)), 1.0, ""),
-            "2.00 (1.00–3.00)"
-        );
-        assert_eq!(spread_cell(Some(&s(2.0, 2.0, 2.0, 3)), 1.0, ""), "2.00");
-        assert_eq!(
-            spread_cell(Some(&s(0.5, 0.25, 0.75, 1)), 100.0, " %"),
-            "50.0 %"
-        );
-        assert_eq!(
-            spread_cell(Some(&s(0.0, 0.0, 0.803, 3)), 100.0, " %"),
-            "0.0 % (0.0–80.3 %)"
-        );
-        assert_eq!(spread_cell(None, 1.0, ""), "–");
     }
 
     pub(in crate::export) fn comparison_of(record: &Record) -> Comparison {

@@ -1,0 +1,295 @@
+//! The memory columns of one resource, each named once: its CSV stem (compare.csv),
+//! its console and Markdown headers and unit (the tables), and how its value
+//! is read from a [`ResourceSummary`]. `table` and `compare_files` both read
+//! [`fields`], so a metric added here appears in both, in one order.
+//!
+//! When `metrics::catalogue` names every metric once for the whole program,
+//! this list is where the exporters point at it.
+//!
+//! Names and picks values; formats nothing (cells are `table::cells`, CSV
+//! numbers `compare_files`).
+
+use crate::metrics::{Resource, ResourceSummary, Spread};
+
+/// A memory metric of one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Metric {
+    NotMeasured,
+    Baseline,
+    Floor,
+    Peak,
+    Loaded,
+    AfterUnload,
+    AfterRelease,
+    /// The representative run's last cycle.
+    Retained,
+    Released,
+    /// Over the runs (the tables show it as retained's range).
+    RetainedOverRuns,
+    RetainedAnon,
+    Growth,
+    Latency,
+    /// The release curve: time to half, and to 90 %, of what came back.
+    T50,
+    T90,
+    CyclesRetaining,
+    CyclesTotal,
+    ProcessesRetaining,
+}
+
+/// A number of the representative run's last cycle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Number {
+    Bytes(i64),
+    Fraction(f64),
+}
+
+impl Number {
+    /// As compare.csv writes it (bytes whole, fractions as Rust prints an f64).
+    pub(super) fn csv(self) -> String {
+        match self {
+            Number::Bytes(b) => b.to_string(),
+            Number::Fraction(f) => f.to_string(),
+        }
+    }
+}
+
+/// How a field's value is read from a resource's summary.
+#[derive(Clone, Copy)]
+pub(super) enum Pick {
+    /// A value of the representative run's last cycle.
+    Last(fn(&ResourceSummary) -> Option<Number>),
+    /// Median and range: in compare.csv `<stem>_median`, `_min`, `_max`.
+    Spread(fn(&ResourceSummary) -> Option<&Spread>),
+    /// A count.
+    Count(fn(&ResourceSummary) -> u32),
+    /// A text.
+    Text(fn(&ResourceSummary) -> Option<String>),
+}
+
+/// Which resources have a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Only {
+    Every,
+    Devices,
+    Host,
+}
+
+/// The tables' names of a field: console header, Markdown header (without
+/// the resource), unit (Markdown headers end with it; the console caption says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Names {
+    pub console: &'static str,
+    pub markdown: &'static str,
+    pub unit: &'static str,
+}
+
+/// One memory column of a resource.
+#[derive(Clone, Copy)]
+pub(super) struct Field {
+    pub metric: Metric,
+    /// The compare.csv column (after the resource prefix) or its stem.
+    pub csv: &'static str,
+    /// `None`: compare.csv only.
+    pub names: Option<Names>,
+    pub pick: Pick,
+    only: Only,
+}
+
+const fn names(console: &'static str, markdown: &'static str, unit: &'static str) -> Option<Names> {
+    Some(Names {
+        console,
+        markdown,
+        unit,
+    })
+}
+
+fn bytes(b: u64) -> Number {
+    Number::Bytes(b as i64)
+}
+
+/// Every field, in compare.csv's order; the tables keep the ones with names
+/// in the same order.
+const FIELDS: [Field; 18] = [
+    Field {
+        metric: Metric::NotMeasured,
+        csv: "not_measured",
+        names: None,
+        pick: Pick::Text(|m| m.not_measured.clone()),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::Baseline,
+        csv: "baseline_bytes",
+        names: names("baseline", "baseline", "MiB"),
+        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.baseline_bytes))),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::Floor,
+        csv: "floor_bytes",
+        names: names("floor", "floor", "MiB"),
+        pick: Pick::Spread(|m| m.floor_bytes.as_ref()),
+        only: Only::Devices,
+    },
+    Field {
+        metric: Metric::Peak,
+        csv: "peak_bytes",
+        names: names("peak", "peak", "MiB"),
+        pick: Pick::Last(|m| m.row.as_ref().and_then(|r| r.peak_bytes).map(bytes)),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::Loaded,
+        csv: "loaded_bytes",
+        names: names("loaded", "loaded", "MiB"),
+        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.loaded_bytes))),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::AfterUnload,
+        csv: "after_unload_bytes",
+        names: names("after unload", "after unload", "MiB"),
+        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_unload_bytes))),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::AfterRelease,
+        csv: "after_release_bytes",
+        names: names("after release", "after release", "MiB"),
+        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_release_bytes))),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::Retained,
+        csv: "retained_bytes",
+        names: names("retained", "retained", "MiB"),
+        pick: Pick::Last(|m| m.row.as_ref().map(|r| Number::Bytes(r.retained_bytes))),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::Released,
+        csv: "released_fraction",
+        names: names("released", "released", ""),
+        pick: Pick::Last(|m| {
+            m.row
+                .as_ref()
+                .and_then(|r| r.released_fraction)
+                .map(Number::Fraction)
+        }),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::RetainedOverRuns,
+        csv: "retained_bytes",
+        names: None,
+        pick: Pick::Spread(|m| m.retained_bytes.as_ref()),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::RetainedAnon,
+        csv: "retained_anon_bytes",
+        names: None,
+        pick: Pick::Spread(|m| m.retained_anon_bytes.as_ref()),
+        only: Only::Host,
+    },
+    Field {
+        metric: Metric::Growth,
+        csv: "retained_slope_bytes_per_cycle",
+        names: names("growth/cycle", "growth", "MiB/cycle"),
+        pick: Pick::Spread(|m| m.retained_slope_bytes_per_cycle.as_ref()),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::Latency,
+        csv: "release_latency_s",
+        names: names("latency ms", "release latency", "ms"),
+        pick: Pick::Spread(|m| m.release_latency_s.as_ref()),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::T50,
+        csv: "release_t50_s",
+        names: names("t50 ms", "release t50", "ms"),
+        pick: Pick::Spread(|m| m.release_t50_s.as_ref()),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::T90,
+        csv: "release_t90_s",
+        names: names("t90 ms", "release t90", "ms"),
+        pick: Pick::Spread(|m| m.release_t90_s.as_ref()),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::CyclesRetaining,
+        csv: "cycles_retaining",
+        names: names("retaining", "retaining cycles", ""),
+        pick: Pick::Count(|m| m.cycles_retaining),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::CyclesTotal,
+        csv: "cycles_total",
+        names: None,
+        pick: Pick::Count(|m| m.cycles_total),
+        only: Only::Every,
+    },
+    Field {
+        metric: Metric::ProcessesRetaining,
+        csv: "processes_retaining",
+        names: names("processes", "retaining processes", ""),
+        pick: Pick::Count(|m| m.processes_retaining),
+        only: Only::Every,
+    },
+];
+
+/// The fields `resource` has, in compare.csv's order.
+pub(super) fn fields(resource: Resource) -> impl Iterator<Item = &'static Field> {
+    FIELDS.iter().filter(move |f| match f.only {
+        Only::Every => true,
+        Only::Devices => resource.is_device(),
+        Only::Host => !resource.is_device(),
+    })
+}
+
+/// The field of `metric` ([`FIELDS`] is in [`Metric`]'s order; a test says so).
+pub(super) fn field(metric: Metric) -> &'static Field {
+    &FIELDS[metric as usize]
+}
+
+/// The metrics the tables show for `resource`, in table order.
+pub(super) fn table_metrics(resource: Resource) -> Vec<Metric> {
+    fields(resource)
+        .filter(|f| f.names.is_some())
+        .map(|f| f.metric)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_has_one_field_and_names_are_unique() {
+        for (i, f) in FIELDS.iter().enumerate() {
+            assert_eq!(field(f.metric).metric, f.metric);
+            assert!(FIELDS[i + 1..].iter().all(|g| g.metric != f.metric));
+            if let Some(n) = f.names {
+                assert!(
+                    FIELDS[i + 1..]
+                        .iter()
+                        .filter_map(|g| g.names)
+                        .all(|m| m.console != n.console && m.markdown != n.markdown),
+                    "{n:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_tables_show_thirteen_host_and_fourteen_device_metrics() {
+        assert_eq!(table_metrics(Resource::Host).len(), 13);
+        assert_eq!(table_metrics(Resource::Device(0)).len(), 14);
+    }
+}

@@ -1,0 +1,159 @@
+//! Which columns a strategy table has, per layout, and what their headers
+//! say. The memory metrics, their names and units come from `export::fields`
+//! (shared with compare.csv); this module only chooses and orders them.
+//!
+//! Chooses columns; reads no numbers and formats no cells (`cells`).
+
+use super::super::fields::{field, table_metrics, Metric, Names};
+use crate::metrics::Resource;
+
+/// The width the compact console layout must fit in.
+pub const COMPACT_MAX_CHARS: usize = 100;
+
+/// Which columns a table has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// The console default, at most [`COMPACT_MAX_CHARS`] wide: strategy, runs;
+    /// the lead resource's baseline, after release, retained (range over
+    /// runs), released and retaining cycles; every other resource's retained;
+    /// checks.
+    Compact,
+    /// compare.md: every column of the lead resource, the others' peak and
+    /// retained, and the times (load, forward, forward vs ref).
+    Markdown,
+    /// `--wide`: every column of every resource, the times and the checks.
+    Wide,
+}
+
+impl Layout {
+    /// The console layout `--wide` asks for.
+    pub fn console(wide: bool) -> Layout {
+        if wide {
+            Layout::Wide
+        } else {
+            Layout::Compact
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Column {
+    Strategy,
+    Runs,
+    /// A memory metric of a resource; `range`: retained adds its range over
+    /// the runs (when there are several).
+    Memory {
+        resource: Resource,
+        metric: Metric,
+        range: bool,
+    },
+    LoadTime,
+    ForwardTime,
+    ForwardVsRef,
+    ReleaseAction,
+    /// The release step plus the next cycle's first load and forward.
+    Ready,
+    Checks,
+}
+
+/// The columns of `layout`; `resources` lead first. `ranges: false` leaves
+/// the retained ranges out (the compact layout's fallback to fit its width).
+pub(super) fn columns(
+    layout: Layout,
+    resources: &[Resource],
+    relative: bool,
+    ranges: bool,
+) -> Vec<Column> {
+    let mut out = vec![Column::Strategy, Column::Runs];
+    let Some((&lead, others)) = resources.split_first() else {
+        return out;
+    };
+    let memory = |resource: Resource, metrics: &[Metric], range: bool| -> Vec<Column> {
+        metrics
+            .iter()
+            .map(|&metric| Column::Memory {
+                resource,
+                metric,
+                range,
+            })
+            .collect()
+    };
+    match layout {
+        Layout::Compact => {
+            out.extend(memory(
+                lead,
+                &[
+                    Metric::Baseline,
+                    Metric::AfterRelease,
+                    Metric::Retained,
+                    Metric::Released,
+                    Metric::CyclesRetaining,
+                ],
+                ranges,
+            ));
+            for &r in others {
+                out.extend(memory(r, &[Metric::Retained], false));
+            }
+            out.push(Column::Checks);
+        }
+        Layout::Markdown => {
+            let lead_metrics: Vec<Metric> = table_metrics(lead)
+                .into_iter()
+                .filter(|m| *m != Metric::AfterUnload)
+                .collect();
+            out.extend(memory(lead, &lead_metrics, true));
+            for &r in others {
+                out.extend(memory(r, &[Metric::Peak, Metric::Retained], true));
+            }
+            out.extend([Column::LoadTime, Column::ForwardTime]);
+            if relative {
+                out.push(Column::ForwardVsRef);
+            }
+            out.extend([Column::ReleaseAction, Column::Ready]);
+        }
+        Layout::Wide => {
+            for &r in resources {
+                out.extend(memory(r, &table_metrics(r), true));
+            }
+            out.extend([Column::LoadTime, Column::ForwardTime]);
+            if relative {
+                out.push(Column::ForwardVsRef);
+            }
+            out.extend([Column::ReleaseAction, Column::Ready, Column::Checks]);
+        }
+    }
+    out
+}
+
+/// The console header, the Markdown header without the resource, the unit.
+pub(super) fn names(column: Column) -> Names {
+    let plain = |console, markdown, unit| Names {
+        console,
+        markdown,
+        unit,
+    };
+    match column {
+        Column::Strategy => plain("strategy", "strategy", ""),
+        Column::Runs => plain("runs", "runs", ""),
+        Column::LoadTime => plain("load ms", "load", "ms"),
+        Column::ForwardTime => plain("forward ms", "forward", "ms"),
+        Column::ForwardVsRef => plain("vs ref", "forward vs ref", ""),
+        Column::ReleaseAction => plain("release ms", "release action", "ms"),
+        Column::Ready => plain("ready ms", "release → next ready", "ms"),
+        Column::Checks => plain("checks", "checks", ""),
+        Column::Memory { metric, .. } => {
+            let f = field(metric);
+            f.names.unwrap_or(plain(f.csv, f.csv, ""))
+        }
+    }
+}
+
+/// How Markdown headers name a resource: `VRAM` / `RSS`, or the full label
+/// (`VRAM cuda:1`) when several devices would otherwise share a name.
+pub(super) fn prefix(resource: Resource, resources: &[Resource]) -> String {
+    if resources.iter().filter(|r| r.is_device()).count() > 1 {
+        resource.label()
+    } else {
+        resource.quantity().to_string()
+    }
+}
