@@ -13,15 +13,16 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::export::markdown::{Align, Table};
 use crate::protocol::{Edge, MemoryAtEdge, Phase};
 use crate::record::{Event, RunRecord, Sample};
 use crate::scenario::DeviceSpec;
+use crate::stats;
+use crate::textutil::MIB;
 
 pub mod vram;
 
 pub use vram::VramCalibration;
-
-const MIB: f64 = 1024.0 * 1024.0;
 
 /// How much memory a calibration case maps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -148,7 +149,8 @@ pub struct Case {
     pub expected_bytes: u64,
     /// At the load's end edge minus its begin edge (the worker's own statm).
     pub edge_bytes: i64,
-    /// Median of the samples while held minus the median before the load.
+    /// The middle reading (`stats::upper_median`) of the samples while held
+    /// minus the one before the load.
     pub sampled_bytes: i64,
     /// The larger of the two errors, as a share of the expected bytes.
     pub error_fraction: f64,
@@ -224,8 +226,8 @@ pub fn measure(
             continue;
         };
         let edge_bytes = at_end as i64 - at_begin as i64;
-        let before = median(window(run, begin.t_s - 0.1, begin.t_s), kind);
-        let held = median(window(run, end.t_s + interval_s, unload.t_s), kind);
+        let before = middle_reading(window(run, begin.t_s - 0.1, begin.t_s), kind);
+        let held = middle_reading(window(run, end.t_s + interval_s, unload.t_s), kind);
         let sampled_bytes = match (before, held) {
             (Some(b), Some(h)) => h as i64 - b as i64,
             _ => 0,
@@ -316,18 +318,16 @@ fn window(run: &RunRecord, from_s: f64, to_s: f64) -> impl Iterator<Item = &Samp
         .filter(move |s| s.t_s >= from_s && s.t_s <= to_s)
 }
 
-fn median<'a>(samples: impl Iterator<Item = &'a Sample>, kind: Kind) -> Option<u64> {
-    let mut values: Vec<u64> = samples.filter_map(|s| kind.part(s)).collect();
-    values.sort_unstable();
-    values.get(values.len() / 2).copied()
+/// The middle reading of `kind` in `samples` (`stats::upper_median`: a
+/// value a sample held, never the average of two).
+fn middle_reading<'a>(samples: impl Iterator<Item = &'a Sample>, kind: Kind) -> Option<u64> {
+    stats::upper_median(samples.filter_map(|s| kind.part(s)).collect())
 }
 
 /// The calibration as a Markdown table, for people.
 pub fn markdown(c: &Calibration) -> String {
     let mut out = format!(
-        "### memrel calibrate: {} (sampling every {:.0} ms)\n\n\
-         | kind | expected MiB | at the edges MiB | sampled MiB | error | marker vs memory | ok |\n\
-         |---|---:|---:|---:|---:|---:|---|\n",
+        "### memrel calibrate: {} (sampling every {:.0} ms)\n\n",
         if c.passed {
             "every target met"
         } else {
@@ -335,48 +335,58 @@ pub fn markdown(c: &Calibration) -> String {
         },
         c.interval_s * 1e3
     );
+    let mut cases = Table::new([
+        "kind",
+        "expected MiB",
+        "at the edges MiB",
+        "sampled MiB",
+        "error",
+        "marker vs memory",
+        "ok",
+    ])
+    .align(&[
+        Align::Left,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Left,
+    ]);
     for case in &c.cases {
-        let _ = writeln!(
-            out,
-            "| {} | {:.0} | {:.2} | {:.2} | {:.3} % | {} | {} |",
-            case.kind.as_str(),
-            case.expected_bytes as f64 / MIB,
-            case.edge_bytes as f64 / MIB,
-            case.sampled_bytes as f64 / MIB,
-            case.error_fraction * 100.0,
+        cases.row([
+            case.kind.as_str().to_string(),
+            format!("{:.0}", case.expected_bytes as f64 / MIB),
+            format!("{:.2}", case.edge_bytes as f64 / MIB),
+            format!("{:.2}", case.sampled_bytes as f64 / MIB),
+            format!("{:.3} %", case.error_fraction * 100.0),
             case.alignment_s
                 .map(|a| format!("{:+.1} ms", a * 1e3))
                 .unwrap_or_else(|| "never reached".into()),
-            if case.ok { "yes" } else { "NO" }
-        );
+            yes_no(case.ok).to_string(),
+        ]);
     }
-    out.push_str(
-        "\n| run | sampled peak MiB | VmHWM MiB | error | ok |\n|---|---:|---:|---:|---|\n",
-    );
+    out.push_str(&cases.markdown());
+    let mut peaks = Table::new(["run", "sampled peak MiB", "VmHWM MiB", "error", "ok"]).align(&[
+        Align::Left,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Left,
+    ]);
     for p in &c.peaks {
-        let _ = writeln!(
-            out,
-            "| {} | {:.2} | {:.2} | {:.3} % | {} |",
-            p.kind.as_str(),
-            p.sampled_peak_bytes as f64 / MIB,
-            p.vm_hwm_bytes as f64 / MIB,
-            p.error_fraction * 100.0,
-            if p.ok { "yes" } else { "NO" }
-        );
+        peaks.row([
+            p.kind.as_str().to_string(),
+            format!("{:.2}", p.sampled_peak_bytes as f64 / MIB),
+            format!("{:.2}", p.vm_hwm_bytes as f64 / MIB),
+            format!("{:.3} %", p.error_fraction * 100.0),
+            yes_no(p.ok).to_string(),
+        ]);
     }
-    out.push_str(
-        "\n| spike MiB | held ms | highest sample above it MiB | caught |\n|---:|---:|---:|---|\n",
-    );
-    for s in &c.spikes {
-        let _ = writeln!(
-            out,
-            "| {:.0} | {} | {:.1} | {} |",
-            s.bytes as f64 / MIB,
-            s.held_ms,
-            s.seen_bytes as f64 / MIB,
-            if s.caught { "yes" } else { "no" }
-        );
-    }
+    out.push('\n');
+    out.push_str(&peaks.markdown());
+    out.push('\n');
+    out.push_str(&spike_table(&c.spikes));
     out.push_str(
         "\nTargets: anon and file within 1 % plus 64 pages (the worker's own pages), \
          sampled peak within 1 % of the kernel's VmHWM, each load's end marker within one \
@@ -394,4 +404,33 @@ pub fn markdown(c: &Calibration) -> String {
         }
     }
     out
+}
+
+/// `yes`, or `NO` in capitals so that a miss stands out.
+fn yes_no(ok: bool) -> &'static str {
+    if ok {
+        "yes"
+    } else {
+        "NO"
+    }
+}
+
+/// The spike table, the same for host and device memory.
+fn spike_table<'a>(spikes: impl IntoIterator<Item = &'a Spike>) -> String {
+    let mut table = Table::new([
+        "spike MiB",
+        "held ms",
+        "highest sample above it MiB",
+        "caught",
+    ])
+    .align(&[Align::Right, Align::Right, Align::Right, Align::Left]);
+    for s in spikes {
+        table.row([
+            format!("{:.0}", s.bytes as f64 / MIB),
+            s.held_ms.to_string(),
+            format!("{:.1}", s.seen_bytes as f64 / MIB),
+            if s.caught { "yes" } else { "no" }.to_string(),
+        ]);
+    }
+    table.markdown()
 }

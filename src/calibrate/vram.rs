@@ -16,7 +16,11 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::{edge, median, model_id, window, Kind, Spike, ALIGNMENT_SLACK_S, MIB, SPIKE_ID};
+use super::{
+    edge, middle_reading, model_id, spike_table, window, yes_no, Kind, Spike, ALIGNMENT_SLACK_S,
+    MIB, SPIKE_ID,
+};
+use crate::export::markdown::{Align, Table};
 use crate::protocol::{Edge, Phase};
 use crate::record::RunRecord;
 
@@ -103,8 +107,8 @@ pub fn measure(
             (Some(b), Some(e)) => Some(e as i64 - b as i64),
             _ => None,
         };
-        let before = median(window(run, begin.t_s - BEFORE_S, begin.t_s), Kind::Vram);
-        let held = median(window(run, end.t_s + interval_s, unload.t_s), Kind::Vram);
+        let before = middle_reading(window(run, begin.t_s - BEFORE_S, begin.t_s), Kind::Vram);
+        let held = middle_reading(window(run, end.t_s + interval_s, unload.t_s), Kind::Vram);
         let sampled_bytes = before.zip(held).map(|(b, h)| h as i64 - b as i64);
         let error_bytes = [edge_bytes, sampled_bytes]
             .into_iter()
@@ -142,7 +146,7 @@ pub fn measure(
     ) {
         (Some(begin), Some(end)) => {
             let bytes = spike_mib * 1024 * 1024;
-            let before = median(window(run, begin.t_s - BEFORE_S, begin.t_s), Kind::Vram);
+            let before = middle_reading(window(run, begin.t_s - BEFORE_S, begin.t_s), Kind::Vram);
             expected_peak = expected_peak.max(before.map(|b| b + bytes));
             let seen = before.and_then(|b| {
                 window(run, begin.t_s, end.t_s)
@@ -177,7 +181,7 @@ pub fn measure(
             .iter()
             .find(|e| e.edge.phase == Phase::Baseline && e.edge.edge == Edge::End),
     ) {
-        (Some(b), Some(e)) => median(window(run, b.t_s, e.t_s), Kind::Vram),
+        (Some(b), Some(e)) => middle_reading(window(run, b.t_s, e.t_s), Kind::Vram),
         _ => None,
     };
     let passed = cases.len() == sizes_mib.len()
@@ -222,9 +226,7 @@ pub fn markdown(v: &VramCalibration, interval_s: f64) -> String {
     let mut out = format!(
         "### VRAM on {}: {} (NVML per-process, sampling every {:.0} ms)\n\n\
          The fake worker's CUDA context alone held {} (its floor); {} before the first load. \
-         Each size is the change over the reading just before its load.\n\n\
-         | kind | expected MiB | before MiB | at the edges MiB | sampled MiB | error MiB | marker vs memory | ok |\n\
-         |---|---:|---:|---:|---:|---:|---:|---|\n",
+         Each size is the change over the reading just before its load.\n\n",
         v.device,
         if v.passed {
             "every target met"
@@ -235,16 +237,35 @@ pub fn markdown(v: &VramCalibration, interval_s: f64) -> String {
         opt_mib(v.floor_bytes),
         opt_mib(v.baseline_bytes),
     );
+    let mut cases = Table::new([
+        "kind",
+        "expected MiB",
+        "before MiB",
+        "at the edges MiB",
+        "sampled MiB",
+        "error MiB",
+        "marker vs memory",
+        "ok",
+    ])
+    .align(&[
+        Align::Left,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Left,
+    ]);
     for c in &v.cases {
         let marker = match (c.timed, c.alignment_s) {
             (false, _) => format!("n/a (≤ {granularity})"),
             (true, Some(a)) => format!("{:+.1} ms", a * 1e3),
             (true, None) => "never reached".into(),
         };
-        let _ = writeln!(
-            out,
-            "| vram | {:.0} | {} | {} | {} | {} | {marker} | {} |",
-            mib(c.expected_bytes),
+        cases.row([
+            "vram".to_string(),
+            format!("{:.0}", mib(c.expected_bytes)),
             c.before_bytes
                 .map(|b| format!("{:.2}", mib(b)))
                 .unwrap_or_else(|| "–".into()),
@@ -253,39 +274,43 @@ pub fn markdown(v: &VramCalibration, interval_s: f64) -> String {
             c.error_bytes
                 .map(|e| format!("{:+.2}", e as f64 / MIB))
                 .unwrap_or_else(|| "–".into()),
-            if c.ok { "yes" } else { "NO" }
-        );
+            marker,
+            yes_no(c.ok).to_string(),
+        ]);
     }
-    out.push_str(
-        "\n| run | sampled peak MiB | expected peak MiB | error MiB | VmHWM | ok |\n\
-         |---|---:|---:|---:|---|---|\n",
-    );
+    out.push_str(&cases.markdown());
+    let mut peak = Table::new([
+        "run",
+        "sampled peak MiB",
+        "expected peak MiB",
+        "error MiB",
+        "VmHWM",
+        "ok",
+    ])
+    .align(&[
+        Align::Left,
+        Align::Right,
+        Align::Right,
+        Align::Right,
+        Align::Left,
+        Align::Left,
+    ]);
+    let host_only = "n/a (host only)";
     match &v.peak {
-        Some(p) => {
-            let _ = writeln!(
-                out,
-                "| vram | {:.2} | {:.2} | {:+.2} | n/a (host only) | {} |",
-                mib(p.sampled_peak_bytes),
-                mib(p.expected_peak_bytes),
-                p.error_bytes as f64 / MIB,
-                if p.ok { "yes" } else { "NO" }
-            );
-        }
-        None => out.push_str("| vram | – | – | – | n/a (host only) | NO |\n"),
+        Some(p) => peak.row([
+            "vram".to_string(),
+            format!("{:.2}", mib(p.sampled_peak_bytes)),
+            format!("{:.2}", mib(p.expected_peak_bytes)),
+            format!("{:+.2}", p.error_bytes as f64 / MIB),
+            host_only.to_string(),
+            yes_no(p.ok).to_string(),
+        ]),
+        None => peak.row(["vram", "–", "–", "–", host_only, "NO"]),
     }
-    out.push_str(
-        "\n| spike MiB | held ms | highest sample above it MiB | caught |\n|---:|---:|---:|---|\n",
-    );
-    if let Some(s) = &v.spike {
-        let _ = writeln!(
-            out,
-            "| {:.0} | {} | {:.1} | {} |",
-            mib(s.bytes),
-            s.held_ms,
-            s.seen_bytes as f64 / MIB,
-            if s.caught { "yes" } else { "no" }
-        );
-    }
+    out.push('\n');
+    out.push_str(&peak.markdown());
+    out.push('\n');
+    out.push_str(&spike_table(&v.spike));
     let _ = writeln!(
         out,
         "\nTargets: each size within the allocation granularity, {granularity}: the coarser of \
@@ -545,5 +570,116 @@ mod tests {
             cuda.contains("VRAM: below.\n\n### VRAM on cuda:0"),
             "{cuda}"
         );
+    }
+
+    /// calibrate.md as people read it: a CPU part with every table and a
+    /// VRAM part, one with a peak and a spike and one without (pinned before
+    /// the tables moved to `export::markdown`).
+    #[test]
+    fn calibrate_md_as_it_reads() {
+        use super::super::{Case, Peak};
+        let mut c = Calibration {
+            interval_s: INTERVAL_S,
+            cases: vec![
+                Case {
+                    kind: Kind::Anon,
+                    expected_bytes: 256 * M,
+                    edge_bytes: (256 * M + 12_288) as i64,
+                    sampled_bytes: (256 * M + 4096) as i64,
+                    error_fraction: 0.000_05,
+                    alignment_s: Some(0.0021),
+                    ok: true,
+                },
+                Case {
+                    kind: Kind::File,
+                    expected_bytes: 64 * M,
+                    edge_bytes: (60 * M) as i64,
+                    sampled_bytes: (59 * M) as i64,
+                    error_fraction: 0.078,
+                    alignment_s: None,
+                    ok: false,
+                },
+            ],
+            peaks: vec![Peak {
+                kind: Kind::Anon,
+                sampled_peak_bytes: 300 * M,
+                vm_hwm_bytes: 301 * M,
+                error_fraction: 0.0033,
+                ok: true,
+            }],
+            spikes: vec![Spike {
+                bytes: 100 * M,
+                held_ms: 20,
+                seen_bytes: (99 * M) as i64,
+                caught: true,
+            }],
+            vram: None,
+            passed: false,
+        };
+        let run = synthetic(&SIZES, (100, 20), |m| round_up(m, 2));
+        c.vram = Some(measure(&run, "cuda:0", &SIZES, INTERVAL_S, (100, 20)));
+        insta::assert_snapshot!(full_markdown(&c), @r#"
+### memrel calibrate: TARGETS MISSED (sampling every 10 ms)
+
+| kind | expected MiB | at the edges MiB | sampled MiB | error | marker vs memory | ok |
+|---|---:|---:|---:|---:|---:|---|
+| anon | 256 | 256.01 | 256.00 | 0.005 % | +2.1 ms | yes |
+| file | 64 | 60.00 | 59.00 | 7.800 % | never reached | NO |
+
+| run | sampled peak MiB | VmHWM MiB | error | ok |
+|---|---:|---:|---:|---|
+| anon | 300.00 | 301.00 | 0.330 % | yes |
+
+| spike MiB | held ms | highest sample above it MiB | caught |
+|---:|---:|---:|---|
+| 100 | 20 | 99.0 | yes |
+
+Targets: anon and file within 1 % plus 64 pages (the worker's own pages), sampled peak within 1 % of the kernel's VmHWM, each load's end marker within one interval + 1 ms of the first sample that holds all the bytes (less 64 pages), or between that sample and the one before it (a sampler that fell behind on a busy machine). VRAM: below.
+
+### VRAM on cuda:0: every target met (NVML per-process, sampling every 10 ms)
+
+The fake worker's CUDA context alone held 518 MiB (its floor); 518 MiB before the first load. Each size is the change over the reading just before its load.
+
+| kind | expected MiB | before MiB | at the edges MiB | sampled MiB | error MiB | marker vs memory | ok |
+|---|---:|---:|---:|---:|---:|---:|---|
+| vram | 1 | 518.00 | 2.00 | 2.00 | +1.00 | n/a (≤ 2 MiB) | yes |
+| vram | 16 | 518.00 | 16.00 | 16.00 | +0.00 | +1.3 ms | yes |
+| vram | 256 | 518.00 | 256.00 | 256.00 | +0.00 | +1.3 ms | yes |
+| vram | 1024 | 518.00 | 1024.00 | 1024.00 | +0.00 | +1.3 ms | yes |
+
+| run | sampled peak MiB | expected peak MiB | error MiB | VmHWM | ok |
+|---|---:|---:|---:|---|---|
+| vram | 1542.00 | 1542.00 | +0.00 | n/a (host only) | yes |
+
+| spike MiB | held ms | highest sample above it MiB | caught |
+|---:|---:|---:|---|
+| 100 | 20 | 100.0 | yes |
+
+Targets: each size within the allocation granularity, 2 MiB: the coarser of cuMemAlloc's 2 MiB pages and the smallest change between two successive VRAM samples of this run (2 MiB); the sampled peak within it of the highest reading before a load plus what that load allocated (VmHWM counts host pages only); each load's end marker within one interval + 1 ms of the first sample that holds all the bytes less one granularity (sizes above it; a smaller one cannot be told from the step itself).
+"#);
+        let mut bare = measure(&run, "cuda:0", &SIZES, INTERVAL_S, (100, 20));
+        bare.peak = None;
+        bare.spike = None;
+        insta::assert_snapshot!(markdown(&bare, INTERVAL_S), @r#"
+### VRAM on cuda:0: every target met (NVML per-process, sampling every 10 ms)
+
+The fake worker's CUDA context alone held 518 MiB (its floor); 518 MiB before the first load. Each size is the change over the reading just before its load.
+
+| kind | expected MiB | before MiB | at the edges MiB | sampled MiB | error MiB | marker vs memory | ok |
+|---|---:|---:|---:|---:|---:|---:|---|
+| vram | 1 | 518.00 | 2.00 | 2.00 | +1.00 | n/a (≤ 2 MiB) | yes |
+| vram | 16 | 518.00 | 16.00 | 16.00 | +0.00 | +1.3 ms | yes |
+| vram | 256 | 518.00 | 256.00 | 256.00 | +0.00 | +1.3 ms | yes |
+| vram | 1024 | 518.00 | 1024.00 | 1024.00 | +0.00 | +1.3 ms | yes |
+
+| run | sampled peak MiB | expected peak MiB | error MiB | VmHWM | ok |
+|---|---:|---:|---:|---|---|
+| vram | – | – | – | n/a (host only) | NO |
+
+| spike MiB | held ms | highest sample above it MiB | caught |
+|---:|---:|---:|---|
+
+Targets: each size within the allocation granularity, 2 MiB: the coarser of cuMemAlloc's 2 MiB pages and the smallest change between two successive VRAM samples of this run (2 MiB); the sampled peak within it of the highest reading before a load plus what that load allocated (VmHWM counts host pages only); each load's end marker within one interval + 1 ms of the first sample that holds all the bytes less one granularity (sizes above it; a smaller one cannot be told from the step itself).
+"#);
     }
 }
