@@ -28,7 +28,7 @@ mod columns;
 
 use std::fmt::Write;
 
-use super::markdown::{escape as md_escape, Rule, Table as Writer};
+use super::markdown::{escape as md_escape, Rule, Table};
 use crate::fsutil::utc_stamp;
 use crate::metrics::comparison::Comparison;
 use crate::metrics::{Resource, StrategySummary};
@@ -47,26 +47,27 @@ pub(super) struct Line<'a> {
     pub relative: Option<String>,
 }
 
-/// A table's cells before layout: headers and rows, one cell per column.
-pub(super) struct Table {
+/// A table's cells before layout (`export::markdown` lays them out):
+/// headers and rows, one cell per column.
+struct Grid {
     /// The resource each column belongs to, for the console's group line.
     groups: Vec<Option<String>>,
     /// Console headers (short, unit in the caption).
     short: Vec<String>,
     /// Markdown headers (resource, name and unit).
     long: Vec<String>,
-    pub rows: Vec<Vec<String>>,
+    rows: Vec<Vec<String>>,
 }
 
-impl Table {
+impl Grid {
     /// The cells of `lines` in `layout`; `resources` lead first.
-    pub(super) fn new(
+    fn new(
         layout: Layout,
         resources: &[Resource],
         lines: &[Line],
         relative: bool,
         ranges: bool,
-    ) -> Table {
+    ) -> Grid {
         let columns = columns(layout, resources, relative, ranges);
         let mut groups = Vec::new();
         let mut short = Vec::new();
@@ -93,7 +94,7 @@ impl Table {
             .iter()
             .map(|line| columns.iter().map(|&c| cell(c, line)).collect())
             .collect();
-        Table {
+        Grid {
             groups,
             short,
             long,
@@ -103,8 +104,8 @@ impl Table {
 
     /// The table as aligned plain text: a line naming each resource above its
     /// columns, the headers, a rule, the rows.
-    pub(super) fn plain_lines(&self) -> Vec<String> {
-        let mut writer = Writer::new(self.short.iter().cloned())
+    fn plain_lines(&self) -> Vec<String> {
+        let mut writer = Table::new(self.short.iter().cloned())
             .numeric()
             .groups(self.groups.clone());
         for row in &self.rows {
@@ -115,7 +116,7 @@ impl Table {
 
     /// The table as GitHub Markdown: strategy names as code, numbers right-aligned.
     fn markdown(&self) -> String {
-        let mut writer = Writer::new(self.long.iter().cloned())
+        let mut writer = Table::new(self.long.iter().cloned())
             .numeric()
             .rule(Rule::Colons)
             .code_column(0);
@@ -135,13 +136,13 @@ pub(super) fn console_lines(
     lines: &[Line],
     relative: bool,
 ) -> (Vec<String>, bool) {
-    let full = Table::new(layout, resources, lines, relative, true).plain_lines();
+    let full = Grid::new(layout, resources, lines, relative, true).plain_lines();
     let fits = full.iter().all(|l| l.chars().count() <= COMPACT_MAX_CHARS);
     if layout != Layout::Compact || fits {
         return (full, false);
     }
     (
-        Table::new(layout, resources, lines, relative, false).plain_lines(),
+        Grid::new(layout, resources, lines, relative, false).plain_lines(),
         true,
     )
 }
@@ -214,7 +215,7 @@ fn comparison_lines(c: &Comparison) -> Vec<Line<'_>> {
 /// The cells of compare.md's table, header first (for tests and other formats).
 pub fn cells(c: &Comparison) -> Vec<Vec<String>> {
     let lines = comparison_lines(c);
-    let table = Table::new(Layout::Markdown, &c.resources, &lines, true, true);
+    let table = Grid::new(Layout::Markdown, &c.resources, &lines, true, true);
     let mut out = vec![table.long.clone()];
     out.extend(table.rows);
     out
@@ -326,7 +327,7 @@ pub fn markdown(c: &Comparison) -> String {
         let _ = writeln!(out, "> **warning:** {}\n", md_escape(w));
     }
     let lines = comparison_lines(c);
-    let table = Table::new(Layout::Markdown, &c.resources, &lines, true, true);
+    let table = Grid::new(Layout::Markdown, &c.resources, &lines, true, true);
     out.push_str(&table.markdown());
     let _ = writeln!(out, "\n{}", legend_text(c));
     let notes = notes(c, &lines);
