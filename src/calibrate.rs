@@ -13,7 +13,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::export::markdown::{Align, Table};
+use crate::export::markdown::{
+    Align::{Left, Right},
+    Table,
+};
 use crate::protocol::{Edge, MemoryAtEdge, Phase};
 use crate::record::{Event, RunRecord, Sample};
 use crate::scenario::DeviceSpec;
@@ -335,23 +338,14 @@ pub fn markdown(c: &Calibration) -> String {
         },
         c.interval_s * 1e3
     );
-    let mut cases = Table::new([
-        "kind",
-        "expected MiB",
-        "at the edges MiB",
-        "sampled MiB",
-        "error",
-        "marker vs memory",
-        "ok",
-    ])
-    .align(&[
-        Align::Left,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Left,
+    let mut cases = Table::columns([
+        ("kind", Left),
+        ("expected MiB", Right),
+        ("at the edges MiB", Right),
+        ("sampled MiB", Right),
+        ("error", Right),
+        ("marker vs memory", Right),
+        ("ok", Left),
     ]);
     for case in &c.cases {
         cases.row([
@@ -367,12 +361,12 @@ pub fn markdown(c: &Calibration) -> String {
         ]);
     }
     out.push_str(&cases.markdown());
-    let mut peaks = Table::new(["run", "sampled peak MiB", "VmHWM MiB", "error", "ok"]).align(&[
-        Align::Left,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Left,
+    let mut peaks = Table::columns([
+        ("run", Left),
+        ("sampled peak MiB", Right),
+        ("VmHWM MiB", Right),
+        ("error", Right),
+        ("ok", Left),
     ]);
     for p in &c.peaks {
         peaks.row([
@@ -417,13 +411,12 @@ fn yes_no(ok: bool) -> &'static str {
 
 /// The spike table, the same for host and device memory.
 fn spike_table<'a>(spikes: impl IntoIterator<Item = &'a Spike>) -> String {
-    let mut table = Table::new([
-        "spike MiB",
-        "held ms",
-        "highest sample above it MiB",
-        "caught",
-    ])
-    .align(&[Align::Right, Align::Right, Align::Right, Align::Left]);
+    let mut table = Table::columns([
+        ("spike MiB", Right),
+        ("held ms", Right),
+        ("highest sample above it MiB", Right),
+        ("caught", Left),
+    ]);
     for s in spikes {
         table.row([
             format!("{:.0}", s.bytes as f64 / MIB),

@@ -20,7 +20,10 @@ use super::{
     edge, middle_reading, model_id, spike_table, window, yes_no, Kind, Spike, ALIGNMENT_SLACK_S,
     MIB, SPIKE_ID,
 };
-use crate::export::markdown::{Align, Table};
+use crate::export::markdown::{
+    Align::{Left, Right},
+    Table,
+};
 use crate::protocol::{Edge, Phase};
 use crate::record::RunRecord;
 
@@ -237,25 +240,15 @@ pub fn markdown(v: &VramCalibration, interval_s: f64) -> String {
         opt_mib(v.floor_bytes),
         opt_mib(v.baseline_bytes),
     );
-    let mut cases = Table::new([
-        "kind",
-        "expected MiB",
-        "before MiB",
-        "at the edges MiB",
-        "sampled MiB",
-        "error MiB",
-        "marker vs memory",
-        "ok",
-    ])
-    .align(&[
-        Align::Left,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Left,
+    let mut cases = Table::columns([
+        ("kind", Left),
+        ("expected MiB", Right),
+        ("before MiB", Right),
+        ("at the edges MiB", Right),
+        ("sampled MiB", Right),
+        ("error MiB", Right),
+        ("marker vs memory", Right),
+        ("ok", Left),
     ]);
     for c in &v.cases {
         let marker = match (c.timed, c.alignment_s) {
@@ -279,21 +272,13 @@ pub fn markdown(v: &VramCalibration, interval_s: f64) -> String {
         ]);
     }
     out.push_str(&cases.markdown());
-    let mut peak = Table::new([
-        "run",
-        "sampled peak MiB",
-        "expected peak MiB",
-        "error MiB",
-        "VmHWM",
-        "ok",
-    ])
-    .align(&[
-        Align::Left,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Left,
-        Align::Left,
+    let mut peak = Table::columns([
+        ("run", Left),
+        ("sampled peak MiB", Right),
+        ("expected peak MiB", Right),
+        ("error MiB", Right),
+        ("VmHWM", Left),
+        ("ok", Left),
     ]);
     let host_only = "n/a (host only)";
     match &v.peak {

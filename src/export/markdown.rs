@@ -55,6 +55,13 @@ impl Table {
         }
     }
 
+    /// A table of `(header, alignment)` columns, rule [`Rule::Dashes`].
+    pub fn columns<S: Into<String>>(columns: impl IntoIterator<Item = (S, Align)>) -> Table {
+        let (header, align): (Vec<String>, Vec<Align>) =
+            columns.into_iter().map(|(h, a)| (h.into(), a)).unzip();
+        Table::new(header).align(&align)
+    }
+
     /// Each column's alignment, in order; columns past its end stay left.
     pub fn align(mut self, align: &[Align]) -> Table {
         for (slot, &a) in self.align.iter_mut().zip(align) {
@@ -100,23 +107,6 @@ impl Table {
     pub fn with_row<S: Into<String>>(mut self, cells: impl IntoIterator<Item = S>) -> Table {
         self.row(cells);
         self
-    }
-
-    /// The header cells.
-    pub fn header(&self) -> &[String] {
-        &self.header
-    }
-
-    /// The rows' cells.
-    pub fn rows(&self) -> &[Vec<String>] {
-        &self.rows
-    }
-
-    /// The header and the rows, header first.
-    pub fn into_cells(self) -> Vec<Vec<String>> {
-        let mut out = vec![self.header];
-        out.extend(self.rows);
-        out
     }
 
     /// The table as GitHub Markdown, each line ending in `\n`.
@@ -225,10 +215,13 @@ mod tests {
     use super::*;
 
     fn sample() -> Table {
-        Table::new(["name", "MiB", "ok"])
-            .align(&[Align::Left, Align::Right, Align::Left])
-            .with_row(["a|b", "1.00", "yes"])
-            .with_row(["long name", "1234", "NO"])
+        Table::columns([
+            ("name", Align::Left),
+            ("MiB", Align::Right),
+            ("ok", Align::Left),
+        ])
+        .with_row(["a|b", "1.00", "yes"])
+        .with_row(["long name", "1234", "NO"])
     }
 
     #[test]
