@@ -27,7 +27,7 @@ pub enum Command {
     Run(RunArgs),
     /// Compare strategies side by side: run a scenario's matrix, or compare saved results directories.
     #[command(
-        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategies drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png, retained.png and release.png: into the\nrun's own results directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
+        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategy drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png, retained.png and release.png: into the\nrun's own results directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
     )]
     Compare(CompareArgs),
     /// Measure any program (a PyTorch server, a script): one fresh process per strategy and repetition.
@@ -66,8 +66,8 @@ pub struct RunArgs {
     /// A built-in scenario name (see `memrel list`) or a path to a scenario TOML file.
     #[arg(short, long, default_value = "cpu-trim")]
     pub scenario: String,
-    /// Run only these strategies (repeatable); default: the scenario's list.
-    #[arg(long = "strategy", value_name = "NAME")]
+    /// Run only these strategies (repeatable, or comma-separated); default: the scenario's list.
+    #[arg(long = "strategy", value_name = "NAME", value_delimiter = ',')]
     pub strategies: Vec<String>,
     #[command(flatten)]
     pub overrides: ScenarioOverrides,
@@ -80,8 +80,8 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// A release strategy (repeatable; default: drop). Environment strategies apply as they are; in-process ones run in memrel.release().
-    #[arg(long = "strategy", value_name = "NAME")]
+    /// A release strategy (repeatable, or comma-separated; default: drop). Environment strategies apply as they are; in-process ones run in memrel.release().
+    #[arg(long = "strategy", value_name = "NAME", value_delimiter = ',')]
     pub strategies: Vec<String>,
     #[command(flatten)]
     pub overrides: ScenarioOverrides,
@@ -196,8 +196,14 @@ pub struct CompareArgs {
     /// Run this scenario (a built-in name or a TOML path) and compare its strategies.
     #[arg(short, long)]
     pub scenario: Option<String>,
-    /// Strategies to run, comma-separated (default: the scenario's list).
-    #[arg(long, alias = "strategy", value_name = "A,B,C", value_delimiter = ',')]
+    /// Run only these strategies (repeatable, or comma-separated); default: the scenario's list.
+    // `--strategies a,b`, the old spelling, still works (a hidden alias).
+    #[arg(
+        long = "strategy",
+        alias = "strategies",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
     pub strategies: Vec<String>,
     #[command(flatten)]
     pub overrides: ScenarioOverrides,

@@ -2,10 +2,12 @@
 //! kind of memory; VRAM with `--device cuda`) through the [`Plan`], measures
 //! them (`crate::calibrate`) and writes calibrate.md and calibrate.json.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
+use super::{output, ExitStatus};
 use crate::calibrate::{markdown, measure, scenario_text, vram, Calibration, Kind};
 use crate::cli::{CalibrateArgs, ScenarioOverrides};
 use crate::fsutil::write_atomic;
@@ -15,8 +17,21 @@ use crate::results::{create_out_dir, load};
 use crate::scenario::{self, DeviceSpec};
 use crate::worker::cuda_driver;
 
+/// `memrel calibrate` as the arguments ask: calibrates, prints the table and
+/// where it went to `out`; `Failure` when a target was missed.
+pub fn run(args: &CalibrateArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    let (calibration, dir) = execute(args)?;
+    write!(out, "{}", markdown(&calibration))?;
+    writeln!(out, "\ncalibration: {}", dir.join("calibrate.md").display())?;
+    Ok(if calibration.passed {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
+}
+
 /// Runs the calibration; returns it and the directory it was written to.
-pub fn execute_args(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
+fn execute(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
     if !(1.0..=100.0).contains(&args.interval_ms) {
         bail!(
             "--interval-ms {} is out of range: use 1 to 100",
@@ -100,7 +115,7 @@ fn run_kind(args: &CalibrateArgs, kind: Kind, device: DeviceSpec) -> Result<(Run
     let scenario = scenario::parse_str(&name, "calibrate", &text)
         .context("memrel calibrate's own scenario")?;
     let plan = Plan::new(scenario, &[], &ScenarioOverrides::default(), &args.out)?;
-    let (dir, _) = plan.execute(std::env::args().collect())?;
+    let (dir, _) = plan.execute(output::command_line())?;
     let loaded = load(&dir)?;
     let run = loaded
         .record

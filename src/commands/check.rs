@@ -328,7 +328,7 @@ fn run_baseline_scenarios(options: &CheckOptions, root: &Path) -> Result<Vec<Pat
             &options.results_root,
         )?;
         eprintln!("memrel: running scenario {name} for the check");
-        let (dir, _) = plan.execute(std::env::args().collect())?;
+        let (dir, _) = plan.execute(super::output::command_line())?;
         dirs.push(dir);
     }
     Ok(dirs)

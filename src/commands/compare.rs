@@ -6,12 +6,14 @@
 //! Loads, summarizes and hands over to the exporters; it computes no number
 //! itself and never rewrites the saved directories it compares.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use super::{output, ExitStatus};
 use crate::cli::CompareArgs;
-use crate::export;
+use crate::export::{self, table};
 use crate::metrics::comparison::Comparison;
 use crate::plan::Plan;
 use crate::record::{Record, RunStatus};
@@ -28,11 +30,29 @@ pub struct CompareOutcome {
     pub failed_runs: usize,
 }
 
-/// Runs `memrel compare` as the arguments ask.
-pub fn execute_args(args: &CompareArgs, command_line: Vec<String>) -> Result<CompareOutcome> {
+/// `memrel compare` as the arguments ask: compares, prints the table and
+/// where the results went to `out`, and says how this invocation's runs ended.
+pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    let outcome = execute(args)?;
+    let layout = table::Layout::console(args.wide);
+    write!(out, "{}", table::plain_as(&outcome.comparison, layout))?;
+    let runs: u32 = outcome.comparison.rows.iter().map(|r| r.summary.runs).sum();
+    // The trace, when asked for, was written with the comparison.
+    let trace_written = |_: &Path| Ok(());
+    output::finish(
+        out,
+        &outcome.dir,
+        &args.output,
+        &trace_written,
+        (outcome.failed_runs, runs as usize),
+    )
+}
+
+/// Runs or loads, compares and writes the comparison.
+fn execute(args: &CompareArgs) -> Result<CompareOutcome> {
     check_output_args(&args.output)?;
     match &args.scenario {
-        Some(scenario) => run_matrix(args, scenario, command_line),
+        Some(scenario) => run_matrix(args, scenario),
         None => compare_saved(
             &args.dirs,
             &args.output.out,
@@ -41,18 +61,14 @@ pub fn execute_args(args: &CompareArgs, command_line: Vec<String>) -> Result<Com
     }
 }
 
-fn run_matrix(
-    args: &CompareArgs,
-    scenario: &str,
-    command_line: Vec<String>,
-) -> Result<CompareOutcome> {
+fn run_matrix(args: &CompareArgs, scenario: &str) -> Result<CompareOutcome> {
     let plan = Plan::new(
         scenario::load(scenario)?,
         &args.strategies,
         &args.overrides,
         &args.output.out,
     )?;
-    let (dir, _) = plan.execute(command_line)?;
+    let (dir, _) = plan.execute(output::command_line())?;
     // Everything below reads the saved files, exactly as a later compare would.
     let loaded = load(&dir)?;
     let sources = [loaded];

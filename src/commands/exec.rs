@@ -3,18 +3,27 @@
 //! `check` treat the results like any others), parsed by the one scenario
 //! parser, and run by the [`Plan`].
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
+use super::{output, ExitStatus};
 use crate::cli::{ExecArgs, ScenarioOverrides};
 use crate::metrics::Summary;
 use crate::plan::Plan;
 use crate::results::check_output_args;
 use crate::scenario;
 
-/// Runs `memrel exec` as the arguments ask; returns the results directory and summary.
-pub fn execute_args(args: &ExecArgs, command_line: Vec<String>) -> Result<(PathBuf, Summary)> {
+/// `memrel exec` as the arguments ask: runs, prints the table and where the
+/// results went to `out`, and says how the runs ended.
+pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    let (dir, summary) = execute(args)?;
+    output::finish_run(out, &dir, &summary, &args.output, args.wide)
+}
+
+/// The runs; returns the results directory and summary.
+fn execute(args: &ExecArgs) -> Result<(PathBuf, Summary)> {
     let text = scenario_text(args)?;
     let scenario = scenario::parse_str(&args.name, "exec", &text)
         .with_context(|| format!("memrel exec {}", args.command.join(" ")))?;
@@ -28,7 +37,7 @@ pub fn execute_args(args: &ExecArgs, command_line: Vec<String>) -> Result<(PathB
     let mut plan = Plan::new(scenario, &[], &rest, &args.output.out)?;
     plan.cwd = Some(std::env::current_dir().context("cannot read the current directory")?);
     check_output_args(&args.output)?;
-    plan.execute(command_line)
+    plan.execute(output::command_line())
 }
 
 /// The scenario `memrel exec` runs, as TOML.

@@ -3,6 +3,10 @@
 
 use std::fmt::Write;
 
+use anyhow::Result;
+
+use super::ExitStatus;
+use crate::cli::ListArgs;
 use crate::model::preset::PRESETS;
 use crate::scenario::{self, BUILTINS};
 use crate::strategy;
@@ -29,7 +33,14 @@ fn for_programs(s: &strategy::Strategy) -> String {
     }
 }
 
-pub fn render(long: bool) -> String {
+/// `memrel list` (`--long`: with each strategy explained), printed to `out`.
+pub fn run(args: &ListArgs, out: &mut dyn std::io::Write) -> Result<ExitStatus> {
+    out.write_all(render(args.long).as_bytes())?;
+    Ok(ExitStatus::Success)
+}
+
+/// The listing as text.
+fn render(long: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -1,6 +1,9 @@
-//! One thin adapter per subcommand: options in, one call, outcome out. What
-//! they share lives outside: running runs in `plan`, results directories in
-//! `results`; no command calls into another command's module.
+//! One thin adapter per subcommand, each of one shape:
+//! `run(&args, out: &mut dyn Write) -> Result<ExitStatus>`: options in, its
+//! results printed to `out` (warnings and errors to stderr), how it ended
+//! out. What they share lives outside: running runs in `plan`, results
+//! directories in `results`, the lines after a run in [`output`]; no command
+//! calls into another command's module.
 
 pub mod calibrate;
 pub mod check;
@@ -8,6 +11,7 @@ pub mod compare;
 pub mod exec;
 pub mod list;
 pub mod model;
+pub mod output;
 pub mod report;
 pub mod run;
 

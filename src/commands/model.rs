@@ -1,13 +1,26 @@
 //! `memrel model gen` and `memrel model info`.
 
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use super::ExitStatus;
+use crate::cli::ModelCommand;
 use crate::model::{preset, synth, ModelDir};
 use crate::textutil::MIB;
 
-pub fn gen(preset_name: &str, dir: &Path) -> Result<String> {
+/// `memrel model gen` or `memrel model info`, its one line or block printed to `out`.
+pub fn run(command: &ModelCommand, out: &mut dyn Write) -> Result<ExitStatus> {
+    let text = match command {
+        ModelCommand::Gen { preset, dir } => gen(preset, dir)?,
+        ModelCommand::Info { dir } => info(dir)?,
+    };
+    writeln!(out, "{text}")?;
+    Ok(ExitStatus::Success)
+}
+
+fn gen(preset_name: &str, dir: &Path) -> Result<String> {
     let preset = preset::lookup(preset_name)?;
     synth::write_model_dir(preset, dir)
         .with_context(|| format!("cannot write preset {preset_name} into {}", dir.display()))?;
@@ -21,7 +34,7 @@ pub fn gen(preset_name: &str, dir: &Path) -> Result<String> {
     ))
 }
 
-pub fn info(dir: &Path) -> Result<String> {
+fn info(dir: &Path) -> Result<String> {
     let m = ModelDir::inspect(dir)?;
     let files: Vec<String> = m.files.iter().map(|f| f.display().to_string()).collect();
     Ok(format!(

@@ -7,28 +7,46 @@
 //! raw files (samples.csv, events.csv, runs.json) are never overwritten in
 //! place with the salvaged part: pass `--out` to get a repaired copy.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use super::ExitStatus;
 use crate::cli::ReportArgs;
-use crate::export::{self, COMPARE_JSON_FILE};
+use crate::export::{self, console, table, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
 use crate::record::{Record, RUNS_FILE, SAMPLES_FILE};
 use crate::results::{compare_loaded, load, write_trace, Loaded};
 
-/// What `memrel report` re-rendered.
-pub struct ReportOutcome {
-    pub dir: PathBuf,
-    /// The run's summary (absent for a directory of `memrel compare` of saved runs).
-    pub summary: Option<Summary>,
-    pub comparison: Option<Comparison>,
-    /// Damage found in the saved files, one line each.
-    pub damage: Vec<String>,
+/// `memrel report` as the arguments ask: re-renders, warns of damage found
+/// (stderr), prints the table and where the outputs went to `out`.
+pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    let outcome = execute(args)?;
+    for d in &outcome.damage {
+        eprintln!("memrel: warning: {d}");
+    }
+    match (&outcome.comparison, &outcome.summary) {
+        (Some(c), _) => write!(out, "{}", table::plain(c))?,
+        (None, Some(s)) => write!(out, "{}", console::summary_table(s))?,
+        (None, None) => {}
+    }
+    writeln!(out, "\nre-rendered: {}", outcome.dir.display())?;
+    Ok(ExitStatus::Success)
 }
 
-pub fn execute_args(args: &ReportArgs) -> Result<ReportOutcome> {
+/// What `memrel report` re-rendered.
+struct ReportOutcome {
+    dir: PathBuf,
+    /// The run's summary (absent for a directory of `memrel compare` of saved runs).
+    summary: Option<Summary>,
+    comparison: Option<Comparison>,
+    /// Damage found in the saved files, one line each.
+    damage: Vec<String>,
+}
+
+fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
     let dir = &args.dir;
     if !dir.join(RUNS_FILE).is_file() && dir.join(COMPARE_JSON_FILE).is_file() {
         return report_comparison(dir, args.out.as_deref(), args.export_trace.as_deref());

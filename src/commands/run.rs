@@ -1,18 +1,27 @@
 //! `memrel run`: a scenario's runs, each in a fresh worker, every output
 //! written after every run (see [`Plan`]).
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 
+use super::{output, ExitStatus};
 use crate::cli::RunArgs;
 use crate::metrics::Summary;
 use crate::plan::Plan;
 use crate::results::check_output_args;
 use crate::scenario;
 
-/// Runs `memrel run` as the arguments ask; returns the results directory and summary.
-pub fn execute_args(args: &RunArgs, command_line: Vec<String>) -> Result<(PathBuf, Summary)> {
+/// `memrel run` as the arguments ask: runs, prints the table and where the
+/// results went to `out`, and says how the runs ended.
+pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    let (dir, summary) = execute(args)?;
+    output::finish_run(out, &dir, &summary, &args.output, args.wide)
+}
+
+/// The runs; returns the results directory and summary.
+fn execute(args: &RunArgs) -> Result<(PathBuf, Summary)> {
     let plan = Plan::new(
         scenario::load(&args.scenario)?,
         &args.strategies,
@@ -20,5 +29,5 @@ pub fn execute_args(args: &RunArgs, command_line: Vec<String>) -> Result<(PathBu
         &args.output.out,
     )?;
     check_output_args(&args.output)?;
-    plan.execute(command_line)
+    plan.execute(output::command_line())
 }

@@ -5,12 +5,13 @@
 //! start memrel, run it into a temp dir or read runs.json.
 //!
 //! Run one module with `cargo test --release --test it run::` (or
-//! `faults::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
+//! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
 //! `fake::`, `calibrate::`).
 
 mod common;
 
 mod calibrate;
+mod cli;
 mod compare;
 mod cuda_cli;
 mod fake;

@@ -1,0 +1,148 @@
+//! What the commands share in printing: the lines run, exec and compare
+//! print after their table (results, trace, baseline) and how their runs
+//! ended, the command line recorded in runs.json, and stdout as a writer
+//! that a reader closing the pipe early cannot fail.
+//!
+//! Results go to the writer a command is given; warnings and errors go to
+//! stderr. Nothing here measures or decides a number.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::ExitStatus;
+use crate::baseline;
+use crate::cli::OutputArgs;
+use crate::export::{console, table};
+use crate::metrics::Summary;
+use crate::results;
+
+/// The command line as runs.json records it: each argument as text, a byte
+/// that is not UTF-8 (a path's) written as U+FFFD.
+pub fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// After `memrel run` or `memrel exec`: the run's table, then [`finish`]
+/// (the trace written from the saved results).
+pub fn finish_run(
+    out: &mut dyn Write,
+    dir: &Path,
+    summary: &Summary,
+    output: &OutputArgs,
+    wide: bool,
+) -> Result<ExitStatus> {
+    write!(
+        out,
+        "{}",
+        console::summary_table_as(summary, table::Layout::console(wide))
+    )?;
+    let failed = summary.runs.iter().filter(|r| r.error.is_some()).count();
+    let export_trace = |path: &Path| results::export_trace_of(dir, path);
+    finish(
+        out,
+        dir,
+        output,
+        &export_trace,
+        (failed, summary.runs.len()),
+    )
+}
+
+/// Where the results went; unless SIGINT or SIGTERM stopped the runs (what
+/// was measured is no baseline and gets no trace): the trace
+/// (`export_trace` writes it), the baseline, and how the runs ended,
+/// `runs` being (did not complete, all).
+pub fn finish(
+    out: &mut dyn Write,
+    dir: &Path,
+    output: &OutputArgs,
+    export_trace: &dyn Fn(&Path) -> Result<()>,
+    runs: (usize, usize),
+) -> Result<ExitStatus> {
+    writeln!(out, "\nresults: {}", dir.display())?;
+    if let Some(status) = super::interrupted(dir) {
+        return Ok(status);
+    }
+    if let Some(path) = &output.export_trace {
+        export_trace(path)?;
+        writeln!(out, "trace: {}", path.display())?;
+    }
+    if let Some(name) = &output.save_baseline {
+        let entry = baseline::save(dir, &baseline::root(&output.out), name)?;
+        writeln!(out, "baseline {name}: {}", entry.display())?;
+    }
+    Ok(runs_ended(runs, dir))
+}
+
+/// `Error` (saying so on stderr) when some runs did not complete (their data
+/// is kept), else `Success`.
+fn runs_ended((failed, total): (usize, usize), dir: &Path) -> ExitStatus {
+    if failed == 0 {
+        return ExitStatus::Success;
+    }
+    eprintln!(
+        "memrel: error: {failed} of {total} runs did not complete; what they measured is kept in {}",
+        dir.display()
+    );
+    ExitStatus::Error
+}
+
+/// Stdout for the commands: once the reader has gone (`memrel list | head
+/// -1`), every later write succeeds without writing, so the command still
+/// finishes its work (a baseline saved, a trace written) and ends with its
+/// own status, and nothing is said about the pipe.
+#[derive(Debug, Default)]
+pub struct Stdout {
+    /// The reader closed the pipe: nothing more is written.
+    gone: bool,
+}
+
+impl Stdout {
+    fn quiet(&mut self, result: io::Result<usize>, len: usize) -> io::Result<usize> {
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.gone = true;
+                Ok(len)
+            }
+            other => other,
+        }
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.gone {
+            return Ok(buf.len());
+        }
+        let result = io::stdout().write(buf);
+        self.quiet(result, buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.gone {
+            return Ok(());
+        }
+        let result = io::stdout().flush().map(|()| 0);
+        self.quiet(result, 0).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_pipe_is_success_and_silences_later_writes() {
+        let mut out = Stdout::default();
+        let broken = Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert_eq!(out.quiet(broken, 5).unwrap(), 5);
+        assert!(out.gone);
+        assert_eq!(out.write(b"abc").unwrap(), 3);
+        out.flush().unwrap();
+        let other = Err(io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(Stdout::default().quiet(other, 1).is_err());
+    }
+}
