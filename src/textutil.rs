@@ -1,27 +1,14 @@
 //! Text helpers for people: "did you mean", MiB formatting.
 
-/// The closest candidate by edit distance, if it is close enough to be a typo.
+/// The closest candidate by edit distance (strsim's Levenshtein), if it is
+/// close enough to be a typo.
 pub fn did_you_mean<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
-        .map(|c| (levenshtein(input, c), *c))
+        .map(|c| (strsim::levenshtein(input, c), *c))
         .filter(|(d, c)| *d <= 3.max(c.len() / 3))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 pub const MIB: f64 = 1024.0 * 1024.0;

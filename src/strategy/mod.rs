@@ -174,8 +174,7 @@ impl Strategy {
     };
 }
 
-/// Every strategy, in the order of `memrel list` (which also fixes each
-/// strategy's colour in the charts: new ones are added at the end).
+/// Every strategy, in the order of `memrel list`.
 pub fn all() -> impl Iterator<Item = &'static Strategy> {
     glibc::GLIBC
         .iter()
@@ -215,6 +214,28 @@ impl fmt::Display for DeviceKind {
             DeviceKind::Any => "any",
         })
     }
+}
+
+impl ProgramActions {
+    /// Every step name a program may be asked to take in `memrel.release()`:
+    /// the Python module's `RELEASE_ACTIONS` must equal it (a test in
+    /// `worker::command` holds the two together).
+    pub const RELEASE_STEPS: &'static [&'static str] = &[
+        "gc",
+        "malloc_trim",
+        "allocator_release",
+        "to_cpu",
+        "detach",
+        "cuda_synchronize",
+        "empty_cache",
+        "ipc_collect",
+        "clear_cublas_workspaces",
+        "device_reset",
+    ];
+    /// Every step name a program may be asked to take at `import memrel`
+    /// (`mallopt_mmap_threshold` takes `=BYTES`): the module's `START_ACTIONS`.
+    pub const START_STEPS: &'static [&'static str] =
+        &["mallopt_mmap_threshold", "setenv_trim_threshold"];
 }
 
 impl Strategy {

@@ -20,7 +20,7 @@ use crate::scenario::DeviceSpec;
 use crate::strategy::Strategy;
 
 /// The `memrel` Python module, shipped inside the binary.
-pub const PYTHON_MODULE: &str = include_str!("program/memrel.py");
+pub const PYTHON_MODULE: &str = include_str!("../../python/memrel/__init__.py");
 
 /// Variables memrel gives a program (besides `MEMREL_EVENT_FD`).
 pub const STRATEGY_ENV: &str = "MEMREL_STRATEGY";
@@ -163,6 +163,65 @@ impl CycleNumbering {
 
 #[cfg(test)]
 mod tests {
+
+    /// The names in a Python tuple or dict literal `NAME = (...)` / `{...}`
+    /// of the embedded module, in order (keys only for a dict).
+    fn python_names(name: &str) -> Vec<String> {
+        let start = PYTHON_MODULE
+            .find(&format!("\n{name} = "))
+            .unwrap_or_else(|| panic!("{name} is not in the memrel module"));
+        let body = &PYTHON_MODULE[start..];
+        let end = body.find([')', '}']).expect("a closing bracket");
+        body[..end]
+            .split([',', '\n', '(', '{'])
+            .filter_map(|item| {
+                let item = item.split(':').next()?.trim();
+                item.strip_prefix('"')?
+                    .strip_suffix('"')
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_python_module_names_the_phases_and_steps_rust_does() {
+        use crate::protocol::Phase;
+        use crate::strategy::ProgramActions;
+        let phases: Vec<&str> = Phase::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(python_names("PHASES"), phases);
+        assert_eq!(
+            python_names("RELEASE_ACTIONS"),
+            ProgramActions::RELEASE_STEPS
+        );
+        assert_eq!(python_names("_ACTIONS"), ProgramActions::RELEASE_STEPS);
+        assert_eq!(python_names("START_ACTIONS"), ProgramActions::START_STEPS);
+    }
+
+    #[test]
+    fn every_step_a_strategy_asks_of_a_program_is_a_known_step() {
+        use crate::strategy::{self, ProgramActions};
+        for s in strategy::all() {
+            let Ok(actions) = s.for_programs() else {
+                continue;
+            };
+            for step in &actions.release {
+                assert!(
+                    ProgramActions::RELEASE_STEPS.contains(&step.as_str()),
+                    "{}: {step}",
+                    s.name
+                );
+            }
+            for step in &actions.start {
+                let name = step.split('=').next().unwrap_or(step);
+                assert!(
+                    ProgramActions::START_STEPS.contains(&name),
+                    "{}: {step}",
+                    s.name
+                );
+            }
+        }
+    }
+
     use super::*;
     use crate::protocol::MemoryAtEdge;
 

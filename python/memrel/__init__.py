@@ -387,7 +387,7 @@ def models():
     try:
         value = json.loads(raw)
     except ValueError as e:
-        raise ValueError("MEMREL_MODELS is not JSON (%s): %.200s" % (e, raw))
+        raise ValueError("MEMREL_MODELS is not JSON (%s): %.200s" % (e, raw)) from None
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
