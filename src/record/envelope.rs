@@ -176,7 +176,7 @@ mod tests {
             rss_bytes,
             anon_bytes: rss_bytes / 2,
             file_bytes: rss_bytes / 4,
-            vram_bytes: (i % 3 == 0).then_some(i),
+            vram_bytes: i.is_multiple_of(3).then_some(i),
         }
     }
 
