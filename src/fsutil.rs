@@ -10,24 +10,31 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-/// Writes `bytes` to `path` atomically (temporary file + rename).
+/// Writes `bytes` to `path` atomically: a uniquely named temporary file in
+/// the same directory (tempfile), renamed into place. On any failure the
+/// temporary file is removed (tempfile deletes it on drop), so a full disk
+/// leaves neither a half-written file nor a hidden one behind.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".to_string());
-    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-    let written = std::fs::write(&tmp, bytes)
-        .with_context(|| format!("cannot write {}", tmp.display()))
-        .and_then(|()| {
-            std::fs::rename(&tmp, path)
-                .with_context(|| format!("cannot move {} into place", path.display()))
-        });
-    if written.is_err() {
-        // A full disk must not also leave a hidden half-written file behind.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".memrel-")
+        .suffix(".tmp")
+        // As std::fs::write would (the umask applies), not tempfile's 0600:
+        // results are read by other users and by CI's upload steps.
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write a temporary file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.flush())
+        .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot move {} into place", path.display()))?;
+    Ok(())
 }
 
 /// Writes files shipped inside the binary (relative path, text) under

@@ -10,9 +10,10 @@
 //! The special functions (log-gamma, the regularized incomplete beta and
 //! gamma functions) are written here rather than taken from `statrs`: the
 //! gate needs four short, textbook routines (Lanczos; Lentz's continued
-//! fractions as in Numerical Recipes §6.1–6.4), `statrs` would bring
-//! `nalgebra` and its tree into a CLI for them, and the tests below pin every
-//! function to published values.
+//! fractions as in Numerical Recipes §6.1–6.4), and the tests below pin every
+//! function to published values. `statrs` (with `default-features = false`
+//! it leaves nalgebra out) would do the same job; switching is an option, not
+//! a need.
 
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,8 @@
 //! to a reference strategy, and what differs between the sources).
 //!
 //! Pure like the rest of `metrics`: it reads summaries and headers, never
-//! files, and formats nothing. Damage found while loading (a cut-short CSV) is
+//! files. It names what it joins (row labels, notes on what differs between
+//! sources) but leaves number formatting to the exporters. Damage found while loading (a cut-short CSV) is
 //! passed in by the caller and carried through so every report can show it.
 
 use serde::{Deserialize, Serialize};

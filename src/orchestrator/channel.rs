@@ -5,13 +5,13 @@
 //! Nothing but the worker's emitter writes on this pipe, so every line that is
 //! not a valid message (junk, a line cut off by the worker's death, a line
 //! longer than [`MAX_LINE_BYTES`]) is handed on as a protocol error, never
-//! skipped. Hand-written on libc (`pipe2`, `fcntl`, `dup2`): three calls,
-//! where a crate would add a dependency for the same lines, and std's
-//! `io::pipe` needs a newer Rust than this crate's `rust-version`.
+//! skipped. The descriptors are made with rustix (`pipe2`, `fcntl`, `dup2`):
+//! the one `unsafe` left is std's `pre_exec` hook itself.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -32,24 +32,11 @@ pub struct Channel {
 
 impl Channel {
     pub fn open() -> std::io::Result<Channel> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into the array it is given.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: both descriptors were just created and are owned by nobody else.
-        let (read, low_write) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, low_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         // The write end moves above the standard descriptors and EVENT_FD, so
         // the child's stdio set-up cannot overwrite it and dup2 never sees
         // source == target (which would keep close-on-exec set).
-        // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
-        let high = unsafe { libc::fcntl(low_write.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-        if high < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `high` is a new descriptor that nothing else owns.
-        let write = unsafe { OwnedFd::from_raw_fd(high) };
+        let write = rustix::io::fcntl_dupfd_cloexec(&low_write, 10)?;
         Ok(Channel { read, write })
     }
 
@@ -58,13 +45,16 @@ impl Channel {
     pub fn attach(&self, command: &mut Command) {
         let source = self.write.as_raw_fd();
         command.env(EVENT_FD_ENV, EVENT_FD.to_string());
-        // SAFETY: runs between fork and exec; dup2 is async-signal-safe and the
-        // closure allocates nothing. dup2's copy does not inherit close-on-exec.
+        // SAFETY: `pre_exec` is unsafe because its closure runs between fork
+        // and exec: this one makes one raw syscall (dup2, async-signal-safe)
+        // and allocates nothing. The target is wrapped without being owned
+        // (ManuallyDrop: nothing closes it); dup2's copy does not inherit
+        // close-on-exec.
         unsafe {
             command.pre_exec(move || {
-                if libc::dup2(source, EVENT_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                let source = BorrowedFd::borrow_raw(source);
+                let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(EVENT_FD));
+                rustix::io::dup2(source, &mut target)?;
                 Ok(())
             });
         }

@@ -22,15 +22,15 @@ const POLL: Duration = Duration::from_millis(5);
 pub fn configure(command: &mut Command) {
     command.process_group(0);
     let parent_pid = std::process::id();
-    // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid); it allocates nothing.
+    // SAFETY: `pre_exec` is unsafe because its closure runs between fork
+    // and exec: this one makes raw syscalls only (prctl, getppid, through
+    // rustix) and allocates nothing.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            use rustix::process::{getppid, set_parent_process_death_signal, Pid, Signal};
+            set_parent_process_death_signal(Some(Signal::KILL))?;
             // memrel died between fork and prctl: do not start an orphan.
-            if libc::getppid() != parent_pid as libc::pid_t {
+            if getppid() != Pid::from_raw(parent_pid as i32) {
                 return Err(std::io::Error::other(
                     "memrel exited while starting the worker",
                 ));
@@ -43,34 +43,28 @@ pub fn configure(command: &mut Command) {
 /// Whether the child has ended; it stays a zombie (not reaped), so its pid and
 /// process-group id cannot be reused before [`kill_group`] and [`wait_bounded`].
 pub fn has_exited(pid: u32) -> bool {
-    // SAFETY: siginfo_t is plain data; waitid only writes into it.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a plain syscall on our own child with a valid out-pointer.
-    let rc = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    if rc != 0 {
-        // ECHILD: already reaped or not ours; either way it is not running.
+    use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+    let Some(pid) = Pid::from_raw(pid as i32) else {
         return true;
+    };
+    match waitid(
+        WaitId::Pid(pid),
+        WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+    ) {
+        // Something exited (it stays a zombie for the reaper: NOWAIT).
+        Ok(Some(_)) => true,
+        Ok(None) => false,
+        // ECHILD: already reaped or not ours; either way it is not running.
+        Err(_) => true,
     }
-    // SAFETY: waitid filled `info` (si_pid is 0 when nothing has exited yet).
-    unsafe { info.si_pid() != 0 }
 }
 
 /// SIGKILL to every process in the worker's group (the worker and whatever it
 /// started). Call it before the worker is reaped: the group id is its pid.
 pub fn kill_group(pid: u32) {
-    if pid == 0 {
-        return;
-    }
-    // SAFETY: a plain syscall; a negative pid names the process group.
-    unsafe {
-        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    if let Some(group) = rustix::process::Pid::from_raw(pid as i32) {
+        // The group is gone already when this fails: nothing left to kill.
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
 }
 

@@ -2,7 +2,8 @@
 //! device, calibrates what a bare device costs in VRAM, reads this process's
 //! VRAM at phase edges, and carries out the GPU release strategies.
 //!
-//! Facts it is built on (../shared/facts.md, "candle on CUDA"): cudarc frees
+//! Facts it is built on (measured on the lent H100/H200, see
+//! results/reference/cuda/README.md): cudarc frees
 //! with `cuMemFreeAsync`, so VRAM goes back only at the next synchronize;
 //! dropping candle's `Device` leaves the primary context alive (the CUDA
 //! runtime behind cuBLAS and cuRAND retains it); releasing it by hand is

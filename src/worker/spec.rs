@@ -12,7 +12,7 @@ pub struct WorkerSpec {
     pub strategy: String,
     pub device: DeviceSpec,
     pub cycles: u32,
-    /// (scenario model id, resolved directory), in scenario order.
+    /// (scenario model id, resolved directory), ordered by model id.
     pub models: Vec<(String, ModelDir)>,
     /// The fake worker's models (scenario id, bytes); when set, `models` is empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
