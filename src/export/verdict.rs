@@ -423,90 +423,254 @@ A resource that was not measured is never judged as zero.",
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
-    use crate::gate::{budgets, compare, VERDICT_SCHEMA_VERSION};
-    use crate::metrics::summarize;
-    use crate::record::fixture::cuda_record;
+    use crate::gate::{
+        broken_runs, budgets, compare, complete_only, errors, BrokenRuns, Side,
+        VERDICT_SCHEMA_VERSION,
+    };
+    use crate::metrics::{summarize, Summary};
+    use crate::record::fixture::{cuda_record, record, run, with_vram};
+    use crate::record::{Record, RunStatus};
     use crate::scenario::Thresholds;
 
-    fn report() -> VerdictReport {
-        let summary = summarize(&cuda_record());
-        let mut t = Thresholds {
+    fn thresholds() -> Thresholds {
+        Thresholds {
             retention_threshold_bytes: 16 << 20,
             noise_relative: 0.05,
             noise_absolute_bytes: 16 << 20,
             host: Default::default(),
             device: Default::default(),
-        };
-        t.device.max_retained_bytes = Some(300 << 20);
-        let mut verdicts = budgets(&summary, &t);
-        verdicts.extend(compare(&summary, &summary, &t));
+        }
+    }
+
+    /// The report `memrel check` makes of `new` against `baseline`.
+    fn report(baseline: &Record, new: &Record, t: &Thresholds) -> VerdictReport {
+        let (base, new): (Summary, Summary) = (summarize(baseline), summarize(new));
+        let broken: Vec<_> = broken_runs(&new, Side::New)
+            .into_iter()
+            .map(|b| (b, PathBuf::from("results/s/1")))
+            .collect();
+        let new = complete_only(&new);
+        let mut verdicts = budgets(&new, t);
+        verdicts.extend(compare(&base, &new, t));
         VerdictReport {
             schema_version: VERDICT_SCHEMA_VERSION,
             baseline: "gpu".into(),
             regressed: verdicts.iter().any(|v| v.verdict.fails()),
-            errors: Vec::new(),
-            broken_runs: Vec::new(),
+            errors: errors(&verdicts, &broken, BrokenRuns::Fail),
+            broken_runs: broken.into_iter().map(|(b, _)| b).collect(),
             complete_runs_only: false,
             verdicts,
             warnings: Vec::new(),
         }
     }
 
-    #[test]
-    fn markdown_rows_name_the_resource_and_budgets_their_key() {
-        let md = verdict_markdown(&report());
-        assert!(md.contains("❌ memory regression"), "{md}");
-        assert!(
-            md.contains("| cuda-fixture | drop | VRAM cuda:0 | retained_bytes | 416.0 MiB | 416.0 MiB | 0.0 MiB |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| cuda-fixture | drop | host RSS | retained_bytes | 1.0 MiB |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| cuda-fixture | sync | VRAM cuda:0 | release_latency_s |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| 6 cycles, 2 runs → 6 cycles, 2 runs |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| cuda-fixture | drop | VRAM cuda:0 | retained_bytes (budget) | `max_retained_vram_mib` | 300.0 MiB | 416.0 MiB | ❌ over-budget"),
-            "{md}"
-        );
-        // Budget rows are not mixed into the comparison table.
-        let comparisons = md.split("**budgets**").next().unwrap();
-        assert!(!comparisons.contains("(budget)"), "{md}");
+    /// verdict.md up to its `<details>` block: what a pull request shows.
+    fn summary_of(report: &VerdictReport) -> String {
+        let md = verdict_markdown(report);
+        let cut = md.find("<details>").unwrap();
+        assert!(md[..cut].lines().count() <= SUMMARY_LINES + 1, "{md}");
+        md[..cut].to_string()
+    }
+
+    /// `cuda_record()` where `sync`'s VRAM stays 416 MiB above the baseline.
+    fn sync_keeping_vram() -> Record {
+        let mut record = cuda_record();
+        for r in &mut record.runs {
+            if r.meta.strategy == "sync" {
+                *r = with_vram(
+                    run(r.meta.run, "sync", r.meta.repetition, &[1, 1, 1]),
+                    678,
+                    1094,
+                    &[416; 3],
+                    586,
+                );
+            }
+        }
+        record
     }
 
     #[test]
-    fn broken_evidence_leads_the_page_and_rates_show_their_counts() {
-        let mut report = report();
-        report.errors = vec!["1 run(s) failed\n  - scenario s, new run 2: failed: boom".into()];
+    fn a_healthy_change_shows_a_headline_and_folds_the_tables() {
+        let mut t = thresholds();
+        t.device.max_retained_bytes = Some(500 << 20);
+        let md = verdict_markdown(&report(&cuda_record(), &cuda_record(), &t));
+        insta::assert_snapshot!(md, @r#"
+### memrel check: ⚠ no memory regression found, some rows inconclusive (baseline `gpu`)
+
+**33 rows**: ❔ 1 inconclusive · ➖ 24 no-change · ✅ 3 within budget · ➖ 5 no retaining cycle
+
+| verdict | scenario | strategy | resource | metric | baseline → new | why |
+|---|---|---|---|---|---|---|
+| ❔ inconclusive | cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % → 100 % | 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
+
+<details><summary>All 33 rows, and how to read them</summary>
+
+| scenario | strategy | resource | metric | baseline | new | change | 95% interval | noise band | observations (baseline → new) | verdict |
+|---|---|---|---|---:|---:|---:|---:|---:|---:|---|
+| cuda-fixture | drop | VRAM cuda:0 | retained | 416.0 MiB | 416.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±20.8 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | drop | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | drop | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | drop | VRAM cuda:0 | release latency | - | - | - | - | - | 0 cycles, 0 runs → 0 cycles, 0 runs | ➖ no-change (no observations on either side: no release to time (each cycle gave back less than the retention threshold): see retained_bytes) |
+| cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % (6/6) | 100 % (6/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | drop | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | drop | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | drop | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | drop | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | drop | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | sync | VRAM cuda:0 | retained | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | sync | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | sync | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | sync | VRAM cuda:0 | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | sync | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | sync | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | sync | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | sync | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | sync | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | sync | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | context-release | VRAM cuda:0 | retained | -678.0 MiB | -678.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±33.9 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | context-release | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | context-release | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | context-release | VRAM cuda:0 | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | context-release | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | context-release | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | context-release | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | context-release | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
+| cuda-fixture | context-release | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | context-release | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+
+**budgets** (the scenario's `[thresholds]`, checked on the worst run)
+
+| scenario | strategy | resource | metric | key | budget | worst run | verdict |
+|---|---|---|---|---|---:|---:|---|
+| cuda-fixture | drop | VRAM cuda:0 | retained | `max_retained_vram_mib` | 500.0 MiB | 416.0 MiB | ✅ within budget (max_retained_vram_mib = 500.0 MiB, worst of 2 runs 416.0 MiB) |
+| cuda-fixture | sync | VRAM cuda:0 | retained | `max_retained_vram_mib` | 500.0 MiB | 0.0 MiB | ✅ within budget (max_retained_vram_mib = 500.0 MiB, worst of 2 runs 0.0 MiB) |
+| cuda-fixture | context-release | VRAM cuda:0 | retained | `max_retained_vram_mib` | 500.0 MiB | -678.0 MiB | ✅ within budget (max_retained_vram_mib = 500.0 MiB, worst of 2 runs -678.0 MiB) |
+
+**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; retention rate: one per cycle (retaining or not). Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.
+
+- `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±10 points with Fisher p < 0.05, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.
+- `no-change`: the whole interval lies inside the noise band.
+- `no retaining cycle` (the summary's name; verdict.json says `inconclusive`): a retention rate with no cycle retaining on either side. Nothing changed that the cycles could show, but proving the rate within ±10 points takes 35 cycles a side (`--cycles`, `--repeat`).
+- `inconclusive`: neither: more runs (`--repeat`) or cycles (`--cycles`) would decide; it does not fail the check. A retention rate needs at least 4 cycles a side (every one retaining against none) to reach `regressed`.
+- `over-budget` / `within budget`: the worst run exceeds, or stays within, a budget of the scenario's `[thresholds]` (over: exit 1).
+- `error`: the gate cannot judge (a budget with no observation, a strategy with no complete run): exit 2. A run of either side that failed, timed out, was killed or is incomplete is an error too, unless `--complete-runs-only` leaves it out (and the rows say so).
+
+A resource that was not measured is never judged as zero.
+
+</details>
+"#);
+    }
+
+    #[test]
+    fn a_regression_leads_with_its_rows_and_how_to_accept_it() {
+        let md = summary_of(&report(&cuda_record(), &sync_keeping_vram(), &thresholds()));
+        insta::assert_snapshot!(md, @r#"
+### memrel check: ❌ memory regression (baseline `gpu`)
+
+**30 rows**: ❌ 2 regressed · ❔ 2 inconclusive · ➖ 22 no-change · ➖ 4 no retaining cycle
+
+| verdict | scenario | strategy | resource | metric | baseline → new | why |
+|---|---|---|---|---|---|---|
+| ❌ regressed | cuda-fixture | sync | VRAM cuda:0 | retained | 0.0 MiB → 416.0 MiB |  |
+| ❌ regressed | cuda-fixture | sync | VRAM cuda:0 | retention rate | 0 % → 100 % | 0 of 6 cycles retaining → 6 of 6, Fisher p = 0.002 |
+| ❔ inconclusive | cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % → 100 % | 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
+| ❔ inconclusive | cuda-fixture | sync | VRAM cuda:0 | release latency | - → - | no observations in the new runs: no release to time (each cycle gave back less than the retention threshold): see retained_bytes |
+
+If the change is intended, accept it by re-saving the baseline: `memrel run --scenario cuda-fixture --save-baseline gpu`.
+"#);
+    }
+
+    #[test]
+    fn a_budget_failure_names_its_key_and_what_to_raise() {
+        let mut t = thresholds();
+        t.device.max_retained_bytes = Some(300 << 20);
+        let md = summary_of(&report(&cuda_record(), &cuda_record(), &t));
+        insta::assert_snapshot!(md, @r#"
+### memrel check: ❌ memory regression (baseline `gpu`)
+
+**33 rows**: ❌ 1 over-budget · ❔ 1 inconclusive · ➖ 24 no-change · ✅ 2 within budget · ➖ 5 no retaining cycle
+
+| verdict | scenario | strategy | resource | metric | baseline → new | why |
+|---|---|---|---|---|---|---|
+| ❌ over-budget | cuda-fixture | drop | VRAM cuda:0 | retained (budget `max_retained_vram_mib`) | worst 416.0 MiB, budget 300.0 MiB | max_retained_vram_mib = 300.0 MiB, worst of 2 runs 416.0 MiB |
+| ❔ inconclusive | cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % → 100 % | 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
+
+A budget is absolute: to accept more, raise its key in the scenario's `[thresholds]`.
+"#);
+    }
+
+    #[test]
+    fn broken_evidence_leads_the_page_with_its_errors() {
+        let mut broken = record();
+        for i in [1, 3] {
+            broken.runs[i].meta.status = RunStatus::Failed;
+            broken.runs[i].meta.error = Some("worker exited with status 1".into());
+        }
+        let mut t = thresholds();
+        t.host.max_peak_bytes = Some(200 << 20);
+        let md = summary_of(&report(&record(), &broken, &t));
+        insta::assert_snapshot!(md, @r#"
+### memrel check: ⛔ broken evidence, the gate cannot pass (baseline `gpu`)
+
+**12 rows**: ⛔ 6 error · ❔ 1 inconclusive · ➖ 4 no-change · ✅ 1 within budget
+
+**errors** (exit 2)
+
+- 2 run(s) failed, timed out, were killed or are incomplete, so their evidence is broken:
+    - scenario fixture, new run 2 (malloc-trim repetition 1): failed: worker exited with status 1 (in results/s/1)
+    - scenario fixture, new run 4 (malloc-trim repetition 2): failed: worker exited with status 1 (in results/s/1)
+  fix the runs (their errors above; timeout_s in the scenario), or pass --complete-runs-only to judge only the complete runs
+- scenario fixture: budget max_peak_mib (host) was not checked for malloc-trim: no run has a value of it (see the runs' errors and checks)
+- scenario fixture, strategy malloc-trim: no complete run of this strategy in the new runs
+
+| verdict | scenario | strategy | resource | metric | baseline → new | why |
+|---|---|---|---|---|---|---|
+| ⛔ error | fixture | malloc-trim | host RSS | peak (budget `max_peak_mib`) | worst -, budget 200.0 MiB | max_peak_mib = 200.0 MiB not checked: no run has a value of it (see the runs' errors and checks) |
+| ⛔ error | fixture | malloc-trim | host RSS | retained | - → - | no complete run of this strategy in the new runs |
+| ⛔ error | fixture | malloc-trim | host RSS | peak | - → - | no complete run of this strategy in the new runs |
+| ⛔ error | fixture | malloc-trim | host RSS | growth per cycle | - → - | no complete run of this strategy in the new runs |
+| ⛔ error | fixture | malloc-trim | host RSS | release latency | - → - | no complete run of this strategy in the new runs |
+| ⛔ error | fixture | malloc-trim | host RSS | retention rate | - → - | no complete run of this strategy in the new runs |
+| ❔ inconclusive | fixture | drop | host RSS | retention rate | 50 % → 50 % | 3 of 6 cycles retaining → 3 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
+"#);
+    }
+
+    #[test]
+    fn the_full_tables_keep_every_row_with_units_and_counts() {
+        let mut t = thresholds();
+        t.device.max_retained_bytes = Some(300 << 20);
+        let report = report(&cuda_record(), &cuda_record(), &t);
         let md = verdict_markdown(&report);
+        let details = md.split("<details>").nth(1).unwrap();
         assert!(
-            md.starts_with("### memrel check: ⛔ broken evidence, the gate cannot pass"),
+            details.contains("| cuda-fixture | drop | VRAM cuda:0 | retained | 416.0 MiB | 416.0 MiB | 0.0 MiB |"),
             "{md}"
         );
         assert!(
-            md.contains("**errors** (exit 2)\n\n- 1 run(s) failed\n    - scenario s, new run 2: failed: boom"),
+            details.contains("| cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % (6/6) | 100 % (6/6) | 0 % |"),
             "{md}"
         );
         assert!(
-            md.contains("| cuda-fixture | drop | VRAM cuda:0 | retention_rate | 100 % (6/6) | 100 % (6/6) | 0 % |"),
+            details.contains("| 6 cycles, 2 runs → 6 cycles, 2 runs |"),
             "{md}"
         );
+        assert!(
+            details.contains("| cuda-fixture | drop | VRAM cuda:0 | retained | `max_retained_vram_mib` | 300.0 MiB | 416.0 MiB | ❌ over-budget"),
+            "{md}"
+        );
+        // Every row is in the details, budgets in their own table.
+        assert_eq!(
+            details.matches("| cuda-fixture |").count(),
+            report.verdicts.len()
+        );
+        let comparisons = details.split("**budgets**").next().unwrap();
+        assert!(!comparisons.contains("max_retained_vram_mib"), "{md}");
         // The footer says what each verdict means and what a decision needs.
-        for needed in [
-            "`error`",
-            "`inconclusive`",
-            "at least 4 cycles a side",
-            "35 cycles a side",
-        ] {
-            assert!(md.contains(needed), "{needed}: {md}");
+        for needed in ["`error`", "at least 4 cycles a side", "35 cycles a side"] {
+            assert!(details.contains(needed), "{needed}: {md}");
         }
     }
 }

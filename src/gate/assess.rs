@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use super::evidence::{broken_message, unchecked_budgets, unjudged, BrokenRuns};
+use super::evidence::{errors, BrokenRuns};
 use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
 use super::{broken_runs, budgets, compare, complete_only, note_left_out, rerun};
 use crate::baseline;
@@ -115,11 +115,7 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         finish_scenario(&mut report, verdicts, &left_out);
     }
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
-    if !leave_out && !broken_in.is_empty() {
-        report.errors.push(broken_message(&broken_in));
-    }
-    report.errors.extend(unchecked_budgets(&report.verdicts));
-    report.errors.extend(unjudged(&report.verdicts));
+    report.errors = errors(&report.verdicts, &broken_in, options.broken_runs);
     Ok((report, dirs))
 }
 

@@ -117,8 +117,25 @@ pub fn note_left_out(verdicts: &mut [MetricVerdict], left_out: &[BrokenRun]) {
     }
 }
 
+/// Why the gate cannot judge `verdicts` (exit 2): the broken runs (unless
+/// they were left out), then every unchecked budget, then every strategy
+/// with nothing to judge.
+pub fn errors(
+    verdicts: &[MetricVerdict],
+    broken_in: &[(BrokenRun, PathBuf)],
+    policy: BrokenRuns,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if policy == BrokenRuns::Fail && !broken_in.is_empty() {
+        out.push(broken_message(broken_in));
+    }
+    out.extend(unchecked_budgets(verdicts));
+    out.extend(unjudged(verdicts));
+    out
+}
+
 /// The error that names every broken run, where it is and why.
-pub(super) fn broken_message(broken: &[(BrokenRun, PathBuf)]) -> String {
+fn broken_message(broken: &[(BrokenRun, PathBuf)]) -> String {
     let mut out = format!(
         "{} run(s) failed, timed out, were killed or are incomplete, so their evidence is broken:",
         broken.len()
@@ -137,7 +154,7 @@ pub(super) fn broken_message(broken: &[(BrokenRun, PathBuf)]) -> String {
 
 /// One error per strategy the gate could not judge at all (no complete run
 /// on a side), naming the scenario and why.
-pub(super) fn unjudged(verdicts: &[MetricVerdict]) -> Vec<String> {
+fn unjudged(verdicts: &[MetricVerdict]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for v in verdicts
         .iter()
