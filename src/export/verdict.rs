@@ -54,18 +54,21 @@ fn side_value(
     }
 }
 
-/// How verdict.md labels a row: a passing budget is `within budget`, a
+/// How verdict.md labels a row: a passing budget is `within budget`; a
 /// retention rate with no retaining cycle on either side is `no retaining
-/// cycle` (verdict.json keeps `inconclusive`: too few cycles to prove it).
+/// cycle`, one with every cycle retaining on both sides `every cycle
+/// retaining` (verdict.json keeps `inconclusive`: too few cycles to prove
+/// the rate within the band, but nothing the cycles could show changed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Label {
     Verdict(Verdict),
     WithinBudget,
     NoRetainingCycle,
+    EveryCycleRetaining,
 }
 
 /// The order of the summary: what fails first, what is quiet last.
-const ORDER: [Label; 9] = [
+const ORDER: [Label; 10] = [
     Label::Verdict(Verdict::Regressed),
     Label::Verdict(Verdict::OverBudget),
     Label::Verdict(Verdict::Error),
@@ -75,15 +78,22 @@ const ORDER: [Label; 9] = [
     Label::Verdict(Verdict::NoChange),
     Label::WithinBudget,
     Label::NoRetainingCycle,
+    Label::EveryCycleRetaining,
 ];
 
 fn label(v: &MetricVerdict) -> Label {
-    let quiet_rate = v.rate.as_ref().is_some_and(|r| {
-        v.metric == GateMetric::RetentionRate && r.baseline_retaining == 0 && r.new_retaining == 0
+    let rate = v
+        .rate
+        .as_ref()
+        .filter(|_| v.metric == GateMetric::RetentionRate);
+    let none = rate.is_some_and(|r| r.baseline_retaining == 0 && r.new_retaining == 0);
+    let all = rate.is_some_and(|r| {
+        r.baseline_retaining as usize == v.baseline_n && r.new_retaining as usize == v.new_n
     });
     match v.verdict {
         Verdict::NoChange if v.budget.is_some() => Label::WithinBudget,
-        Verdict::Inconclusive if quiet_rate => Label::NoRetainingCycle,
+        Verdict::Inconclusive if none => Label::NoRetainingCycle,
+        Verdict::Inconclusive if all => Label::EveryCycleRetaining,
         verdict => Label::Verdict(verdict),
     }
 }
@@ -94,7 +104,9 @@ impl Label {
             Label::Verdict(Verdict::Regressed | Verdict::OverBudget) => "❌",
             Label::Verdict(Verdict::Error) => "⛔",
             Label::Verdict(Verdict::Improved) | Label::WithinBudget => "✅",
-            Label::Verdict(Verdict::NoChange) | Label::NoRetainingCycle => "➖",
+            Label::Verdict(Verdict::NoChange)
+            | Label::NoRetainingCycle
+            | Label::EveryCycleRetaining => "➖",
             Label::Verdict(Verdict::Inconclusive | Verdict::Skipped) => "❔",
         }
     }
@@ -104,6 +116,7 @@ impl Label {
             Label::Verdict(v) => v.as_str(),
             Label::WithinBudget => "within budget",
             Label::NoRetainingCycle => "no retaining cycle",
+            Label::EveryCycleRetaining => "every cycle retaining",
         }
     }
 
@@ -111,7 +124,10 @@ impl Label {
     fn quiet(self) -> bool {
         matches!(
             self,
-            Label::Verdict(Verdict::NoChange) | Label::WithinBudget | Label::NoRetainingCycle
+            Label::Verdict(Verdict::NoChange)
+                | Label::WithinBudget
+                | Label::NoRetainingCycle
+                | Label::EveryCycleRetaining
         )
     }
 }
@@ -129,7 +145,7 @@ fn verdict_cell(v: &MetricVerdict) -> String {
         format!(" ({})", cell(&v.note))
     };
     let shown = match label(v) {
-        Label::NoRetainingCycle => Label::Verdict(v.verdict),
+        Label::NoRetainingCycle | Label::EveryCycleRetaining => Label::Verdict(v.verdict),
         l => l,
     };
     format!("{} {}{note}", shown.icon(), shown.text())
@@ -194,13 +210,19 @@ fn summary(report: &VerdictReport) -> String {
         .filter(|v| !label(v).quiet())
         .collect();
     rows.sort_by_key(|v| ORDER.iter().position(|l| *l == label(v)));
-    let used = head.lines().count() + tail.lines().count() + 4;
-    let room = SUMMARY_LINES.saturating_sub(used).max(3);
+    // A blank line and the header before the table, a blank line after it.
+    let fixed = head.lines().count() + tail.lines().count() + 4;
+    let room = SUMMARY_LINES.saturating_sub(fixed);
+    // Two more lines say how many rows were left for the details.
+    let shown = if rows.len() <= room {
+        rows.len()
+    } else {
+        room.saturating_sub(2).max(3)
+    };
     let mut out = head;
     if rows.is_empty() {
-        out.push_str("\nEvery row is within the noise band or its budget.\n");
+        out.push_str("\nNothing to show: every row is `no-change`, within its budget, or a retention rate at 0 % or 100 % on both sides.\n");
     } else {
-        let shown = rows.len().min(room);
         let table = markdown_table(
             &[
                 "verdict",
@@ -411,7 +433,7 @@ fn footer() -> String {
 Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.\n\n\
 - `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±{band:.0} points with Fisher p < {alpha}, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.\n\
 - `no-change`: the whole interval lies inside the noise band.\n\
-- `no retaining cycle` (the summary's name; verdict.json says `inconclusive`): a retention rate with no cycle retaining on either side. Nothing changed that the cycles could show, but proving the rate within ±{band:.0} points takes {rate_no_change} cycles a side (`--cycles`, `--repeat`).\n\
+- `no retaining cycle` / `every cycle retaining` (the summary's names; verdict.json says `inconclusive`): a retention rate with no cycle retaining on either side, or every cycle on both. Nothing changed that the cycles could show, but proving the rate within ±{band:.0} points takes {rate_no_change} cycles a side (`--cycles`, `--repeat`).\n\
 - `inconclusive`: neither: more runs (`--repeat`) or cycles (`--cycles`) would decide; it does not fail the check. A retention rate needs at least {rate_regressed} cycles a side (every one retaining against none) to reach `regressed`.\n\
 - `over-budget` / `within budget`: the worst run exceeds, or stays within, a budget of the scenario's `[thresholds]` (over: exit 1).\n\
 - `error`: the gate cannot judge (a budget with no observation, a strategy with no complete run): exit 2. A run of either side that failed, timed out, was killed or is incomplete is an error too, unless `--complete-runs-only` leaves it out (and the rows say so).\n\n\
@@ -471,7 +493,7 @@ mod tests {
     fn summary_of(report: &VerdictReport) -> String {
         let md = verdict_markdown(report);
         let cut = md.find("<details>").unwrap();
-        assert!(md[..cut].lines().count() <= SUMMARY_LINES + 1, "{md}");
+        assert!(md[..cut].lines().count() <= SUMMARY_LINES, "{md}");
         md[..cut].to_string()
     }
 
@@ -498,13 +520,11 @@ mod tests {
         t.device.max_retained_bytes = Some(500 << 20);
         let md = verdict_markdown(&report(&cuda_record(), &cuda_record(), &t));
         insta::assert_snapshot!(md, @r#"
-### memrel check: ⚠ no memory regression found, some rows inconclusive (baseline `gpu`)
+### memrel check: ✅ no memory regression (baseline `gpu`)
 
-**33 rows**: ❔ 1 inconclusive · ➖ 24 no-change · ✅ 3 within budget · ➖ 5 no retaining cycle
+**33 rows**: ➖ 24 no-change · ✅ 3 within budget · ➖ 5 no retaining cycle · ➖ 1 every cycle retaining
 
-| verdict | scenario | strategy | resource | metric | baseline → new | why |
-|---|---|---|---|---|---|---|
-| ❔ inconclusive | cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % → 100 % | 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
+Nothing to show: every row is `no-change`, within its budget, or a retention rate at 0 % or 100 % on both sides.
 
 <details><summary>All 33 rows, and how to read them</summary>
 
@@ -553,7 +573,7 @@ mod tests {
 
 - `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±10 points with Fisher p < 0.05, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.
 - `no-change`: the whole interval lies inside the noise band.
-- `no retaining cycle` (the summary's name; verdict.json says `inconclusive`): a retention rate with no cycle retaining on either side. Nothing changed that the cycles could show, but proving the rate within ±10 points takes 35 cycles a side (`--cycles`, `--repeat`).
+- `no retaining cycle` / `every cycle retaining` (the summary's names; verdict.json says `inconclusive`): a retention rate with no cycle retaining on either side, or every cycle on both. Nothing changed that the cycles could show, but proving the rate within ±10 points takes 35 cycles a side (`--cycles`, `--repeat`).
 - `inconclusive`: neither: more runs (`--repeat`) or cycles (`--cycles`) would decide; it does not fail the check. A retention rate needs at least 4 cycles a side (every one retaining against none) to reach `regressed`.
 - `over-budget` / `within budget`: the worst run exceeds, or stays within, a budget of the scenario's `[thresholds]` (over: exit 1).
 - `error`: the gate cannot judge (a budget with no observation, a strategy with no complete run): exit 2. A run of either side that failed, timed out, was killed or is incomplete is an error too, unless `--complete-runs-only` leaves it out (and the rows say so).
@@ -570,13 +590,12 @@ A resource that was not measured is never judged as zero.
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ❌ memory regression (baseline `gpu`)
 
-**30 rows**: ❌ 2 regressed · ❔ 2 inconclusive · ➖ 22 no-change · ➖ 4 no retaining cycle
+**30 rows**: ❌ 2 regressed · ❔ 1 inconclusive · ➖ 22 no-change · ➖ 4 no retaining cycle · ➖ 1 every cycle retaining
 
 | verdict | scenario | strategy | resource | metric | baseline → new | why |
 |---|---|---|---|---|---|---|
 | ❌ regressed | cuda-fixture | sync | VRAM cuda:0 | retained | 0.0 MiB → 416.0 MiB |  |
 | ❌ regressed | cuda-fixture | sync | VRAM cuda:0 | retention rate | 0 % → 100 % | 0 of 6 cycles retaining → 6 of 6, Fisher p = 0.002 |
-| ❔ inconclusive | cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % → 100 % | 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
 | ❔ inconclusive | cuda-fixture | sync | VRAM cuda:0 | release latency | - → - | no observations in the new runs: no release to time (each cycle gave back less than the retention threshold): see retained_bytes |
 
 If the change is intended, accept it by re-saving the baseline: `memrel run --scenario cuda-fixture --save-baseline gpu`.
@@ -591,12 +610,11 @@ If the change is intended, accept it by re-saving the baseline: `memrel run --sc
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ❌ memory regression (baseline `gpu`)
 
-**33 rows**: ❌ 1 over-budget · ❔ 1 inconclusive · ➖ 24 no-change · ✅ 2 within budget · ➖ 5 no retaining cycle
+**33 rows**: ❌ 1 over-budget · ➖ 24 no-change · ✅ 2 within budget · ➖ 5 no retaining cycle · ➖ 1 every cycle retaining
 
 | verdict | scenario | strategy | resource | metric | baseline → new | why |
 |---|---|---|---|---|---|---|
 | ❌ over-budget | cuda-fixture | drop | VRAM cuda:0 | retained (budget `max_retained_vram_mib`) | worst 416.0 MiB, budget 300.0 MiB | max_retained_vram_mib = 300.0 MiB, worst of 2 runs 416.0 MiB |
-| ❔ inconclusive | cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % → 100 % | 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
 
 A budget is absolute: to accept more, raise its key in the scenario's `[thresholds]`.
 "#);
