@@ -7,19 +7,15 @@ use super::report::{BudgetCheck, MetricVerdict, Statistic, Verdict};
 use crate::metrics::{Resource, Summary};
 use crate::scenario::Thresholds;
 
-/// The metrics a scenario can budget, in the order their rows appear.
-const BUDGETED: [GateMetric; 3] = [
-    GateMetric::RetainedBytes,
-    GateMetric::PeakBytes,
-    GateMetric::RetainedSlopeBytesPerCycle,
-];
-
 /// Absolute budgets declared by the scenario, per resource, checked on the
 /// worst run. A budget with nothing to check it against is an `error` row
 /// with the reason, never a pass.
 pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
     let mut resources = new.shown();
-    let device_budgeted = BUDGETED.iter().any(|m| m.budget(&t.device).is_some());
+    // Which metrics a scenario can budget is the catalogue's to say (a budget key).
+    let device_budgeted = GateMetric::ALL
+        .iter()
+        .any(|m| m.budget(&t.device).is_some());
     if device_budgeted && !resources.iter().any(|r| r.is_device()) {
         // VRAM budgets on a record without a device: say so rather than skip them.
         resources.push(Resource::device_of(&new.device).unwrap_or(Resource::Device(0)));
@@ -28,7 +24,7 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
     for strategy in new.strategies.iter().map(|s| s.strategy.as_str()) {
         let runs = runs_of(new, strategy);
         for &resource in &resources {
-            for metric in BUDGETED {
+            for metric in GateMetric::ALL {
                 let (Some(limit), Some(key)) = (
                     metric.budget(t.budgets(resource)),
                     metric.budget_key(resource),

@@ -2,8 +2,9 @@
 //! and gives a verdict per scenario × strategy × resource × metric, plus the
 //! absolute budgets the scenario declares.
 //!
-//! It reads summaries and the baseline, nothing else: no sampling, no files
-//! beyond what it is handed. Every resource a record measured (host RSS,
+//! The judging reads summaries, nothing else: no sampling, no files (only
+//! `assess` loads the records it is pointed at, and `rerun` runs the
+//! baseline's scenarios when it is pointed at none). Every resource a record measured (host RSS,
 //! VRAM of `cuda:N`) is judged by the same code, on the same metrics:
 //! retained after the last cycle, peak, retained slope, release latency and
 //! the retention rate.
@@ -48,9 +49,9 @@
 //! observations, never a zero: when one side lacks it the verdict is
 //! `inconclusive` with the reason.
 //!
-//! The files, one job each, importing one way: `report` (the verdict
-//! schema) and `metric` (what is judged, what one observation is) are
-//! leaves; `decide` (the decision rules), `budget` (the scenario's absolute
+//! The files, one job each, importing one way: `metric` (what is judged,
+//! what one observation is) is the leaf, `report` (the verdict schema, types
+//! only) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
 //! budgets) and `evidence` (which runs count, and the errors that make the
 //! check exit 2) build on them; `assess` gathers one `memrel check` over
 //! saved directories and `rerun` re-runs a baseline's scenarios; this file
