@@ -41,6 +41,14 @@ pub struct Plan {
     pub cwd: Option<PathBuf>,
 }
 
+/// The command line as runs.json records it: each argument as text, a byte
+/// that is not UTF-8 (a path's) written as U+FFFD.
+pub fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 impl Plan {
     /// A plan for `scenario` with `names` (empty: the scenario's strategies)
     /// and the command line's overrides applied.

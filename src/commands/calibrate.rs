@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use super::{output, ExitStatus};
+use super::ExitStatus;
 use crate::calibrate::{markdown, measure, scenario_text, vram, Calibration, Kind};
 use crate::cli::{CalibrateArgs, ScenarioOverrides};
 use crate::fsutil::write_atomic;
@@ -115,7 +115,7 @@ fn run_kind(args: &CalibrateArgs, kind: Kind, device: DeviceSpec) -> Result<(Run
     let scenario = scenario::parse_str(&name, "calibrate", &text)
         .context("memrel calibrate's own scenario")?;
     let plan = Plan::new(scenario, &[], &ScenarioOverrides::default(), &args.out)?;
-    let (dir, _) = plan.execute(output::command_line())?;
+    let (dir, _) = plan.execute(crate::plan::command_line())?;
     let loaded = load(&dir)?;
     let run = loaded
         .record

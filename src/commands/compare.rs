@@ -68,7 +68,7 @@ fn run_matrix(args: &CompareArgs, scenario: &str) -> Result<CompareOutcome> {
         &args.overrides,
         &args.output.out,
     )?;
-    let (dir, _) = plan.execute(output::command_line())?;
+    let (dir, _) = plan.execute(crate::plan::command_line())?;
     // Everything below reads the saved files, exactly as a later compare would.
     let loaded = load(&dir)?;
     let sources = [loaded];

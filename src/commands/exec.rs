@@ -37,7 +37,7 @@ fn execute(args: &ExecArgs) -> Result<(PathBuf, Summary)> {
     let mut plan = Plan::new(scenario, &[], &rest, &args.output.out)?;
     plan.cwd = Some(std::env::current_dir().context("cannot read the current directory")?);
     check_output_args(&args.output)?;
-    plan.execute(output::command_line())
+    plan.execute(crate::plan::command_line())
 }
 
 /// The scenario `memrel exec` runs, as TOML.

@@ -1,6 +1,6 @@
 //! What the commands share in printing: the lines run, exec and compare
 //! print after their table (results, trace, baseline) and how their runs
-//! ended, the command line recorded in runs.json, and stdout as a writer
+//! ended, and stdout as a writer
 //! that a reader closing the pipe early cannot fail.
 //!
 //! Results go to the writer a command is given; warnings and errors go to
@@ -17,14 +17,6 @@ use crate::cli::OutputArgs;
 use crate::export::{console, table};
 use crate::metrics::Summary;
 use crate::results;
-
-/// The command line as runs.json records it: each argument as text, a byte
-/// that is not UTF-8 (a path's) written as U+FFFD.
-pub fn command_line() -> Vec<String> {
-    std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect()
-}
 
 /// After `memrel run` or `memrel exec`: the run's table, then [`finish`]
 /// (the trace written from the saved results).

@@ -29,5 +29,5 @@ fn execute(args: &RunArgs) -> Result<(PathBuf, Summary)> {
         &args.output.out,
     )?;
     check_output_args(&args.output)?;
-    plan.execute(output::command_line())
+    plan.execute(crate::plan::command_line())
 }

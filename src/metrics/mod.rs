@@ -6,6 +6,7 @@
 //! RSS, device VRAM) by one function each (`memory`); the definitions are in
 //! the README ("Metrics").
 
+pub mod catalogue;
 pub mod comparison;
 pub mod memory;
 pub mod resource;

@@ -9,10 +9,10 @@ use toml::Spanned;
 
 use super::builtin::{builtin_names, builtin_text};
 use super::types::*;
+use crate::metrics::catalogue::{self, Unit};
 use crate::strategy;
 use crate::textutil::did_you_mean;
 
-const MIB: f64 = 1024.0 * 1024.0;
 /// The largest amount a threshold may name, in MiB (1 PiB): larger is a typo.
 const MAX_MIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -99,38 +99,17 @@ struct WorkloadFile {
     warmup: bool,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ThresholdsFile {
-    #[serde(default = "default_retention_mib")]
-    retention_mib: Spanned<f64>,
-    #[serde(default = "default_noise_percent")]
-    noise_percent: Spanned<f64>,
-    #[serde(default = "default_noise_mib")]
-    noise_mib: Spanned<f64>,
-    max_retained_mib: Option<Spanned<f64>>,
-    max_retained_slope_mib_per_cycle: Option<Spanned<f64>>,
-    max_peak_mib: Option<Spanned<f64>>,
-    max_retained_vram_mib: Option<Spanned<f64>>,
-    max_retained_vram_slope_mib_per_cycle: Option<Spanned<f64>>,
-    max_peak_vram_mib: Option<Spanned<f64>>,
-}
+/// `[thresholds]` as written: every key with its value and position. The
+/// keys are checked against [`THRESHOLD_KEYS`] and the metric catalogue's
+/// budget keys (`thresholds`), so each budget key is spelled once.
+type ThresholdsFile = BTreeMap<Spanned<String>, Spanned<f64>>;
 
-impl Default for ThresholdsFile {
-    fn default() -> Self {
-        ThresholdsFile {
-            retention_mib: default_retention_mib(),
-            noise_percent: default_noise_percent(),
-            noise_mib: default_noise_mib(),
-            max_retained_mib: None,
-            max_retained_slope_mib_per_cycle: None,
-            max_peak_mib: None,
-            max_retained_vram_mib: None,
-            max_retained_vram_slope_mib_per_cycle: None,
-            max_peak_vram_mib: None,
-        }
-    }
-}
+/// The `[thresholds]` keys that are not budgets, with their defaults.
+const THRESHOLD_KEYS: [(&str, f64); 3] = [
+    ("retention_mib", 16.0),
+    ("noise_percent", 5.0),
+    ("noise_mib", 16.0),
+];
 
 fn no_models() -> Spanned<BTreeMap<String, Spanned<ModelFile>>> {
     Spanned::new(0..0, BTreeMap::new())
@@ -171,16 +150,6 @@ fn default_settle_ms() -> u64 {
 fn default_baseline_ms() -> u64 {
     200
 }
-fn default_retention_mib() -> Spanned<f64> {
-    Spanned::new(0..0, 16.0)
-}
-fn default_noise_percent() -> Spanned<f64> {
-    Spanned::new(0..0, 5.0)
-}
-fn default_noise_mib() -> Spanned<f64> {
-    Spanned::new(0..0, 16.0)
-}
-
 /// The longest timeout a scenario may ask for: a week, in seconds.
 const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
 /// The most tokens one forward pass may take (batch_size × seq_len): the
@@ -214,6 +183,25 @@ pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     })
 }
 
+/// Where a scenario's text came from, for errors that point into it.
+struct Ctx<'a> {
+    origin: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    /// An error at `span` of the text: `origin:line:column: message`.
+    fn invalid(&self, span: std::ops::Range<usize>, message: String) -> ScenarioError {
+        let (line, column) = line_column(self.text, span.start);
+        ScenarioError::Invalid {
+            origin: self.origin.to_string(),
+            line,
+            column,
+            message,
+        }
+    }
+}
+
 /// Parses and validates scenario text. `origin` names the file in errors.
 pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     // The name becomes `results/<name>/…` and `baselines/<b>/<name>`.
@@ -221,224 +209,18 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         origin: origin.to_string(),
         source,
     })?;
-    let invalid = |span: std::ops::Range<usize>, message: String| {
-        let (line, column) = line_column(text, span.start);
-        ScenarioError::Invalid {
-            origin: origin.to_string(),
-            line,
-            column,
-            message,
-        }
-    };
+    let ctx = Ctx { origin, text };
     let file: ScenarioFile = toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let message = e.message().trim().replace('\n', " ");
-        invalid(span, lowercase_first(&message))
+        ctx.invalid(span, lowercase_first(&message))
     })?;
-
-    let device = DeviceSpec::parse(file.device.get_ref()).ok_or_else(|| {
-        invalid(
-            file.device.span(),
-            format!(
-                "device {:?} is not valid: use \"cpu\", \"cuda\" or \"cuda:N\"",
-                file.device.get_ref()
-            ),
-        )
-    })?;
-    if *file.cycles.get_ref() == 0 {
-        return Err(invalid(
-            file.cycles.span(),
-            "cycles must be at least 1".into(),
-        ));
-    }
-    let timeout_s = *file.timeout_s.get_ref();
-    if !(timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_S) {
-        return Err(invalid(
-            file.timeout_s.span(),
-            format!("timeout_s {timeout_s} is out of range: use more than 0 and at most {MAX_TIMEOUT_S} (a week)"),
-        ));
-    }
-    let interval_ms = *file.interval_ms.get_ref();
-    if !(1.0..=10_000.0).contains(&interval_ms) {
-        return Err(invalid(
-            file.interval_ms.span(),
-            format!("interval_ms {interval_ms} is out of range: use 1 to 10000"),
-        ));
-    }
-
-    let mut strategies = Vec::new();
-    for s in file.strategies.get_ref() {
-        let found = strategy::lookup(s.get_ref()).map_err(|e| invalid(s.span(), e.to_string()))?;
-        let fits = match &file.command {
-            Some(_) => found.for_programs().map(|_| ()),
-            None if found.for_candle() => Ok(()),
-            None => Err(format!(
-                "strategy {:?} is for programs (a scenario with command = [...], or memrel exec): \
-                 the candle worker cannot carry it out",
-                found.name
-            )),
-        };
-        fits.map_err(|e| invalid(s.span(), e))?;
-        strategies.push(s.get_ref().clone());
-    }
-    if strategies.is_empty() {
-        return Err(invalid(
-            file.strategies.span(),
-            "strategies is empty: name at least one, e.g. [\"drop\"] (see `memrel list --long`)"
-                .into(),
-        ));
-    }
-
-    let mut models = BTreeMap::new();
-    for (id, spec) in file.models.get_ref() {
-        let m = spec.get_ref();
-        let source = match (&m.preset, &m.path, &m.hub) {
-            (Some(p), None, None) => {
-                crate::model::preset::lookup(p).map_err(|e| invalid(spec.span(), e.to_string()))?;
-                ModelSource::Preset(p.clone())
-            }
-            (None, Some(p), None) => ModelSource::Path(p.clone()),
-            (None, None, None) if is_fake(m) => ModelSource::Fake(
-                fake_model(m).map_err(|e| invalid(spec.span(), format!("model {id:?}: {e}")))?,
-            ),
-            (None, None, Some(h)) => {
-                let revision = m.revision.clone().unwrap_or_else(|| "main".to_string());
-                check_hub_names(h, &revision)
-                    .map_err(|e| invalid(spec.span(), format!("model {id:?}: {e}")))?;
-                ModelSource::Hub {
-                    repo: h.clone(),
-                    revision,
-                }
-            }
-            _ => {
-                return Err(invalid(
-                    spec.span(),
-                    format!(
-                    "model {id:?} needs exactly one of preset = \"…\", path = \"…\", hub = \"…\" \
-                     or fake_anon_mib / fake_file_mib / fake_leak_mib / fake_vram_mib (the fake worker)"
-                ),
-                ))
-            }
-        };
-        models.insert(id.clone(), source);
-    }
-    let fakes = models
-        .values()
-        .filter(|m| matches!(m, ModelSource::Fake(_)))
-        .count();
-    if fakes > 0 && fakes < models.len() {
-        return Err(invalid(
-            file.models.span(),
-            "fake models (fake_*_mib) and real ones cannot be mixed: the fake worker runs a \
-             scenario whose models are all fake"
-                .into(),
-        ));
-    }
-    let (worker, workload) = match (&file.command, &file.workload) {
-        (Some(command), None) => {
-            if command.get_ref().is_empty() || command.get_ref()[0].trim().is_empty() {
-                return Err(invalid(
-                    command.span(),
-                    "command is empty: name the program and its arguments, e.g. \
-                     [\"python3\", \"serve.py\"]"
-                        .into(),
-                ));
-            }
-            if fakes > 0 {
-                return Err(invalid(
-                    file.models.span(),
-                    "fake models are for memrel's fake worker, not for a command: use preset, \
-                     path or hub models (the program gets their directories in MEMREL_MODELS)"
-                        .into(),
-                ));
-            }
-            (
-                WorkerKind::Command(command.get_ref().clone()),
-                Workload::of_program(),
-            )
-        }
-        (Some(command), Some(_)) => {
-            return Err(invalid(
-                command.span(),
-                "a scenario has either [workload] (memrel's worker) or command = [...] (a \
-                 program that marks its own phases), not both: remove one"
-                    .into(),
-            ))
-        }
-        (None, None) => {
-            return Err(invalid(
-                0..0,
-                "missing [workload] (steps for memrel's worker) or command = [...] (a program \
-                 to measure): add one"
-                    .into(),
-            ))
-        }
-        (None, Some(workload)) => {
-            if models.is_empty() {
-                return Err(invalid(
-                    file.models.span(),
-                    "no models: add e.g. [models.bert] preset = \"bert-base\"".into(),
-                ));
-            }
-            let worker = if fakes > 0 {
-                WorkerKind::Fake
-            } else {
-                WorkerKind::Candle
-            };
-            (worker, parse_workload(workload, &models, &invalid)?)
-        }
-    };
-
-    let t = &file.thresholds;
-    let amounts = [
-        ("retention_mib", Some(&t.retention_mib)),
-        ("noise_percent", Some(&t.noise_percent)),
-        ("noise_mib", Some(&t.noise_mib)),
-        ("max_retained_mib", t.max_retained_mib.as_ref()),
-        (
-            "max_retained_slope_mib_per_cycle",
-            t.max_retained_slope_mib_per_cycle.as_ref(),
-        ),
-        ("max_peak_mib", t.max_peak_mib.as_ref()),
-        ("max_retained_vram_mib", t.max_retained_vram_mib.as_ref()),
-        (
-            "max_retained_vram_slope_mib_per_cycle",
-            t.max_retained_vram_slope_mib_per_cycle.as_ref(),
-        ),
-        ("max_peak_vram_mib", t.max_peak_vram_mib.as_ref()),
-    ];
-    for (key, value) in amounts {
-        if let Some(value) = value {
-            let v = *value.get_ref();
-            if !(0.0..=MAX_MIB).contains(&v) {
-                return Err(invalid(
-                    value.span(),
-                    format!("[thresholds] {key} = {v} is out of range: use 0 to {MAX_MIB}"),
-                ));
-            }
-        }
-    }
-    let mib = |v: f64| (v * MIB).round().max(0.0) as u64;
-    let vram_budgets = [
-        ("max_retained_vram_mib", &t.max_retained_vram_mib),
-        (
-            "max_retained_vram_slope_mib_per_cycle",
-            &t.max_retained_vram_slope_mib_per_cycle,
-        ),
-        ("max_peak_vram_mib", &t.max_peak_vram_mib),
-    ];
-    if device == DeviceSpec::Cpu {
-        if let Some((key, Some(value))) = vram_budgets.iter().find(|(_, v)| v.is_some()) {
-            return Err(invalid(
-                value.span(),
-                format!(
-                    "[thresholds] {key} is a VRAM budget, but this scenario runs on the cpu: \
-                     remove it, or set device = \"cuda\""
-                ),
-            ));
-        }
-    }
-    let budget = |v: &Option<Spanned<f64>>| v.as_ref().map(|v| mib(*v.get_ref()));
+    let device = device(&file, &ctx)?;
+    let (interval_ms, timeout_s) = timing(&file, &ctx)?;
+    let strategies = strategies(&file, &ctx)?;
+    let models = models(&file, &ctx)?;
+    let (worker, workload) = worker(&file, &models, &ctx)?;
+    let thresholds = thresholds(&file.thresholds, device, &ctx)?;
     Ok(Scenario {
         name: name.to_string(),
         origin: origin.to_string(),
@@ -453,24 +235,271 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         models,
         workload,
         worker,
-        thresholds: Thresholds {
-            retention_threshold_bytes: mib(*t.retention_mib.get_ref()),
-            noise_relative: t.noise_percent.get_ref() / 100.0,
-            noise_absolute_bytes: mib(*t.noise_mib.get_ref()),
-            host: Budgets {
-                max_retained_bytes: budget(&t.max_retained_mib),
-                max_retained_slope_bytes_per_cycle: budget(&t.max_retained_slope_mib_per_cycle),
-                max_peak_bytes: budget(&t.max_peak_mib),
-            },
-            device: Budgets {
-                max_retained_bytes: budget(&t.max_retained_vram_mib),
-                max_retained_slope_bytes_per_cycle: budget(
-                    &t.max_retained_vram_slope_mib_per_cycle,
-                ),
-                max_peak_bytes: budget(&t.max_peak_vram_mib),
-            },
-        },
+        thresholds,
     })
+}
+
+/// `device`: `cpu`, `cuda` or `cuda:N`.
+fn device(file: &ScenarioFile, ctx: &Ctx) -> Result<DeviceSpec, ScenarioError> {
+    DeviceSpec::parse(file.device.get_ref()).ok_or_else(|| {
+        ctx.invalid(
+            file.device.span(),
+            format!(
+                "device {:?} is not valid: use \"cpu\", \"cuda\" or \"cuda:N\"",
+                file.device.get_ref()
+            ),
+        )
+    })
+}
+
+/// `cycles`, `timeout_s` and `interval_ms` in range; returns (interval_ms, timeout_s).
+fn timing(file: &ScenarioFile, ctx: &Ctx) -> Result<(f64, f64), ScenarioError> {
+    if *file.cycles.get_ref() == 0 {
+        return Err(ctx.invalid(file.cycles.span(), "cycles must be at least 1".into()));
+    }
+    let timeout_s = *file.timeout_s.get_ref();
+    if !(timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_S) {
+        return Err(ctx.invalid(
+            file.timeout_s.span(),
+            format!("timeout_s {timeout_s} is out of range: use more than 0 and at most {MAX_TIMEOUT_S} (a week)"),
+        ));
+    }
+    let interval_ms = *file.interval_ms.get_ref();
+    if !(1.0..=10_000.0).contains(&interval_ms) {
+        return Err(ctx.invalid(
+            file.interval_ms.span(),
+            format!("interval_ms {interval_ms} is out of range: use 1 to 10000"),
+        ));
+    }
+    Ok((interval_ms, timeout_s))
+}
+
+/// `strategies`: at least one, each known and fit for the scenario's worker.
+fn strategies(file: &ScenarioFile, ctx: &Ctx) -> Result<Vec<String>, ScenarioError> {
+    let mut strategies = Vec::new();
+    for s in file.strategies.get_ref() {
+        let found =
+            strategy::lookup(s.get_ref()).map_err(|e| ctx.invalid(s.span(), e.to_string()))?;
+        let fits = match &file.command {
+            Some(_) => found.for_programs().map(|_| ()),
+            None if found.for_candle() => Ok(()),
+            None => Err(format!(
+                "strategy {:?} is for programs (a scenario with command = [...], or memrel exec): \
+                 the candle worker cannot carry it out",
+                found.name
+            )),
+        };
+        fits.map_err(|e| ctx.invalid(s.span(), e))?;
+        strategies.push(s.get_ref().clone());
+    }
+    if strategies.is_empty() {
+        return Err(ctx.invalid(
+            file.strategies.span(),
+            "strategies is empty: name at least one, e.g. [\"drop\"] (see `memrel list --long`)"
+                .into(),
+        ));
+    }
+    Ok(strategies)
+}
+
+/// `[models.*]`: each with exactly one source; fake and real ones not mixed.
+fn models(file: &ScenarioFile, ctx: &Ctx) -> Result<BTreeMap<String, ModelSource>, ScenarioError> {
+    let mut models = BTreeMap::new();
+    for (id, spec) in file.models.get_ref() {
+        models.insert(id.clone(), model(id, spec, ctx)?);
+    }
+    let fakes = fakes(&models);
+    if fakes > 0 && fakes < models.len() {
+        return Err(ctx.invalid(
+            file.models.span(),
+            "fake models (fake_*_mib) and real ones cannot be mixed: the fake worker runs a \
+             scenario whose models are all fake"
+                .into(),
+        ));
+    }
+    Ok(models)
+}
+
+/// One `[models.<id>]` table.
+fn model(id: &str, spec: &Spanned<ModelFile>, ctx: &Ctx) -> Result<ModelSource, ScenarioError> {
+    let m = spec.get_ref();
+    Ok(match (&m.preset, &m.path, &m.hub) {
+        (Some(p), None, None) => {
+            crate::model::preset::lookup(p).map_err(|e| ctx.invalid(spec.span(), e.to_string()))?;
+            ModelSource::Preset(p.clone())
+        }
+        (None, Some(p), None) => ModelSource::Path(p.clone()),
+        (None, None, None) if is_fake(m) => ModelSource::Fake(
+            fake_model(m).map_err(|e| ctx.invalid(spec.span(), format!("model {id:?}: {e}")))?,
+        ),
+        (None, None, Some(h)) => {
+            let revision = m.revision.clone().unwrap_or_else(|| "main".to_string());
+            check_hub_names(h, &revision)
+                .map_err(|e| ctx.invalid(spec.span(), format!("model {id:?}: {e}")))?;
+            ModelSource::Hub {
+                repo: h.clone(),
+                revision,
+            }
+        }
+        _ => {
+            return Err(ctx.invalid(
+                spec.span(),
+                format!(
+                "model {id:?} needs exactly one of preset = \"…\", path = \"…\", hub = \"…\" \
+                 or fake_anon_mib / fake_file_mib / fake_leak_mib / fake_vram_mib (the fake worker)"
+            ),
+            ))
+        }
+    })
+}
+
+fn fakes(models: &BTreeMap<String, ModelSource>) -> usize {
+    models
+        .values()
+        .filter(|m| matches!(m, ModelSource::Fake(_)))
+        .count()
+}
+
+/// The worker kind and its workload: `command = [...]` (a program) or
+/// `[workload]` (memrel's worker, fake or candle), exactly one of them.
+fn worker(
+    file: &ScenarioFile,
+    models: &BTreeMap<String, ModelSource>,
+    ctx: &Ctx,
+) -> Result<(WorkerKind, Workload), ScenarioError> {
+    let fakes = fakes(models);
+    match (&file.command, &file.workload) {
+        (Some(command), None) => {
+            if command.get_ref().is_empty() || command.get_ref()[0].trim().is_empty() {
+                return Err(ctx.invalid(
+                    command.span(),
+                    "command is empty: name the program and its arguments, e.g. \
+                     [\"python3\", \"serve.py\"]"
+                        .into(),
+                ));
+            }
+            if fakes > 0 {
+                return Err(ctx.invalid(
+                    file.models.span(),
+                    "fake models are for memrel's fake worker, not for a command: use preset, \
+                     path or hub models (the program gets their directories in MEMREL_MODELS)"
+                        .into(),
+                ));
+            }
+            Ok((
+                WorkerKind::Command(command.get_ref().clone()),
+                Workload::of_program(),
+            ))
+        }
+        (Some(command), Some(_)) => Err(ctx.invalid(
+            command.span(),
+            "a scenario has either [workload] (memrel's worker) or command = [...] (a \
+             program that marks its own phases), not both: remove one"
+                .into(),
+        )),
+        (None, None) => Err(ctx.invalid(
+            0..0,
+            "missing [workload] (steps for memrel's worker) or command = [...] (a program \
+             to measure): add one"
+                .into(),
+        )),
+        (None, Some(workload)) => {
+            if models.is_empty() {
+                return Err(ctx.invalid(
+                    file.models.span(),
+                    "no models: add e.g. [models.bert] preset = \"bert-base\"".into(),
+                ));
+            }
+            let worker = if fakes > 0 {
+                WorkerKind::Fake
+            } else {
+                WorkerKind::Candle
+            };
+            let invalid = |span, message| ctx.invalid(span, message);
+            Ok((worker, parse_workload(workload, models, &invalid)?))
+        }
+    }
+}
+
+/// Every `[thresholds]` key is known and its amount in range.
+fn check_amounts(t: &ThresholdsFile, ctx: &Ctx) -> Result<(), ScenarioError> {
+    let budget_keys: Vec<_> = catalogue::budget_keys().collect();
+    // In the order they appear in the file, so the first mistake is reported first.
+    let mut entries: Vec<(&Spanned<String>, &Spanned<f64>)> = t.iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    for (key, value) in entries {
+        let key_name = key.get_ref().as_str();
+        let known = THRESHOLD_KEYS.iter().any(|(k, _)| *k == key_name)
+            || budget_keys.iter().any(|(_, _, k)| *k == key_name);
+        if !known {
+            let expected: Vec<String> = THRESHOLD_KEYS
+                .iter()
+                .map(|(k, _)| *k)
+                .chain(budget_keys.iter().map(|(_, _, k)| *k))
+                .map(|k| format!("`{k}`"))
+                .collect();
+            return Err(ctx.invalid(
+                key.span(),
+                format!(
+                    "unknown field `{key_name}`, expected one of {}",
+                    expected.join(", ")
+                ),
+            ));
+        }
+        let v = *value.get_ref();
+        if !(0.0..=MAX_MIB).contains(&v) {
+            return Err(ctx.invalid(
+                value.span(),
+                format!("[thresholds] {key_name} = {v} is out of range: use 0 to {MAX_MIB}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[thresholds]`: known keys only, amounts in range, VRAM budgets only on
+/// a CUDA scenario. Budget keys come from the metric catalogue.
+fn thresholds(
+    t: &ThresholdsFile,
+    device: DeviceSpec,
+    ctx: &Ctx,
+) -> Result<Thresholds, ScenarioError> {
+    check_amounts(t, ctx)?;
+    let get = |key: &str| t.iter().find(|(k, _)| k.get_ref() == key).map(|(_, v)| v);
+    let amount = |key: &str| {
+        get(key).map(|v| *v.get_ref()).unwrap_or_else(|| {
+            THRESHOLD_KEYS
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or(0.0, |(_, default)| *default)
+        })
+    };
+    let mut out = Thresholds {
+        retention_threshold_bytes: Unit::bytes_of_mib(amount("retention_mib")),
+        noise_relative: amount("noise_percent") / 100.0,
+        noise_absolute_bytes: Unit::bytes_of_mib(amount("noise_mib")),
+        host: Budgets::default(),
+        device: Budgets::default(),
+    };
+    for (metric, for_device, key) in catalogue::budget_keys() {
+        let Some(value) = get(key) else { continue };
+        if for_device && device == DeviceSpec::Cpu {
+            return Err(ctx.invalid(
+                value.span(),
+                format!(
+                    "[thresholds] {key} is a VRAM budget, but this scenario runs on the cpu: \
+                     remove it, or set device = \"cuda\""
+                ),
+            ));
+        }
+        let budgets = if for_device {
+            &mut out.device
+        } else {
+            &mut out.host
+        };
+        budgets.set(metric, Unit::bytes_of_mib(*value.get_ref()));
+    }
+    Ok(out)
 }
 
 /// The `[workload]` table: steps that name only known models, each loaded
@@ -596,7 +625,7 @@ fn fake_model(m: &ModelFile) -> Result<FakeModel, String> {
                 "{key} = {v} is out of range: use 0 to {MAX_FAKE_MIB}"
             ));
         }
-        Ok((v * MIB).round() as u64)
+        Ok((v * crate::textutil::MIB).round() as u64)
     };
     let model = FakeModel {
         anon_bytes: bytes("fake_anon_mib", m.fake_anon_mib)?,
@@ -691,6 +720,22 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
         let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
         assert!(
             err.starts_with("my.toml:3:1: unknown field `bogus_knob`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_threshold_names_its_line_and_the_keys_there_are() {
+        let text = format!("{MINIMAL}[thresholds]\nretention_mib = 8\nmax_retaned_mib = 64\n");
+        let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "my.toml:10:1: unknown field `max_retaned_mib`, expected one of `retention_mib`, "
+            ),
+            "{err}"
+        );
+        assert!(
+            err.contains("`max_retained_vram_slope_mib_per_cycle`"),
             "{err}"
         );
     }

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::catalogue::MemoryMetric;
+
 /// Where a run's tensors live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "ordinal", rename_all = "snake_case")]
@@ -226,6 +228,31 @@ pub struct Budgets {
     pub max_peak_bytes: Option<u64>,
 }
 
+impl Budgets {
+    /// The slot of a budgetable metric (`None` for a metric no budget covers).
+    fn slot(&mut self, metric: MemoryMetric) -> Option<&mut Option<u64>> {
+        match metric {
+            MemoryMetric::Retained => Some(&mut self.max_retained_bytes),
+            MemoryMetric::Growth => Some(&mut self.max_retained_slope_bytes_per_cycle),
+            MemoryMetric::Peak => Some(&mut self.max_peak_bytes),
+            _ => None,
+        }
+    }
+
+    /// The budget of `metric`, in bytes (per cycle for growth).
+    pub fn get(&self, metric: MemoryMetric) -> Option<u64> {
+        self.clone().slot(metric).and_then(|v| *v)
+    }
+
+    /// Sets the budget of `metric`; a metric no budget covers is ignored
+    /// (the catalogue names a budget key only for those that have a slot: tested).
+    pub fn set(&mut self, metric: MemoryMetric, bytes: u64) {
+        if let Some(slot) = self.slot(metric) {
+            *slot = Some(bytes);
+        }
+    }
+}
+
 impl Thresholds {
     /// The budgets of `resource`.
     pub fn budgets(&self, resource: crate::metrics::Resource) -> &Budgets {
@@ -291,6 +318,15 @@ impl Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_budget_key_of_the_catalogue_has_a_slot() {
+        for (metric, _, key) in crate::metrics::catalogue::budget_keys() {
+            let mut b = Budgets::default();
+            b.set(metric, 7);
+            assert_eq!(b.get(metric), Some(7), "{key}");
+        }
+    }
 
     #[test]
     fn busy_takes_milliseconds_like_idle() {

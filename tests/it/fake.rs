@@ -153,7 +153,7 @@ fn the_gate_calls_a_new_leak_of_exact_size_a_regression() {
     let md = std::fs::read_to_string(dir.join("verdict.md")).expect("verdict.md");
     let retained = md
         .lines()
-        .find(|l| l.contains("| retained_bytes |"))
+        .find(|l| l.contains("| retained |") && l.contains(" … "))
         .expect("retained row");
     assert!(
         retained.contains("| 96.0 MiB |") && retained.contains("regressed"),

@@ -102,7 +102,7 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
     assert_eq!(retained["verdict"], "regressed", "{retained}");
     let md = std::fs::read_to_string(dir.join("verdict.md")).unwrap();
     assert!(
-        md.contains("| gate-test | malloc-trim | host RSS | retained_bytes |"),
+        md.contains("| gate-test | malloc-trim | host RSS | retained |"),
         "{md}"
     );
     assert!(md.contains("regressed"));
@@ -262,7 +262,7 @@ fn keep_vram_after_release(dir: &Path, level_bytes: u64) {
 
 fn verdicts(dir: &Path) -> Vec<serde_json::Value> {
     let json = verdict_json(dir);
-    assert_eq!(json["schema_version"], 3);
+    assert_eq!(json["schema_version"], 4);
     json["verdicts"].as_array().unwrap().clone()
 }
 
@@ -359,7 +359,7 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
     );
     let md = std::fs::read_to_string(kept.join("verdict.md")).unwrap();
     assert!(
-        md.contains("| cuda-flush | sync | VRAM cuda:0 | retained_bytes |"),
+        md.contains("| cuda-flush | sync | VRAM cuda:0 | retained |"),
         "{md}"
     );
 
@@ -388,7 +388,7 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
     );
     for v in over {
         assert_eq!(v["resource"], "cuda:0");
-        assert_eq!(v["metric"], "peak_bytes (budget)");
+        assert_eq!(v["metric"], "peak_bytes");
         assert_eq!(v["budget"]["key"], "max_peak_vram_mib");
     }
     let md = std::fs::read_to_string(budget.join("verdict.md")).unwrap();

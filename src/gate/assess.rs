@@ -1,0 +1,134 @@
+//! One `memrel check` over saved results: loads each record, its scenario
+//! and the baseline's entry for it, judges them (`compare`, `budgets`) and
+//! gathers the report with every error that makes the check exit 2. It
+//! writes nothing; `commands::check` writes the verdict files.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use super::evidence::{errors, BrokenRuns};
+use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
+use super::{broken_runs, budgets, compare, complete_only, note_left_out, rerun};
+use crate::baseline;
+use crate::metrics;
+use crate::record::Record;
+use crate::scenario;
+
+pub struct CheckOptions {
+    pub baseline: String,
+    /// Saved results to check; empty: run the baseline's scenarios now.
+    pub dirs: Vec<PathBuf>,
+    /// Skip scenarios the baseline lacks (with a warning) instead of failing.
+    pub lenient: bool,
+    /// Results root: baselines live in `<root>/baselines`, new runs in `<root>/<scenario>`.
+    pub results_root: PathBuf,
+    /// Where verdict.json and verdict.md go.
+    pub verdict_dir: Option<PathBuf>,
+    /// What to do with runs that failed, timed out, were killed or are incomplete.
+    pub broken_runs: BrokenRuns,
+}
+
+/// Judges every directory of `options` (or fresh runs of the baseline's
+/// scenarios) against the baseline; returns the report and the directories
+/// judged. The report's `errors` say why the evidence cannot be judged.
+pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
+    baseline::validate_name(&options.baseline)?;
+    let root = baseline::root(&options.results_root);
+    let dirs = if options.dirs.is_empty() {
+        rerun::run_baseline_scenarios(&options.baseline, &root, &options.results_root)?
+    } else {
+        options.dirs.clone()
+    };
+    let leave_out = options.broken_runs == BrokenRuns::LeaveOut;
+    let mut report = VerdictReport {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        baseline: options.baseline.clone(),
+        regressed: false,
+        errors: Vec::new(),
+        broken_runs: Vec::new(),
+        complete_runs_only: leave_out,
+        verdicts: Vec::new(),
+        warnings: Vec::new(),
+    };
+    // Where each broken run's record lives, for the error message.
+    let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
+    for dir in &dirs {
+        let record = Record::load(dir)?;
+        let name = record.header.scenario.clone();
+        let new_scenario = scenario::parse_str(
+            &name,
+            &record.header.scenario_origin,
+            &record.header.scenario_toml,
+        )
+        .with_context(|| format!("the scenario saved in {}", dir.display()))?;
+        let mut new_summary = metrics::summarize(&record);
+        let mut left_out = broken_runs(&new_summary, Side::New);
+        broken_in.extend(left_out.iter().map(|b| (b.clone(), dir.clone())));
+        if leave_out {
+            new_summary = complete_only(&new_summary);
+        }
+        let mut verdicts = budgets(&new_summary, &new_scenario.thresholds);
+        let Some(base) = baseline::load(&root, &options.baseline, &name)? else {
+            let create = format!(
+                "memrel run --scenario {name} --save-baseline {}",
+                options.baseline
+            );
+            if options.lenient {
+                report.warnings.push(format!(
+                    "baseline {:?} has no entry for scenario {name}: skipped; create it with `{create}`",
+                    options.baseline
+                ));
+                finish_scenario(&mut report, verdicts, &left_out);
+                continue;
+            }
+            bail!(
+                "baseline {:?} has no entry for scenario {name} (in {}): create it with `{create}`, or pass --lenient to skip",
+                options.baseline,
+                root.display()
+            );
+        };
+        if base.header.scenario_toml != record.header.scenario_toml {
+            report.warnings.push(format!(
+                "scenario {name}: the scenario file differs from the baseline's (compare runs.json scenario_toml)"
+            ));
+        }
+        if base.header.host.hostname != record.header.host.hostname {
+            report.warnings.push(format!(
+                "scenario {name}: baseline made on {}, this run on {}",
+                base.header.host.hostname, record.header.host.hostname
+            ));
+        }
+        let mut base_summary = metrics::summarize(&base);
+        let base_broken = broken_runs(&base_summary, Side::Baseline);
+        let base_dir = root.join(&options.baseline).join(&name);
+        broken_in.extend(base_broken.iter().map(|b| (b.clone(), base_dir.clone())));
+        left_out.extend(base_broken);
+        if leave_out {
+            base_summary = complete_only(&base_summary);
+        }
+        verdicts.extend(compare(
+            &base_summary,
+            &new_summary,
+            &new_scenario.thresholds,
+        ));
+        finish_scenario(&mut report, verdicts, &left_out);
+    }
+    report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
+    report.errors = errors(&report.verdicts, &broken_in, options.broken_runs);
+    Ok((report, dirs))
+}
+
+/// Adds one scenario's rows to the report, each affected row saying which
+/// broken runs were left out.
+fn finish_scenario(
+    report: &mut VerdictReport,
+    mut verdicts: Vec<MetricVerdict>,
+    broken: &[BrokenRun],
+) {
+    if report.complete_runs_only {
+        note_left_out(&mut verdicts, broken);
+    }
+    report.verdicts.extend(verdicts);
+    report.broken_runs.extend(broken.iter().cloned());
+}

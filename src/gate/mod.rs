@@ -1,0 +1,143 @@
+//! The regression gate: compares a new run's summaries with a saved baseline
+//! and gives a verdict per scenario × strategy × resource × metric, plus the
+//! absolute budgets the scenario declares.
+//!
+//! The judging reads summaries, nothing else: no sampling, no files (only
+//! `assess` loads the records it is pointed at, and `rerun` runs the
+//! baseline's scenarios when it is pointed at none). Every resource a record measured (host RSS,
+//! VRAM of `cuda:N`) is judged by the same code, on the same metrics:
+//! retained after the last cycle, peak, retained slope, release latency and
+//! the retention rate.
+//!
+//! Broken evidence never passes: [`broken_runs`] names every run of either
+//! side that failed, timed out, was killed or measured fewer cycles than
+//! asked for, and `memrel check` exits 2 on any of them unless told to judge
+//! the complete runs only ([`complete_only`], which every affected row then
+//! says). A budget nothing could be checked against is an `error` row (exit
+//! 2), never a pass.
+//!
+//! What one observation is, per metric:
+//! - retained, peak and retained slope: one value per run (process). The
+//!   cycles of one process are not independent: a heap that did not shrink in
+//!   cycle 2 is still there in cycle 3, so counting its cycles apart would
+//!   claim evidence the gate does not have.
+//! - release latency: every timed cycle of every run. Each release is its own
+//!   event, so each cycle adds evidence.
+//! - retention rate: every cycle of every run, retaining (retained above the
+//!   scenario's threshold) or not. Retention on glibc is an event that
+//!   happens in some cycles and not in others; how often it happens is a
+//!   proportion, and the proportion test over cycles is where that shows.
+//!   Cycles of one process can still be correlated (a heap that stayed large
+//!   keeps counting), so a change must also come from two processes or more.
+//!
+//! The statistic reported and its interval agree: for values, the mean of
+//! each side and Welch's 95 % interval of the difference of means (exact
+//! Student-t quantiles from `stats`); with two runs a side the
+//! nonparametric intervals of a median difference cannot reach 95 %
+//! (the widest one has 67 %), so means it is. For the retention rate, the
+//! share of retaining cycles on each side, Newcombe's 95 % interval of the
+//! difference and Fisher's exact test.
+//!
+//! A verdict needs a change beyond the noise band (max of a relative and an
+//! absolute part; 10 percentage points for rates) that is also significant:
+//! for values, the whole interval beyond the band; for rates, the difference
+//! beyond the band with Fisher's p < 0.05. An interval inside the band is
+//! `no-change`, anything else `inconclusive`. With fewer than two runs
+//! contributing on a side, a change is `inconclusive`, never a verdict.
+//!
+//! A resource that was not measured (`ResourceRun::not_measured`) gives no
+//! observations, never a zero: when one side lacks it the verdict is
+//! `inconclusive` with the reason.
+//!
+//! The files, one job each, importing one way: `metric` (what is judged,
+//! what one observation is) is the leaf, `report` (the verdict schema, types
+//! only) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
+//! budgets) and `evidence` (which runs count, and the errors that make the
+//! check exit 2) build on them; `assess` gathers one `memrel check` over
+//! saved directories and `rerun` re-runs a baseline's scenarios; this file
+//! holds the comparison loop.
+
+mod assess;
+mod budget;
+mod decide;
+mod evidence;
+mod metric;
+mod report;
+mod rerun;
+#[cfg(test)]
+mod tests;
+
+pub use assess::{assess, CheckOptions};
+pub use budget::budgets;
+pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
+pub use evidence::{broken_runs, complete_only, errors, note_left_out, BrokenRuns};
+pub use metric::{GateMetric, Observations, RATE_BAND};
+pub use report::{
+    BrokenRun, BudgetCheck, MetricVerdict, Per, RateTest, Side, Statistic, Verdict, VerdictReport,
+    VERDICT_SCHEMA_VERSION,
+};
+
+use crate::metrics::{Resource, Summary};
+use crate::scenario::Thresholds;
+use metric::runs_of;
+
+/// The resources to judge: the new summary's (lead first), then any that
+/// only the baseline has (so a resource that vanished is reported, not dropped).
+fn resources(baseline: &Summary, new: &Summary) -> Vec<Resource> {
+    let mut out = new.shown();
+    for r in baseline.shown() {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// Compares one scenario's new summary with its baseline summary: one row per
+/// strategy × resource × metric.
+pub fn compare(baseline: &Summary, new: &Summary, thresholds: &Thresholds) -> Vec<MetricVerdict> {
+    let resources = resources(baseline, new);
+    let in_baseline = |s: &str| baseline.strategies.iter().any(|b| b.strategy == s);
+    let mut out = Vec::new();
+    for strategy in new.strategies.iter().map(|s| s.strategy.as_str()) {
+        let new_runs = runs_of(new, strategy);
+        let base_runs = runs_of(baseline, strategy);
+        for &resource in &resources {
+            for metric in GateMetric::ALL {
+                let mut v = MetricVerdict::blank(&new.scenario, strategy, resource, metric);
+                // A strategy listed with no runs left lost them all to
+                // --complete-runs-only: nothing to judge is an error.
+                match (
+                    in_baseline(strategy),
+                    base_runs.is_empty(),
+                    new_runs.is_empty(),
+                ) {
+                    (false, _, _) => {
+                        v.note = "the baseline has no runs of this strategy".into();
+                    }
+                    (true, true, _) => {
+                        v.verdict = Verdict::Error;
+                        v.note = "no complete run of this strategy in the baseline".into();
+                    }
+                    (true, false, true) => {
+                        v.verdict = Verdict::Error;
+                        v.note = "no complete run of this strategy in the new runs".into();
+                    }
+                    (true, false, false) => {
+                        v = judge(
+                            &new.scenario,
+                            strategy,
+                            resource,
+                            metric,
+                            &Observations::of(metric, resource, &base_runs),
+                            &Observations::of(metric, resource, &new_runs),
+                            thresholds,
+                        );
+                    }
+                }
+                out.push(v);
+            }
+        }
+    }
+    out
+}

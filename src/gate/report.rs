@@ -1,0 +1,234 @@
+//! The verdict schema: what verdict.json holds and verdict.md shows. Types
+//! and their names only; nothing here judges or reads a record.
+
+use serde::{Deserialize, Serialize};
+
+use super::metric::GateMetric;
+use crate::metrics::Resource;
+
+/// Bumped when verdict.json changes shape (2: rows name their resource, say
+/// what one observation is, and budget rows carry their scenario key;
+/// 3: rows report means (`baseline_value`, `new_value`, `statistic`) instead
+/// of medians, the `retention_rate` rows carry their counts and p-value, the
+/// `error` verdict, and the report lists `errors` and `broken_runs`;
+/// 4: a budget row's `metric` is the metric's own name, no longer with
+/// ` (budget)` appended (the row's `budget` says it is one), and a budget
+/// nothing could be checked against says why in `budget.unchecked`).
+pub const VERDICT_SCHEMA_VERSION: u32 = 4;
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Regressed,
+    Improved,
+    NoChange,
+    Inconclusive,
+    /// An absolute budget from the scenario was exceeded.
+    OverBudget,
+    /// The baseline has no entry for this scenario × strategy (lenient mode).
+    Skipped,
+    /// The evidence cannot be judged (a budget with no observation, a
+    /// strategy with no complete run): `memrel check` exits 2.
+    Error,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Regressed => "regressed",
+            Verdict::Improved => "improved",
+            Verdict::NoChange => "no-change",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::OverBudget => "over-budget",
+            Verdict::Skipped => "skipped",
+            Verdict::Error => "error",
+        }
+    }
+
+    /// A regression: exit 1.
+    pub fn fails(self) -> bool {
+        matches!(self, Verdict::Regressed | Verdict::OverBudget)
+    }
+}
+
+/// What one observation of a metric is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Per {
+    /// One value per run (process).
+    Run,
+    /// One value per timed cycle of every run.
+    Cycle,
+}
+
+/// The statistic a row's `baseline_value` and `new_value` are.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Statistic {
+    /// The mean of the observations (interval: Welch's, of the difference of means).
+    Mean,
+    /// The share of cycles retaining (interval: Newcombe's, of the difference).
+    Rate,
+    /// The worst run (budget rows).
+    Worst,
+}
+
+/// The scenario's budget a row was checked against, in the metric's unit.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BudgetCheck {
+    /// The `[thresholds]` key of the scenario file, e.g. `max_retained_vram_mib`.
+    pub key: String,
+    pub limit: f64,
+    /// The worst run's value (`None`: nothing to check).
+    pub worst: Option<f64>,
+    /// Why the budget could not be checked (the row is then an `error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchecked: Option<String>,
+}
+
+/// The counts behind a `retention_rate` row.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RateTest {
+    /// Retaining cycles on each side (out of `baseline_n` and `new_n`).
+    pub baseline_retaining: u64,
+    pub new_retaining: u64,
+    /// Runs with a retaining cycle on each side.
+    pub baseline_runs_retaining: usize,
+    pub new_runs_retaining: usize,
+    /// Fisher's exact test, two-sided.
+    pub p_value: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MetricVerdict {
+    pub scenario: String,
+    pub strategy: String,
+    /// `host` or `cuda:N`.
+    pub resource: Resource,
+    pub metric: GateMetric,
+    /// What one observation is: a run, or a timed cycle of a run.
+    pub per: Per,
+    /// What `baseline_value` and `new_value` are.
+    pub statistic: Statistic,
+    pub verdict: Verdict,
+    pub baseline_value: Option<f64>,
+    pub new_value: Option<f64>,
+    /// new_value − baseline_value.
+    pub change: Option<f64>,
+    /// 95 % interval of the change (new − baseline).
+    pub interval: Option<(f64, f64)>,
+    pub noise_band: Option<f64>,
+    /// Observations on each side.
+    pub baseline_n: usize,
+    pub new_n: usize,
+    /// Runs that gave those observations.
+    pub baseline_runs: usize,
+    pub new_runs: usize,
+    /// Set on the rows of absolute budgets (and only on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetCheck>,
+    /// Set on the `retention_rate` rows that were tested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateTest>,
+    pub note: String,
+}
+
+/// Which side of the comparison a run belongs to.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    Baseline,
+    New,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Baseline => "baseline",
+            Side::New => "new",
+        }
+    }
+}
+
+/// A run whose evidence is broken: it failed, timed out, was killed, or
+/// measured fewer cycles than asked for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BrokenRun {
+    pub scenario: String,
+    pub side: Side,
+    pub run: u32,
+    pub strategy: String,
+    pub repetition: u32,
+    /// The run's status as runs.json writes it (`failed`, `timed_out`, …),
+    /// or `incomplete` for a completed run that measured too few cycles.
+    pub status: String,
+    /// Its error, or what is missing.
+    pub why: String,
+}
+
+impl std::fmt::Display for BrokenRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "scenario {}, {} run {} ({} repetition {}): {}: {}",
+            self.scenario,
+            self.side.as_str(),
+            self.run,
+            self.strategy,
+            self.repetition,
+            self.status,
+            self.why
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerdictReport {
+    pub schema_version: u32,
+    pub baseline: String,
+    /// A regression or a blown budget: exit 1.
+    pub regressed: bool,
+    /// Why the evidence cannot be judged: exit 2 when any (takes precedence).
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// Runs of either side that failed, timed out, were killed or are incomplete.
+    #[serde(default)]
+    pub broken_runs: Vec<BrokenRun>,
+    /// `--complete-runs-only`: the broken runs were left out and the rest judged.
+    #[serde(default)]
+    pub complete_runs_only: bool,
+    pub verdicts: Vec<MetricVerdict>,
+    pub warnings: Vec<String>,
+}
+
+impl MetricVerdict {
+    /// A `skipped` row with nothing measured, to be filled in.
+    pub(super) fn blank(
+        scenario: &str,
+        strategy: &str,
+        resource: Resource,
+        metric: GateMetric,
+    ) -> MetricVerdict {
+        MetricVerdict {
+            scenario: scenario.to_string(),
+            strategy: strategy.to_string(),
+            resource,
+            metric,
+            per: metric.per(),
+            statistic: metric.statistic(),
+            verdict: Verdict::Skipped,
+            baseline_value: None,
+            new_value: None,
+            change: None,
+            interval: None,
+            noise_band: None,
+            baseline_n: 0,
+            new_n: 0,
+            baseline_runs: 0,
+            new_runs: 0,
+            budget: None,
+            rate: None,
+            note: String::new(),
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! Each memory metric named once: its snake_case stem (JSON, CSV), the name
+//! people read, its unit and formatter, its table headers and, where a
+//! scenario can budget it, the `[thresholds]` key per kind of resource.
+//!
+//! Tables, CSV, the gate, verdict.md and the scenario parser read this
+//! list, so a metric renamed here is renamed everywhere. It describes
+//! metrics; it computes none (that is `metrics::memory`).
+
+use super::Resource;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The unit a metric's values are in, and how people read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Bytes, shown as MiB.
+    Bytes,
+    /// Bytes per cycle, shown as MiB/cycle.
+    BytesPerCycle,
+    /// Seconds, shown as ms.
+    Seconds,
+    /// A share in 0..=1, shown as %.
+    Fraction,
+    /// A count, shown as is.
+    Count,
+}
+
+impl Unit {
+    /// The unit people read (`MiB`, `MiB/cycle`, `ms`, `%`; empty for a count).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Unit::Bytes => "MiB",
+            Unit::BytesPerCycle => "MiB/cycle",
+            Unit::Seconds => "ms",
+            Unit::Fraction => "%",
+            Unit::Count => "",
+        }
+    }
+
+    /// A value in people's unit, without the unit (`416.0`, `12.5`, `100`).
+    pub fn number(self, v: f64) -> String {
+        match self {
+            Unit::Bytes | Unit::BytesPerCycle => format!("{:.1}", v / MIB),
+            Unit::Seconds => format!("{:.1}", v * 1e3),
+            Unit::Fraction => format!("{:.0}", v * 100.0),
+            Unit::Count => format!("{v}"),
+        }
+    }
+
+    /// A value with its unit: `416.0 MiB`, `1.2 MiB/cycle`, `12.5 ms`, `50 %`.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Unit::Count => self.number(v),
+            _ => format!("{} {}", self.number(v), self.suffix()),
+        }
+    }
+
+    /// A value given in the `[thresholds]` unit (MiB, MiB/cycle) in bytes.
+    pub fn bytes_of_mib(mib: f64) -> u64 {
+        (mib * MIB).round().max(0.0) as u64
+    }
+}
+
+/// Every memory metric of one resource that memrel reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MemoryMetric {
+    Baseline,
+    Floor,
+    Peak,
+    Loaded,
+    AfterUnload,
+    AfterRelease,
+    Retained,
+    ReleasedFraction,
+    /// The slope of retained over cycles.
+    Growth,
+    ReleaseLatency,
+    ReleaseT50,
+    ReleaseT90,
+    RetainingCycles,
+    RetainingProcesses,
+    /// Retaining cycles out of all cycles.
+    RetentionRate,
+}
+
+/// The `[thresholds]` keys that budget one metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetKeys {
+    /// For host memory (RSS).
+    pub host: &'static str,
+    /// For device memory (VRAM).
+    pub device: &'static str,
+}
+
+/// What people and files call one metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricInfo {
+    pub metric: MemoryMetric,
+    /// The snake_case stem of JSON fields and CSV columns (`retained_bytes`).
+    pub name: &'static str,
+    /// What people call it (`retained`, `growth per cycle`).
+    pub human: &'static str,
+    pub unit: Unit,
+    /// The console table's header (short).
+    pub header: &'static str,
+    /// The Markdown table's header (without the resource).
+    pub markdown_header: &'static str,
+    /// The scenario keys that budget it, if a scenario can.
+    pub budget: Option<BudgetKeys>,
+}
+
+const fn info(
+    metric: MemoryMetric,
+    name: &'static str,
+    human: &'static str,
+    unit: Unit,
+    (header, markdown_header): (&'static str, &'static str),
+    budget: Option<BudgetKeys>,
+) -> MetricInfo {
+    MetricInfo {
+        metric,
+        name,
+        human,
+        unit,
+        header,
+        markdown_header,
+        budget,
+    }
+}
+
+/// The catalogue, in table order.
+pub const CATALOGUE: [MetricInfo; 15] = {
+    use MemoryMetric as M;
+    [
+        info(
+            M::Baseline,
+            "baseline_bytes",
+            "baseline",
+            Unit::Bytes,
+            ("baseline", "baseline"),
+            None,
+        ),
+        info(
+            M::Floor,
+            "floor_bytes",
+            "floor",
+            Unit::Bytes,
+            ("floor", "floor"),
+            None,
+        ),
+        info(
+            M::Peak,
+            "peak_bytes",
+            "peak",
+            Unit::Bytes,
+            ("peak", "peak"),
+            Some(BudgetKeys {
+                host: "max_peak_mib",
+                device: "max_peak_vram_mib",
+            }),
+        ),
+        info(
+            M::Loaded,
+            "loaded_bytes",
+            "loaded",
+            Unit::Bytes,
+            ("loaded", "loaded"),
+            None,
+        ),
+        info(
+            M::AfterUnload,
+            "after_unload_bytes",
+            "after unload",
+            Unit::Bytes,
+            ("after unload", "after unload"),
+            None,
+        ),
+        info(
+            M::AfterRelease,
+            "after_release_bytes",
+            "after release",
+            Unit::Bytes,
+            ("after release", "after release"),
+            None,
+        ),
+        info(
+            M::Retained,
+            "retained_bytes",
+            "retained",
+            Unit::Bytes,
+            ("retained", "retained"),
+            Some(BudgetKeys {
+                host: "max_retained_mib",
+                device: "max_retained_vram_mib",
+            }),
+        ),
+        info(
+            M::ReleasedFraction,
+            "released_fraction",
+            "released",
+            Unit::Fraction,
+            ("released", "released"),
+            None,
+        ),
+        info(
+            M::Growth,
+            "retained_slope_bytes_per_cycle",
+            "growth per cycle",
+            Unit::BytesPerCycle,
+            ("growth/cycle", "growth"),
+            Some(BudgetKeys {
+                host: "max_retained_slope_mib_per_cycle",
+                device: "max_retained_vram_slope_mib_per_cycle",
+            }),
+        ),
+        info(
+            M::ReleaseLatency,
+            "release_latency_s",
+            "release latency",
+            Unit::Seconds,
+            ("latency ms", "release latency"),
+            None,
+        ),
+        info(
+            M::ReleaseT50,
+            "release_t50_s",
+            "release t50",
+            Unit::Seconds,
+            ("t50 ms", "release t50"),
+            None,
+        ),
+        info(
+            M::ReleaseT90,
+            "release_t90_s",
+            "release t90",
+            Unit::Seconds,
+            ("t90 ms", "release t90"),
+            None,
+        ),
+        info(
+            M::RetainingCycles,
+            "cycles_retaining",
+            "retaining cycles",
+            Unit::Count,
+            ("retaining", "retaining cycles"),
+            None,
+        ),
+        info(
+            M::RetainingProcesses,
+            "processes_retaining",
+            "retaining processes",
+            Unit::Count,
+            ("processes", "retaining processes"),
+            None,
+        ),
+        info(
+            M::RetentionRate,
+            "retention_rate",
+            "retention rate",
+            Unit::Fraction,
+            ("retention", "retention rate"),
+            None,
+        ),
+    ]
+};
+
+impl MemoryMetric {
+    /// Its entry in [`CATALOGUE`].
+    pub fn info(self) -> &'static MetricInfo {
+        // The catalogue lists every metric once, in declaration order (tested).
+        &CATALOGUE[self as usize]
+    }
+
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    pub fn human(self) -> &'static str {
+        self.info().human
+    }
+
+    pub fn unit(self) -> Unit {
+        self.info().unit
+    }
+
+    /// The `[thresholds]` key that budgets this metric of `resource`.
+    pub fn budget_key(self, resource: Resource) -> Option<&'static str> {
+        self.info().budget.map(|keys| {
+            if resource.is_device() {
+                keys.device
+            } else {
+                keys.host
+            }
+        })
+    }
+}
+
+/// Every `[thresholds]` budget key: (metric, for a device, key), host first.
+pub fn budget_keys() -> impl Iterator<Item = (MemoryMetric, bool, &'static str)> {
+    [false, true].into_iter().flat_map(|device| {
+        CATALOGUE.iter().filter_map(move |i| {
+            let keys = i.budget?;
+            Some((
+                i.metric,
+                device,
+                if device { keys.device } else { keys.host },
+            ))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_listed_once_at_its_own_index() {
+        for (i, info) in CATALOGUE.iter().enumerate() {
+            assert_eq!(info.metric as usize, i, "{info:?}");
+        }
+        let mut names: Vec<&str> = CATALOGUE.iter().map(|i| i.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CATALOGUE.len());
+    }
+
+    #[test]
+    fn units_format_as_people_read_them() {
+        assert_eq!(Unit::Bytes.format(416.0 * MIB), "416.0 MiB");
+        assert_eq!(Unit::BytesPerCycle.format(MIB / 2.0), "0.5 MiB/cycle");
+        assert_eq!(Unit::Seconds.format(0.0125), "12.5 ms");
+        assert_eq!(Unit::Fraction.format(0.5), "50 %");
+        assert_eq!(Unit::Count.format(3.0), "3");
+        assert_eq!(Unit::bytes_of_mib(1.5), 3 << 19);
+    }
+
+    #[test]
+    fn budget_keys_are_host_first_and_each_spelled_once() {
+        let keys: Vec<&str> = budget_keys().map(|(_, _, k)| k).collect();
+        assert_eq!(
+            keys,
+            [
+                "max_peak_mib",
+                "max_retained_mib",
+                "max_retained_slope_mib_per_cycle",
+                "max_peak_vram_mib",
+                "max_retained_vram_mib",
+                "max_retained_vram_slope_mib_per_cycle",
+            ]
+        );
+        assert_eq!(
+            MemoryMetric::Retained.budget_key(Resource::Device(1)),
+            Some("max_retained_vram_mib")
+        );
+        assert_eq!(
+            MemoryMetric::ReleaseLatency.budget_key(Resource::Host),
+            None
+        );
+    }
+}
