@@ -18,7 +18,7 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::chart::phase_spans;
+use super::chart::timeline::phase_spans;
 use crate::metrics::Resource;
 use crate::record::{Record, RunRecord, Sample};
 use crate::textutil::MIB;

@@ -1,7 +1,7 @@
 //! `timeline.png`: one panel per strategy (its representative run, the one
 //! whose retained value of the lead resource is the median), every run on one
 //! real-time axis with t = 0 at the start of its cycle 1 (the warm-up before
-//! it squeezed into a stub when long, see `layout::TimeAxis`).
+//! it squeezed into a stub when long, see `frame::TimeAxis`).
 //!
 //! A panel is a list of sub-panels ([`panel_plan`]), one per resource on its
 //! own scale: on CUDA, the process's VRAM with its context floor and baseline
@@ -20,7 +20,7 @@ use anyhow::Result;
 use plotters::prelude::*;
 
 use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
-use super::layout::{
+use super::frame::{
     self, draw_level, draw_not_measured, header, label_stub, shade, stub_lines, time_panel, Band,
     Chart, LabelAt, PanelStyle, RunClock, TimeAxis, LEVEL_GREY, WIDTH,
 };
@@ -31,7 +31,7 @@ use crate::protocol::{Edge, Phase};
 use crate::record::{Record, RunRecord, RunStatus};
 use crate::textutil::MIB;
 
-pub use super::layout::run_end_s;
+pub use super::frame::run_end_s;
 pub use super::png::register_font;
 
 /// A phase's time span within a run.
@@ -203,7 +203,7 @@ pub fn write_timeline(record: &Record, summary: &Summary, path: &Path) -> Result
             draw_legend(legend, 44, &entries)
         }));
     }
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 /// Draws one run's panel (its caption, then its sub-panels) and returns its legend entries.
@@ -259,7 +259,7 @@ fn draw_run_panel(
                 let first = measured.first() == Some(r);
                 let style = PanelStyle {
                     y_desc: None,
-                    x_axis: last.then_some(super::layout::X_DESC),
+                    x_axis: last.then_some(super::frame::X_DESC),
                     lane: false,
                     margin_top: 4,
                 };

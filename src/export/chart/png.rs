@@ -22,7 +22,7 @@ pub type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 /// Registers the embedded DejaVu Sans as plotters' sans-serif font.
 pub fn register_font() {
     FONT_ONCE.call_once(|| {
-        let bytes: &'static [u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+        let bytes: &'static [u8] = include_bytes!("../../../assets/DejaVuSans.ttf");
         // The embedded font is valid; a failure here would only lose text.
         let _ = plotters::style::register_font(FONT, FontStyle::Normal, bytes);
         let _ = plotters::style::register_font(FONT, FontStyle::Bold, bytes);

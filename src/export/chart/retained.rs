@@ -18,8 +18,8 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::compare_chart::resources;
-use super::layout::{
+use super::compare::resources;
+use super::frame::{
     self, cycle_panel, cycle_range, draw_cycle_axis, draw_lane_label, draw_not_measured, header,
     Band, Chart, LEVEL_GREY,
 };
@@ -137,7 +137,7 @@ pub fn write_retained_chart(comparison: &Comparison, path: &Path) -> Result<()> 
     )];
     for panel in &panels {
         if let Panel::NotMeasured(_, why) = panel {
-            bands.push(layout::not_measured(NOTE_HEIGHT, why.clone()));
+            bands.push(frame::not_measured(NOTE_HEIGHT, why.clone()));
         }
     }
     if axes.len() > 1 {
@@ -170,7 +170,7 @@ pub fn write_retained_chart(comparison: &Comparison, path: &Path) -> Result<()> 
         }
         Ok(())
     }));
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 /// `area` split into `n` columns of equal width.
@@ -187,7 +187,7 @@ fn draw_column_titles(area: &Area, axes: &[Axes]) -> Result<()> {
         cell.draw_text(
             &format!("{} retained (MiB)", a.resource.label()),
             &font,
-            (layout::Y_LABEL_AREA as i32 + layout::MARGIN as i32, 4),
+            (frame::Y_LABEL_AREA as i32 + frame::MARGIN as i32, 4),
         )
         .map_err(plot_err)?;
     }

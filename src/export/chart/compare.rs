@@ -26,15 +26,15 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::chart::{drawn_run, phase_spans};
 use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
-use super::layout::{
+use super::frame::{
     self, draw_lane_label, draw_lane_tag, draw_level, draw_not_measured, header, label_stub,
     run_end_s, shade, stub_lines_of, time_panel, Band, LabelAt, PanelStyle, RunClock, TimeAxis,
     LEVEL_GREY, MARGIN, PLOT_WIDTH, Y_LABEL_AREA,
 };
 use super::palette::{lighten, phase_ribbon_colour, strategy_colour};
 use super::png::{draw_legend, legend_height, plot_err, Area, LegendEntry, Swatch, FONT};
+use super::timeline::{drawn_run, phase_spans};
 use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::memory::cycle_edges;
 use crate::metrics::{Resource, ResourceSummary, Spread};
@@ -182,9 +182,7 @@ pub fn write_compare_chart(
     let phases_follow = |i: usize| panels.get(i + 1) == Some(&Panel::Phases);
     for (i, panel) in panels.iter().enumerate() {
         match panel {
-            Panel::NotMeasured(_, why) => {
-                bands.push(layout::not_measured(NOTE_HEIGHT, why.clone()))
-            }
+            Panel::NotMeasured(_, why) => bands.push(frame::not_measured(NOTE_HEIGHT, why.clone())),
             Panel::Overlay(r) => {
                 let r = *r;
                 let height = if first_overlay {
@@ -228,7 +226,7 @@ pub fn write_compare_chart(
                     }));
                 }
                 let stub = stub_lines_of(&runs_of(lines));
-                bands.push(layout::time_axis_band(axis.clone(), x_desc(axis), stub));
+                bands.push(frame::time_axis_band(axis.clone(), x_desc(axis), stub));
                 let resources = resources.clone();
                 bands.push(Band::whole(KEY_HEIGHT, move |area| {
                     draw_key(area, lines, &resources)
@@ -236,17 +234,17 @@ pub fn write_compare_chart(
             }
         }
     }
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 fn x_desc(axis: &TimeAxis) -> String {
     if axis.squeezed {
         format!(
             "{} · left of the dashed line: worker start to cycle 1, squeezed",
-            super::layout::X_DESC
+            super::frame::X_DESC
         )
     } else {
-        super::layout::X_DESC.to_string()
+        super::frame::X_DESC.to_string()
     }
 }
 
@@ -674,8 +672,8 @@ fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -> Vec<Strin
         // The stub is not to scale: say how long this run took to reach cycle 1.
         lines.push(format!(
             "{} {:.1} s before cycle 1 (squeezed)",
-            layout::lead_in_name(line.run),
-            layout::lead_in_s(line.run)
+            frame::lead_in_name(line.run),
+            frame::lead_in_s(line.run)
         ));
     }
     lines
@@ -828,7 +826,7 @@ mod tests {
         write_compare_chart(&c, &[&record], &path).unwrap();
         let png = std::fs::read(&path).unwrap();
         let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
-        assert_eq!(size(16), layout::WIDTH);
+        assert_eq!(size(16), frame::WIDTH);
         let strategies = 3;
         let expected = 68
             + LEAD_OVERLAY_HEIGHT

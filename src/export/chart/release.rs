@@ -23,15 +23,15 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::chart::{drawn_run, phase_spans};
-use super::compare_chart::resources;
+use super::compare::resources;
 use super::decimate::min_max_columns;
-use super::layout::{
+use super::frame::{
     self, draw_level, header, Band, Chart, LEVEL_GREY, MARGIN, PLOT_WIDTH, Y_LABEL_AREA,
 };
 use super::palette::{lighten, phase_colour, strategy_colour};
 use super::png::{draw_legend, legend_height, non_overlapping, plot_err, Area, LegendEntry};
 use super::png::{Swatch, FONT};
+use super::timeline::{drawn_run, phase_spans};
 use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::memory::cycle_edges;
 use crate::metrics::{LastCycle, Resource};
@@ -159,7 +159,7 @@ pub fn write_release_chart(
     let (lines, sources) = (&lines, &sources);
     let mut bands = vec![header_band(comparison, lines)];
     for (_, why) in missing {
-        bands.push(layout::not_measured(NOTE_HEIGHT, why));
+        bands.push(frame::not_measured(NOTE_HEIGHT, why));
     }
     for (i, &r) in measured.iter().enumerate() {
         let legend = panel_legend(lines, i, r);
@@ -169,7 +169,7 @@ pub fn write_release_chart(
             draw_legend(side, 24, &legend)
         }));
     }
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 fn line_of<'a>(row: &'a Row, records: &[&'a Record], measured: &[Resource]) -> Line<'a> {
@@ -380,7 +380,7 @@ fn draw_settle(chart: &mut Chart, c: &Curve, y_top: f64, source: Option<&str>) -
         let colour = phase_colour(p).unwrap_or(RGBColor(246, 246, 246));
         (to_x(a), to_x(b), lighten(colour, 0.3))
     });
-    layout::shade(chart, spans, None)?;
+    frame::shade(chart, spans, None)?;
     let labels: Vec<(i32, String, f64)> = c
         .settle
         .iter()
