@@ -18,7 +18,6 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::chart::timeline::phase_spans;
 use crate::metrics::Resource;
 use crate::record::{Record, RunRecord, Sample};
 use crate::textutil::MIB;
@@ -100,7 +99,7 @@ pub fn trace_json(records: &[(&str, &Record)]) -> Result<Vec<u8>> {
             )?;
             let resources = Resource::of(&record.header);
             write_counters(run, &resources, pid, &mut |e| emit(&mut out, e))?;
-            for span in phase_spans(run) {
+            for span in run.phase_spans() {
                 let label = span.label();
                 emit(
                     &mut out,
