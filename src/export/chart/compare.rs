@@ -704,13 +704,7 @@ mod tests {
 
     #[test]
     fn a_cuda_record_without_vram_plans_a_note_and_no_vram_line() {
-        let mut record = fixture::record();
-        record.header.device = "cuda:0".into();
-        record.runs[0].meta.checks.push(crate::protocol::Check {
-            name: "vram sampler (nvml)".into(),
-            ok: false,
-            detail: "nvml: driver not loaded".into(),
-        });
+        let record = fixture::cuda_unmeasured();
         let c = comparison_of(&record);
         let panels = plan(&c);
         assert_eq!(

@@ -442,13 +442,7 @@ mod tests {
 
     #[test]
     fn a_cuda_run_without_vram_gets_a_note_not_a_vram_panel() {
-        let mut record = fixture::record();
-        record.header.device = "cuda:0".into();
-        record.runs[0].meta.checks.push(crate::protocol::Check {
-            name: "vram sampler (nvml)".into(),
-            ok: false,
-            detail: "nvml: driver not loaded".into(),
-        });
+        let record = fixture::cuda_unmeasured();
         let summary = summarize(&record);
         assert_eq!(
             panel_plan(&summary, &record.runs[0]),
