@@ -9,7 +9,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use memrel::export::{chart, compare_chart, decimate};
+use memrel::export::chart::{compare as compare_chart, decimate, timeline as chart};
 use memrel::metrics::{self, comparison};
 
 mod support;

@@ -1,10 +1,9 @@
 //! A synthetic record of one million samples (1 ms for 1000 s, 100 cycles),
 //! shared by the benches that render and stream long runs.
 
-use memrel::protocol::{Edge, MemoryAtEdge, Phase, PhaseEdge};
-use memrel::record::{
-    Event, Header, Host, Record, RunMeta, RunRecord, RunStatus, Sample, SCHEMA_VERSION,
-};
+use memrel::protocol::{Edge, Phase};
+use memrel::record::fixture::{self, memory, sample};
+use memrel::record::{Record, RunMeta, RunRecord, RunStatus};
 
 pub const SAMPLES: usize = 1_000_000;
 const CYCLES: u32 = 100;
@@ -28,112 +27,47 @@ pub fn synthetic_record(cuda: bool) -> Record {
             base + 20 * MIB
         };
         let spike = if i % 10_000 == 5_555 { 300 * MIB } else { 0 };
-        samples.push(Sample {
-            t_s,
-            rss_bytes: rss + spike,
-            anon_bytes: (rss + spike) * 3 / 4,
-            file_bytes: (rss + spike) / 4,
-            vram_bytes: vram(rss + spike),
-        });
+        samples.push(sample(t_s, rss + spike, vram(rss + spike)));
     }
     let mut events = Vec::new();
     let mut edge = |t_s: f64, phase: Phase, edge: Edge, cycle: u32, rss_bytes: u64| {
-        events.push(Event {
-            t_s,
-            edge: PhaseEdge {
-                phase,
-                edge,
-                cycle,
-                model: None,
-                elapsed_s: (edge == Edge::End).then_some(0.5),
-                memory: MemoryAtEdge {
-                    rss_bytes,
-                    anon_bytes: rss_bytes * 3 / 4,
-                    file_bytes: rss_bytes / 4,
-                    vram_bytes: vram(rss_bytes),
-                },
-                allocator: None,
-                heap: None,
-                note: None,
-                mono_s: None,
-            },
-        })
+        let mut e = fixture::edge(t_s, phase, edge, cycle, memory(rss_bytes, vram(rss_bytes)));
+        e.edge.elapsed_s = (edge == Edge::End).then_some(0.5);
+        events.push(e);
     };
     edge(0.0, Phase::Baseline, Edge::Begin, 0, base);
     edge(0.001, Phase::Baseline, Edge::End, 0, base);
+    let (loaded, kept) = (base + 800 * MIB, base + 20 * MIB);
     for c in 0..CYCLES {
         let t0 = f64::from(c) * 10.0;
         let cycle = c + 1;
         edge(t0 + 0.002, Phase::Load, Edge::Begin, cycle, base);
-        edge(t0 + 4.0, Phase::Load, Edge::End, cycle, base + 800 * MIB);
-        edge(
-            t0 + 4.0,
-            Phase::Forward,
-            Edge::Begin,
-            cycle,
-            base + 800 * MIB,
-        );
-        edge(t0 + 7.0, Phase::Forward, Edge::End, cycle, base + 800 * MIB);
-        edge(
-            t0 + 7.0,
-            Phase::Unload,
-            Edge::Begin,
-            cycle,
-            base + 800 * MIB,
-        );
-        edge(t0 + 7.1, Phase::Unload, Edge::End, cycle, base + 20 * MIB);
-        edge(
-            t0 + 7.1,
-            Phase::Release,
-            Edge::Begin,
-            cycle,
-            base + 20 * MIB,
-        );
-        edge(t0 + 7.2, Phase::Release, Edge::End, cycle, base + 20 * MIB);
-        edge(t0 + 7.2, Phase::Settle, Edge::Begin, cycle, base + 20 * MIB);
-        edge(t0 + 9.9, Phase::Settle, Edge::End, cycle, base + 20 * MIB);
+        edge(t0 + 4.0, Phase::Load, Edge::End, cycle, loaded);
+        edge(t0 + 4.0, Phase::Forward, Edge::Begin, cycle, loaded);
+        edge(t0 + 7.0, Phase::Forward, Edge::End, cycle, loaded);
+        edge(t0 + 7.0, Phase::Unload, Edge::Begin, cycle, loaded);
+        edge(t0 + 7.1, Phase::Unload, Edge::End, cycle, kept);
+        edge(t0 + 7.1, Phase::Release, Edge::Begin, cycle, kept);
+        edge(t0 + 7.2, Phase::Release, Edge::End, cycle, kept);
+        edge(t0 + 7.2, Phase::Settle, Edge::Begin, cycle, kept);
+        edge(t0 + 9.9, Phase::Settle, Edge::End, cycle, kept);
     }
+    let mut header = fixture::header("synthetic-1m", CYCLES);
+    header.memrel_version = "bench".into();
+    header.scenario_origin = "bench".into();
+    header.device = if cuda { "cuda:0" } else { "cpu" }.into();
+    header.sampler = "synthetic".into();
+    header.interval_s = 1e-3;
+    header.models = Vec::new();
     Record {
-        header: Header {
-            schema_version: SCHEMA_VERSION,
-            memrel_version: "bench".into(),
-            scenario: "synthetic-1m".into(),
-            scenario_origin: "bench".into(),
-            scenario_toml: String::new(),
-            device: if cuda { "cuda:0" } else { "cpu" }.into(),
-            command: Vec::new(),
-            created_unix_s: 0,
-            host: Host {
-                hostname: "bench".into(),
-                os: "bench".into(),
-                kernel: "bench".into(),
-                libc: "bench".into(),
-                cpus: 1,
-                total_memory_bytes: 0,
-            },
-            sampler: "synthetic".into(),
-            interval_s: 1e-3,
-            cycles: CYCLES,
-            retention_threshold_bytes: 16 * MIB,
-            models: Vec::new(),
-        },
+        header,
         runs: vec![RunRecord {
             meta: RunMeta {
-                run: 1,
-                strategy: "drop".into(),
-                repetition: 1,
                 pid: 1,
                 status: RunStatus::Completed,
-                error: None,
-                checks: Vec::new(),
-                vm_hwm_bytes: None,
                 duration_s: 1000.0,
                 vram_floor_bytes: cuda.then_some(586 * MIB),
-                stderr_tail: String::new(),
-                stdout_tail: String::new(),
-                allocator: None,
-                ignored_env: Vec::new(),
-                respawned_pids: Vec::new(),
+                ..RunMeta::planned(1, "drop", 1)
             },
             samples,
             events,

@@ -5,17 +5,10 @@
 //! temporary PNG renamed into place).
 
 pub mod chart;
-pub mod compare_chart;
 pub mod compare_files;
 pub mod console;
-pub mod decimate;
 mod fields;
-pub mod layout;
 pub mod markdown;
-pub mod palette;
-pub mod png;
-pub mod release_chart;
-pub mod retained_chart;
 pub mod table;
 pub mod trace;
 pub mod verdict;
@@ -56,7 +49,7 @@ pub fn write_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Resu
 /// files, whose raw data must not be overwritten with what was salvaged.
 pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Result<()> {
     write_atomic(&dir.join(SUMMARY_FILE), &summary_json(summary)?)?;
-    chart::write_timeline(record, summary, &dir.join(TIMELINE_FILE))?;
+    chart::timeline::write_timeline(record, summary, &dir.join(TIMELINE_FILE))?;
     Ok(())
 }
 
@@ -79,8 +72,8 @@ pub fn write_compare_outputs(
         &dir.join(COMPARE_MD_FILE),
         table::markdown(comparison).as_bytes(),
     )?;
-    compare_chart::write_compare_chart(comparison, records, &dir.join(COMPARE_PNG_FILE))?;
-    retained_chart::write_retained_chart(comparison, &dir.join(RETAINED_PNG_FILE))?;
-    release_chart::write_release_chart(comparison, records, &dir.join(RELEASE_PNG_FILE))?;
+    chart::compare::write_compare_chart(comparison, records, &dir.join(COMPARE_PNG_FILE))?;
+    chart::retained::write_retained_chart(comparison, &dir.join(RETAINED_PNG_FILE))?;
+    chart::release::write_release_chart(comparison, records, &dir.join(RELEASE_PNG_FILE))?;
     Ok(())
 }

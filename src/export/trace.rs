@@ -18,7 +18,6 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::chart::phase_spans;
 use crate::metrics::Resource;
 use crate::record::{Record, RunRecord, Sample};
 use crate::textutil::MIB;
@@ -100,7 +99,7 @@ pub fn trace_json(records: &[(&str, &Record)]) -> Result<Vec<u8>> {
             )?;
             let resources = Resource::of(&record.header);
             write_counters(run, &resources, pid, &mut |e| emit(&mut out, e))?;
-            for span in phase_spans(run) {
+            for span in run.phase_spans() {
                 let label = span.label();
                 emit(
                     &mut out,
@@ -249,5 +248,42 @@ mod tests {
         for name in ["rss", "anon", "file"] {
             assert!(events.iter().any(|e| e["name"] == name), "no {name}");
         }
+    }
+
+    /// One run of one cycle: the trace as Perfetto reads it.
+    fn small_trace() -> String {
+        let record = Record {
+            header: fixture::header("trace", 1),
+            runs: vec![fixture::run(1, "drop", 1, &[2])],
+        };
+        String::from_utf8(trace_json(&[("A", &record)]).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn trace_json_snapshot() {
+        insta::assert_snapshot!(small_trace(), @r#"
+    {"displayTimeUnit":"ms","otherData":{"scenario":"trace","time":"microseconds since each worker started","tool":"memrel"},"traceEvents":[
+    {"name":"process_name","ph":"M","ts":0,"pid":1,"tid":1,"args":{"name":"drop · repetition 1 · run 1"}},
+    {"name":"process_sort_index","ph":"M","ts":0,"pid":1,"tid":1,"args":{"sort_index":1}},
+    {"name":"thread_name","ph":"M","ts":0,"pid":1,"tid":1,"args":{"name":"drop"}},
+    {"name":"rss","ph":"C","ts":0,"pid":1,"tid":1,"args":{"MiB":10.0}},
+    {"name":"rss","ph":"C","ts":100001,"pid":1,"tid":1,"args":{"MiB":110.0}},
+    {"name":"rss","ph":"C","ts":500001,"pid":1,"tid":1,"args":{"MiB":12.0}},
+    {"name":"rss","ph":"C","ts":1140002,"pid":1,"tid":1,"args":{"MiB":12.0}},
+    {"name":"anon","ph":"C","ts":0,"pid":1,"tid":1,"args":{"MiB":7.5}},
+    {"name":"anon","ph":"C","ts":100001,"pid":1,"tid":1,"args":{"MiB":82.5}},
+    {"name":"anon","ph":"C","ts":500001,"pid":1,"tid":1,"args":{"MiB":9.0}},
+    {"name":"anon","ph":"C","ts":1140002,"pid":1,"tid":1,"args":{"MiB":9.0}},
+    {"name":"file","ph":"C","ts":0,"pid":1,"tid":1,"args":{"MiB":2.5}},
+    {"name":"file","ph":"C","ts":100001,"pid":1,"tid":1,"args":{"MiB":27.5}},
+    {"name":"file","ph":"C","ts":500001,"pid":1,"tid":1,"args":{"MiB":3.0}},
+    {"name":"file","ph":"C","ts":1140002,"pid":1,"tid":1,"args":{"MiB":3.0}},
+    {"name":"baseline","ph":"X","ts":1300,"pid":1,"tid":1,"dur":98700,"cat":"phase","args":{"cycle":0,"phase":"baseline"}},
+    {"name":"load m","ph":"X","ts":100000,"pid":1,"tid":1,"dur":300000,"cat":"phase","args":{"cycle":1,"phase":"load"}},
+    {"name":"unload m","ph":"X","ts":400000,"pid":1,"tid":1,"dur":100000,"cat":"phase","args":{"cycle":1,"phase":"unload"}},
+    {"name":"release","ph":"X","ts":500000,"pid":1,"tid":1,"dur":100000,"cat":"phase","args":{"cycle":1,"phase":"release"}},
+    {"name":"settle","ph":"X","ts":600000,"pid":1,"tid":1,"dur":400000,"cat":"phase","args":{"cycle":1,"phase":"settle"}}
+    ]}
+    "#);
     }
 }

@@ -1,7 +1,10 @@
-//! Small hand-built records for unit tests across the crate.
+//! Small hand-built records for tests across the crate, the integration tests
+//! and the benches (behind the `test-support` feature outside `cfg(test)`).
+//! Test data only: nothing in memrel's own paths may call it.
 
 use super::*;
 use crate::protocol::{Check, Edge, MemoryAtEdge, Phase, PhaseEdge};
+use crate::scenario::Thresholds;
 
 pub const MIB: u64 = 1 << 20;
 
@@ -38,27 +41,66 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
     }
 }
 
-fn event(t_s: f64, phase: Phase, edge: Edge, cycle: u32, rss_mib: u64) -> Event {
+/// The scenario defaults of the gate's thresholds: 16 MiB retention
+/// threshold, 5 % / 16 MiB noise, no budgets.
+pub fn thresholds() -> Thresholds {
+    Thresholds {
+        retention_threshold_bytes: 16 * MIB,
+        noise_relative: 0.05,
+        noise_absolute_bytes: 16 * MIB,
+        host: Default::default(),
+        device: Default::default(),
+    }
+}
+
+/// Memory of `rss_bytes` split as every fixture splits it: 3/4 anonymous,
+/// 1/4 file-backed.
+pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
+    MemoryAtEdge {
+        rss_bytes,
+        anon_bytes: rss_bytes * 3 / 4,
+        file_bytes: rss_bytes / 4,
+        vram_bytes,
+    }
+}
+
+/// A sampler reading at `t_s`, split as [`memory`].
+pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
+    let m = memory(rss_bytes, vram_bytes);
+    Sample {
+        t_s,
+        rss_bytes: m.rss_bytes,
+        anon_bytes: m.anon_bytes,
+        file_bytes: m.file_bytes,
+        vram_bytes: m.vram_bytes,
+    }
+}
+
+/// A phase edge at `t_s` with no model, no elapsed time and nothing else.
+pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge) -> Event {
     Event {
         t_s,
         edge: PhaseEdge {
             phase,
             edge,
             cycle,
-            model: matches!(phase, Phase::Load | Phase::Unload).then(|| "m".to_string()),
-            elapsed_s: (edge == Edge::End).then_some(0.1 + 0.2),
-            memory: MemoryAtEdge {
-                rss_bytes: rss_mib * MIB,
-                anon_bytes: rss_mib * MIB * 3 / 4,
-                file_bytes: rss_mib * MIB / 4,
-                vram_bytes: None,
-            },
+            model: None,
+            elapsed_s: None,
+            memory,
             allocator: None,
             heap: None,
             note: None,
             mono_s: None,
         },
     }
+}
+
+/// [`edge`] of model `m` (on load and unload), 0.3 s at an end.
+fn event(t_s: f64, phase: Phase, at: Edge, cycle: u32, rss_mib: u64) -> Event {
+    let mut e = edge(t_s, phase, at, cycle, memory(rss_mib * MIB, None));
+    e.edge.model = matches!(phase, Phase::Load | Phase::Unload).then(|| "m".to_string());
+    e.edge.elapsed_s = (at == Edge::End).then_some(0.1 + 0.2);
+    e
 }
 
 /// One run: baseline 10 MiB, then per cycle load to 110 MiB, unload, release,
@@ -107,23 +149,13 @@ pub fn run(run: u32, strategy: &str, repetition: u32, retained_mib: &[u64]) -> R
                 .find(|(from, _)| *from <= t_s)
                 .map(|l| l.1)
                 .unwrap_or(10);
-            Sample {
-                t_s,
-                rss_bytes: mib * MIB,
-                anon_bytes: mib * MIB * 3 / 4,
-                file_bytes: mib * MIB / 4,
-                vram_bytes: None,
-            }
+            sample(t_s, mib * MIB, None)
         })
         .collect();
     RunRecord {
         meta: RunMeta {
-            run,
-            strategy: strategy.into(),
-            repetition,
             pid: 1000 + run,
             status: RunStatus::Completed,
-            error: None,
             checks: vec![Check {
                 name: "env".into(),
                 ok: true,
@@ -131,12 +163,7 @@ pub fn run(run: u32, strategy: &str, repetition: u32, retained_mib: &[u64]) -> R
             }],
             vm_hwm_bytes: Some(120 * MIB),
             duration_s: 1.0 / 3.0 + end_s,
-            vram_floor_bytes: None,
-            stderr_tail: String::new(),
-            stdout_tail: String::new(),
-            allocator: None,
-            ignored_env: Vec::new(),
-            respawned_pids: Vec::new(),
+            ..RunMeta::planned(run, strategy, repetition)
         },
         samples,
         events,
@@ -225,4 +252,17 @@ pub fn cuda_record() -> Record {
         }
     }
     Record { header, runs: out }
+}
+
+/// [`record`] on a CUDA device whose VRAM sampler could not start: host RSS
+/// only, and the reason VRAM was not measured in the first run's checks.
+pub fn cuda_unmeasured() -> Record {
+    let mut record = record();
+    record.header.device = "cuda:0".into();
+    record.runs[0].meta.checks.push(Check {
+        name: "vram sampler (nvml)".into(),
+        ok: false,
+        detail: "nvml: driver not loaded".into(),
+    });
+    record
 }

@@ -20,7 +20,8 @@ mod salvage;
 mod schema;
 mod types;
 
-#[cfg(test)]
+/// Hand-built records for tests and benches (the `test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
 pub mod fixture;
 
 use std::path::Path;

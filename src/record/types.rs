@@ -183,8 +183,104 @@ impl RunRecord {
 pub struct PhaseCursor<'a> {
     events: &'a [Event],
     next: usize,
-    open: Vec<Phase>,
+    open: PhaseStack<()>,
     cycle: u32,
+}
+
+/// The phases begun and not yet ended, innermost last, each with what its
+/// begin edge carried: an end closes the innermost open phase of its name (an
+/// end with no begin is ignored). The one begin/end stack of the crate's
+/// readers of a run (the phase at a time, the phase spans).
+#[derive(Debug, Clone)]
+pub struct PhaseStack<T> {
+    open: Vec<(Phase, T)>,
+}
+
+impl<T> Default for PhaseStack<T> {
+    fn default() -> Self {
+        PhaseStack { open: Vec::new() }
+    }
+}
+
+impl<T> PhaseStack<T> {
+    pub fn begin(&mut self, phase: Phase, with: T) {
+        self.open.push((phase, with));
+    }
+
+    /// Closes the innermost open `phase` and returns what its begin carried.
+    pub fn end(&mut self, phase: Phase) -> Option<T> {
+        let pos = self.open.iter().rposition(|(p, _)| *p == phase)?;
+        Some(self.open.remove(pos).1)
+    }
+
+    /// The innermost open phase.
+    pub fn innermost(&self) -> Option<Phase> {
+        self.open.last().map(|(p, _)| *p)
+    }
+
+    /// The phases still open, outermost first.
+    pub fn into_open(self) -> Vec<(Phase, T)> {
+        self.open
+    }
+}
+
+/// A phase's time span within a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseSpan {
+    pub phase: Phase,
+    pub cycle: u32,
+    /// The model the phase worked on, if any (from its begin edge).
+    pub model: Option<String>,
+    pub start_s: f64,
+    pub end_s: f64,
+}
+
+impl PhaseSpan {
+    /// `load bert`, `release`, …
+    pub fn label(&self) -> String {
+        match &self.model {
+            Some(m) => format!("{} {m}", self.phase.as_str()),
+            None => self.phase.as_str().to_string(),
+        }
+    }
+}
+
+impl RunRecord {
+    /// Phase spans from begin/end pairs, by start time; a phase cut short by a
+    /// crash ends at the last sample.
+    pub fn phase_spans(&self) -> Vec<PhaseSpan> {
+        let end_of_run = self.samples.last().map(|s| s.t_s).unwrap_or(0.0);
+        let mut open = PhaseStack::default();
+        let mut spans = Vec::new();
+        for e in &self.events {
+            let edge = &e.edge;
+            match edge.edge {
+                Edge::Begin => open.begin(edge.phase, (edge.cycle, edge.model.clone(), e.t_s)),
+                Edge::End => {
+                    if let Some((cycle, model, start_s)) = open.end(edge.phase) {
+                        spans.push(PhaseSpan {
+                            phase: edge.phase,
+                            cycle,
+                            model,
+                            start_s,
+                            end_s: e.t_s,
+                        });
+                    }
+                }
+            }
+        }
+        for (phase, (cycle, model, start_s)) in open.into_open() {
+            spans.push(PhaseSpan {
+                phase,
+                cycle,
+                model,
+                start_s,
+                end_s: end_of_run.max(start_s),
+            });
+        }
+        spans.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        spans
+    }
 }
 
 impl<'a> PhaseCursor<'a> {
@@ -192,7 +288,7 @@ impl<'a> PhaseCursor<'a> {
         PhaseCursor {
             events,
             next: 0,
-            open: Vec::new(),
+            open: PhaseStack::default(),
             cycle: 0,
         }
     }
@@ -210,18 +306,16 @@ impl<'a> PhaseCursor<'a> {
     pub fn take(&mut self, edge: &PhaseEdge) {
         self.cycle = edge.cycle;
         match edge.edge {
-            Edge::Begin => self.open.push(edge.phase),
+            Edge::Begin => self.open.begin(edge.phase, ()),
             Edge::End => {
-                if let Some(pos) = self.open.iter().rposition(|p| *p == edge.phase) {
-                    self.open.remove(pos);
-                }
+                self.open.end(edge.phase);
             }
         }
     }
 
     /// The cycle and phase after the edges taken so far.
     pub fn now(&self) -> (u32, Phase) {
-        (self.cycle, self.open.last().copied().unwrap_or(Phase::Idle))
+        (self.cycle, self.open.innermost().unwrap_or(Phase::Idle))
     }
 }
 

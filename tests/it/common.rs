@@ -4,8 +4,9 @@
 //! processes found through /proc.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use memrel::record::Record;
@@ -69,19 +70,116 @@ pub fn run_ok(command: &mut Command) -> Output {
 /// `command` (memrel(), maybe with extra environment); it must succeed.
 /// Returns the temp dir (keep it alive), the run's results directory and the output.
 pub fn run_scenario(
-    mut command: Command,
+    command: Command,
     scenario: &str,
     strategies: &[&str],
 ) -> (tempfile::TempDir, PathBuf, Output) {
-    let out = tempfile::tempdir().expect("tempdir");
-    command.args(["run", "--scenario", scenario, "--out"]);
-    command.arg(out.path());
+    let mut run = Run::with(command, "run", scenario);
     for strategy in strategies {
-        command.args(["--strategy", strategy]);
+        run = run.strategy(strategy);
     }
-    let output = run_ok(&mut command);
-    let dir = only_results_dir(out.path(), scenario);
-    (out, dir, output)
+    run.in_temp_dir(scenario)
+}
+
+/// `memrel run --scenario SCENARIO`: a [`Run`] of the test binary.
+pub fn run(scenario: impl AsRef<OsStr>) -> Run {
+    Run::with(memrel(), "run", scenario)
+}
+
+/// `memrel compare --scenario SCENARIO`.
+pub fn compare_scenario(scenario: impl AsRef<OsStr>) -> Run {
+    Run::with(memrel(), "compare", scenario)
+}
+
+/// One memrel command line on a scenario, built up flag by flag (ripgrep's
+/// `TestCommand`): `run("ci-smoke").strategy("drop").cycles(1).out(dir).ok()`.
+/// The flags follow `--scenario` in the order they are given.
+pub struct Run {
+    command: Command,
+}
+
+impl Run {
+    /// `command` (memrel() or memrel_with_cache(), maybe with environment)
+    /// with `SUBCOMMAND --scenario SCENARIO`.
+    pub fn with(mut command: Command, subcommand: &str, scenario: impl AsRef<OsStr>) -> Run {
+        command.args([subcommand, "--scenario"]).arg(scenario);
+        Run { command }
+    }
+
+    pub fn strategy(self, strategy: &str) -> Run {
+        self.args(["--strategy", strategy])
+    }
+
+    pub fn cycles(self, cycles: u32) -> Run {
+        self.arg("--cycles").arg(cycles.to_string())
+    }
+
+    pub fn repeat(self, times: u32) -> Run {
+        self.arg("--repeat").arg(times.to_string())
+    }
+
+    pub fn out(self, dir: impl AsRef<OsStr>) -> Run {
+        self.arg("--out").arg(dir)
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Run {
+        self.command.arg(arg);
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Run {
+        self.command.args(args);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Run {
+        self.command.env(key, value);
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Run {
+        self.command.current_dir(dir);
+        self
+    }
+
+    /// Runs it; it must succeed.
+    pub fn ok(mut self) -> Output {
+        run_ok(&mut self.command)
+    }
+
+    /// Runs it, whatever its exit status.
+    pub fn output(mut self) -> Output {
+        self.command.output().expect("memrel starts")
+    }
+
+    /// Starts it with no stdin and no stdout, and stderr piped when
+    /// `keep_stderr` (read it with [`stderr_of`]), else dropped.
+    pub fn spawn(mut self, keep_stderr: bool) -> Child {
+        self.command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(if keep_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("memrel starts")
+    }
+
+    /// Runs it with `--out` a new temp dir; it must succeed. Returns the temp
+    /// dir (keep it alive), the only results directory of `name` in it and the output.
+    pub fn in_temp_dir(self, name: &str) -> (tempfile::TempDir, PathBuf, Output) {
+        let out = tempfile::tempdir().expect("tempdir");
+        let output = self.out(out.path()).ok();
+        let dir = only_results_dir(out.path(), name);
+        (out, dir, output)
+    }
+
+    /// The command as built, for what the builder does not do.
+    pub fn command(self) -> Command {
+        self.command
+    }
 }
 
 /// The results directories under `out/<scenario>/`, sorted.

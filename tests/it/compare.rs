@@ -16,7 +16,9 @@ use memrel::metrics::{
 use memrel::record::{Header, Host, ModelInfo, Record, RunStatus};
 use serde_json::Value;
 
-use crate::common::{edit_runs_json, memrel, only_results_dir, read_json, MIB};
+use crate::common::{
+    compare_scenario, edit_runs_json, memrel, only_results_dir, read_json, run, MIB,
+};
 
 /// One `memrel run --scenario ci-smoke`, made once per test binary and only
 /// ever copied by tests (so they can run in parallel and damage their copy).
@@ -24,9 +26,9 @@ fn saved_run() -> &'static Path {
     static RUN: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (_, dir) = RUN.get_or_init(|| {
         let root = tempfile::tempdir().unwrap();
-        memrel()
-            .args(["run", "--scenario", "ci-smoke", "--out"])
-            .arg(root.path())
+        run("ci-smoke")
+            .out(root.path())
+            .command()
             .assert()
             .success();
         let dir = only_results_dir(root.path(), "ci-smoke");
@@ -83,18 +85,12 @@ fn compare_saved(dirs: &[&Path], out: &Path) -> (PathBuf, String) {
 fn trace_file_follows_the_trace_event_format() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("trace.json");
-    memrel()
-        .args([
-            "compare",
-            "--scenario",
-            "ci-smoke",
-            "--cycles",
-            "2",
-            "--out",
-        ])
-        .arg(tmp.path().join("results"))
+    compare_scenario("ci-smoke")
+        .cycles(2)
+        .out(tmp.path().join("results"))
         .arg("--export-trace")
         .arg(&trace)
+        .command()
         .assert()
         .success();
     let value = read_json(&trace);
@@ -192,16 +188,10 @@ fn report_regenerates_identical_csv_and_json() {
 #[test]
 fn report_regenerates_the_comparison_of_a_compare_run() {
     let tmp = tempfile::tempdir().unwrap();
-    memrel()
-        .args([
-            "compare",
-            "--scenario",
-            "ci-smoke",
-            "--cycles",
-            "2",
-            "--out",
-        ])
-        .arg(tmp.path())
+    compare_scenario("ci-smoke")
+        .cycles(2)
+        .out(tmp.path())
+        .command()
         .assert()
         .success();
     let dir = only_results_dir(tmp.path(), "ci-smoke");

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{memrel_with_cache, stderr};
+use crate::common::{memrel_with_cache, stderr, Run};
 
 const CUDA_SCENARIOS: [&str; 4] = ["cuda-drop", "cuda-flush", "cuda-context", "article-gpu"];
 
@@ -22,11 +22,13 @@ fn cuda_scenarios_without_the_feature_fail_fast_and_say_how_to_build() {
     for scenario in CUDA_SCENARIOS {
         let start = Instant::now();
         let out = tmp.path().join("out");
-        let output = memrel_with_cache(&tmp.path().join("cache"))
-            .args(["run", "--scenario", scenario, "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
+        let output = Run::with(
+            memrel_with_cache(&tmp.path().join("cache")),
+            "run",
+            scenario,
+        )
+        .out(&out)
+        .output();
         let err = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "{scenario}: {err}");
         for needle in [
@@ -61,18 +63,10 @@ fn cuda_scenarios_without_the_feature_fail_fast_and_say_how_to_build() {
 )]
 fn cuda_ordinal_on_the_command_line_is_refused_the_same_way() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memrel_with_cache(tmp.path())
-        .args([
-            "run",
-            "--scenario",
-            "ci-smoke",
-            "--device",
-            "cuda:1",
-            "--out",
-        ])
-        .arg(tmp.path().join("out"))
-        .output()
-        .unwrap();
+    let output = Run::with(memrel_with_cache(tmp.path()), "run", "ci-smoke")
+        .args(["--device", "cuda:1"])
+        .out(tmp.path().join("out"))
+        .output();
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(
@@ -84,18 +78,10 @@ fn cuda_ordinal_on_the_command_line_is_refused_the_same_way() {
 #[test]
 fn gpu_strategies_on_cpu_are_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memrel_with_cache(tmp.path())
-        .args([
-            "run",
-            "--scenario",
-            "cuda-flush",
-            "--device",
-            "cpu",
-            "--out",
-        ])
-        .arg(tmp.path().join("out"))
-        .output()
-        .unwrap();
+    let output = Run::with(memrel_with_cache(tmp.path()), "run", "cuda-flush")
+        .args(["--device", "cpu"])
+        .out(tmp.path().join("out"))
+        .output();
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(
@@ -125,20 +111,15 @@ fn the_cuda_scenarios_are_listed() {
 fn cpu_scenarios_are_unaffected_and_leave_vram_empty() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let output = memrel_with_cache(&tmp.path().join("cache"))
-        .args([
-            "run",
-            "--scenario",
-            "ci-smoke",
-            "--cycles",
-            "1",
-            "--strategy",
-            "drop",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = Run::with(
+        memrel_with_cache(&tmp.path().join("cache")),
+        "run",
+        "ci-smoke",
+    )
+    .cycles(1)
+    .strategy("drop")
+    .out(&out)
+    .output();
     assert!(output.status.success(), "{}", stderr(&output));
     let dir = std::fs::read_dir(out.join("ci-smoke"))
         .unwrap()

@@ -33,14 +33,7 @@ fn run_fake(
     out: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Output {
-    memrel()
-        .args(["run", "--scenario"])
-        .arg(scenario)
-        .arg("--out")
-        .arg(out)
-        .args(extra)
-        .output()
-        .expect("memrel starts")
+    run(scenario).out(out).args(extra).output()
 }
 
 #[test]

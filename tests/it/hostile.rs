@@ -21,7 +21,7 @@ use memrel::scenario::{parse_str, ScenarioError, BUILTINS};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::common::memrel;
+use crate::common::run;
 
 // ---------------------------------------------------------------------------
 // The scenario parser under generated input.
@@ -493,13 +493,7 @@ fn run_on(work: &Path, model_dir: &Path) -> (Outcome, PathBuf) {
     )
     .unwrap();
     let out = work.join("out");
-    let outcome = run_measured(
-        memrel()
-            .args(["run", "--scenario"])
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out),
-    );
+    let outcome = run_measured(&mut run(&scenario).out(&out).command());
     (outcome, out)
 }
 
@@ -662,13 +656,7 @@ fn a_scenario_file_named_dot_dot_cannot_write_outside_the_results_root() {
     )
     .unwrap();
     let out = work.path().join("results");
-    let outcome = run_measured(
-        memrel()
-            .args(["run", "--scenario"])
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out),
-    );
+    let outcome = run_measured(&mut run(&scenario).out(&out).command());
     assert_eq!(outcome.code, 2, "{}", outcome.stderr);
     assert!(
         outcome.stderr.contains("scenario name \"..\"") && outcome.stderr.contains("...toml"),

@@ -199,10 +199,7 @@ fn strategies_a_program_cannot_carry_out_are_refused_before_it_starts() {
         assert!(err.contains(says), "{strategy}: {err}");
         assert!(!out.path().join("exec").exists(), "nothing ran");
     }
-    let output = memrel()
-        .args(["run", "--scenario", "ci-smoke", "--strategy", "gc-collect"])
-        .output()
-        .expect("memrel starts");
+    let output = run("ci-smoke").strategy("gc-collect").output();
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).contains("is for programs"),
@@ -249,14 +246,7 @@ fn a_scenario_runs_its_command_from_its_own_directory() {
          command = [\"python3\", \"scripts/job.py\"]\n[models.tiny]\npreset = \"bert-tiny\"\n",
     );
     let out = tmp.path().join("out");
-    let output = run_ok(
-        memrel()
-            .current_dir("/")
-            .args(["run", "--scenario"])
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out),
-    );
+    let output = run(&scenario).out(&out).current_dir("/").ok();
     let dir = only_results_dir(&out, "job");
     let runs = runs_json(&dir);
     let tail = runs["runs"][0]["stdout_tail"].as_str().expect("stdout");
@@ -358,21 +348,12 @@ fn torch_python() -> String {
 #[ignore = "needs torch and transformers: MEMREL_TEST_PYTHON=<python> cargo test --release --test it torch -- --ignored (CI runs it)"]
 fn torch_cpu_article_copy_runs_on_pytorch() {
     let python = torch_python();
-    let out = tempfile::tempdir().expect("tempdir");
-    run_ok(
-        memrel()
-            .args([
-                "run",
-                "--scenario",
-                "torch-cpu-article-copy",
-                "--cycles",
-                "1",
-            ])
-            .args(["--strategy", "gc-collect", "--strategy", "malloc-trim"])
-            .args(["--python", &python, "--out"])
-            .arg(out.path()),
-    );
-    let dir = only_results_dir(out.path(), "torch-cpu-article-copy");
+    let (_out, dir, _) = run("torch-cpu-article-copy")
+        .cycles(1)
+        .strategy("gc-collect")
+        .strategy("malloc-trim")
+        .args(["--python", &python])
+        .in_temp_dir("torch-cpu-article-copy");
     let runs = runs(&dir);
     assert!(runs.iter().all(|r| r["status"] == "completed"), "{runs:?}");
     let events = csv_rows(&dir.join("events.csv"));

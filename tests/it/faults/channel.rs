@@ -10,7 +10,6 @@
 //! and finish in seconds.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -43,12 +42,7 @@ fn event_rows(dir: &Path) -> Vec<(String, String, String, String)> {
 #[test]
 fn stdout_noise_that_looks_like_events_neither_loses_nor_fakes_an_event() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let output = memrel()
-        .args(["run", "--scenario", "ci-smoke", "--out"])
-        .arg(tmp.path())
-        .env(NOISE_ENV, "1")
-        .output()
-        .expect("memrel starts");
+    let output = run("ci-smoke").out(tmp.path()).env(NOISE_ENV, "1").output();
     assert!(
         output.status.success(),
         "memrel run failed: {}",
@@ -89,17 +83,10 @@ fn a_worker_that_closes_its_channel_and_hangs_is_killed_at_the_timeout_with_its_
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = scenario(tmp.path(), "hang", 2, 2.0, 20, "");
     let start = Instant::now();
-    let mut child = memrel()
-        .args(["run", "--scenario"])
-        .arg(&path)
-        .arg("--out")
-        .arg(tmp.path())
+    let mut child = run(&path)
+        .out(tmp.path())
         .env(HANG_ENV, "baseline")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memrel starts");
+        .spawn(false);
     // Model preparation included; without the bound memrel would wait forever.
     let status = wait_with_limit(&mut child, Duration::from_secs(30));
     let elapsed = start.elapsed();
@@ -136,17 +123,10 @@ fn a_worker_that_closes_its_channel_and_hangs_is_killed_at_the_timeout_with_its_
 fn a_worker_killed_by_a_signal_memrel_did_not_send_is_reported_with_the_signal() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = scenario(tmp.path(), "foreign-kill", 1, 60.0, 20, "");
-    let mut child = memrel()
-        .args(["run", "--scenario"])
-        .arg(&path)
-        .arg("--out")
-        .arg(tmp.path())
+    let mut child = run(&path)
+        .out(tmp.path())
         .env(HANG_ENV, "baseline")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memrel starts");
+        .spawn(false);
     let mut workers = Vec::new();
     wait_for("the worker", || {
         workers = children_of(child.id());
@@ -177,16 +157,7 @@ fn interrupt_the_second_run(sig: i32, name: &str, want_code: i32) {
     let tmp = tempfile::tempdir().expect("tempdir");
     // Each run: 2 cycles with an idle of 1 s: long enough to be caught in the middle.
     let path = scenario(tmp.path(), name, 2, 60.0, 20, ", \"idle 1000\"");
-    let mut child = memrel()
-        .args(["run", "--repeat", "2", "--scenario"])
-        .arg(&path)
-        .arg("--out")
-        .arg(tmp.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("memrel starts");
+    let mut child = run(&path).repeat(2).out(tmp.path()).spawn(true);
     // The first run is saved; the second one's worker is running.
     wait_for("the first run's record", || {
         first_run_saved(tmp.path(), name)
@@ -253,16 +224,7 @@ fn sigterm_mid_run_saves_everything_and_exits_143() {
 fn memrel_sigkilled_mid_run_leaves_a_record_that_report_renders() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = scenario(tmp.path(), "memrel-killed", 3, 60.0, 20, ", \"idle 1000\"");
-    let mut child = memrel()
-        .args(["run", "--scenario"])
-        .arg(&path)
-        .arg("--out")
-        .arg(tmp.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memrel starts");
+    let mut child = run(&path).out(tmp.path()).spawn(false);
     let mut workers = Vec::new();
     wait_for("the worker", || {
         workers = children_of(child.id());

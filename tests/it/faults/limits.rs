@@ -29,16 +29,7 @@ use memrel::record::Record;
 /// returns where it was hit (the last phase edge in events.csv).
 fn kill_worker_after(tmp: &Path, path: &Path, name: &str, delay: Duration) -> String {
     let out = tmp.join(name);
-    let mut child = memrel()
-        .args(["run", "--scenario"])
-        .arg(path)
-        .arg("--out")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memrel starts");
+    let mut child = run(path).out(&out).spawn(false);
     let mut workers = Vec::new();
     wait_for("the worker", || {
         workers = children_of(child.id());
@@ -128,14 +119,10 @@ fn a_worker_sigkilled_at_20_random_moments_leaves_20_intact_result_sets() {
 fn a_worker_out_of_memory_under_an_address_space_limit_is_reported_with_its_samples() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = scenario(tmp.path(), "oom", 2, 60.0, 20, "");
-    let output = memrel()
-        .args(["run", "--scenario"])
-        .arg(&path)
-        .arg("--out")
-        .arg(tmp.path())
+    let output = run(&path)
+        .out(tmp.path())
         .env(AS_LIMIT_ENV, "baseline")
-        .output()
-        .expect("memrel starts");
+        .output();
     assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
     let dir = only_results_dir(tmp.path(), "oom");
     let record = assert_intact(&dir, 1);
@@ -224,16 +211,7 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
     // while the second run's worker is running.
     let path = scenario(tmp.path(), "full", 1, 60.0, 20, ", \"idle 1000\"");
     let out = disk.0.join("results");
-    let mut child = memrel()
-        .args(["run", "--repeat", "2", "--scenario"])
-        .arg(&path)
-        .arg("--out")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("memrel starts");
+    let mut child = run(&path).repeat(2).out(&out).spawn(true);
     // The first run's outputs are all written before the second worker starts.
     wait_for("the first run's record", || first_run_saved(&out, "full"));
     let dir = only_results_dir(&out, "full");
@@ -305,18 +283,7 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
 fn two_runs_at_once_into_one_out_write_two_complete_result_sets() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = scenario(tmp.path(), "twice", 2, 60.0, 20, "");
-    let start = || {
-        memrel()
-            .args(["run", "--scenario"])
-            .arg(&path)
-            .arg("--out")
-            .arg(tmp.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("memrel starts")
-    };
+    let start = || run(&path).out(tmp.path()).spawn(true);
     let mut first = start();
     let mut second = start();
     for child in [&mut first, &mut second] {

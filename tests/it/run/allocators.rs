@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use crate::common::{memrel, run_scenario, runs_json, stderr};
+use crate::common::{memrel, run, run_scenario, runs_json, stderr};
 
 /// Every preloaded-allocator strategy with the allocator it must report.
 const PRELOADED: &[(&str, &str)] = &[
@@ -121,19 +121,11 @@ fn a_hidden_allocator_library_is_an_error_naming_its_debian_package() {
         ("jemalloc-purge", "libjemalloc2"),
         ("mimalloc-collect", "libmimalloc2.0"),
     ] {
-        let output = memrel()
+        let output = run("ci-smoke")
+            .strategy(strategy)
+            .out(out.path())
             .env("MEMREL_ALLOCATOR_PATH", empty.path())
-            .args([
-                "run",
-                "--scenario",
-                "ci-smoke",
-                "--strategy",
-                strategy,
-                "--out",
-            ])
-            .arg(out.path())
-            .output()
-            .expect("memrel starts");
+            .output();
         assert_eq!(output.status.code(), Some(2), "{strategy}");
         let said = stderr(&output);
         assert!(

@@ -1,11 +1,26 @@
 //! Bad input gets a clear, lowercase error naming the file, line or flag, and
 //! exit code 2; never a panic.
 
+use std::process::Command;
+
 use crate::common::*;
 
 fn fails_with(args: &[&str], needles: &[&str]) -> String {
-    let output = memrel().args(args).output().unwrap();
+    let mut command = memrel();
+    command.args(args);
+    refused(command, needles)
+}
+
+/// `memrel run --scenario …` built with [`run`], refused.
+fn run_fails_with(run: Run, needles: &[&str]) -> String {
+    refused(run.command(), needles)
+}
+
+/// Exit 2, one `memrel: error:` line holding every needle, no panic.
+fn refused(mut command: Command, needles: &[&str]) -> String {
+    let output = command.output().unwrap();
     let err = stderr(&output);
+    let args: Vec<_> = command.get_args().collect();
     assert_eq!(output.status.code(), Some(2), "args {args:?}: {err}");
     assert!(
         err.lines().any(|l| l.starts_with("memrel: error: ")),
@@ -20,8 +35,8 @@ fn fails_with(args: &[&str], needles: &[&str]) -> String {
 
 #[test]
 fn unknown_scenario_lists_the_builtins() {
-    fails_with(
-        &["run", "--scenario", "cpu-trimm"],
+    run_fails_with(
+        run("cpu-trimm"),
         &[
             "unknown scenario \"cpu-trimm\"",
             "cpu-load-only",
@@ -39,8 +54,8 @@ fn malformed_toml_names_file_line_column_and_key() {
         "description = \"x\"\nstrategies = [\"drop\"]\ncycels = 3\n[models.m]\npreset = \"bert-tiny\"\n[workload]\nsteps = [\"load m\", \"unload m\"]\n",
     );
     let p = path.to_str().unwrap();
-    fails_with(
-        &["run", "--scenario", p],
+    run_fails_with(
+        run(p),
         &[&format!("{p}:3:1: unknown field `cycels`"), "`cycles`"],
     );
 }
@@ -54,21 +69,21 @@ fn toml_syntax_error_names_the_line() {
         "description = \"x\"\nstrategies = [\"drop\"\n",
     );
     let p = path.to_str().unwrap();
-    fails_with(&["run", "--scenario", p], &[&format!("{p}:")]);
+    run_fails_with(run(p), &[&format!("{p}:")]);
 }
 
 #[test]
 fn unknown_strategy_on_the_command_line_suggests_one() {
-    fails_with(
-        &["run", "--scenario", "ci-smoke", "--strategy", "malloc_trim"],
+    run_fails_with(
+        run("ci-smoke").strategy("malloc_trim"),
         &["--strategy", "did you mean \"malloc-trim\""],
     );
 }
 
 #[test]
 fn gpu_strategy_on_a_cpu_scenario_is_refused() {
-    fails_with(
-        &["run", "--scenario", "ci-smoke", "--strategy", "cache-flush"],
+    run_fails_with(
+        run("ci-smoke").strategy("cache-flush"),
         &["for cuda devices", "malloc-trim"],
     );
 }
@@ -76,8 +91,8 @@ fn gpu_strategy_on_a_cpu_scenario_is_refused() {
 #[test]
 #[cfg_attr(feature = "cuda", ignore = "a cuda build has the feature")]
 fn cuda_without_the_feature_says_how_to_build() {
-    fails_with(
-        &["run", "--scenario", "ci-smoke", "--device", "cuda"],
+    run_fails_with(
+        run("ci-smoke").args(["--device", "cuda"]),
         &["`cuda` feature", "build-cuda.sh"],
     );
 }
@@ -113,14 +128,8 @@ fn scenario_pointing_at_a_missing_model_directory_fails_before_running() {
         "description = \"x\"\nstrategies = [\"drop\"]\n[models.m]\npath = \"no-such-model\"\n[workload]\nsteps = [\"load m\", \"unload m\"]\n",
     );
     let out = dir.path().join("out");
-    fails_with(
-        &[
-            "run",
-            "--scenario",
-            scenario.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
+    run_fails_with(
+        run(&scenario).out(&out),
         &["no-such-model", "does not exist"],
     );
     assert!(!out.join("missing").exists(), "nothing was run");
@@ -134,17 +143,10 @@ fn hub_model_not_cached_offline_says_what_to_do() {
         "hub",
         "description = \"x\"\nstrategies = [\"drop\"]\n[models.m]\nhub = \"google-bert/bert-base-uncased\"\n[workload]\nsteps = [\"load m\", \"unload m\"]\n",
     );
-    let output = memrel()
+    let output = run(&scenario)
+        .out(dir.path().join("out"))
         .env("HF_HOME", dir.path().join("hf"))
-        .args([
-            "run",
-            "--scenario",
-            scenario.to_str().unwrap(),
-            "--out",
-            dir.path().join("out").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+        .output();
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(
@@ -155,16 +157,10 @@ fn hub_model_not_cached_offline_says_what_to_do() {
 
 #[test]
 fn bad_numbers_on_the_command_line_name_the_flag() {
-    fails_with(
-        &["run", "--scenario", "ci-smoke", "--interval-ms", "0.1"],
+    run_fails_with(
+        run("ci-smoke").args(["--interval-ms", "0.1"]),
         &["--interval-ms"],
     );
-    fails_with(
-        &["run", "--scenario", "ci-smoke", "--cycles", "0"],
-        &["--cycles"],
-    );
-    fails_with(
-        &["run", "--scenario", "ci-smoke", "--device", "tpu"],
-        &["--device"],
-    );
+    run_fails_with(run("ci-smoke").cycles(0), &["--cycles"]);
+    run_fails_with(run("ci-smoke").args(["--device", "tpu"]), &["--device"]);
 }

@@ -5,22 +5,10 @@ use crate::common::*;
 
 #[test]
 fn anon_rise_of_a_load_matches_the_models_tensor_bytes() {
-    let out = tempfile::tempdir().unwrap();
-    run_ok(
-        memrel()
-            .args([
-                "run",
-                "--scenario",
-                "ci-smoke",
-                "--strategy",
-                "drop",
-                "--cycles",
-                "1",
-                "--out",
-            ])
-            .arg(out.path()),
-    );
-    let dir = only_results_dir(out.path(), "ci-smoke");
+    let (_out, dir, _) = run("ci-smoke")
+        .strategy("drop")
+        .cycles(1)
+        .in_temp_dir("ci-smoke");
     let runs = runs_json(&dir);
     let tensor_bytes = runs["header"]["models"][0]["tensor_bytes"]
         .as_f64()
@@ -50,24 +38,12 @@ fn anon_rise_of_a_load_matches_the_models_tensor_bytes() {
 #[test]
 fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
     // bert-base, load → drop, no inference: the deterministic reproducer.
-    let out = tempfile::tempdir().unwrap();
-    run_ok(
-        memrel()
-            .args([
-                "run",
-                "--scenario",
-                "cpu-load-only",
-                "--strategy",
-                "drop",
-                "--strategy",
-                "malloc-trim",
-                "--cycles",
-                "3",
-                "--out",
-            ])
-            .arg(out.path()),
-    );
-    let summary = summary(&only_results_dir(out.path(), "cpu-load-only"));
+    let (_out, dir, _) = run("cpu-load-only")
+        .strategy("drop")
+        .strategy("malloc-trim")
+        .cycles(3)
+        .in_temp_dir("cpu-load-only");
+    let summary = summary(&dir);
     let runs = summary["runs"].as_array().unwrap();
     let retained = |strategy: &str| -> Vec<f64> {
         let run = runs.iter().find(|r| r["strategy"] == strategy).unwrap();
@@ -113,13 +89,7 @@ fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
 
 #[test]
 fn every_output_is_written_and_samples_carry_phases() {
-    let out = tempfile::tempdir().unwrap();
-    run_ok(
-        memrel()
-            .args(["run", "--scenario", "ci-smoke", "--cycles", "2", "--out"])
-            .arg(out.path()),
-    );
-    let dir = only_results_dir(out.path(), "ci-smoke");
+    let (_out, dir, _) = run("ci-smoke").cycles(2).in_temp_dir("ci-smoke");
     for file in [
         "samples.csv",
         "events.csv",
@@ -180,13 +150,7 @@ steps = ["load tiny", "unload tiny", "idle 60000"]
 "#,
     );
     let out = work.path().join("out");
-    let output = memrel()
-        .args(["run", "--scenario"])
-        .arg(&scenario)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = run(&scenario).out(&out).output();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains("timeout"), "{}", stderr(&output));
     let dir = only_results_dir(&out, "stuck");
@@ -209,24 +173,11 @@ steps = ["load tiny", "unload tiny", "idle 60000"]
 
 #[test]
 fn strategies_that_freeze_the_mmap_threshold_prove_it() {
-    let out = tempfile::tempdir().unwrap();
-    run_ok(
-        memrel()
-            .args([
-                "run",
-                "--scenario",
-                "ci-smoke",
-                "--strategy",
-                "trim-threshold-env",
-                "--strategy",
-                "mallopt",
-                "--cycles",
-                "2",
-                "--out",
-            ])
-            .arg(out.path()),
-    );
-    let dir = only_results_dir(out.path(), "ci-smoke");
+    let (_out, dir, _) = run("ci-smoke")
+        .strategy("trim-threshold-env")
+        .strategy("mallopt")
+        .cycles(2)
+        .in_temp_dir("ci-smoke");
     let runs = runs_json(&dir);
     for run in runs["runs"].as_array().unwrap() {
         let checks = run["checks"].as_array().unwrap();

@@ -62,13 +62,7 @@ fn run_on_dir(model_dir: &Path, forward: bool) -> serde_json::Value {
         ),
     );
     let out = work.path().join("out");
-    run_ok(
-        memrel()
-            .args(["run", "--scenario"])
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out),
-    );
+    run(&scenario).out(&out).ok();
     summary(&only_results_dir(&out, "dir"))
 }
 
@@ -141,14 +135,7 @@ fn hub_model_in_the_local_cache_loads_offline() {
         "description = \"x\"\nstrategies = [\"drop\"]\ncycles = 1\n[models.m]\nhub = \"memrel-test/tiny-bert\"\n[workload]\nsteps = [\"load m\", \"unload m\"]\nbaseline_ms = 20\n",
     );
     let out = work.path().join("out");
-    run_ok(
-        memrel()
-            .env("HF_HOME", hf_home.path())
-            .args(["run", "--scenario"])
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out),
-    );
+    run(&scenario).out(&out).env("HF_HOME", hf_home.path()).ok();
     let runs = runs_json(&only_results_dir(&out, "hub"));
     assert_eq!(
         runs["header"]["models"][0]["source"],

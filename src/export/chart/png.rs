@@ -4,6 +4,7 @@
 //!
 //! Nothing here knows about records or metrics.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Once;
 
@@ -22,7 +23,7 @@ pub type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 /// Registers the embedded DejaVu Sans as plotters' sans-serif font.
 pub fn register_font() {
     FONT_ONCE.call_once(|| {
-        let bytes: &'static [u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+        let bytes: &'static [u8] = include_bytes!("../../../assets/DejaVuSans.ttf");
         // The embedded font is valid; a failure here would only lose text.
         let _ = plotters::style::register_font(FONT, FontStyle::Normal, bytes);
         let _ = plotters::style::register_font(FONT, FontStyle::Bold, bytes);
@@ -30,8 +31,8 @@ pub fn register_font() {
 }
 
 /// Draws a `width`×`height` PNG with `draw` and moves it into place at `path`
-/// (plotters writes the file itself, so it goes to a hidden temporary name in
-/// the same directory first, like `fsutil::write_atomic`).
+/// (plotters writes the file itself, so it goes to a hidden temporary file in
+/// the same directory first, removed if drawing fails).
 pub fn write_png(
     path: &Path,
     width: u32,
@@ -39,23 +40,26 @@ pub fn write_png(
     draw: impl FnOnce(&Area) -> Result<()>,
 ) -> Result<()> {
     register_font();
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "chart.png".to_string());
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     // plotters picks the image format from the extension: keep `.png` last.
-    let tmp = path.with_file_name(format!(".{name}.tmp{}.png", std::process::id()));
+    // 0o666 less the umask, as a file plotters created itself would be.
+    let tmp = tempfile::Builder::new()
+        .prefix(".memrel-chart")
+        .suffix(".png")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     let drawn = (|| {
-        let root = BitMapBackend::new(&tmp, (width, height)).into_drawing_area();
+        let root = BitMapBackend::new(tmp.path(), (width, height)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         draw(&root)?;
         root.present().map_err(plot_err)
     })();
-    if let Err(e) = drawn {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot draw {}", path.display()));
-    }
-    std::fs::rename(&tmp, path)
+    drawn.with_context(|| format!("cannot draw {}", path.display()))?;
+    tmp.persist(path)
         .with_context(|| format!("cannot move {} into place", path.display()))?;
     Ok(())
 }
@@ -253,5 +257,14 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["x.png".to_string()]);
         assert_eq!(&std::fs::read(&path).unwrap()[1..4], b"PNG");
+    }
+
+    #[test]
+    fn a_failed_drawing_leaves_neither_the_png_nor_a_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.png");
+        let err = write_png(&path, 40, 30, |_| Err(anyhow!("no data"))).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot draw"), "{err:#}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

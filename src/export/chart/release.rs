@@ -23,15 +23,14 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::chart::{drawn_run, phase_spans};
-use super::compare_chart::resources;
 use super::decimate::min_max_columns;
-use super::layout::{
+use super::frame::{
     self, draw_level, header, Band, Chart, LEVEL_GREY, MARGIN, PLOT_WIDTH, Y_LABEL_AREA,
 };
 use super::palette::{lighten, phase_colour, strategy_colour};
 use super::png::{draw_legend, legend_height, non_overlapping, plot_err, Area, LegendEntry};
 use super::png::{Swatch, FONT};
+use super::{dashed_sources, drawn_run, resources};
 use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::memory::cycle_edges;
 use crate::metrics::{LastCycle, Resource};
@@ -40,9 +39,8 @@ use crate::record::{Record, RunRecord};
 use crate::textutil::MIB;
 
 const PANEL_HEIGHT: u32 = 460;
-const NOTE_HEIGHT: u32 = 56;
 /// x axis description of every panel.
-const X_DESC: &str =
+const UNLOAD_X_DESC: &str =
     "time since the cycle's first unload began (log scale above 10 ms: each step right is 10× longer)";
 /// Where the time axis turns from linear to logarithmic: a release within a
 /// few ms and one after 10 s must both be readable on one axis.
@@ -111,7 +109,8 @@ pub fn curve(run: &RunRecord, r: Resource, row: &LastCycle) -> Option<Curve> {
         .filter(|e| e.edge.cycle == row.cycle && e.edge.phase == Phase::Release)
         .rfind(|e| e.edge.edge == Edge::End && e.t_s >= t0 && e.t_s <= t1)
         .map(|e| e.t_s - t0);
-    let settle = phase_spans(run)
+    let settle = run
+        .phase_spans()
         .into_iter()
         .filter(|s| s.cycle == row.cycle && s.start_s >= t0 && s.end_s <= t1 + 1e-9)
         .filter(|s| matches!(s.phase, Phase::Settle | Phase::Idle | Phase::Busy))
@@ -159,7 +158,7 @@ pub fn write_release_chart(
     let (lines, sources) = (&lines, &sources);
     let mut bands = vec![header_band(comparison, lines)];
     for (_, why) in missing {
-        bands.push(layout::not_measured(NOTE_HEIGHT, why));
+        bands.push(frame::not_measured(why));
     }
     for (i, &r) in measured.iter().enumerate() {
         let legend = panel_legend(lines, i, r);
@@ -169,7 +168,7 @@ pub fn write_release_chart(
             draw_legend(side, 24, &legend)
         }));
     }
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 fn line_of<'a>(row: &'a Row, records: &[&'a Record], measured: &[Resource]) -> Line<'a> {
@@ -228,11 +227,7 @@ fn header_band<'a>(c: &Comparison, lines: &[Line]) -> Band<'a> {
             .map(|s| format!("after the release: {s}"))
             .unwrap_or_else(|| "no settle, idle or busy step after the release".to_string())
     };
-    let many = if c.sources.len() > 1 {
-        " · dashed: source B (and D, …)"
-    } else {
-        ""
-    };
+    let many = dashed_sources(c);
     let cycle = lines
         .iter()
         .flat_map(|l| l.last.iter().flatten())
@@ -302,7 +297,7 @@ fn curve_panel<'a, 'b>(
         .light_line_style(WHITE)
         .bold_line_style(RGBColor(232, 232, 232))
         .y_desc(y_desc)
-        .x_desc(X_DESC)
+        .x_desc(UNLOAD_X_DESC)
         .draw()
         .map_err(plot_err)?;
     let ticks: Vec<f64> = TICKS_S.into_iter().filter(|t| *t <= end_s).collect();
@@ -380,7 +375,7 @@ fn draw_settle(chart: &mut Chart, c: &Curve, y_top: f64, source: Option<&str>) -
         let colour = phase_colour(p).unwrap_or(RGBColor(246, 246, 246));
         (to_x(a), to_x(b), lighten(colour, 0.3))
     });
-    layout::shade(chart, spans, None)?;
+    frame::shade(chart, spans, None)?;
     let labels: Vec<(i32, String, f64)> = c
         .settle
         .iter()

@@ -18,13 +18,13 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::compare_chart::resources;
-use super::layout::{
+use super::frame::{
     self, cycle_panel, cycle_range, draw_cycle_axis, draw_lane_label, draw_not_measured, header,
     Band, Chart, LEVEL_GREY,
 };
 use super::palette::{lighten, strategy_colour};
 use super::png::{plot_err, Area, FONT};
+use super::{measured_in, notes_first};
 use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::{Resource, ResourceSummary};
 use crate::textutil::MIB;
@@ -32,7 +32,6 @@ use crate::textutil::MIB;
 const LANE_HEIGHT: u32 = 112;
 const TITLES_HEIGHT: u32 = 26;
 const AXIS_HEIGHT: u32 = 60;
-const NOTE_HEIGHT: u32 = 56;
 
 /// One panel of the chart, top-down.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,13 +44,9 @@ pub enum Panel {
 
 /// Notes for resources nobody measured, then the columns of the measured ones.
 pub fn plan(comparison: &Comparison) -> Vec<Panel> {
-    let (missing, measured) = resources(comparison);
-    let mut panels: Vec<Panel> = missing
-        .into_iter()
-        .map(|(r, why)| Panel::NotMeasured(r, why))
-        .collect();
-    panels.push(Panel::Columns(measured));
-    panels
+    notes_first(comparison, Panel::NotMeasured, |measured| {
+        vec![Panel::Columns(measured)]
+    })
 }
 
 /// The axes every lane of one resource shares.
@@ -64,16 +59,12 @@ struct Axes {
     threshold_mib: f64,
 }
 
-fn measured(row: &Row, r: Resource) -> Option<&ResourceSummary> {
-    row.summary.resource(r).filter(|s| s.not_measured.is_none())
-}
-
 fn axes_of(comparison: &Comparison, r: Resource, last_cycle: u32) -> Axes {
     let threshold_mib = comparison.retention_threshold_bytes as f64 / MIB;
     let (lo, hi) = comparison
         .rows
         .iter()
-        .filter_map(|row| measured(row, r))
+        .filter_map(|row| measured_in(row, r))
         .flat_map(|s| s.retained_by_cycle.iter())
         .flat_map(|c| [c.spread.min / MIB, c.spread.max / MIB])
         .fold((0.0f64, threshold_mib), |(lo, hi), v| {
@@ -137,7 +128,7 @@ pub fn write_retained_chart(comparison: &Comparison, path: &Path) -> Result<()> 
     )];
     for panel in &panels {
         if let Panel::NotMeasured(_, why) = panel {
-            bands.push(layout::not_measured(NOTE_HEIGHT, why.clone()));
+            bands.push(frame::not_measured(why.clone()));
         }
     }
     if axes.len() > 1 {
@@ -148,7 +139,7 @@ pub fn write_retained_chart(comparison: &Comparison, path: &Path) -> Result<()> 
     for row in rows {
         bands.push(Band::new(LANE_HEIGHT, move |plot, label| {
             for (cell, a) in split_columns(plot, axes.len()).iter().zip(axes) {
-                match measured(row, a.resource) {
+                match measured_in(row, a.resource) {
                     Some(s) => draw_lane(cell, row, s, a)?,
                     None => {
                         draw_not_measured(cell, &format!("{} not measured", a.resource.quantity()))?
@@ -170,7 +161,7 @@ pub fn write_retained_chart(comparison: &Comparison, path: &Path) -> Result<()> 
         }
         Ok(())
     }));
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 /// `area` split into `n` columns of equal width.
@@ -187,7 +178,7 @@ fn draw_column_titles(area: &Area, axes: &[Axes]) -> Result<()> {
         cell.draw_text(
             &format!("{} retained (MiB)", a.resource.label()),
             &font,
-            (layout::Y_LABEL_AREA as i32 + layout::MARGIN as i32, 4),
+            (frame::Y_LABEL_AREA as i32 + frame::MARGIN as i32, 4),
         )
         .map_err(plot_err)?;
     }
@@ -266,7 +257,7 @@ fn label_lines(row: &Row, axes: &[Axes]) -> Vec<String> {
     let many = axes.len() > 1;
     let mut lines = Vec::new();
     for a in axes {
-        let Some(s) = measured(row, a.resource) else {
+        let Some(s) = measured_in(row, a.resource) else {
             lines.push(format!("{} not measured", a.resource.quantity()));
             continue;
         };

@@ -1,7 +1,7 @@
 //! `timeline.png`: one panel per strategy (its representative run, the one
 //! whose retained value of the lead resource is the median), every run on one
 //! real-time axis with t = 0 at the start of its cycle 1 (the warm-up before
-//! it squeezed into a stub when long, see `layout::TimeAxis`).
+//! it squeezed into a stub when long, see `frame::TimeAxis`).
 //!
 //! A panel is a list of sub-panels ([`panel_plan`]), one per resource on its
 //! own scale: on CUDA, the process's VRAM with its context floor and baseline
@@ -20,110 +20,29 @@ use anyhow::Result;
 use plotters::prelude::*;
 
 use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
-use super::layout::{
+use super::drawn_runs;
+use super::frame::{
     self, draw_level, draw_not_measured, header, label_stub, shade, stub_lines, time_panel, Band,
     Chart, LabelAt, PanelStyle, RunClock, TimeAxis, LEVEL_GREY, WIDTH,
 };
 use super::palette::{lighten, phase_colour, strategy_colour};
 use super::png::{draw_legend, non_overlapping, plot_err, Area, LegendEntry, Swatch, FONT};
 use crate::metrics::{Resource, ResourceRun, RunSummary, Summary};
-use crate::protocol::{Edge, Phase};
-use crate::record::{Record, RunRecord, RunStatus};
+use crate::protocol::Phase;
+use crate::record::{PhaseSpan, Record, RunRecord, RunStatus};
 use crate::textutil::MIB;
 
-pub use super::layout::run_end_s;
+pub use super::frame::run_end_s;
 pub use super::png::register_font;
-
-/// A phase's time span within a run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PhaseSpan {
-    pub phase: Phase,
-    pub cycle: u32,
-    /// The model the phase worked on, if any (from its begin edge).
-    pub model: Option<String>,
-    pub start_s: f64,
-    pub end_s: f64,
-}
-
-impl PhaseSpan {
-    /// `load bert`, `release`, …
-    pub fn label(&self) -> String {
-        match &self.model {
-            Some(m) => format!("{} {m}", self.phase.as_str()),
-            None => self.phase.as_str().to_string(),
-        }
-    }
-}
-
-/// Phase spans from begin/end pairs; a phase cut short by a crash ends at the last sample.
-pub fn phase_spans(run: &RunRecord) -> Vec<PhaseSpan> {
-    let end_of_run = run.samples.last().map(|s| s.t_s).unwrap_or(0.0);
-    let mut open: Vec<(Phase, u32, Option<String>, f64)> = Vec::new();
-    let mut spans = Vec::new();
-    for e in &run.events {
-        match e.edge.edge {
-            Edge::Begin => open.push((e.edge.phase, e.edge.cycle, e.edge.model.clone(), e.t_s)),
-            Edge::End => {
-                if let Some(pos) = open.iter().rposition(|(p, ..)| *p == e.edge.phase) {
-                    let (phase, cycle, model, start_s) = open.remove(pos);
-                    spans.push(PhaseSpan {
-                        phase,
-                        cycle,
-                        model,
-                        start_s,
-                        end_s: e.t_s,
-                    });
-                }
-            }
-        }
-    }
-    for (phase, cycle, model, start_s) in open {
-        spans.push(PhaseSpan {
-            phase,
-            cycle,
-            model,
-            start_s,
-            end_s: end_of_run.max(start_s),
-        });
-    }
-    spans.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
-    spans
-}
-
-/// The run drawn for each strategy of `summary`: its representative run (see
-/// `StrategySummary::representative_run`), else its first completed run, else its first.
-pub fn drawn_runs<'a>(record: &'a Record, summary: &Summary) -> Vec<&'a RunRecord> {
-    summary
-        .strategies
-        .iter()
-        .filter_map(|s| drawn_run(record, &s.strategy, s.representative_run))
-        .collect()
-}
-
-/// The run drawn for one strategy (see [`drawn_runs`]).
-pub fn drawn_run<'a>(
-    record: &'a Record,
-    strategy: &str,
-    representative: Option<u32>,
-) -> Option<&'a RunRecord> {
-    let of = || {
-        record
-            .runs
-            .iter()
-            .filter(move |r| r.meta.strategy == strategy)
-    };
-    representative
-        .and_then(|n| of().find(|r| r.meta.run == n))
-        .or_else(|| of().find(|r| r.meta.status == RunStatus::Completed))
-        .or_else(|| of().next())
-}
 
 const PANEL_HEIGHT: u32 = 420;
 const CAPTION_HEIGHT: u32 = 42;
 /// Heights of a panel's sub-panels when it has a device: VRAM above, RSS below.
 const VRAM_HEIGHT: u32 = 220;
 const RSS_HEIGHT: u32 = 310;
-const NOTE_HEIGHT: u32 = 44;
+/// A sub-panel note inside a run's panel (lower than a chart's own
+/// not-measured band, `frame::NOTE_HEIGHT`).
+const SUB_NOTE_HEIGHT: u32 = 44;
 
 /// One sub-panel of a strategy's panel, top-down.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,7 +77,7 @@ pub fn panel_plan(summary: &Summary, run: &RunRecord) -> Vec<SubPanel> {
 
 fn sub_panel_height(panels: &[SubPanel], panel: &SubPanel) -> u32 {
     match panel {
-        SubPanel::NotMeasured(..) => NOTE_HEIGHT,
+        SubPanel::NotMeasured(..) => SUB_NOTE_HEIGHT,
         SubPanel::Memory(Resource::Device(_)) => VRAM_HEIGHT,
         SubPanel::Memory(Resource::Host) => {
             if panels.len() > 1 {
@@ -203,7 +122,7 @@ pub fn write_timeline(record: &Record, summary: &Summary, path: &Path) -> Result
             draw_legend(legend, 44, &entries)
         }));
     }
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 /// Draws one run's panel (its caption, then its sub-panels) and returns its legend entries.
@@ -235,7 +154,7 @@ fn draw_run_panel(
         .draw_text(&caption, &font, ((w as i32 - text_w as i32) / 2, 14))
         .map_err(plot_err)?;
 
-    let spans = phase_spans(run);
+    let spans = run.phase_spans();
     let clock = axis.clock(run);
     let mut legend = vec![LegendEntry::new(Swatch::Heading, "memory")];
     let measured: Vec<Resource> = panels
@@ -259,7 +178,7 @@ fn draw_run_panel(
                 let first = measured.first() == Some(r);
                 let style = PanelStyle {
                     y_desc: None,
-                    x_axis: last.then_some(super::layout::X_DESC),
+                    x_axis: last.then_some(frame::X_DESC),
                     lane: false,
                     margin_top: 4,
                 };
@@ -484,7 +403,7 @@ mod tests {
     fn a_phase_cut_short_by_a_crash_ends_at_the_last_sample() {
         let mut run = fixture::run(1, "drop", 1, &[2]);
         run.events.truncate(3); // baseline, then load begins and never ends
-        let spans = phase_spans(&run);
+        let spans = run.phase_spans();
         let load = spans.iter().find(|s| s.phase == Phase::Load).unwrap();
         assert_eq!(load.end_s, run.samples.last().unwrap().t_s);
         assert_eq!(load.label(), "load m");
@@ -523,13 +442,7 @@ mod tests {
 
     #[test]
     fn a_cuda_run_without_vram_gets_a_note_not_a_vram_panel() {
-        let mut record = fixture::record();
-        record.header.device = "cuda:0".into();
-        record.runs[0].meta.checks.push(crate::protocol::Check {
-            name: "vram sampler (nvml)".into(),
-            ok: false,
-            detail: "nvml: driver not loaded".into(),
-        });
+        let record = fixture::cuda_unmeasured();
         let summary = summarize(&record);
         assert_eq!(
             panel_plan(&summary, &record.runs[0]),

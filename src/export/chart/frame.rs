@@ -26,6 +26,9 @@ use plotters::prelude::*;
 
 /// The time axis's description, shared by every chart on the aligned clock.
 pub const X_DESC: &str = "time since cycle 1 began (s)";
+/// Height of the band that stands for a resource no run measured (a note in
+/// place of its panels, see [`not_measured`]).
+pub const NOTE_HEIGHT: u32 = 56;
 
 use super::png::{plot_err, write_png, Area, FONT, LEGEND_WIDTH};
 use crate::protocol::{Edge, Phase};
@@ -122,10 +125,10 @@ pub fn header<'a>(title: String, lines: Vec<String>) -> Band<'a> {
     })
 }
 
-/// A note in place of a panel that has nothing to draw ("VRAM not measured: …"):
-/// never a line at zero.
-pub fn not_measured<'a>(height_px: u32, text: String) -> Band<'a> {
-    Band::new(height_px, move |plot, _| draw_not_measured(plot, &text))
+/// The band of a `Panel::NotMeasured`: a note in place of the panels of a
+/// resource no run measured ("VRAM not measured: …"), never a line at zero.
+pub fn not_measured<'a>(text: String) -> Band<'a> {
+    Band::new(NOTE_HEIGHT, move |plot, _| draw_not_measured(plot, &text))
 }
 
 /// Draws `text` in a light box filling `area` (inside the plot margins).
@@ -561,26 +564,56 @@ pub fn draw_lane_tag(area: &Area, tag: &str) -> Result<()> {
 /// The shared time axis drawn once under a stack of lanes.
 pub fn time_axis_band<'a>(axis: TimeAxis, desc: String, stub: Vec<String>) -> Band<'a> {
     Band::new(64, move |plot, _| {
-        let mut chart = ChartBuilder::on(plot)
-            .margin_left(MARGIN)
-            .margin_right(MARGIN)
-            .x_label_area_size(58)
-            .y_label_area_size(Y_LABEL_AREA)
-            .build_cartesian_2d(axis.range(), 0.0..1.0)
-            .map_err(plot_err)?;
-        let label = |x: &f64| axis.tick_label(*x);
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .disable_y_axis()
-            .x_label_formatter(&label)
-            .x_desc(desc.as_str())
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 16))
-            .draw()
-            .map_err(plot_err)?;
+        let strip = TimeStrip {
+            x_label_px: 58,
+            margin_px: 0,
+            rows: 1.0,
+            desc: Some(&desc),
+        };
+        let mut chart = time_strip(plot, &axis, &strip)?;
         label_stub(&mut chart, &axis, &stub)
     })
+}
+
+/// The shape of a [`time_strip`].
+pub struct TimeStrip<'s> {
+    /// Room for the time labels (and `desc`) under the strip.
+    pub x_label_px: u32,
+    /// Margin above and below the strip.
+    pub margin_px: u32,
+    /// The y range is `0.0..rows`.
+    pub rows: f64,
+    /// The x axis description, if any.
+    pub desc: Option<&'s str>,
+}
+
+/// A strip on the shared time axis with no y axis and no mesh (the time axis
+/// band, the phase ribbons): its time labels drawn.
+pub fn time_strip<'a, 'b>(
+    area: &'a Area<'b>,
+    axis: &TimeAxis,
+    strip: &TimeStrip,
+) -> Result<Chart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(area)
+        .margin_left(MARGIN)
+        .margin_right(MARGIN)
+        .margin_top(strip.margin_px)
+        .margin_bottom(strip.margin_px)
+        .x_label_area_size(strip.x_label_px)
+        .y_label_area_size(Y_LABEL_AREA)
+        .build_cartesian_2d(axis.range(), 0.0..strip.rows)
+        .map_err(plot_err)?;
+    let label = |x: &f64| axis.tick_label(*x);
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_mesh()
+        .disable_y_axis()
+        .x_label_formatter(&label)
+        .label_style((FONT, 15));
+    if let Some(desc) = strip.desc {
+        mesh.x_desc(desc).axis_desc_style((FONT, 16));
+    }
+    mesh.draw().map_err(plot_err)?;
+    Ok(chart)
 }
 
 /// The x range of a cycle axis: cycle 1 to `last_cycle`, half a cycle either side.
@@ -736,13 +769,13 @@ mod tests {
         let path = dir.path().join("c.png");
         let bands = vec![
             header("t".into(), vec!["a".into()]),
-            not_measured(50, "VRAM not measured: no nvml".into()),
+            not_measured("VRAM not measured: no nvml".into()),
             Band::new(30, |_, _| Ok(())),
         ];
-        assert_eq!(stack_height(&bands), 68 + 50 + 30);
+        assert_eq!(stack_height(&bands), 68 + NOTE_HEIGHT + 30);
         write_chart(&path, bands).unwrap();
         let png = std::fs::read(&path).unwrap();
         let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
-        assert_eq!(height, 148);
+        assert_eq!(height, 68 + NOTE_HEIGHT + 30);
     }
 }

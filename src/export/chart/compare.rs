@@ -26,18 +26,18 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::chart::{drawn_run, phase_spans};
 use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
-use super::layout::{
+use super::frame::{
     self, draw_lane_label, draw_lane_tag, draw_level, draw_not_measured, header, label_stub,
-    run_end_s, shade, stub_lines_of, time_panel, Band, LabelAt, PanelStyle, RunClock, TimeAxis,
-    LEVEL_GREY, MARGIN, PLOT_WIDTH, Y_LABEL_AREA,
+    run_end_s, shade, stub_lines_of, time_panel, time_strip, Band, LabelAt, PanelStyle, RunClock,
+    TimeAxis, TimeStrip, LEVEL_GREY, MARGIN, PLOT_WIDTH, Y_LABEL_AREA,
 };
 use super::palette::{lighten, phase_ribbon_colour, strategy_colour};
 use super::png::{draw_legend, legend_height, plot_err, Area, LegendEntry, Swatch, FONT};
+use super::{dashed_sources, drawn_run, notes_first};
 use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::memory::cycle_edges;
-use crate::metrics::{Resource, ResourceSummary, Spread};
+use crate::metrics::{Resource, Spread};
 use crate::protocol::Phase;
 use crate::record::{Record, RunRecord};
 use crate::textutil::MIB;
@@ -47,7 +47,6 @@ const OVERLAY_HEIGHT: u32 = 330;
 /// Height of a lane with one resource; a lane with more gets [`SUB_LANE_HEIGHT`] per resource.
 const LANE_HEIGHT: u32 = 104;
 const SUB_LANE_HEIGHT: u32 = 74;
-const NOTE_HEIGHT: u32 = 56;
 const KEY_HEIGHT: u32 = 36;
 /// Height of one strategy's ribbon under the device overlay.
 const RIBBON_PX: u32 = 11;
@@ -73,56 +72,17 @@ pub enum Panel {
 /// overlay followed by the phase ribbons), then the lanes with every measured
 /// resource.
 pub fn plan(comparison: &Comparison) -> Vec<Panel> {
-    let (missing, measured) = resources(comparison);
-    let mut panels: Vec<Panel> = missing
-        .into_iter()
-        .map(|(r, why)| Panel::NotMeasured(r, why))
-        .collect();
-    for &r in &measured {
-        panels.push(Panel::Overlay(r));
-        if r.is_device() {
-            panels.push(Panel::Phases);
+    notes_first(comparison, Panel::NotMeasured, |measured| {
+        let mut panels = Vec::new();
+        for &r in &measured {
+            panels.push(Panel::Overlay(r));
+            if r.is_device() {
+                panels.push(Panel::Phases);
+            }
         }
-    }
-    panels.push(Panel::Lanes(measured));
-    panels
-}
-
-/// The resources of `comparison` that no row measured, each with why, and
-/// those some row measured, in the comparison's order (lead first).
-pub(super) fn resources(comparison: &Comparison) -> (Vec<(Resource, String)>, Vec<Resource>) {
-    let mut missing = Vec::new();
-    let mut measured = Vec::new();
-    for &r in &comparison.resources {
-        match not_measured(comparison, r) {
-            Some(why) => missing.push((r, why)),
-            None => measured.push(r),
-        }
-    }
-    (missing, measured)
-}
-
-fn measured_in(row: &Row, r: Resource) -> Option<&ResourceSummary> {
-    row.summary.resource(r).filter(|s| s.not_measured.is_none())
-}
-
-/// Why no row of `comparison` measured `r`; `None` when one did.
-fn not_measured(comparison: &Comparison, r: Resource) -> Option<String> {
-    if comparison.rows.is_empty()
-        || comparison
-            .rows
-            .iter()
-            .any(|row| measured_in(row, r).is_some())
-    {
-        return None;
-    }
-    Some(
-        comparison
-            .rows
-            .iter()
-            .find_map(|row| row.summary.resource(r)?.not_measured.clone())
-            .unwrap_or_else(|| format!("{} not measured", r.quantity())),
-    )
+        panels.push(Panel::Lanes(measured));
+        panels
+    })
 }
 
 /// One drawn strategy: a row of the comparison and its representative run.
@@ -182,9 +142,7 @@ pub fn write_compare_chart(
     let phases_follow = |i: usize| panels.get(i + 1) == Some(&Panel::Phases);
     for (i, panel) in panels.iter().enumerate() {
         match panel {
-            Panel::NotMeasured(_, why) => {
-                bands.push(layout::not_measured(NOTE_HEIGHT, why.clone()))
-            }
+            Panel::NotMeasured(_, why) => bands.push(frame::not_measured(why.clone())),
             Panel::Overlay(r) => {
                 let r = *r;
                 let height = if first_overlay {
@@ -228,7 +186,7 @@ pub fn write_compare_chart(
                     }));
                 }
                 let stub = stub_lines_of(&runs_of(lines));
-                bands.push(layout::time_axis_band(axis.clone(), x_desc(axis), stub));
+                bands.push(frame::time_axis_band(axis.clone(), x_desc(axis), stub));
                 let resources = resources.clone();
                 bands.push(Band::whole(KEY_HEIGHT, move |area| {
                     draw_key(area, lines, &resources)
@@ -236,17 +194,17 @@ pub fn write_compare_chart(
             }
         }
     }
-    layout::write_chart(path, bands)
+    frame::write_chart(path, bands)
 }
 
 fn x_desc(axis: &TimeAxis) -> String {
     if axis.squeezed {
         format!(
             "{} · left of the dashed line: worker start to cycle 1, squeezed",
-            super::layout::X_DESC
+            frame::X_DESC
         )
     } else {
-        super::layout::X_DESC.to_string()
+        frame::X_DESC.to_string()
     }
 }
 
@@ -265,11 +223,7 @@ fn header_band<'a>(c: &Comparison, records: &[&Record]) -> Band<'a> {
         .first()
         .map(|r| r.header.interval_s * 1e3)
         .unwrap_or(0.0);
-    let many = if c.sources.len() > 1 {
-        " · dashed: source B (and D, …)"
-    } else {
-        ""
-    };
+    let many = dashed_sources(c);
     let what = match c.lead {
         Resource::Host => "memory".to_string(),
         r => r.quantity().to_string(),
@@ -463,7 +417,8 @@ fn after_release_points(l: &Line, r: Resource) -> Vec<(f64, f64)> {
 
 /// A run's phases as `(x0, x1, ribbon colour)` on the shared axis.
 fn ribbon_spans(l: &Line) -> Vec<(f64, f64, RGBColor)> {
-    phase_spans(l.run)
+    l.run
+        .phase_spans()
         .iter()
         .filter_map(|s| {
             let shade = phase_ribbon_colour(s.phase)?;
@@ -475,24 +430,13 @@ fn ribbon_spans(l: &Line) -> Vec<(f64, f64, RGBColor)> {
 /// One thin phase ribbon per strategy, in legend order, under the overlay.
 fn draw_phase_ribbons(area: &Area, lines: &[Line], axis: &TimeAxis) -> Result<()> {
     let rows = lines.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(area)
-        .margin_left(MARGIN)
-        .margin_right(MARGIN)
-        .margin_top(4)
-        .margin_bottom(4)
-        .x_label_area_size(28)
-        .y_label_area_size(Y_LABEL_AREA)
-        .build_cartesian_2d(axis.range(), 0.0..rows)
-        .map_err(plot_err)?;
-    let label = |x: &f64| axis.tick_label(*x);
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .disable_y_axis()
-        .x_label_formatter(&label)
-        .label_style((FONT, 15))
-        .draw()
-        .map_err(plot_err)?;
+    let strip = TimeStrip {
+        x_label_px: 28,
+        margin_px: 4,
+        rows,
+        desc: None,
+    };
+    let mut chart = time_strip(area, axis, &strip)?;
     let (origin_x, origin_y) = area.get_base_pixel();
     for (i, l) in lines.iter().enumerate() {
         let top = rows - i as f64 - 0.12;
@@ -674,8 +618,8 @@ fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -> Vec<Strin
         // The stub is not to scale: say how long this run took to reach cycle 1.
         lines.push(format!(
             "{} {:.1} s before cycle 1 (squeezed)",
-            layout::lead_in_name(line.run),
-            layout::lead_in_s(line.run)
+            frame::lead_in_name(line.run),
+            frame::lead_in_s(line.run)
         ));
     }
     lines
@@ -760,13 +704,7 @@ mod tests {
 
     #[test]
     fn a_cuda_record_without_vram_plans_a_note_and_no_vram_line() {
-        let mut record = fixture::record();
-        record.header.device = "cuda:0".into();
-        record.runs[0].meta.checks.push(crate::protocol::Check {
-            name: "vram sampler (nvml)".into(),
-            ok: false,
-            detail: "nvml: driver not loaded".into(),
-        });
+        let record = fixture::cuda_unmeasured();
         let c = comparison_of(&record);
         let panels = plan(&c);
         assert_eq!(
@@ -828,7 +766,7 @@ mod tests {
         write_compare_chart(&c, &[&record], &path).unwrap();
         let png = std::fs::read(&path).unwrap();
         let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
-        assert_eq!(size(16), layout::WIDTH);
+        assert_eq!(size(16), frame::WIDTH);
         let strategies = 3;
         let expected = 68
             + LEAD_OVERLAY_HEIGHT

@@ -1,0 +1,163 @@
+//! Fixed colours: one per strategy (the same in every chart memrel draws) and
+//! one per phase.
+
+use plotters::style::RGBColor;
+
+use crate::protocol::Phase;
+
+/// Each strategy's colour, by name: a strategy keeps its colour whatever is
+/// added to the strategy list or however it is ordered. A new strategy gets a
+/// line here (the completeness test below says so); names not here (results
+/// from a newer memrel, user-named runs) get a [`FALLBACK_COLOURS`] colour.
+const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
+    ("drop", RGBColor(214, 39, 40)),                 // red, the problem
+    ("malloc-trim", RGBColor(31, 119, 180)),         // blue
+    ("trim-threshold-env", RGBColor(44, 160, 44)),   // green
+    ("mmap-threshold-env", RGBColor(148, 103, 189)), // purple
+    ("mallopt", RGBColor(140, 86, 75)),              // brown
+    ("tcache-off", RGBColor(227, 119, 194)),         // pink
+    ("arena-max-1", RGBColor(127, 127, 127)),        // grey
+    ("sync", RGBColor(23, 190, 207)),                // cyan
+    ("cache-flush", RGBColor(255, 127, 14)),         // orange
+    ("to-cpu", RGBColor(188, 189, 34)),              // olive
+    ("device-drop", RGBColor(57, 59, 121)),          // navy
+    ("context-release", RGBColor(0, 0, 0)),          // black
+    ("jemalloc", RGBColor(27, 158, 119)),            // teal
+    ("jemalloc-decay0", RGBColor(102, 166, 30)),     // lime
+    ("jemalloc-bg-thread", RGBColor(117, 200, 180)), // light teal
+    ("jemalloc-purge", RGBColor(0, 90, 70)),         // dark teal
+    ("tcmalloc", RGBColor(230, 171, 2)),             // mustard
+    ("tcmalloc-release-rate", RGBColor(253, 191, 111)), // light orange
+    ("tcmalloc-aggressive", RGBColor(166, 86, 40)),  // rust
+    ("tcmalloc-release", RGBColor(255, 217, 47)),    // yellow
+    ("mimalloc", RGBColor(117, 112, 179)),           // slate purple
+    ("mimalloc-purge0", RGBColor(231, 41, 138)),     // magenta
+    ("mimalloc-collect", RGBColor(106, 61, 154)),    // dark purple
+    ("respawn", RGBColor(128, 0, 0)),                // maroon
+    ("gc-collect", RGBColor(251, 154, 153)),         // light red (drop's kin)
+    ("trim-threshold-inside", RGBColor(178, 223, 138)), // light green (trim-threshold-env's kin)
+    ("empty-cache", RGBColor(0, 200, 83)),           // vivid green
+    ("accelerate-release", RGBColor(0, 0, 205)),     // medium blue
+    ("ipc-collect", RGBColor(70, 70, 70)),           // dark grey
+    ("detach-release", RGBColor(46, 139, 87)),       // sea green
+    ("device-reset", RGBColor(255, 20, 147)),        // deep pink
+];
+
+/// Colours for names not in [`STRATEGY_COLOURS`], picked by a stable hash of
+/// the name: none of them is a mapped strategy's colour.
+const FALLBACK_COLOURS: &[RGBColor] = &[
+    RGBColor(0, 128, 128),  // teal blue
+    RGBColor(153, 102, 0),  // ochre
+    RGBColor(102, 0, 153),  // violet
+    RGBColor(0, 102, 204),  // azure
+    RGBColor(204, 85, 0),   // burnt orange
+    RGBColor(85, 107, 47),  // dark olive
+    RGBColor(199, 21, 133), // medium violet red
+    RGBColor(72, 61, 139),  // dark slate blue
+    RGBColor(139, 69, 19),  // saddle brown
+    RGBColor(0, 139, 139),  // dark cyan
+    RGBColor(160, 82, 45),  // sienna
+    RGBColor(95, 158, 160), // cadet blue
+];
+
+/// The strategy's colour: its own from [`STRATEGY_COLOURS`]; for a name not
+/// there, a fallback colour fixed by the name's FNV-1a hash (the same name
+/// gets the same colour in every chart and every memrel version).
+pub fn strategy_colour(name: &str) -> RGBColor {
+    if let Some((_, colour)) = STRATEGY_COLOURS.iter().find(|(n, _)| *n == name) {
+        return *colour;
+    }
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    FALLBACK_COLOURS[(hash % FALLBACK_COLOURS.len() as u64) as usize]
+}
+
+/// Background shading of a phase, `None` for phases left unshaded.
+pub fn phase_colour(phase: Phase) -> Option<RGBColor> {
+    match phase {
+        Phase::Warmup => Some(RGBColor(226, 217, 243)),
+        Phase::Baseline => Some(RGBColor(230, 230, 230)),
+        Phase::Load => Some(RGBColor(207, 226, 255)),
+        Phase::Forward => Some(RGBColor(212, 237, 218)),
+        Phase::Unload => Some(RGBColor(248, 215, 218)),
+        Phase::Release => Some(RGBColor(255, 222, 160)),
+        Phase::Settle => Some(RGBColor(245, 245, 235)),
+        Phase::Idle => None,
+        Phase::Busy => Some(RGBColor(218, 240, 240)),
+    }
+}
+
+/// A phase's colour where it stands alone on a thin ribbon (stronger than the shading).
+pub fn phase_ribbon_colour(phase: Phase) -> Option<RGBColor> {
+    match phase {
+        Phase::Warmup => Some(RGBColor(178, 156, 219)),
+        Phase::Baseline => Some(RGBColor(190, 190, 190)),
+        Phase::Load => Some(RGBColor(116, 164, 235)),
+        Phase::Forward => Some(RGBColor(112, 192, 132)),
+        Phase::Unload => Some(RGBColor(232, 118, 130)),
+        Phase::Release => Some(RGBColor(245, 166, 35)),
+        Phase::Settle => Some(RGBColor(222, 222, 200)),
+        Phase::Idle => None,
+        Phase::Busy => Some(RGBColor(86, 178, 178)),
+    }
+}
+
+/// `colour` mixed with white: `amount` 0 keeps it, 1 gives white.
+pub fn lighten(colour: RGBColor, amount: f64) -> RGBColor {
+    let mix = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * amount).round() as u8;
+    RGBColor(mix(colour.0), mix(colour.1), mix(colour.2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy;
+
+    fn rgb(c: RGBColor) -> (u8, u8, u8) {
+        (c.0, c.1, c.2)
+    }
+
+    #[test]
+    fn every_strategy_has_a_colour_of_its_own() {
+        for s in strategy::all() {
+            assert!(
+                STRATEGY_COLOURS.iter().any(|(n, _)| *n == s.name),
+                "strategy {} has no colour in STRATEGY_COLOURS",
+                s.name
+            );
+        }
+        for (name, _) in STRATEGY_COLOURS {
+            assert!(
+                strategy::all().any(|s| s.name == *name),
+                "{name} in STRATEGY_COLOURS is no strategy"
+            );
+        }
+        let mut all: Vec<(u8, u8, u8)> = STRATEGY_COLOURS
+            .iter()
+            .map(|(_, c)| rgb(*c))
+            .chain(FALLBACK_COLOURS.iter().map(|c| rgb(*c)))
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "two colours are the same");
+    }
+
+    #[test]
+    fn colours_are_by_name_not_by_place() {
+        // The colours the committed charts were drawn with.
+        assert_eq!(rgb(strategy_colour("drop")), (214, 39, 40));
+        assert_eq!(rgb(strategy_colour("malloc-trim")), (31, 119, 180));
+        assert_eq!(rgb(strategy_colour("jemalloc")), (27, 158, 119));
+        assert_eq!(rgb(strategy_colour("device-reset")), (255, 20, 147));
+    }
+
+    #[test]
+    fn an_unknown_name_gets_a_stable_fallback_colour() {
+        let c = strategy_colour("my-own-release");
+        assert_eq!(rgb(c), rgb(strategy_colour("my-own-release")));
+        assert!(FALLBACK_COLOURS.iter().any(|f| rgb(*f) == rgb(c)));
+        assert!(STRATEGY_COLOURS.iter().all(|(_, m)| rgb(*m) != rgb(c)));
+    }
+}
