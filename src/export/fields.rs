@@ -1,14 +1,15 @@
-//! The memory columns of one resource, each named once: its CSV stem (compare.csv),
-//! its console and Markdown headers and unit (the tables), and how its value
-//! is read from a [`ResourceSummary`]. `table` and `compare_files` both read
-//! [`fields`], so a metric added here appears in both, in one order.
-//!
-//! When `metrics::catalogue` names every metric once for the whole program,
-//! this list is where the exporters point at it.
+//! The memory columns of one resource: which metric of `metrics::catalogue`
+//! each is (its CSV stem, console and Markdown headers and unit come from
+//! there, named once for the whole program), which resources have it, and
+//! how its value is read from a [`ResourceSummary`]. `table` and
+//! `compare_files` both read [`fields`], so a column added here appears in
+//! both, in one order. The few CSV-only columns that are not a catalogue
+//! metric (`not_measured`, `retained_anon_bytes`, `cycles_total`) are named here.
 //!
 //! Names and picks values; formats nothing (cells are `table::cells`, CSV
 //! numbers `compare_files`).
 
+use crate::metrics::catalogue::{MemoryMetric, CATALOGUE};
 use crate::metrics::{Resource, ResourceSummary, Spread};
 
 /// A memory metric of one resource.
@@ -76,12 +77,14 @@ enum Only {
 }
 
 /// The tables' names of a field: console header, Markdown header (without
-/// the resource), unit (Markdown headers end with it; the console caption says it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// the resource), unit (Markdown headers end with it; the console caption
+/// says it) and what a value is multiplied by to be read in that unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Names {
     pub console: &'static str,
     pub markdown: &'static str,
     pub unit: &'static str,
+    pub scale: f64,
 }
 
 /// One memory column of a resource.
@@ -96,12 +99,22 @@ pub(super) struct Field {
     only: Only,
 }
 
-const fn names(console: &'static str, markdown: &'static str, unit: &'static str) -> Option<Names> {
-    Some(Names {
-        console,
-        markdown,
-        unit,
-    })
+/// A table column of catalogue metric `of`: its CSV stem and names from
+/// the catalogue.
+const fn listed(metric: Metric, of: MemoryMetric, pick: Pick, only: Only) -> Field {
+    let info = &CATALOGUE[of as usize];
+    Field {
+        metric,
+        csv: info.name,
+        names: Some(Names {
+            console: info.header,
+            markdown: info.markdown_header,
+            unit: info.unit.header_suffix(),
+            scale: info.unit.scale(),
+        }),
+        pick,
+        only,
+    }
 }
 
 fn bytes(b: u64) -> Number {
@@ -118,70 +131,62 @@ const FIELDS: [Field; 18] = [
         pick: Pick::Text(|m| m.not_measured.clone()),
         only: Only::Every,
     },
-    Field {
-        metric: Metric::Baseline,
-        csv: "baseline_bytes",
-        names: names("baseline", "baseline", "MiB"),
-        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.baseline_bytes))),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::Floor,
-        csv: "floor_bytes",
-        names: names("floor", "floor", "MiB"),
-        pick: Pick::Spread(|m| m.floor_bytes.as_ref()),
-        only: Only::Devices,
-    },
-    Field {
-        metric: Metric::Peak,
-        csv: "peak_bytes",
-        names: names("peak", "peak", "MiB"),
-        pick: Pick::Last(|m| m.row.as_ref().and_then(|r| r.peak_bytes).map(bytes)),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::Loaded,
-        csv: "loaded_bytes",
-        names: names("loaded", "loaded", "MiB"),
-        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.loaded_bytes))),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::AfterUnload,
-        csv: "after_unload_bytes",
-        names: names("after unload", "after unload", "MiB"),
-        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_unload_bytes))),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::AfterRelease,
-        csv: "after_release_bytes",
-        names: names("after release", "after release", "MiB"),
-        pick: Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_release_bytes))),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::Retained,
-        csv: "retained_bytes",
-        names: names("retained", "retained", "MiB"),
-        pick: Pick::Last(|m| m.row.as_ref().map(|r| Number::Bytes(r.retained_bytes))),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::Released,
-        csv: "released_fraction",
-        names: names("released", "released", ""),
-        pick: Pick::Last(|m| {
+    listed(
+        Metric::Baseline,
+        MemoryMetric::Baseline,
+        Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.baseline_bytes))),
+        Only::Every,
+    ),
+    listed(
+        Metric::Floor,
+        MemoryMetric::Floor,
+        Pick::Spread(|m| m.floor_bytes.as_ref()),
+        Only::Devices,
+    ),
+    listed(
+        Metric::Peak,
+        MemoryMetric::Peak,
+        Pick::Last(|m| m.row.as_ref().and_then(|r| r.peak_bytes).map(bytes)),
+        Only::Every,
+    ),
+    listed(
+        Metric::Loaded,
+        MemoryMetric::Loaded,
+        Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.loaded_bytes))),
+        Only::Every,
+    ),
+    listed(
+        Metric::AfterUnload,
+        MemoryMetric::AfterUnload,
+        Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_unload_bytes))),
+        Only::Every,
+    ),
+    listed(
+        Metric::AfterRelease,
+        MemoryMetric::AfterRelease,
+        Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_release_bytes))),
+        Only::Every,
+    ),
+    listed(
+        Metric::Retained,
+        MemoryMetric::Retained,
+        Pick::Last(|m| m.row.as_ref().map(|r| Number::Bytes(r.retained_bytes))),
+        Only::Every,
+    ),
+    listed(
+        Metric::Released,
+        MemoryMetric::ReleasedFraction,
+        Pick::Last(|m| {
             m.row
                 .as_ref()
                 .and_then(|r| r.released_fraction)
                 .map(Number::Fraction)
         }),
-        only: Only::Every,
-    },
+        Only::Every,
+    ),
     Field {
         metric: Metric::RetainedOverRuns,
-        csv: "retained_bytes",
+        csv: CATALOGUE[MemoryMetric::Retained as usize].name,
         names: None,
         pick: Pick::Spread(|m| m.retained_bytes.as_ref()),
         only: Only::Every,
@@ -193,41 +198,36 @@ const FIELDS: [Field; 18] = [
         pick: Pick::Spread(|m| m.retained_anon_bytes.as_ref()),
         only: Only::Host,
     },
-    Field {
-        metric: Metric::Growth,
-        csv: "retained_slope_bytes_per_cycle",
-        names: names("growth/cycle", "growth", "MiB/cycle"),
-        pick: Pick::Spread(|m| m.retained_slope_bytes_per_cycle.as_ref()),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::Latency,
-        csv: "release_latency_s",
-        names: names("latency ms", "release latency", "ms"),
-        pick: Pick::Spread(|m| m.release_latency_s.as_ref()),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::T50,
-        csv: "release_t50_s",
-        names: names("t50 ms", "release t50", "ms"),
-        pick: Pick::Spread(|m| m.release_t50_s.as_ref()),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::T90,
-        csv: "release_t90_s",
-        names: names("t90 ms", "release t90", "ms"),
-        pick: Pick::Spread(|m| m.release_t90_s.as_ref()),
-        only: Only::Every,
-    },
-    Field {
-        metric: Metric::CyclesRetaining,
-        csv: "cycles_retaining",
-        names: names("retaining", "retaining cycles", ""),
-        pick: Pick::Count(|m| m.cycles_retaining),
-        only: Only::Every,
-    },
+    listed(
+        Metric::Growth,
+        MemoryMetric::Growth,
+        Pick::Spread(|m| m.retained_slope_bytes_per_cycle.as_ref()),
+        Only::Every,
+    ),
+    listed(
+        Metric::Latency,
+        MemoryMetric::ReleaseLatency,
+        Pick::Spread(|m| m.release_latency_s.as_ref()),
+        Only::Every,
+    ),
+    listed(
+        Metric::T50,
+        MemoryMetric::ReleaseT50,
+        Pick::Spread(|m| m.release_t50_s.as_ref()),
+        Only::Every,
+    ),
+    listed(
+        Metric::T90,
+        MemoryMetric::ReleaseT90,
+        Pick::Spread(|m| m.release_t90_s.as_ref()),
+        Only::Every,
+    ),
+    listed(
+        Metric::CyclesRetaining,
+        MemoryMetric::RetainingCycles,
+        Pick::Count(|m| m.cycles_retaining),
+        Only::Every,
+    ),
     Field {
         metric: Metric::CyclesTotal,
         csv: "cycles_total",
@@ -235,13 +235,12 @@ const FIELDS: [Field; 18] = [
         pick: Pick::Count(|m| m.cycles_total),
         only: Only::Every,
     },
-    Field {
-        metric: Metric::ProcessesRetaining,
-        csv: "processes_retaining",
-        names: names("processes", "retaining processes", ""),
-        pick: Pick::Count(|m| m.processes_retaining),
-        only: Only::Every,
-    },
+    listed(
+        Metric::ProcessesRetaining,
+        MemoryMetric::RetainingProcesses,
+        Pick::Count(|m| m.processes_retaining),
+        Only::Every,
+    ),
 ];
 
 /// The fields `resource` has, in compare.csv's order.

@@ -10,6 +10,7 @@ use std::fmt::Write;
 
 use anyhow::Result;
 
+use super::markdown::{Align, Table};
 use crate::gate::{
     rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport, RATE_ALPHA,
     RATE_BAND,
@@ -132,21 +133,17 @@ impl Label {
     }
 }
 
-/// A note fit for a table cell.
-fn cell(note: &str) -> String {
-    note.replace('|', "\\|")
-}
-
-/// `❌ regressed (note)`: the full table's verdict cell (verdict.json's verdict).
+/// `❌ regressed (note)`: the full table's verdict cell. A retention rate at
+/// 0 % or 100 % on both sides reads as its label, and says what verdict.json
+/// calls it and what it would take to decide (the note).
 fn verdict_cell(v: &MetricVerdict) -> String {
-    let note = if v.note.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", cell(&v.note))
-    };
-    let shown = match label(v) {
-        Label::NoRetainingCycle | Label::EveryCycleRetaining => Label::Verdict(v.verdict),
-        l => l,
+    let shown = label(v);
+    let note = match shown {
+        Label::NoRetainingCycle | Label::EveryCycleRetaining => {
+            format!(" (verdict.json: {}; {})", v.verdict.as_str(), v.note)
+        }
+        _ if v.note.is_empty() => String::new(),
+        _ => format!(" ({})", v.note),
     };
     format!("{} {}{note}", shown.icon(), shown.text())
 }
@@ -277,7 +274,7 @@ fn summary_row(v: &MetricVerdict) -> Vec<String> {
         v.resource.label(),
         metric,
         values,
-        cell(&v.note),
+        v.note.clone(),
     ]
 }
 
@@ -411,18 +408,18 @@ fn budget_row(v: &MetricVerdict) -> Option<Vec<String>> {
     ])
 }
 
-/// A GitHub-flavoured Markdown table; `right[i]` right-aligns column `i`.
-/// The one place verdict.md builds a table.
+/// A GitHub-flavoured Markdown table through the one table writer;
+/// `right[i]` right-aligns column `i`.
 fn markdown_table(header: &[&str], right: &[bool], rows: Vec<Vec<String>>) -> String {
-    let mut out = format!("| {} |\n|", header.join(" | "));
-    for r in right {
-        out.push_str(if *r { "---:|" } else { "---|" });
-    }
-    out.push('\n');
+    let align: Vec<Align> = right
+        .iter()
+        .map(|&r| if r { Align::Right } else { Align::Left })
+        .collect();
+    let mut table = Table::new(header.iter().copied()).align(&align);
     for row in rows {
-        let _ = writeln!(out, "| {} |", row.join(" | "));
+        table.row(row);
     }
-    out
+    table.markdown()
 }
 
 /// What each verdict means and how much evidence a decision needs.
@@ -534,32 +531,32 @@ Nothing to show: every row is `no-change`, within its budget, or a retention rat
 | cuda-fixture | drop | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | VRAM cuda:0 | release latency | - | - | - | - | - | 0 cycles, 0 runs → 0 cycles, 0 runs | ➖ no-change (no observations on either side: no release to time (each cycle gave back less than the retention threshold): see retained_bytes) |
-| cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % (6/6) | 100 % (6/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % (6/6) | 100 % (6/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ every cycle retaining (verdict.json: inconclusive; 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
 | cuda-fixture | drop | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
-| cuda-fixture | drop | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | drop | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
 | cuda-fixture | sync | VRAM cuda:0 | retained | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
-| cuda-fixture | sync | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | sync | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
 | cuda-fixture | sync | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
-| cuda-fixture | sync | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | sync | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
 | cuda-fixture | context-release | VRAM cuda:0 | retained | -678.0 MiB | -678.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±33.9 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
-| cuda-fixture | context-release | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | context-release | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
 | cuda-fixture | context-release | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
-| cuda-fixture | context-release | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ❔ inconclusive (0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | context-release | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
 
 **budgets** (the scenario's `[thresholds]`, checked on the worst run)
 

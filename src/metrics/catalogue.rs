@@ -27,13 +27,32 @@ pub enum Unit {
 
 impl Unit {
     /// The unit people read (`MiB`, `MiB/cycle`, `ms`, `%`; empty for a count).
-    pub fn suffix(self) -> &'static str {
+    pub const fn suffix(self) -> &'static str {
         match self {
             Unit::Bytes => "MiB",
             Unit::BytesPerCycle => "MiB/cycle",
             Unit::Seconds => "ms",
             Unit::Fraction => "%",
             Unit::Count => "",
+        }
+    }
+
+    /// The unit a table's header names: as [`Unit::suffix`], but empty for a
+    /// share (its cells carry their own `%`).
+    pub const fn header_suffix(self) -> &'static str {
+        match self {
+            Unit::Fraction => "",
+            _ => self.suffix(),
+        }
+    }
+
+    /// What a value in this unit is multiplied by to read in people's unit
+    /// (bytes → MiB, seconds → ms).
+    pub const fn scale(self) -> f64 {
+        match self {
+            Unit::Bytes | Unit::BytesPerCycle => 1.0 / MIB,
+            Unit::Seconds => 1e3,
+            Unit::Fraction | Unit::Count => 1.0,
         }
     }
 

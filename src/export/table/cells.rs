@@ -76,7 +76,7 @@ fn memory_cell(
                 Some(Number::Fraction(f)) => format!("{} %", percent(f * 100.0)),
                 None => NONE.to_string(),
             },
-            Pick::Spread(pick) => spread_cell(pick(m), scale(names(column).unit), ""),
+            Pick::Spread(pick) => spread_cell(pick(m), names(column).scale, ""),
             Pick::Count(pick) => pick(m).to_string(),
             Pick::Text(pick) => pick(m).unwrap_or_else(|| NONE.to_string()),
         },
@@ -84,14 +84,6 @@ fn memory_cell(
 }
 
 /// From the summary's unit (bytes, seconds) to the column's.
-fn scale(unit: &str) -> f64 {
-    match unit {
-        "ms" => 1e3,
-        "MiB" | "MiB/cycle" => 1.0 / MIB,
-        _ => 1.0,
-    }
-}
-
 /// A number with about three significant digits: 1234, 12.3, 1.23.
 pub(in crate::export) fn sig(v: f64) -> String {
     let a = v.abs();

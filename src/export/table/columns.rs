@@ -125,12 +125,14 @@ pub(super) fn columns(
     out
 }
 
-/// The console header, the Markdown header without the resource, the unit.
+/// The console header, the Markdown header without the resource, the unit
+/// (the timing columns are in ms, from seconds).
 pub(super) fn names(column: Column) -> Names {
-    let plain = |console, markdown, unit| Names {
+    let plain = |console, markdown, unit: &'static str| Names {
         console,
         markdown,
         unit,
+        scale: if unit == "ms" { 1e3 } else { 1.0 },
     };
     match column {
         Column::Strategy => plain("strategy", "strategy", ""),
