@@ -22,7 +22,7 @@ try:
 except ImportError:  # run bare from a checkout: use the module next to memrel's source
     sys.path.insert(
         0,
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "worker", "program"),
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"),
     )
     import memrel
 
@@ -177,3 +177,29 @@ def forward(model, batch=1, seq=16, dev=None):
         # Read one number back: on CUDA this waits for the forward to finish.
         out.last_hidden_state[0, 0, 0].item()
     del out, ids
+
+
+def cuda_context(dev):
+    """The CUDA context, cuBLAS's handle and workspace (the floor that stays):
+    one tensor and one 64x64 matmul on `dev`. Returns a note naming the GPU."""
+    torch.zeros(1, device=dev)
+    x = torch.randn(64, 64, device=dev)
+    (x @ x).sum().item()
+    del x
+    return "CUDA context on %s (%s) + one 64x64 matmul" % (dev, torch.cuda.get_device_name(dev))
+
+
+def unload_all(loaded, models):
+    """Unloads every model in `loaded` (one unload phase each, in `models`'
+    order), releases after each, then lets the memory settle. A strategy
+    that moves or detaches the model (to-cpu, accelerate-release) gets it in
+    release(), as accelerate's release_memory does; the others release after
+    the del."""
+    for mid, _ in models:
+        with memrel.phase("unload", model=mid):
+            model = loaded.pop(mid)
+            if not memrel.takes_objects():
+                model = None
+        memrel.release(*([] if model is None else [model]))
+        model = None
+    memrel.settle(0.3)

@@ -48,17 +48,7 @@ def main():
                     first = False
             with memrel.phase("forward", model=mid):
                 _common.forward(loaded[mid], seq=args.seq)
-        for mid, _ in models:
-            # A strategy that moves or detaches the model (to-cpu,
-            # accelerate-release) gets it in release(), as accelerate's
-            # release_memory does; the others release after the del.
-            with memrel.phase("unload", model=mid):
-                model = loaded.pop(mid)
-                if not memrel.takes_objects():
-                    model = None
-            memrel.release(*([] if model is None else [model]))
-            model = None
-        memrel.settle(0.3)
+        _common.unload_all(loaded, models)
 
 
 if __name__ == "__main__":

@@ -27,16 +27,7 @@ def main():
     models = _common.ordered_models(ARTICLE_ORDER)
 
     with memrel.phase("warmup") as p:
-        # The CUDA context, cuBLAS's handle and workspace: the floor that stays.
-        torch.zeros(1, device=dev)
-        x = torch.randn(64, 64, device=dev)
-        (x @ x).sum().item()
-        del x
-        p.note = "CUDA context on %s (%s) + one 64x64 matmul; %s" % (
-            dev,
-            torch.cuda.get_device_name(dev),
-            _common.warm_up([path for _, path in models]),
-        )
+        p.note = "%s; %s" % (_common.cuda_context(dev), _common.warm_up([path for _, path in models]))
     memrel.baseline(0.5)
 
     first = True
@@ -51,17 +42,7 @@ def main():
                     first = False
             with memrel.phase("forward", model=mid):
                 _common.forward(loaded[mid], seq=args.seq, dev=dev)
-        for mid, _ in models:
-            # A strategy that moves or detaches the model (to-cpu,
-            # accelerate-release) gets it in release(), as accelerate's
-            # release_memory does; the others release after the del.
-            with memrel.phase("unload", model=mid):
-                model = loaded.pop(mid)
-                if not memrel.takes_objects():
-                    model = None
-            memrel.release(*([] if model is None else [model]))
-            model = None
-        memrel.settle(0.3)
+        _common.unload_all(loaded, models)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,8 @@ def main():
     gib = args.size * args.size * 4 / 2.0 ** 30
 
     with memrel.phase("warmup") as p:
-        torch.zeros(1, device=dev)
-        x = torch.randn(64, 64, device=dev)
-        (x @ x).sum().item()
-        del x
-        p.note = "CUDA context on %s (%s) + one 64x64 matmul; %s" % (
-            dev,
-            torch.cuda.get_device_name(dev),
+        p.note = "%s; %s" % (
+            _common.cuda_context(dev),
             _common.versions("TF32 matmul %s" % torch.backends.cuda.matmul.allow_tf32),
         )
     memrel.baseline(0.5)

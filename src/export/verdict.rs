@@ -450,19 +450,9 @@ mod tests {
         VERDICT_SCHEMA_VERSION,
     };
     use crate::metrics::{summarize, Summary};
-    use crate::record::fixture::{cuda_record, record, run, with_vram};
+    use crate::record::fixture::{cuda_record, record, run, thresholds, with_vram};
     use crate::record::{Record, RunStatus};
     use crate::scenario::Thresholds;
-
-    fn thresholds() -> Thresholds {
-        Thresholds {
-            retention_threshold_bytes: 16 << 20,
-            noise_relative: 0.05,
-            noise_absolute_bytes: 16 << 20,
-            host: Default::default(),
-            device: Default::default(),
-        }
-    }
 
     /// The report `memrel check` makes of `new` against `baseline`.
     fn report(baseline: &Record, new: &Record, t: &Thresholds) -> VerdictReport {

@@ -2,21 +2,11 @@ use super::decide::{judge, RATE_ALPHA};
 use super::*;
 use crate::metrics::summarize;
 use crate::protocol::Check;
-use crate::record::fixture::{cuda_record, record, run, with_vram};
+use crate::record::fixture::{cuda_record, record, run, thresholds, with_vram};
 use crate::record::{Record, RunStatus};
 
 const MIB: f64 = 1024.0 * 1024.0;
 const VRAM: Resource = Resource::Device(0);
-
-fn thresholds() -> Thresholds {
-    Thresholds {
-        retention_threshold_bytes: 16 << 20,
-        noise_relative: 0.05,
-        noise_absolute_bytes: 16 << 20,
-        host: Default::default(),
-        device: Default::default(),
-    }
-}
 
 fn judged(metric: GateMetric, baseline: &[f64], new: &[f64]) -> MetricVerdict {
     judge(

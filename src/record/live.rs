@@ -22,7 +22,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use super::envelope::Envelope;
-use super::rows::{EventRowRef, SampleRow, SampleRowRef, EVENT_COLUMNS, SAMPLE_COLUMNS};
+use super::rows::{EventRow, SampleRow, EVENT_COLUMNS, SAMPLE_COLUMNS};
 use super::schema::{EVENTS_FILE, SAMPLES_FILE};
 use super::types::{Event, PhaseCursor, Record, RunMeta, RunRecord, Sample};
 use crate::fsutil::write_atomic;
@@ -87,7 +87,7 @@ impl SampleWriter {
             return;
         }
         let (cycle, phase) = self.phase.get();
-        let row = SampleRowRef::new(
+        let row = SampleRow::new(
             self.run,
             &self.strategy,
             self.repetition,
@@ -165,7 +165,7 @@ impl EventLog {
         }
         let written = self
             .csv
-            .serialize(EventRowRef::new(&self.meta, event))
+            .serialize(EventRow::new(&self.meta, event))
             .and_then(|()| Ok(self.csv.flush()?));
         if let Err(e) = written {
             self.error = Some(e.to_string());
@@ -288,7 +288,7 @@ fn rewrite(path: &Path, tmp: &Path, from_byte: u64, run: &RunRecord) -> Result<E
         .from_writer(out);
     let mut cursor = PhaseCursor::new(&run.events);
     let mut envelope = Envelope::default();
-    for (i, row) in reader.deserialize::<SampleRow>().enumerate() {
+    for (i, row) in reader.deserialize::<SampleRow<'static>>().enumerate() {
         let row = row.with_context(|| {
             format!(
                 "{} is damaged in run {}'s rows (row {} of the run)",
@@ -299,7 +299,7 @@ fn rewrite(path: &Path, tmp: &Path, from_byte: u64, run: &RunRecord) -> Result<E
         })?;
         let sample = row.sample();
         let (cycle, phase) = cursor.at(sample.t_s);
-        writer.serialize(SampleRowRef::new(
+        writer.serialize(SampleRow::new(
             run.meta.run,
             &run.meta.strategy,
             run.meta.repetition,

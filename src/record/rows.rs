@@ -1,5 +1,11 @@
 //! The CSV rows of samples.csv and events.csv: one flat row per sample and per
 //! phase edge, written by serde, with the column lists kept for empty files.
+//!
+//! One struct per file serves both ways: its text fields are `Cow`, borrowed
+//! from the record when writing (the sampler writes a row per reading without
+//! allocating) and owned when reading, so the two cannot drift apart.
+
+use std::borrow::Cow;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -7,14 +13,15 @@ use serde::{Deserialize, Serialize};
 use super::types::{round_us, Event, Record, RunMeta, Sample};
 use crate::protocol::{AllocatorState, Edge, HeapStats, MemoryAtEdge, Phase, PhaseEdge};
 
+/// A samples.csv row: `SampleRow<'static>` when read back.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct SampleRow {
+pub(super) struct SampleRow<'a> {
     pub(super) t_s: f64,
     pub(super) run: u32,
-    pub(super) strategy: String,
+    pub(super) strategy: Cow<'a, str>,
     pub(super) repetition: u32,
     pub(super) cycle: u32,
-    pub(super) phase: String,
+    pub(super) phase: Cow<'a, str>,
     pub(super) rss_bytes: u64,
     pub(super) anon_bytes: u64,
     pub(super) file_bytes: u64,
@@ -61,16 +68,17 @@ pub(super) const EVENT_COLUMNS: [&str; 21] = [
     "note",
 ];
 
+/// An events.csv row: `EventRow<'static>` when read back.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct EventRow {
+pub(super) struct EventRow<'a> {
     t_s: f64,
     run: u32,
-    strategy: String,
+    strategy: Cow<'a, str>,
     repetition: u32,
     cycle: u32,
-    phase: String,
-    edge: String,
-    model: Option<String>,
+    phase: Cow<'a, str>,
+    edge: Cow<'a, str>,
+    model: Option<Cow<'a, str>>,
     elapsed_s: Option<f64>,
     rss_bytes: u64,
     anon_bytes: u64,
@@ -86,26 +94,11 @@ pub(super) struct EventRow {
     heap_in_use_bytes: Option<u64>,
     #[serde(default)]
     heap_held_bytes: Option<u64>,
-    note: Option<String>,
+    note: Option<Cow<'a, str>>,
 }
 
-/// A samples.csv row borrowed from a sample, for writing (the sampler
-/// writes one per reading: no allocation). Same columns as `SampleRow`.
-#[derive(Debug, Serialize)]
-pub(super) struct SampleRowRef<'a> {
-    t_s: f64,
-    run: u32,
-    strategy: &'a str,
-    repetition: u32,
-    cycle: u32,
-    phase: &'static str,
-    rss_bytes: u64,
-    anon_bytes: u64,
-    file_bytes: u64,
-    vram_bytes: Option<u64>,
-}
-
-impl<'a> SampleRowRef<'a> {
+impl<'a> SampleRow<'a> {
+    /// The row of `sample`, borrowing its strategy (for writing).
     pub(super) fn new(
         run: u32,
         strategy: &'a str,
@@ -113,23 +106,22 @@ impl<'a> SampleRowRef<'a> {
         cycle: u32,
         phase: Phase,
         sample: &Sample,
-    ) -> SampleRowRef<'a> {
-        SampleRowRef {
+    ) -> SampleRow<'a> {
+        SampleRow {
             t_s: round_us(sample.t_s),
             run,
-            strategy,
+            strategy: Cow::Borrowed(strategy),
             repetition,
             cycle,
-            phase: phase.as_str(),
+            phase: Cow::Borrowed(phase.as_str()),
             rss_bytes: sample.rss_bytes,
             anon_bytes: sample.anon_bytes,
             file_bytes: sample.file_bytes,
             vram_bytes: sample.vram_bytes,
         }
     }
-}
 
-impl SampleRow {
+    /// The sample this row holds.
     pub(super) fn sample(&self) -> Sample {
         Sample {
             t_s: self.t_s,
@@ -141,45 +133,20 @@ impl SampleRow {
     }
 }
 
-/// An events.csv row borrowed from an event (same columns as `EventRow`).
-#[derive(Debug, Serialize)]
-pub(super) struct EventRowRef<'a> {
-    t_s: f64,
-    run: u32,
-    strategy: &'a str,
-    repetition: u32,
-    cycle: u32,
-    phase: &'static str,
-    edge: &'static str,
-    model: Option<&'a str>,
-    elapsed_s: Option<f64>,
-    rss_bytes: u64,
-    anon_bytes: u64,
-    file_bytes: u64,
-    vram_bytes: Option<u64>,
-    glibc_arena_bytes: Option<u64>,
-    glibc_mmapped_bytes: Option<u64>,
-    glibc_in_use_bytes: Option<u64>,
-    glibc_free_bytes: Option<u64>,
-    glibc_top_releasable_bytes: Option<u64>,
-    heap_in_use_bytes: Option<u64>,
-    heap_held_bytes: Option<u64>,
-    note: Option<&'a str>,
-}
-
-impl<'a> EventRowRef<'a> {
-    pub(super) fn new(meta: &'a RunMeta, event: &'a Event) -> EventRowRef<'a> {
+impl<'a> EventRow<'a> {
+    /// The row of `event`, borrowing its texts (for writing).
+    pub(super) fn new(meta: &'a RunMeta, event: &'a Event) -> EventRow<'a> {
         let e = &event.edge;
         let alloc = e.allocator;
-        EventRowRef {
+        EventRow {
             t_s: round_us(event.t_s),
             run: meta.run,
-            strategy: &meta.strategy,
+            strategy: Cow::Borrowed(&meta.strategy),
             repetition: meta.repetition,
             cycle: e.cycle,
-            phase: e.phase.as_str(),
-            edge: e.edge.as_str(),
-            model: e.model.as_deref(),
+            phase: Cow::Borrowed(e.phase.as_str()),
+            edge: Cow::Borrowed(e.edge.as_str()),
+            model: e.model.as_deref().map(Cow::Borrowed),
             elapsed_s: e.elapsed_s,
             rss_bytes: e.memory.rss_bytes,
             anon_bytes: e.memory.anon_bytes,
@@ -192,7 +159,7 @@ impl<'a> EventRowRef<'a> {
             glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
             heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
             heap_held_bytes: e.heap.map(|h| h.held_bytes),
-            note: e.note.as_deref(),
+            note: e.note.as_deref().map(Cow::Borrowed),
         }
     }
 }
@@ -203,7 +170,7 @@ impl Record {
         for run in &self.runs {
             for (sample, (cycle, phase)) in run.samples.iter().zip(run.sample_phases()) {
                 let m = &run.meta;
-                writer.serialize(SampleRowRef::new(
+                writer.serialize(SampleRow::new(
                     m.run,
                     &m.strategy,
                     m.repetition,
@@ -223,7 +190,7 @@ impl Record {
         let mut writer = csv::Writer::from_writer(Vec::new());
         for run in &self.runs {
             for event in &run.events {
-                writer.serialize(EventRowRef::new(&run.meta, event))?;
+                writer.serialize(EventRow::new(&run.meta, event))?;
             }
         }
         if self.runs.iter().all(|r| r.events.is_empty()) {
@@ -234,9 +201,9 @@ impl Record {
 }
 
 /// One events.csv row as (run, event).
-pub(super) fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event), String> {
+pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32, Event), String> {
     let phase = Phase::parse(&row.phase).ok_or_else(|| format!("unknown phase {:?}", row.phase))?;
-    let edge = match row.edge.as_str() {
+    let edge = match row.edge.as_ref() {
         "begin" => Edge::Begin,
         "end" => Edge::End,
         other => return Err(format!("unknown edge {other:?}")),
@@ -263,7 +230,7 @@ pub(super) fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event),
             phase,
             edge,
             cycle: row.cycle,
-            model: row.model,
+            model: row.model.map(Cow::into_owned),
             elapsed_s: row.elapsed_s,
             memory: MemoryAtEdge {
                 rss_bytes: row.rss_bytes,
@@ -276,7 +243,7 @@ pub(super) fn event_from_row(row: EventRow) -> std::result::Result<(u32, Event),
                 in_use_bytes: row.heap_in_use_bytes,
                 held_bytes,
             }),
-            note: row.note,
+            note: row.note.map(Cow::into_owned),
             mono_s: None,
         },
     };

@@ -30,13 +30,13 @@ impl Record {
         let mut damage = Vec::new();
         // Each run's samples through an envelope: a long run stays bounded.
         let mut samples: BTreeMap<u32, Envelope> = BTreeMap::new();
-        read_rows::<SampleRow>(&dir.join(SAMPLES_FILE), &mut damage, |row, _| {
+        read_rows::<SampleRow<'static>>(&dir.join(SAMPLES_FILE), &mut damage, |row, _| {
             samples.entry(row.run).or_default().push(row.sample());
             Ok(())
         });
         let mut events: BTreeMap<u32, Vec<Event>> = BTreeMap::new();
         let events_path = dir.join(EVENTS_FILE);
-        read_rows::<EventRow>(&events_path, &mut damage, |row, line| {
+        read_rows::<EventRow<'static>>(&events_path, &mut damage, |row, line| {
             let event = event_from_row(row)
                 .map_err(|e| format!("{} line {line}: {e}", events_path.display()))?;
             events.entry(event.0).or_default().push(event.1);
@@ -68,7 +68,7 @@ pub(super) fn read_events_of_run(dir: &Path, run: u32) -> Result<Vec<Event>> {
     let path = dir.join(EVENTS_FILE);
     let mut damage = Vec::new();
     let mut events = Vec::new();
-    read_rows::<EventRow>(&path, &mut damage, |row, line| {
+    read_rows::<EventRow<'static>>(&path, &mut damage, |row, line| {
         let (of_run, event) =
             event_from_row(row).map_err(|e| format!("{} line {line}: {e}", path.display()))?;
         if of_run == run {
