@@ -20,9 +20,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Cache, CacheRepo, Repo, RepoType};
-use indicatif::{ProgressBar, ProgressStyle};
-
-use crate::textutil::mib;
+use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 
 const CONFIG: &str = "config.json";
 const SINGLE: &str = "model.safetensors";
@@ -183,6 +181,8 @@ impl Hub<'_> {
             Some(f) => format!("{f} of hub repository {repo}@{revision}"),
             None => format!("hub repository {repo}@{revision}"),
         };
+        // What was asked, for a message that already names the repository.
+        let asked = file.unwrap_or("its model info");
         let ApiError::RequestError(request) = error else {
             return anyhow::Error::new(error)
                 .context(format!("cannot fetch {what} from {endpoint}"));
@@ -198,7 +198,7 @@ impl Hub<'_> {
         let code = response.header("x-error-code").unwrap_or_default();
         match (status, code) {
             (_, "GatedRepo") | (403, _) => anyhow::anyhow!(
-                "hub repository {repo} is gated ({status} for {what}): accept its terms at \
+                "hub repository {repo} is gated ({status} for {asked}): accept its terms at \
                  {endpoint}/{repo} while logged in, then set HF_TOKEN to a token of that account"
             ),
             (_, "RevisionNotFound") => anyhow::anyhow!(
@@ -215,7 +215,7 @@ impl Hub<'_> {
                  repository needs HF_TOKEN"
             ),
             (401, _) => anyhow::anyhow!(
-                "hub repository {repo} is gated or private ({status} for {what}): accept its \
+                "hub repository {repo} is gated or private ({status} for {asked}): accept its \
                  terms at {endpoint}/{repo} while logged in, then set HF_TOKEN to a token of \
                  that account"
             ),
@@ -282,9 +282,9 @@ impl hf_hub::api::Progress for Download {
             self.announced = true;
             self.started = Instant::now();
             self.say(format!(
-                "memrel: downloading {}: {filename} ({} MiB)",
+                "memrel: downloading {}: {filename} ({})",
                 self.repo,
-                mib(size as f64)
+                HumanBytes(self.size_bytes)
             ));
         }
     }
@@ -293,11 +293,11 @@ impl hf_hub::api::Progress for Download {
         if std::mem::take(&mut self.offset_next) && bytes > 0 {
             self.resumed_bytes = bytes as u64;
             self.say(format!(
-                "memrel: resuming {}: {} at {} of {} MiB (a partial download was in the cache)",
+                "memrel: resuming {}: {} at {} of {} (a partial download was in the cache)",
                 self.repo,
                 self.file,
-                mib(bytes as f64),
-                mib(self.size_bytes as f64)
+                HumanBytes(self.resumed_bytes),
+                HumanBytes(self.size_bytes)
             ));
         }
         self.bar.inc(bytes as u64);
@@ -307,10 +307,10 @@ impl hf_hub::api::Progress for Download {
         self.bar.finish_and_clear();
         let fetched = self.bar.position().saturating_sub(self.resumed_bytes);
         self.say(format!(
-            "memrel: downloaded {}: {} ({} MiB in {:.1} s)",
+            "memrel: downloaded {}: {} ({} in {:.1} s)",
             self.repo,
             self.file,
-            mib(fetched as f64),
+            HumanBytes(fetched),
             self.started.elapsed().as_secs_f64()
         ));
     }

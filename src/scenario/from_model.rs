@@ -18,7 +18,7 @@ use super::builtin::{builtin_text, DEFAULT};
 use super::parse::{check_hub_names, parse_str};
 use super::types::{ModelSource, Scenario};
 
-/// The model's id in the scenario (steps say `load model`, tables `model`).
+/// The model's id when its name gives none.
 const MODEL_ID: &str = "model";
 /// The scenario's origin in runs.json: no file, the flag.
 const ORIGIN: &str = "--model";
@@ -27,8 +27,9 @@ const ORIGIN: &str = "--model";
 pub fn for_model(arg: &str) -> Result<Scenario> {
     let source = model_source(arg)?;
     let default = builtin_text(DEFAULT).context("the default scenario is not built in")?;
-    let text = scenario_text(&source, arg, default)?;
-    parse_str(&results_name(&source), ORIGIN, &text)
+    let name = results_name(&source);
+    let text = scenario_text(&source, &name, arg, default)?;
+    parse_str(&name, ORIGIN, &text)
         .with_context(|| format!("--model {arg}: the scenario made from it"))
 }
 
@@ -67,7 +68,8 @@ pub fn model_source(arg: &str) -> Result<ModelSource> {
     })
 }
 
-/// The scenario's name (results go to `<OUT>/<name>/<timestamp>`): the
+/// The scenario's name (results go to `<OUT>/<name>/<timestamp>`) and the
+/// model's id in it (`load <name>`, the tables' model column): the
 /// directory's name, the preset, or `org--name` for a hub repository, with
 /// anything but letters, digits, `-`, `_` and `.` turned into `-`.
 fn results_name(source: &ModelSource) -> String {
@@ -98,8 +100,8 @@ fn results_name(source: &ModelSource) -> String {
 }
 
 /// `default` (scenario TOML with one model) with its model replaced by
-/// `source` under the id [`MODEL_ID`], in its steps too.
-fn scenario_text(source: &ModelSource, arg: &str, default: &str) -> Result<String> {
+/// `source` under the id `id`, in its steps too.
+fn scenario_text(source: &ModelSource, id: &str, arg: &str, default: &str) -> Result<String> {
     let broken = |why: &str| anyhow::anyhow!("the default scenario {DEFAULT} {why}");
     let mut table: toml::Table = default
         .parse()
@@ -127,7 +129,7 @@ fn scenario_text(source: &ModelSource, arg: &str, default: &str) -> Result<Strin
         ModelSource::Fake(_) => return Err(broken("cannot take a fake model")),
     }
     let mut models = toml::Table::new();
-    models.insert(MODEL_ID.into(), model.into());
+    models.insert(id.into(), model.into());
     table.insert("models".into(), models.into());
     let steps = table
         .get_mut("workload")
@@ -137,9 +139,9 @@ fn scenario_text(source: &ModelSource, arg: &str, default: &str) -> Result<Strin
     for step in steps.iter_mut() {
         if let Some(text) = step.as_str() {
             let words: Vec<&str> = text.split_whitespace().collect();
-            if let [verb, id] = words[..] {
-                if id == old_id {
-                    *step = format!("{verb} {MODEL_ID}").into();
+            if let [verb, named] = words[..] {
+                if named == old_id {
+                    *step = format!("{verb} {id}").into();
                 }
             }
         }
@@ -173,7 +175,7 @@ mod tests {
         assert_eq!(scenario.cycles, default.cycles);
         assert_eq!(scenario.device, default.device);
         assert_eq!(
-            scenario.models.get(MODEL_ID),
+            scenario.models.get("org--tiny-llama"),
             Some(&ModelSource::Hub {
                 repo: "org/tiny-llama".into(),
                 revision: "v1".into()
@@ -186,8 +188,14 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert!(steps.contains(&"load model".to_string()), "{steps:?}");
-        assert!(steps.contains(&"unload model".to_string()), "{steps:?}");
+        assert!(
+            steps.contains(&"load org--tiny-llama".to_string()),
+            "{steps:?}"
+        );
+        assert!(
+            steps.contains(&"unload org--tiny-llama".to_string()),
+            "{steps:?}"
+        );
         assert_eq!(steps.len(), default.workload.steps.len());
         let mut expected = default.workload.clone();
         expected.steps = scenario.workload.steps.clone();
@@ -207,7 +215,7 @@ mod tests {
         assert_eq!(scenario.name, "my-model");
         let full = std::fs::canonicalize(&model).unwrap();
         assert_eq!(
-            scenario.models.get(MODEL_ID),
+            scenario.models.get("my-model"),
             Some(&ModelSource::Path(full.to_str().unwrap().to_string()))
         );
     }
@@ -216,7 +224,7 @@ mod tests {
     fn a_preset_name_is_a_preset() {
         let scenario = for_model("bert-tiny").unwrap();
         assert_eq!(
-            scenario.models.get(MODEL_ID),
+            scenario.models.get("bert-tiny"),
             Some(&ModelSource::Preset("bert-tiny".into()))
         );
     }
