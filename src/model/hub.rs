@@ -43,8 +43,9 @@ pub fn fetch(repo_id: &str, revision: &str) -> Result<PathBuf> {
     };
     if offline() {
         bail!(
-            "hub model {repo_id}@{revision} is not (all) in the local cache ({}) and \
-             HF_HUB_OFFLINE is set: unset HF_HUB_OFFLINE to download it, or use a local copy",
+            "hub model {repo_id}@{revision} is not in the local cache ({}), or only in \
+             part, and HF_HUB_OFFLINE is set: unset HF_HUB_OFFLINE to download it, or use a \
+             local copy",
             cache.path().display()
         );
     }

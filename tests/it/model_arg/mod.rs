@@ -82,3 +82,44 @@ fn a_model_that_is_neither_a_directory_nor_a_hub_id_is_refused() {
     );
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none());
 }
+
+#[test]
+fn a_model_run_saved_as_a_baseline_is_re_run_by_check() {
+    let work = tempfile::tempdir().unwrap();
+    let model = work.path().join("tiny-ckpt");
+    run_ok(memrel().args(["model", "gen", "bert-tiny"]).arg(&model));
+    let out = work.path().join("out");
+    run_ok(
+        memrel()
+            .args(["run", "--model"])
+            .arg(&model)
+            .args([
+                "--strategy",
+                "drop",
+                "--cycles",
+                "1",
+                "--save-baseline",
+                "mine",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    // No results directory given: check re-runs the baseline's scenario from
+    // the text runs.json saved, the model's path in it.
+    let output = memrel()
+        .args(["check", "--baseline", "mine", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.code() == Some(0) || output.status.code() == Some(1),
+        "{}",
+        streams(&output)
+    );
+    assert!(
+        stderr(&output).contains("running scenario tiny-ckpt for the check"),
+        "{}",
+        streams(&output)
+    );
+    assert_eq!(results_dirs(&out, "tiny-ckpt").len(), 2);
+}
