@@ -1,7 +1,7 @@
 //! `memrel run --model org/name` against a hub the test starts (`fake_hub`):
 //! a fresh download, a cached one (no request at all), a resumed one, a
-//! repository that is not there and a gated one. The model served is one
-//! `memrel model gen` writes.
+//! repository that is not there, a gated one and no hub at all. The model
+//! served is one `memrel model gen` writes.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -30,9 +30,9 @@ fn hub_with(id: &str, token: Option<&str>) -> (FakeHub, Vec<(String, Vec<u8>)>) 
 }
 
 /// `memrel run --model MODEL --strategy drop --cycles 1 --out OUT` with the
-/// hub at `hub`, its cache in `hf_home`, online, and no token but `token`.
+/// hub at `endpoint`, its cache in `hf_home`, online, and no token but `token`.
 fn run_model(
-    hub: &FakeHub,
+    endpoint: &str,
     hf_home: &Path,
     out: &Path,
     model: &str,
@@ -42,7 +42,7 @@ fn run_model(
     command
         .env_remove("HF_HUB_OFFLINE")
         .env_remove("HF_TOKEN")
-        .env("HF_ENDPOINT", &hub.endpoint)
+        .env("HF_ENDPOINT", endpoint)
         .env("HF_HOME", hf_home);
     for proxy in [
         "HTTP_PROXY",
@@ -100,7 +100,13 @@ fn resolve(repo: &str, file: &str, range: &str) -> (String, Option<String>) {
 fn a_fresh_download_fetches_each_file_once_shows_progress_and_is_recorded() {
     let (hub, files) = hub_with("memrel-test/tiny", None);
     let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let output = run_model(&hub, hf_home.path(), out.path(), "memrel-test/tiny", None);
+    let output = run_model(
+        &hub.endpoint,
+        hf_home.path(),
+        out.path(),
+        "memrel-test/tiny",
+        None,
+    );
     assert!(output.status.success(), "{}", streams(&output));
     let repo = "memrel-test/tiny";
     assert_eq!(
@@ -144,11 +150,23 @@ fn a_fresh_download_fetches_each_file_once_shows_progress_and_is_recorded() {
 fn a_cached_model_asks_the_hub_nothing() {
     let (hub, _) = hub_with("memrel-test/tiny", None);
     let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let first = run_model(&hub, hf_home.path(), out.path(), "memrel-test/tiny", None);
+    let first = run_model(
+        &hub.endpoint,
+        hf_home.path(),
+        out.path(),
+        "memrel-test/tiny",
+        None,
+    );
     assert!(first.status.success(), "{}", streams(&first));
     let after_first = hub.requests().len();
     assert_eq!(after_first, 5, "{:?}", hub.requests());
-    let second = run_model(&hub, hf_home.path(), out.path(), "memrel-test/tiny", None);
+    let second = run_model(
+        &hub.endpoint,
+        hf_home.path(),
+        out.path(),
+        "memrel-test/tiny",
+        None,
+    );
     assert!(second.status.success(), "{}", streams(&second));
     assert_eq!(hub.requests().len(), after_first, "{:?}", hub.requests());
     assert!(
@@ -178,7 +196,13 @@ fn a_partial_download_in_the_cache_resumes_where_it_stopped() {
         &weights[..half],
     )
     .unwrap();
-    let output = run_model(&hub, hf_home.path(), out.path(), "memrel-test/tiny", None);
+    let output = run_model(
+        &hub.endpoint,
+        hf_home.path(),
+        out.path(),
+        "memrel-test/tiny",
+        None,
+    );
     assert!(output.status.success(), "{}", streams(&output));
     let rest = hub
         .requests()
@@ -204,7 +228,7 @@ fn a_repository_the_hub_does_not_have_is_a_clear_error() {
     let (hub, _) = hub_with("memrel-test/tiny", None);
     let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let output = run_model(
-        &hub,
+        &hub.endpoint,
         hf_home.path(),
         out.path(),
         "memrel-test/missing",
@@ -229,7 +253,13 @@ fn a_gated_repository_says_so_and_opens_to_its_token() {
     let hf_home = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     for (token, status) in [(None, 401), (Some("hf_other"), 403)] {
-        let output = run_model(&hub, hf_home.path(), out.path(), "memrel-test/gated", token);
+        let output = run_model(
+            &hub.endpoint,
+            hf_home.path(),
+            out.path(),
+            "memrel-test/gated",
+            token,
+        );
         assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
         let err = stderr(&output);
         let want = format!("hub repository memrel-test/gated is gated ({status} for config.json");
@@ -239,7 +269,7 @@ fn a_gated_repository_says_so_and_opens_to_its_token() {
     }
     assert!(results_dirs(out.path(), "memrel-test--gated").is_empty());
     let output = run_model(
-        &hub,
+        &hub.endpoint,
         hf_home.path(),
         out.path(),
         "memrel-test/gated",
@@ -249,4 +279,28 @@ fn a_gated_repository_says_so_and_opens_to_its_token() {
     let last = hub.requests().pop().unwrap();
     assert_eq!(last.authorization.as_deref(), Some("Bearer hf_granted"));
     assert_eq!(results_dirs(out.path(), "memrel-test--gated").len(), 1);
+}
+
+#[test]
+fn no_hub_answering_says_how_to_work_offline() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let output = run_model(
+        &endpoint,
+        hf_home.path(),
+        out.path(),
+        "memrel-test/tiny",
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = stderr(&output);
+    let want =
+        format!("cannot reach the hub at {endpoint} for hub repository memrel-test/tiny@main");
+    assert!(err.contains(&want), "{err}");
+    assert!(
+        err.contains("set HF_HUB_OFFLINE=1 to use the cache"),
+        "{err}"
+    );
 }

@@ -15,12 +15,15 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Cache, CacheRepo, Repo, RepoType};
-use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+
+mod errors;
+mod progress;
+
+use progress::Download;
 
 const CONFIG: &str = "config.json";
 const SINGLE: &str = "model.safetensors";
@@ -174,145 +177,8 @@ impl Hub<'_> {
             .download_with_progress(file, progress)
             .map_err(|e| self.explain(e, Some(file)))
     }
-
-    /// The hub's answer as a user needs it: what went wrong and what to check.
+    /// The hub's answer as a user needs it (see `errors`).
     fn explain(&self, error: ApiError, file: Option<&str>) -> anyhow::Error {
-        let (repo, revision, endpoint) = (self.repo_id, self.revision, &self.endpoint);
-        let what = match file {
-            Some(f) => format!("{f} of hub repository {repo}@{revision}"),
-            None => format!("hub repository {repo}@{revision}"),
-        };
-        // What was asked, for a message that already names the repository.
-        let asked = file.unwrap_or("its model info");
-        let ApiError::RequestError(request) = error else {
-            return anyhow::Error::new(error)
-                .context(format!("cannot fetch {what} from {endpoint}"));
-        };
-        let text = request.to_string();
-        let Some(response) = request.into_response() else {
-            return anyhow::anyhow!(
-                "cannot reach the hub at {endpoint} for {what}: {text}; without a network, set \
-                 HF_HUB_OFFLINE=1 to use the cache, or use a local copy of the model"
-            );
-        };
-        let status = response.status();
-        let code = response.header("x-error-code").unwrap_or_default();
-        match (status, code) {
-            (_, "GatedRepo") | (403, _) => anyhow::anyhow!(
-                "hub repository {repo} is gated ({status} for {asked}): accept its terms at \
-                 {endpoint}/{repo} while logged in, then set HF_TOKEN to a token of that account"
-            ),
-            (_, "RevisionNotFound") => anyhow::anyhow!(
-                "hub repository {repo} has no revision {revision} ({status}): check the branch, \
-                 tag or commit after '@'"
-            ),
-            (_, "EntryNotFound") => anyhow::anyhow!(
-                "hub repository {repo}@{revision} lists {} but the hub has no such file ({status})",
-                file.unwrap_or("a file")
-            ),
-            (404, _) | (_, "RepoNotFound") => anyhow::anyhow!(
-                "hub repository {repo} was not found at {endpoint} ({status}): check the id \
-                 (org/name, as in the model page's address) and the revision; a private \
-                 repository needs HF_TOKEN"
-            ),
-            (401, _) => anyhow::anyhow!(
-                "hub repository {repo} is gated or private ({status} for {asked}): accept its \
-                 terms at {endpoint}/{repo} while logged in, then set HF_TOKEN to a token of \
-                 that account"
-            ),
-            _ => anyhow::anyhow!(
-                "the hub at {endpoint} answered {status} for {what}: try again later, or set \
-                 HF_HUB_OFFLINE=1 to use the cache"
-            ),
-        }
-    }
-}
-
-/// One file's download on stderr: a line when it starts (and when it resumes
-/// a partial file), a bar while it runs (drawn only on a terminal), a line
-/// when it is done. hf-hub calls `init` twice (the temp file, then the
-/// request) and then `update` with the offset it resumes from (0 when it
-/// starts afresh) before the bytes it reads.
-struct Download {
-    repo: String,
-    file: String,
-    bar: ProgressBar,
-    size_bytes: u64,
-    announced: bool,
-    /// The next `update` is the offset the request starts from.
-    offset_next: bool,
-    resumed_bytes: u64,
-    started: Instant,
-}
-
-impl Download {
-    fn new(repo: &str) -> Download {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} {bytes_per_sec} ({eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        Download {
-            repo: repo.to_string(),
-            file: String::new(),
-            bar,
-            size_bytes: 0,
-            announced: false,
-            offset_next: false,
-            resumed_bytes: 0,
-            started: Instant::now(),
-        }
-    }
-
-    fn say(&self, line: String) {
-        self.bar.suspend(|| eprintln!("{line}"));
-    }
-}
-
-impl hf_hub::api::Progress for Download {
-    fn init(&mut self, size: usize, filename: &str) {
-        self.size_bytes = size as u64;
-        self.file = filename.to_string();
-        self.bar.set_length(self.size_bytes);
-        self.bar.set_position(0);
-        self.bar.set_message(format!("{}: {filename}", self.repo));
-        self.offset_next = true;
-        if !self.announced {
-            self.announced = true;
-            self.started = Instant::now();
-            self.say(format!(
-                "memrel: downloading {}: {filename} ({})",
-                self.repo,
-                HumanBytes(self.size_bytes)
-            ));
-        }
-    }
-
-    fn update(&mut self, bytes: usize) {
-        if std::mem::take(&mut self.offset_next) && bytes > 0 {
-            self.resumed_bytes = bytes as u64;
-            self.say(format!(
-                "memrel: resuming {}: {} at {} of {} (a partial download was in the cache)",
-                self.repo,
-                self.file,
-                HumanBytes(self.resumed_bytes),
-                HumanBytes(self.size_bytes)
-            ));
-        }
-        self.bar.inc(bytes as u64);
-    }
-
-    fn finish(&mut self) {
-        self.bar.finish_and_clear();
-        let fetched = self.bar.position().saturating_sub(self.resumed_bytes);
-        self.say(format!(
-            "memrel: downloaded {}: {} ({} in {:.1} s)",
-            self.repo,
-            self.file,
-            HumanBytes(fetched),
-            self.started.elapsed().as_secs_f64()
-        ));
+        errors::explain(error, self.repo_id, self.revision, &self.endpoint, file)
     }
 }
