@@ -22,7 +22,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario: one fresh worker process per strategy and repetition.
     #[command(
-        after_help = "Examples:\n  memrel run\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel run --scenario ./my-scenario.toml --repeat 3 --out /tmp/results\n  memrel run --scenario cpu-all --interval-ms 1"
+        after_help = "Examples:\n  memrel run\n  memrel run --model ./my-checkpoint\n  memrel run --model Qwen/Qwen2.5-0.5B --strategy drop,malloc-trim\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel run --scenario ./my-scenario.toml --repeat 3 --out /tmp/results\n  memrel run --scenario cpu-all --interval-ms 1"
     )]
     Run(RunArgs),
     /// Compare strategies side by side: run a scenario's matrix, or compare saved results directories.
@@ -63,9 +63,12 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// A built-in scenario name (see `memrel list`) or a path to a scenario TOML file.
-    #[arg(short, long, default_value = "cpu-trim")]
-    pub scenario: String,
+    /// A built-in scenario name (see `memrel list`) or a path to a scenario TOML file (default: cpu-trim).
+    #[arg(short, long, conflicts_with = "model")]
+    pub scenario: Option<String>,
+    /// Measure this checkpoint with the default scenario's workload and strategies, no TOML file needed: a local HuggingFace-layout directory, or a hub repository `org/name` (`org/name@revision`) fetched into the hub cache.
+    #[arg(long, value_name = "DIR|ORG/NAME")]
+    pub model: Option<String>,
     /// Run only these strategies (repeatable, or comma-separated); default: the scenario's list.
     #[arg(long = "strategy", value_name = "NAME", value_delimiter = ',')]
     pub strategies: Vec<String>,

@@ -1,5 +1,6 @@
-//! `memrel run`: a scenario's runs, each in a fresh worker, every output
-//! written after every run (see [`Plan`]).
+//! `memrel run`: a scenario's runs (or, with `--model`, the default
+//! scenario's on that model), each in a fresh worker, every output written
+//! after every run (see [`Plan`]).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,8 +23,13 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<ExitStatus> {
 
 /// The runs; returns the results directory and summary.
 fn execute(args: &RunArgs) -> Result<(PathBuf, Summary)> {
+    // clap refuses --scenario with --model.
+    let scenario = match (&args.model, &args.scenario) {
+        (Some(model), _) => scenario::for_model(model)?,
+        (None, name) => scenario::load(name.as_deref().unwrap_or(scenario::DEFAULT))?,
+    };
     let plan = Plan::new(
-        scenario::load(&args.scenario)?,
+        scenario,
         &args.strategies,
         &args.overrides,
         &args.output.out,

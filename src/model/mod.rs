@@ -7,6 +7,7 @@
 pub mod arch;
 pub mod config;
 pub mod header;
+pub mod hub;
 pub mod inspect;
 pub mod preset;
 pub mod source;

@@ -4,6 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+/// The scenario `memrel run` runs when given none (and whose workload and
+/// strategies `memrel run --model` applies to the model it is given).
+pub const DEFAULT: &str = "cpu-trim";
+
 /// (name, file text), in the order `memrel list` shows them.
 pub const BUILTINS: &[(&str, &str)] = &[
     ("cpu-trim", include_str!("../../scenarios/cpu-trim.toml")),

@@ -6,9 +6,11 @@
 //! [`Scenario`]; it runs nothing and knows nothing about processes.
 
 mod builtin;
+mod from_model;
 mod parse;
 mod types;
 
-pub use builtin::{builtin_names, builtin_text, extract_scripts, BUILTINS};
+pub use builtin::{builtin_names, builtin_text, extract_scripts, BUILTINS, DEFAULT};
+pub use from_model::for_model;
 pub use parse::{load, parse_str, ScenarioError};
 pub use types::*;

@@ -642,7 +642,7 @@ fn fake_model(m: &ModelFile) -> Result<FakeModel, String> {
 /// A hub repository id (`owner/name` or `name`) and revision become paths in
 /// the hub cache (`models--owner--name/refs/<revision>`): each part must be a
 /// plain name, so neither can point outside the cache.
-fn check_hub_names(repo: &str, revision: &str) -> Result<(), String> {
+pub(super) fn check_hub_names(repo: &str, revision: &str) -> Result<(), String> {
     let parts: Vec<&str> = repo.split('/').collect();
     if parts.len() > 2 {
         return Err(format!(

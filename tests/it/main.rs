@@ -6,7 +6,7 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `fake::`, `calibrate::`).
+//! `fake::`, `calibrate::`, `model_arg::`).
 
 mod common;
 
@@ -18,5 +18,6 @@ mod fake;
 mod faults;
 mod gate;
 mod hostile;
+mod model_arg;
 mod program;
 mod run;
