@@ -5,7 +5,7 @@
 //! start memrel, run it into a temp dir or read runs.json.
 //!
 //! Run one module with `cargo test --release --test it run::` (or
-//! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
+//! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`, `exec_unmarked::`,
 //! `fake::`, `calibrate::`).
 
 mod common;
@@ -14,6 +14,7 @@ mod calibrate;
 mod cli;
 mod compare;
 mod cuda_cli;
+mod exec_unmarked;
 mod fake;
 mod faults;
 mod gate;
