@@ -190,9 +190,8 @@ fn whole_runs(summary: &Summary) -> String {
     }
     let _ = writeln!(
         out,
-        "hint: mark phases to get loaded, retained and release times: import memrel; \
-         with memrel.phase(\"load\"): …; with memrel.phase(\"unload\"): …; memrel.release() \
-         (docs/guide.md, Phase markers)"
+        "hint: mark phases to get loaded, retained and release times (docs/guide.md, Phase markers):\n  \
+         import memrel; with memrel.phase(\"load\"): …; with memrel.phase(\"unload\"): …; memrel.release()"
     );
     out
 }
@@ -212,10 +211,9 @@ fn first_loads(summary: &Summary) -> String {
             }
             let _ = writeln!(
                 out,
-                "{}{}, {}: cycle 1 retained {:.1} MiB, cycles 2–{} added {:.1} MiB per cycle (steady state): \
-                 most of it is paid once at the first load (imports, caches, a pool reused later), not retention \
-                 that repeats; a warm-up before memrel.baseline() leaves one-time costs out (docs/guide.md, \
-                 A first load is not retention)",
+                "{}{}, {}: cycle 1 retained {:.1} MiB, cycles 2–{} {:+.1} MiB per cycle (steady state):\n  \
+                 most of it is paid once at the first load (imports, caches, a pool reused later),\n  \
+                 not retention that repeats; a warm-up before memrel.baseline() leaves it out",
                 if out.is_empty() { "\n" } else { "" },
                 m.resource.label(),
                 s.strategy,
@@ -442,6 +440,10 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
   drop                1.00    1.00    1.00
   sync                1.00    1.00    1.00
   context-release     1.00    1.00    1.00
+
+VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (steady state):
+  most of it is paid once at the first load (imports, caches, a pool reused later),
+  not retention that repeats; a warm-up before memrel.baseline() leaves it out
 "#);
         insta::assert_snapshot!(summary_table_as(&cuda, Layout::Wide), @r#"
 memrel run: cuda-fixture on cuda:0
@@ -463,6 +465,10 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
   drop                1.00    1.00    1.00
   sync                1.00    1.00    1.00
   context-release     1.00    1.00    1.00
+
+VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (steady state):
+  most of it is paid once at the first load (imports, caches, a pool reused later),
+  not retention that repeats; a warm-up before memrel.baseline() leaves it out
 "#);
     }
 }

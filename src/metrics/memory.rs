@@ -283,9 +283,13 @@ pub fn resource_run(
 
 /// The first and the last sampled value of `resource` in `run`.
 fn whole_run(run: &RunRecord, resource: Resource) -> Option<(u64, u64)> {
-    let mut values = run.samples.iter().filter_map(|s| resource.in_sample(s));
-    let first = values.next()?;
-    Some((first, values.last().unwrap_or(first)))
+    let first = run.samples.iter().find_map(|s| resource.in_sample(s))?;
+    let last = run
+        .samples
+        .iter()
+        .rev()
+        .find_map(|s| resource.in_sample(s))?;
+    Some((first, last))
 }
 
 fn cycle_memory(
