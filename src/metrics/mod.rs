@@ -421,9 +421,7 @@ fn summarize_strategy(
         .filter(|r| r.status == RunStatus::Completed)
         .count() as u32;
     let cycles_total: u32 = runs.iter().map(|r| r.cycles.len() as u32).sum();
-    // A completed run measured as one phase (no cycle marked) is complete.
-    let cycles_expected =
-        runs.iter().filter(|r| r.unmarked.is_none()).count() as u32 * cycles_per_run;
+    let cycles_expected = runs.len() as u32 * cycles_per_run;
     StrategySummary {
         strategy: name.to_string(),
         runs: runs.len() as u32,
