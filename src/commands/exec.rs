@@ -19,7 +19,104 @@ use crate::scenario;
 /// results went to `out`, and says how the runs ended.
 pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let (dir, summary) = execute(args)?;
-    output::finish_run(out, &dir, &summary, &args.output, args.wide)
+    let status = output::finish_run(out, &dir, &summary, &args.output, args.wide)?;
+    let runs = read_runs(&dir);
+    for run in &runs {
+        if run.failed && !run.stderr_tail.is_empty() {
+            eprintln!(
+                "memrel: run {} ({}): the last lines the program wrote to stderr:\n{}",
+                run.run,
+                run.strategy,
+                last_lines(&run.stderr_tail, STDERR_LINES)
+            );
+        }
+    }
+    let failed_checks: Vec<String> = runs.iter().flat_map(|r| r.failed_checks()).collect();
+    if status != ExitStatus::Success || failed_checks.is_empty() {
+        return Ok(status);
+    }
+    for check in &failed_checks {
+        eprintln!("memrel: error: {check}");
+    }
+    eprintln!(
+        "memrel: error: {} check(s) failed: the runs did not measure what was asked (results kept in {})",
+        failed_checks.len(),
+        dir.display()
+    );
+    Ok(ExitStatus::Error)
+}
+
+/// Lines of a failing program's stderr printed on the terminal (all of
+/// its tail is in runs.json).
+const STDERR_LINES: usize = 20;
+
+/// What `exec` tells of a run once it is over (from runs.json).
+struct RunEnd {
+    run: u64,
+    strategy: String,
+    failed: bool,
+    stderr_tail: String,
+    /// (name, detail) of each failed check.
+    checks: Vec<(String, String)>,
+}
+
+impl RunEnd {
+    fn failed_checks(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .map(|(name, detail)| {
+                format!(
+                    "run {} ({}): check '{name}' failed: {detail}",
+                    self.run, self.strategy
+                )
+            })
+            .collect()
+    }
+}
+
+/// The runs of `dir`'s runs.json as `exec` reports them; none when it
+/// cannot be read (the table above has already said what is known).
+fn read_runs(dir: &std::path::Path) -> Vec<RunEnd> {
+    let Ok(text) = std::fs::read_to_string(dir.join(crate::record::RUNS_FILE)) else {
+        return Vec::new();
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let text_of = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or("").to_string();
+    value["runs"]
+        .as_array()
+        .map(|runs| {
+            runs.iter()
+                .map(|r| RunEnd {
+                    run: r["run"].as_u64().unwrap_or(0),
+                    strategy: text_of(r, "strategy"),
+                    failed: r["status"].as_str().is_some_and(|s| s != "completed"),
+                    stderr_tail: text_of(r, "stderr_tail"),
+                    checks: r["checks"]
+                        .as_array()
+                        .map(|checks| {
+                            checks
+                                .iter()
+                                .filter(|c| c["ok"] == false)
+                                .map(|c| (text_of(c, "name"), text_of(c, "detail")))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The last `n` lines of `text`, indented.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The runs; returns the results directory and summary.
@@ -64,4 +161,39 @@ fn scenario_text(args: &ExecArgs) -> Result<String> {
     table.insert("timeout_s".into(), args.timeout_s.into());
     table.insert("command".into(), args.command.clone().into());
     toml::to_string(&table).context("cannot write the scenario of memrel exec")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_shown_is_its_last_lines_and_failed_checks_are_named() {
+        let tail: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let shown = last_lines(&tail, STDERR_LINES);
+        assert_eq!(shown.lines().count(), 20);
+        assert!(
+            shown.starts_with("  line 11\n") && shown.ends_with("  line 30"),
+            "{shown}"
+        );
+        assert_eq!(last_lines("one", STDERR_LINES), "  one");
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = serde_json::json!({"runs": [{
+            "run": 1, "strategy": "drop", "status": "completed", "stderr_tail": "",
+            "checks": [
+                {"name": "vram sampler (nvml)", "ok": false, "detail": "no driver"},
+                {"name": "glibc", "ok": true, "detail": "fine"}
+            ]
+        }]});
+        std::fs::write(dir.path().join(crate::record::RUNS_FILE), runs.to_string())
+            .expect("write runs.json");
+        let read = read_runs(dir.path());
+        assert_eq!(read.len(), 1);
+        assert!(!read[0].failed);
+        assert_eq!(
+            read[0].failed_checks(),
+            ["run 1 (drop): check 'vram sampler (nvml)' failed: no driver"]
+        );
+    }
 }

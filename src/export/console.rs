@@ -115,30 +115,111 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
                 r.run, r.strategy, r.repetition
             );
         }
-        if let Some(why) = &r.unmarked {
-            let peak = r
-                .resources
-                .iter()
-                .filter_map(|m| {
-                    Some(format!(
-                        "{} peak {:.1} MiB",
-                        m.resource.label(),
-                        m.peak_bytes? as f64 / crate::textutil::MIB
-                    ))
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
+        if let Some(why) = &r.baseline_note {
             let _ = writeln!(
                 out,
-                "run {} ({} repetition {}): {why}{}",
-                r.run,
-                r.strategy,
-                r.repetition,
-                if peak.is_empty() {
-                    String::new()
+                "run {} ({} repetition {}): {why}",
+                r.run, r.strategy, r.repetition
+            );
+        }
+        if let Some(why) = &r.unmarked {
+            let _ = writeln!(
+                out,
+                "run {} ({} repetition {}): {why}",
+                r.run, r.strategy, r.repetition
+            );
+        }
+    }
+    out.push_str(&whole_runs(summary));
+    out.push_str(&first_loads(summary));
+    out
+}
+
+/// The runs measured as one phase (no cycle marked): per run and resource,
+/// baseline (first sample, or the implied one), peak, end of run, held and
+/// the kernel's peak; empty when every run had cycles.
+fn whole_runs(summary: &Summary) -> String {
+    use crate::export::markdown::{Align, Table};
+    use crate::metrics::catalogue::MemoryMetric as M;
+    let one_phase: Vec<_> = summary
+        .runs
+        .iter()
+        .filter(|r| r.resources.iter().any(|m| m.end_bytes.is_some()))
+        .collect();
+    if one_phase.is_empty() {
+        return String::new();
+    }
+    let mib = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |b| format!("{:.1}", b / MIB));
+    let header = |m: M| format!("{} {}", m.info().header, m.unit().suffix());
+    let mut table = Table::columns(
+        [
+            ("run".to_string(), Align::Left),
+            ("strategy".to_string(), Align::Left),
+            ("memory".to_string(), Align::Left),
+        ]
+        .into_iter()
+        .chain(
+            [M::Baseline, M::Peak, M::EndOfRun, M::Held]
+                .into_iter()
+                .map(|m| (header(m), Align::Right)),
+        )
+        .chain(std::iter::once(("VmHWM MiB".to_string(), Align::Right))),
+    );
+    for r in &one_phase {
+        for m in r.resources.iter().filter(|m| m.not_measured.is_none()) {
+            table.row([
+                r.run.to_string(),
+                r.strategy.clone(),
+                m.resource.label(),
+                mib(m.baseline_bytes.map(|v| v as f64)),
+                mib(m.peak_bytes.map(|v| v as f64)),
+                mib(m.end_bytes.map(|v| v as f64)),
+                mib(m.held_bytes.map(|v| v as f64)),
+                if m.resource.is_device() {
+                    "".to_string()
                 } else {
-                    format!(" ({peak})")
-                }
+                    mib(r.vm_hwm_bytes.map(|v| v as f64))
+                },
+            ]);
+        }
+    }
+    let mut out =
+        String::from("\nmeasured as one phase (no cycle marked; held = end of run − baseline):\n");
+    for line in table.aligned_lines() {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(
+        out,
+        "hint: mark phases to get loaded, retained and release times (docs/guide.md, Phase markers):\n  \
+         import memrel; with memrel.phase(\"load\"): …; with memrel.phase(\"unload\"): …; memrel.release()"
+    );
+    out
+}
+
+/// A note for each strategy and resource whose retention is mostly its
+/// first cycle's: a one-time cost of the first load, not retention that
+/// repeats.
+fn first_loads(summary: &Summary) -> String {
+    let mut out = String::new();
+    for s in &summary.strategies {
+        for m in s.resources.iter().filter(|m| m.not_measured.is_none()) {
+            let Some(first) = crate::metrics::FirstLoad::of(&m.retained_by_cycle) else {
+                continue;
+            };
+            if !first.is_most_of_it(summary.retention_threshold_bytes) {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "{}{}, {}: cycle 1 retained {:.1} MiB, cycles 2–{} {:+.1} MiB per cycle (steady state):\n  \
+                 most of it is paid once at the first load (imports, caches, a pool reused later),\n  \
+                 not retention that repeats; a warm-up before memrel.baseline() leaves it out",
+                if out.is_empty() { "\n" } else { "" },
+                m.resource.label(),
+                s.strategy,
+                first.first_bytes / MIB,
+                first.cycles,
+                first.steady_bytes_per_cycle / MIB
             );
         }
     }
@@ -359,6 +440,10 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
   drop                1.00    1.00    1.00
   sync                1.00    1.00    1.00
   context-release     1.00    1.00    1.00
+
+VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (steady state):
+  most of it is paid once at the first load (imports, caches, a pool reused later),
+  not retention that repeats; a warm-up before memrel.baseline() leaves it out
 "#);
         insta::assert_snapshot!(summary_table_as(&cuda, Layout::Wide), @r#"
 memrel run: cuda-fixture on cuda:0
@@ -380,6 +465,10 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
   drop                1.00    1.00    1.00
   sync                1.00    1.00    1.00
   context-release     1.00    1.00    1.00
+
+VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (steady state):
+  most of it is paid once at the first load (imports, caches, a pool reused later),
+  not retention that repeats; a warm-up before memrel.baseline() leaves it out
 "#);
     }
 }

@@ -100,6 +100,10 @@ pub enum MemoryMetric {
     RetainingProcesses,
     /// Retaining cycles out of all cycles.
     RetentionRate,
+    /// The last sample of a run measured as one phase (no cycle marked).
+    EndOfRun,
+    /// End of run − baseline of such a run: what it still held at its end.
+    Held,
 }
 
 /// The `[thresholds]` keys that budget one metric.
@@ -148,7 +152,7 @@ const fn info(
 }
 
 /// The catalogue, in table order.
-pub const CATALOGUE: [MetricInfo; 15] = {
+pub const CATALOGUE: [MetricInfo; 17] = {
     use MemoryMetric as M;
     [
         info(
@@ -278,6 +282,22 @@ pub const CATALOGUE: [MetricInfo; 15] = {
             "retention rate",
             Unit::Fraction,
             ("retention", "retention rate"),
+            None,
+        ),
+        info(
+            M::EndOfRun,
+            "end_bytes",
+            "end of run",
+            Unit::Bytes,
+            ("end of run", "end of run"),
+            None,
+        ),
+        info(
+            M::Held,
+            "held_bytes",
+            "held",
+            Unit::Bytes,
+            ("held", "held"),
             None,
         ),
     ]

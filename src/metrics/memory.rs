@@ -61,6 +61,14 @@ pub struct ResourceRun {
     /// Highest sampled value.
     pub peak_bytes: Option<u64>,
     pub cycles: Vec<CycleMemory>,
+    /// The last sampled value: set for a run whose phases give no cycle to
+    /// measure (a program without markers, or with too few), which is then
+    /// one phase from its first sample to its last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_bytes: Option<u64>,
+    /// end − baseline of such a run: what it still held when it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_bytes: Option<i64>,
     /// Retained after the last complete cycle.
     pub retained_bytes: Option<i64>,
     pub retained_max_bytes: Option<i64>,
@@ -200,9 +208,25 @@ fn cut_short(run: &RunRecord, cycle: u32) -> bool {
     !open.is_empty()
 }
 
-/// The baseline edge: the end of the quiet time before the first load.
+/// The baseline edge: the end of the quiet time before the first load
+/// (`memrel.baseline()`).
 pub(super) fn baseline_edge(run: &RunRecord) -> Option<&Event> {
     edges(run, 0, Phase::Baseline, Edge::End).last()
+}
+
+/// The baseline of a run that marked phases but no baseline: the begin of
+/// its first phase after any warm-up (the first edge of cycle 1), whose
+/// reading is the memory of the time before it.
+pub(super) fn implied_baseline_edge(run: &RunRecord) -> Option<&Event> {
+    run.events
+        .iter()
+        .find(|e| e.edge.cycle >= 1 && e.edge.edge == Edge::Begin)
+}
+
+/// The baseline every metric of a run counts from: the marked one, else the
+/// implied one (see [`implied_baseline_edge`]).
+pub(super) fn effective_baseline_edge(run: &RunRecord) -> Option<&Event> {
+    baseline_edge(run).or_else(|| implied_baseline_edge(run))
 }
 
 /// Every memory metric of `resource` in one run.
@@ -213,7 +237,7 @@ pub fn resource_run(
     threshold: u64,
     not_measured: Option<String>,
 ) -> ResourceRun {
-    let baseline = baseline_edge(run);
+    let baseline = effective_baseline_edge(run);
     let baseline_bytes = baseline.and_then(|e| resource.at_edge(&e.edge.memory));
     let memory: Vec<CycleMemory> = match (baseline, baseline_bytes) {
         (Some(base), Some(base_bytes)) => cycles
@@ -223,9 +247,21 @@ pub fn resource_run(
         _ => Vec::new(),
     };
     let retained: Vec<f64> = memory.iter().map(|c| c.retained_bytes as f64).collect();
+    // No cycle to measure: the run is one phase, from its first sample (the
+    // baseline, unless the program marked or implied one) to its last.
+    let whole = memory
+        .is_empty()
+        .then(|| whole_run(run, resource))
+        .flatten();
+    let baseline_bytes = baseline_bytes.or(whole.map(|(first, _)| first));
+    let end_bytes = whole.map(|(_, last)| last);
     ResourceRun {
         resource,
         not_measured,
+        end_bytes,
+        held_bytes: baseline_bytes
+            .zip(end_bytes)
+            .map(|(base, end)| end as i64 - base as i64),
         baseline_bytes,
         floor_bytes: if resource.is_device() {
             run.meta.vram_floor_bytes
@@ -243,6 +279,17 @@ pub fn resource_run(
         cycles_retaining: memory.iter().filter(|c| c.retained_over_threshold).count() as u32,
         cycles: memory,
     }
+}
+
+/// The first and the last sampled value of `resource` in `run`.
+fn whole_run(run: &RunRecord, resource: Resource) -> Option<(u64, u64)> {
+    let first = run.samples.iter().find_map(|s| resource.in_sample(s))?;
+    let last = run
+        .samples
+        .iter()
+        .rev()
+        .find_map(|s| resource.in_sample(s))?;
+    Some((first, last))
 }
 
 fn cycle_memory(
@@ -453,4 +500,73 @@ pub fn representative_run(runs: &[(&ResourceRun, RunStatus, u32)]) -> Option<u32
         }
     }
     best.map(|(_, _, run)| *run)
+}
+
+/// A resource's retention split into its first cycle and the steady state
+/// after it (cycles 2..n), from the medians of `retained_by_cycle`: tells a
+/// one-time cost of the first load (imports, caches, a CUDA context) from
+/// retention that repeats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FirstLoad {
+    /// Retained after cycle 1.
+    pub first_bytes: f64,
+    /// What each later cycle added on average: (retained after the last
+    /// cycle − after cycle 1) / (cycles − 1).
+    pub steady_bytes_per_cycle: f64,
+    /// The last cycle.
+    pub cycles: u32,
+}
+
+impl FirstLoad {
+    /// Over `by_cycle` (retained after each cycle); `None` with fewer than 2 cycles.
+    pub fn of(by_cycle: &[CycleSpread]) -> Option<FirstLoad> {
+        let first = by_cycle.iter().find(|c| c.cycle == 1)?;
+        let last = by_cycle.last().filter(|c| c.cycle >= 2)?;
+        Some(FirstLoad {
+            first_bytes: first.spread.median,
+            steady_bytes_per_cycle: (last.spread.median - first.spread.median)
+                / f64::from(last.cycle - 1),
+            cycles: last.cycle,
+        })
+    }
+
+    /// The first cycle retained more than `threshold_bytes`, and more than
+    /// every later cycle added together: most of the retention is paid once.
+    pub fn is_most_of_it(&self, threshold_bytes: u64) -> bool {
+        let later = self.steady_bytes_per_cycle * f64::from(self.cycles - 1);
+        self.first_bytes > threshold_bytes as f64 && self.first_bytes > later
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by_cycle(mib: &[f64]) -> Vec<CycleSpread> {
+        mib.iter()
+            .enumerate()
+            .map(|(i, &v)| CycleSpread {
+                cycle: i as u32 + 1,
+                spread: spread(vec![v * 1048576.0]).expect("one value"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_first_load_cost_is_told_from_retention_that_repeats() {
+        let threshold = 10 << 20;
+        // PyTorch's first load: 188 MiB once, then flat.
+        let once = FirstLoad::of(&by_cycle(&[188.0, 188.5, 189.0])).expect("3 cycles");
+        assert_eq!(once.first_bytes, 188.0 * 1048576.0);
+        assert_eq!(once.steady_bytes_per_cycle, 0.5 * 1048576.0);
+        assert!(once.is_most_of_it(threshold));
+        // A leak: every cycle adds the same.
+        let leak = FirstLoad::of(&by_cycle(&[60.0, 120.0, 180.0])).expect("3 cycles");
+        assert!(!leak.is_most_of_it(threshold));
+        // Below the threshold: nothing to explain.
+        assert!(!FirstLoad::of(&by_cycle(&[2.0, 2.0]))
+            .expect("2 cycles")
+            .is_most_of_it(threshold));
+        assert_eq!(FirstLoad::of(&by_cycle(&[188.0])), None);
+    }
 }

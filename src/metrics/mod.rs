@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::stats::{slope, spread, Spread};
-pub use memory::{CycleMemory, CycleSpread, LastCycle, ResourceRun, ResourceSummary};
+pub use memory::{CycleMemory, CycleSpread, FirstLoad, LastCycle, ResourceRun, ResourceSummary};
 pub use resource::Resource;
 
 use crate::protocol::{Edge, Phase};
@@ -88,9 +88,14 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope: Option<String>,
     /// Why the phase metrics are empty though the run completed: a program
-    /// that marked no phases (its timeline and peak are still measured).
+    /// that marked no phases, or too few for a cycle (the run is then one
+    /// phase: baseline, peak, end of run and held are measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmarked: Option<String>,
+    /// Where the baseline came from when the program did not mark one
+    /// (`memrel.baseline()`): the begin of its first phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_note: Option<String>,
     pub cycles: Vec<CycleTimes>,
     /// Memory metrics, one entry per resource (host first).
     pub resources: Vec<ResourceRun>,
@@ -228,7 +233,7 @@ fn summarize_run(
     model_bytes: &BTreeMap<&str, u64>,
 ) -> RunSummary {
     let last_cycle = run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
-    let cycles: Vec<u32> = if memory::baseline_edge(run).is_some() {
+    let cycles: Vec<u32> = if memory::effective_baseline_edge(run).is_some() {
         (1..=last_cycle)
             .filter(|&c| memory::cycle_edges(run, c).is_some())
             .collect()
@@ -257,8 +262,9 @@ fn summarize_run(
             .decimation
             .map_or(run.samples.len(), |d| d.samples_taken as usize),
         envelope: run.decimation.map(|d| envelope_note(d, &run.samples)),
-        unmarked: (run.meta.status == RunStatus::Completed && run.events.is_empty())
-            .then(|| UNMARKED.to_string()),
+        unmarked: (run.meta.status == RunStatus::Completed && cycles.is_empty())
+            .then(|| unmarked_note(run)),
+        baseline_note: baseline_note(run),
         resources: resources
             .iter()
             .map(|&r| memory::resource_run(run, r, &cycles, threshold, not_measured(run, r)))
@@ -289,9 +295,44 @@ fn envelope_note(
 
 /// What a run without phase markers lacks, and how to get it.
 pub const UNMARKED: &str =
-    "the program marked no phases: baseline, loaded, retained, released and \
-    the release times need them (import memrel; with memrel.phase(\"load\"): …; memrel.release(): \
-    README, Phase markers); the timeline and the peak are measured";
+    "the program marked no phases, so the run is one phase: baseline (first sample), peak, \
+    end of run and held (end − baseline) are measured; loaded, retained, released and the \
+    release times need markers (import memrel; with memrel.phase(\"load\"): …; memrel.release(): \
+    docs/guide.md, Phase markers)";
+
+/// Why a completed run that marked phases has no cycle to measure.
+fn unmarked_note(run: &RunRecord) -> String {
+    if run.events.is_empty() {
+        return UNMARKED.to_string();
+    }
+    let marked = |phase: Phase| run.events.iter().any(|e| e.edge.phase == phase);
+    let why = if !run.events.iter().any(|e| e.edge.cycle >= 1) {
+        "no phase of a cycle: a cycle begins at memrel.phase(\"load\")".to_string()
+    } else if !marked(Phase::Unload) && !marked(Phase::Release) {
+        "a load but no unload or release: loaded, retained and the release times are read at \
+         with memrel.phase(\"unload\") and memrel.release()"
+            .to_string()
+    } else {
+        "no cycle that both loaded and unloaded or released".to_string()
+    };
+    format!(
+        "the program marked {why}; the run is measured as one phase (baseline, peak, end of run, held)"
+    )
+}
+
+/// Says where the baseline of a run without `memrel.baseline()` came from.
+fn baseline_note(run: &RunRecord) -> Option<String> {
+    if memory::baseline_edge(run).is_some() {
+        return None;
+    }
+    let implied = memory::implied_baseline_edge(run)?;
+    Some(format!(
+        "no memrel.baseline(): the baseline is memory at the begin of the first phase ({} at {:.2} s); \
+         call memrel.baseline() after a warm-up to choose it",
+        implied.edge.phase.as_str(),
+        implied.t_s
+    ))
+}
 
 /// Why `resource` has no readings in `run`, `None` when it has some.
 fn not_measured(run: &RunRecord, resource: Resource) -> Option<String> {

@@ -18,7 +18,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
 use crate::protocol::{Envelope, Message, EVENT_FD, EVENT_FD_ENV, MAX_LINE_BYTES};
-use crate::sampler::procfs::StatmProbe;
+use crate::sampler::Probe;
 
 /// One line of the channel: when it arrived (seconds on the run's clock) and
 /// the message, or what was wrong with it.
@@ -63,8 +63,10 @@ impl Channel {
     /// Closes the parent's copy of the write end (so the channel ends when the
     /// worker and everything that inherited it are gone) and reads on a thread.
     /// With `fill`, a phase line that carries no memory reading gets one from
-    /// it the moment the line is read (a program's; see `protocol`).
-    pub fn start_reader(self, clock_zero: Instant, fill: Option<StatmProbe>) -> Receiver<Arrival> {
+    /// it the moment the line is read (a program's; see `protocol`); a tree
+    /// probe (`exec --tree`) replaces every line's reading, so phase edges are
+    /// the tree's sum like the samples.
+    pub fn start_reader(self, clock_zero: Instant, fill: Option<Probe>) -> Receiver<Arrival> {
         let Channel { read, write } = self;
         drop(write);
         let (tx, rx) = mpsc::channel();
@@ -77,7 +79,7 @@ impl Channel {
 fn read_messages(
     source: impl Read,
     clock_zero: Instant,
-    mut fill: Option<StatmProbe>,
+    mut fill: Option<Probe>,
     tx: &Sender<Arrival>,
 ) {
     let mut reader = BufReader::new(source);
@@ -119,7 +121,7 @@ fn read_messages(
             }),
         ) = (fill.as_mut(), parsed.as_mut())
         {
-            if edge.memory.rss_bytes == 0 {
+            if edge.memory.rss_bytes == 0 || matches!(probe, Probe::Tree(_)) {
                 if let Ok(reading) = probe.read() {
                     edge.memory.rss_bytes = reading.rss_bytes;
                     edge.memory.anon_bytes = reading.anon_bytes;

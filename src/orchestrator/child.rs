@@ -81,6 +81,31 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Reaps the child like [`wait_bounded`], and returns with its status the
+/// kernel's peak of its resident set (`ru_maxrss` of `wait4`: VmHWM, which a
+/// program that reports none still has), in bytes.
+pub fn wait_bounded_peak(child: &mut Child, limit: Duration) -> (Option<ExitStatus>, Option<u64>) {
+    let pid = child.id() as libc::pid_t;
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `rusage` is plain integers, for which all zeros is a valid
+        // value; wait4 writes only into the two locals it is handed.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if got == pid {
+            let peak_bytes = u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024);
+            return (Some(ExitStatus::from_raw(status)), peak_bytes);
+        }
+        if got == 0 && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+            continue;
+        }
+        // Reaped elsewhere, or not ended in time: what std can still tell.
+        return (wait_bounded(child, Duration::ZERO), None);
+    }
+}
+
 /// How the worker ended, for a run's error, when memrel did not stop it.
 /// A program (`program`) has completed when it exits 0; memrel's worker
 /// must also have said `done`.
@@ -160,6 +185,21 @@ mod tests {
             std::thread::sleep(POLL);
         }
         assert!(!alive(grandchild), "grandchild {grandchild} survived");
+    }
+
+    #[test]
+    fn reaping_tells_the_kernels_peak_of_a_program_that_reports_none() {
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096])",
+            ])
+            .spawn()
+            .expect("python3 starts (it is on PATH wherever memrel's tests run)");
+        let (status, peak) = wait_bounded_peak(&mut child, Duration::from_secs(20));
+        assert!(status.expect("reaped").success());
+        let peak = peak.expect("ru_maxrss");
+        assert!(peak > 48 << 20, "{peak}");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
 use crate::sampler::procfs::StatmProbe;
-use crate::sampler::{Sampler, VramProbe};
+use crate::sampler::{Probe, Sampler, VramProbe};
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{environment_checks, CycleNumbering};
 use crate::worker::Plug;
@@ -254,10 +254,15 @@ impl Process<'_> {
         } else {
             meta.respawned_pids.push(pid);
         }
-        let fill = duties
-            .complete_edges
-            .then(|| StatmProbe::open(pid).ok())
-            .flatten();
+        // Under --tree a phase edge is read like the samples: the tree's sum.
+        let fill = if duties.complete_edges && duties.sample_tree {
+            Some(Probe::open_tree(pid))
+        } else {
+            duties
+                .complete_edges
+                .then(|| StatmProbe::open(pid).ok().map(Probe::Procfs))
+                .flatten()
+        };
         let messages = channel.start_reader(self.clock_zero, fill);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
@@ -319,7 +324,7 @@ impl Process<'_> {
         // The worker is a zombie or about to be killed: its group id is still
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);
-        let status = child::wait_bounded(&mut child, REAP_GRACE);
+        let (status, peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
         let (sample_error, vram) = match sampler.stop_keep_probe() {
             Ok((writer, vram)) => (writer.finish(), vram),
             Err(e) => (Some(e.to_string()), None),
@@ -328,6 +333,11 @@ impl Process<'_> {
             sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
         if channel_open {
             got.drain(&messages, PIPE_GRACE, meta, on_event);
+        }
+        if meta.vm_hwm_bytes.is_none() {
+            // A program that sent no `done` (no memrel module, or one that
+            // failed) still has the kernel's peak.
+            meta.vm_hwm_bytes = peak_bytes;
         }
         append_tail(
             &mut meta.stdout_tail,

@@ -150,10 +150,9 @@ impl Cost {
 
 /// The parent's VRAM probe: NVML's per-process memory of the worker.
 ///
-/// Until the worker's PID first appears in NVML's list it reads `None` (no
-/// context yet, or a PID NVML cannot see: a container's PID namespace); once
-/// seen, its absence means the worker holds no context, a real 0. Device used
-/// and total are tracked on the GPU where the PID was found.
+/// A PID NVML does not list on a GPU that answered reads 0 (no context yet:
+/// see [`look_up`]); `None` only when no GPU answered. Device used and total
+/// are tracked on the GPU where the PID was found.
 pub struct NvmlProbe {
     devices: Vec<Device<'static>>,
     found: Option<usize>,
@@ -221,31 +220,23 @@ impl VramProbe for NvmlProbe {
         self.last_read = Some(now);
         self.reads += 1;
         self.pid = Some(pid);
-        if let Some(index) = self.found {
-            let device = &self.devices[index];
-            let value = match self.process_cost.time(|| process_bytes(device, pid)) {
-                Ok(bytes) => Some(bytes.unwrap_or(0)),
-                Err(e) => {
-                    self.note_error(e);
-                    None
-                }
-            };
+        let devices = &self.devices;
+        let cost = &mut self.process_cost;
+        let mut errors = Vec::new();
+        let (value, found) = look_up(
+            self.found,
+            devices.len(),
+            |index| cost.time(|| process_bytes(&devices[index], pid)),
+            &mut errors,
+        );
+        for e in errors {
+            self.note_error(e);
+        }
+        self.found = found;
+        if let Some(index) = found {
             self.track_device(index);
-            return value;
         }
-        for index in 0..self.devices.len() {
-            let device = &self.devices[index];
-            match self.process_cost.time(|| process_bytes(device, pid)) {
-                Ok(Some(bytes)) => {
-                    self.found = Some(index);
-                    self.track_device(index);
-                    return Some(bytes);
-                }
-                Ok(None) => {}
-                Err(e) => self.note_error(e),
-            }
-        }
-        None
+        value
     }
 
     fn checks(&self) -> Vec<Check> {
@@ -282,9 +273,10 @@ impl VramProbe for NvmlProbe {
             None => {
                 warn_unseen(&pid);
                 format!(
-                    "pid {pid} never appeared in nvml's process list ({} readings; a container's PID namespace?): \
-                     sampled VRAM stays empty; the worker's phase-edge values are the fallback (see its \
-                     'vram source' check); one per-process read: {}{errors}",
+                    "pid {pid} never appeared in nvml's process list ({} readings): sampled VRAM reads 0 \
+                     (no CUDA context; in a container's PID namespace it would be wrong: the worker's \
+                     phase-edge values are the fallback, see its 'vram source' check); one per-process \
+                     read: {}{errors}",
                     self.reads,
                     self.process_cost.describe(),
                 )
@@ -298,12 +290,85 @@ impl VramProbe for NvmlProbe {
     }
 }
 
+/// One reading of a process's device memory from each GPU's answer
+/// (`query(index)`: NVML's bytes for the process on that GPU, `None` when it
+/// is not listed there), `found` being the GPU that listed it before.
+/// Returns the reading and the GPU that lists it. A process NVML does not list
+/// on a GPU that answered holds nothing there: 0, not unknown (PyTorch and
+/// JAX create their CUDA context at their first GPU operation, so a program
+/// is unlisted until then); `None` only when no GPU answered. Errors go to
+/// `errors`.
+pub fn look_up(
+    found: Option<usize>,
+    devices: usize,
+    mut query: impl FnMut(usize) -> Result<Option<u64>, String>,
+    errors: &mut Vec<String>,
+) -> (Option<u64>, Option<usize>) {
+    if let Some(index) = found {
+        return match query(index) {
+            Ok(bytes) => (Some(bytes.unwrap_or(0)), found),
+            Err(e) => {
+                errors.push(e);
+                (None, found)
+            }
+        };
+    }
+    let mut answered = false;
+    for index in 0..devices {
+        match query(index) {
+            Ok(Some(bytes)) => return (Some(bytes), Some(index)),
+            Ok(None) => answered = true,
+            Err(e) => errors.push(e),
+        }
+    }
+    (answered.then_some(0), None)
+}
+
 fn warn_unseen(pid: &str) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         eprintln!(
-            "memrel: warning: worker pid {pid} is not in nvml's process list (container PID namespace?): \
-             sampled VRAM columns stay empty; phase edges use the worker's fallback (runs.json checks say which)"
+            "memrel: warning: worker pid {pid} never appeared in nvml's process list: its VRAM read 0 \
+             (no CUDA context; wrong in a container's PID namespace: runs.json checks say which)"
         );
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::look_up;
+
+    /// A fake NVML: per GPU, the process list's answer at each reading.
+    fn read(
+        found: Option<usize>,
+        answers: &[Result<Option<u64>, String>],
+    ) -> (Option<u64>, Option<usize>, usize) {
+        let mut errors = Vec::new();
+        let (value, found) = look_up(found, answers.len(), |i| answers[i].clone(), &mut errors);
+        (value, found, errors.len())
+    }
+
+    #[test]
+    fn a_process_not_yet_listed_on_an_answering_gpu_holds_zero_then_its_bytes() {
+        // A program that creates its CUDA context 2 s in: unlisted, then listed on GPU 1.
+        assert_eq!(read(None, &[Ok(None), Ok(None)]), (Some(0), None, 0));
+        assert_eq!(
+            read(None, &[Ok(None), Ok(Some(500))]),
+            (Some(500), Some(1), 0)
+        );
+        // Once found, its absence is 0 too (the context was destroyed).
+        assert_eq!(
+            read(Some(1), &[Ok(Some(7)), Ok(None)]),
+            (Some(0), Some(1), 0)
+        );
+    }
+
+    #[test]
+    fn only_gpus_that_do_not_answer_leave_the_reading_unknown() {
+        let broken = || Err("nvml process list: Unknown".to_string());
+        assert_eq!(read(None, &[broken(), broken()]), (None, None, 2));
+        assert_eq!(read(None, &[broken(), Ok(None)]), (Some(0), None, 1));
+        assert_eq!(read(Some(0), &[broken()]), (None, Some(0), 1));
+        assert_eq!(read(None, &[]), (None, None, 0));
+    }
 }

@@ -6,7 +6,8 @@ use crate::protocol::Check;
 
 /// Reads one process's device memory.
 pub trait VramProbe: Send {
-    /// Bytes of device memory `pid` holds, `None` when unknown.
+    /// Bytes of device memory `pid` holds: 0 when the device answers and does
+    /// not list it (no CUDA context there yet), `None` only when unknown.
     fn process_bytes(&mut self, pid: u32) -> Option<u64>;
 
     /// What the probe saw, for the run's metadata (source, cost, fallbacks).

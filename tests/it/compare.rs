@@ -540,6 +540,7 @@ fn failed_run(strategy: &str) -> RunSummary {
         samples: 0,
         envelope: None,
         unmarked: None,
+        baseline_note: None,
         cycles: Vec::new(),
         resources: Vec::new(),
         load_throughput_bytes_per_s: None,

@@ -6,7 +6,7 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `fake::`, `calibrate::`, `model_arg::`).
+//! `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`).
 
 mod common;
 
@@ -14,6 +14,7 @@ mod calibrate;
 mod cli;
 mod compare;
 mod cuda_cli;
+mod exec_unmarked;
 mod fake;
 mod faults;
 mod gate;

@@ -276,9 +276,16 @@ impl TimeAxis {
     }
 }
 
-/// Seconds before cycle 1 (the whole run when it never got there).
+/// Seconds before cycle 1 (the whole run when it never got there; none for
+/// a program that marked no phases: its whole run is one phase from t = 0).
 fn lead_in_s_of(run: &RunRecord) -> f64 {
-    cycle_one_s(run).unwrap_or_else(|| run_end_s(run))
+    cycle_one_s(run).unwrap_or_else(|| {
+        if run.events.is_empty() {
+            0.0
+        } else {
+            run_end_s(run)
+        }
+    })
 }
 
 /// Seconds from the worker's start to its cycle 1, for the stub's label.

@@ -410,6 +410,31 @@ mod tests {
     }
 
     #[test]
+    fn a_run_without_markers_is_one_phase_on_a_real_time_axis() {
+        let mut run = fixture::run(1, "drop", 1, &[2]);
+        run.events.clear();
+        let end_s = run.samples.last().unwrap().t_s;
+        let axis = TimeAxis::for_plots(&[&run]);
+        // The whole run is to scale from t = 0, not squeezed into a stub.
+        assert!(!axis.squeezed, "{axis:?}");
+        assert_eq!(axis.lead_in, 0.0);
+        assert!((axis.end_s - end_s).abs() < 1e-9, "{axis:?} vs {end_s}");
+        assert_eq!(axis.clock(&run).x(end_s), end_s);
+        let labels: Vec<String> = [0.0, end_s / 2.0, end_s]
+            .iter()
+            .map(|&x| axis.tick_label(x))
+            .collect();
+        assert!(
+            labels
+                .iter()
+                .filter(|l| *l != "0.00" && *l != "0.0")
+                .count()
+                == 2,
+            "{labels:?}"
+        );
+    }
+
+    #[test]
     fn runs_without_samples_or_events_still_draw() {
         let mut record = fixture::record();
         record.runs[1].samples.clear();

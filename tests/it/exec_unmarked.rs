@@ -1,0 +1,256 @@
+//! `memrel exec` with programs as people first bring them: no markers, some
+//! markers, a traceback, children that hold memory, a first load that costs
+//! more than the ones after it, a device without a driver. Real python3
+//! programs written by each test (no torch).
+
+use super::common::*;
+
+/// `memrel exec --out <temp> [ARGS…] -- python3 PROGRAM` with PROGRAM written
+/// to a file in the temp dir; returns the temp dir, the results directory
+/// and the output (whatever memrel's exit).
+fn exec_program(
+    args: &[&str],
+    program: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, std::process::Output) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let path = out.path().join("prog.py");
+    std::fs::write(&path, program).expect("write prog.py");
+    let mut command = memrel();
+    command.arg("exec").arg("--out").arg(out.path()).args(args);
+    command.arg("--").arg("python3").arg(&path);
+    let output = command.output().expect("memrel starts");
+    let dir = only_results_dir(out.path(), "exec");
+    (out, dir, output)
+}
+
+fn mib(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("a number, not {v}")) / MIB
+}
+
+/// Holds 96 MiB (touched) to the end, after a quiet start; exits without
+/// the interpreter's teardown (which would free it first).
+const HOLDS_96_MIB: &str = r#"
+import os, time
+time.sleep(0.3)
+blob = bytearray(96 << 20)
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+time.sleep(0.5)
+os._exit(0)
+"#;
+
+#[test]
+fn a_program_without_markers_is_one_phase_with_baseline_peak_end_and_held() {
+    let (_tmp, dir, output) = exec_program(&[], HOLDS_96_MIB);
+    assert!(output.status.success(), "{}", streams(&output));
+    let summary = summary(&dir);
+    let run = &summary["runs"][0];
+    let host = &run["resources"][0];
+    assert_eq!(host["resource"], "host");
+    let baseline = mib(&host["baseline_bytes"]);
+    let (peak, end, held) = (
+        mib(&host["peak_bytes"]),
+        mib(&host["end_bytes"]),
+        mib(&host["held_bytes"]),
+    );
+    // The first sample: the program just started.
+    assert!(baseline < 60.0, "{host}");
+    assert!(peak >= end && end > 96.0, "{host}");
+    assert!((held - (end - baseline)).abs() < 0.01, "{host}");
+    assert!(held > 90.0 && held < 110.0, "{host}");
+    // The kernel's peak, though the program sent no `done`.
+    let vm_hwm = mib(&run["vm_hwm_bytes"]);
+    assert!(vm_hwm >= peak - 1.0, "VmHWM {vm_hwm} vs peak {peak}");
+    assert!(run["unmarked"]
+        .as_str()
+        .expect("a note")
+        .contains("one phase"));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("measured as one phase") && stdout.contains("end of run MiB"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("hint: mark phases"), "{stdout}");
+    assert!(dir.join("timeline.png").is_file());
+}
+
+#[test]
+fn without_memrel_baseline_the_time_before_the_first_phase_is_the_baseline() {
+    let program = r#"
+import time, memrel
+keep = bytearray(32 << 20)
+for i in range(0, len(keep), 4096):
+    keep[i] = 1
+time.sleep(0.2)
+with memrel.phase("load", model="blob"):
+    blob = bytearray(100 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+with memrel.phase("unload", model="blob"):
+    del blob
+memrel.release()
+memrel.settle(0.2)
+"#;
+    let (_tmp, dir, output) = exec_program(&[], program);
+    assert!(output.status.success(), "{}", streams(&output));
+    let summary = summary(&dir);
+    let run = &summary["runs"][0];
+    let note = run["baseline_note"].as_str().expect("a baseline note");
+    assert!(
+        note.contains("no memrel.baseline()") && note.contains("load"),
+        "{note}"
+    );
+    assert!(run["unmarked"].is_null(), "{run}");
+    let row = &summary["strategies"][0]["resources"][0]["row"];
+    // The 32 MiB held before the load are in the baseline, not retained.
+    assert!(mib(&row["baseline_bytes"]) > 32.0, "{row}");
+    assert!(
+        mib(&row["loaded_bytes"]) - mib(&row["baseline_bytes"]) > 90.0,
+        "{row}"
+    );
+    assert!(mib(&row["retained_bytes"]).abs() < 20.0, "{row}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("no memrel.baseline()"), "{stdout}");
+}
+
+#[test]
+fn a_load_without_unload_or_release_says_what_is_missing() {
+    let program = r#"
+import memrel
+with memrel.phase("load", model="blob"):
+    blob = bytearray(64 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+import os
+os._exit(0)  # no teardown: the blob is still held at the end
+"#;
+    let (_tmp, dir, output) = exec_program(&[], program);
+    assert!(output.status.success(), "{}", streams(&output));
+    let summary = summary(&dir);
+    let run = &summary["runs"][0];
+    let why = run["unmarked"].as_str().expect("why there is no cycle");
+    assert!(why.contains("no unload or release"), "{why}");
+    let host = &run["resources"][0];
+    assert!(mib(&host["held_bytes"]) > 50.0, "{host}");
+    assert!(
+        text(&output.stdout).contains(why),
+        "{}",
+        text(&output.stdout)
+    );
+}
+
+#[test]
+fn a_failing_program_shows_the_last_20_lines_of_its_stderr() {
+    let program = r#"
+import sys
+for i in range(1, 31):
+    print("line %d of the log" % i, file=sys.stderr)
+1 / 0
+"#;
+    let (_tmp, _dir, output) = exec_program(&[], program);
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = stderr(&output);
+    assert!(err.contains("ZeroDivisionError"), "{err}");
+    assert!(err.contains("line 30 of the log"), "{err}");
+    let shown: Vec<&str> = err
+        .split("the last lines the program wrote to stderr:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no stderr tail:\n{err}"))
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(shown.len(), 20, "{shown:?}");
+    assert!(!err.contains("line 10 of the log"), "{err}");
+}
+
+#[test]
+fn under_tree_a_child_holding_memory_through_the_settle_is_retained() {
+    let program = r#"
+import subprocess, sys, memrel
+CHILD = "b = bytearray(200 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('ready', flush=True)\nimport time; time.sleep(30)"
+memrel.baseline(0.2)
+with memrel.phase("load", model="child"):
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE)
+    child.stdout.readline()
+with memrel.phase("unload", model="child"):
+    pass
+memrel.release()
+memrel.settle(0.3)
+"#;
+    let (_tmp, dir, output) = exec_program(&["--tree"], program);
+    assert!(output.status.success(), "{}", streams(&output));
+    let summary = summary(&dir);
+    let host = &summary["strategies"][0]["resources"][0];
+    let row = &host["row"];
+    // Every value is the tree's: loaded and retained include the child's 200 MiB.
+    assert!(
+        mib(&row["loaded_bytes"]) - mib(&row["baseline_bytes"]) > 180.0,
+        "{row}"
+    );
+    assert!(mib(&row["retained_bytes"]) > 180.0, "{row}");
+    assert!(
+        mib(&row["peak_bytes"]) >= mib(&row["loaded_bytes"]) - 5.0,
+        "{row}"
+    );
+    assert_eq!(host["cycles_retaining"], 1, "{host}");
+}
+
+#[test]
+fn a_first_load_cost_is_told_from_retention_that_repeats() {
+    let program = r#"
+import memrel
+memrel.baseline(0.2)
+cache = []
+for cycle in range(memrel.cycles()):
+    with memrel.phase("load", model="blob"):
+        if not cache:
+            # What an import or a first-use cache costs once.
+            cache.append(bytearray(120 << 20))
+            for i in range(0, len(cache[0]), 4096):
+                cache[0][i] = 1
+        blob = bytearray(40 << 20)
+        for i in range(0, len(blob), 4096):
+            blob[i] = 1
+    with memrel.phase("unload", model="blob"):
+        del blob
+    memrel.release()
+    memrel.settle(0.1)
+"#;
+    let (_tmp, _dir, output) = exec_program(&["--cycles", "3"], program);
+    assert!(output.status.success(), "{}", streams(&output));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("paid once at the first load"),
+        "no first-load note:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("cycle 1 retained 1") && stdout.contains("cycles 2–3 +"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn failed_checks_make_exec_exit_2() {
+    let driver = std::path::Path::new("/proc/driver/nvidia").exists();
+    let (_tmp, dir, output) = exec_program(&["--device", "cuda"], "print('hi')\n");
+    let runs = runs_json(&dir);
+    let failed: Vec<&serde_json::Value> = runs["runs"][0]["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .collect();
+    if driver {
+        // With a driver, a program that never touches CUDA holds 0 bytes there.
+        assert!(failed.is_empty(), "{failed:?}");
+        assert!(output.status.success(), "{}", streams(&output));
+    } else {
+        assert!(
+            !failed.is_empty(),
+            "no driver here, yet no failed check: {runs}"
+        );
+        assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+        let err = stderr(&output);
+        assert!(err.contains("check 'vram sampler (nvml)' failed"), "{err}");
+    }
+}
