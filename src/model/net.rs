@@ -85,7 +85,17 @@ impl Net {
                 out?
             }
             Net::Gemma3(m) => {
-                let out = m.forward(input, 0);
+                // candle 0.11's gemma3 appends a non-contiguous value tensor to
+                // its KV cache ("slice-set only supports contiguous tensors")
+                // unless a pass holds one token or the model one KV head: feed
+                // the sequence a token at a time, as decoding does.
+                let mut out = Err(candle_core::Error::Msg("an empty sequence".into()));
+                for i in 0..input.dim(1)? {
+                    out = m.forward(&input.narrow(1, i, 1)?, i);
+                    if out.is_err() {
+                        break;
+                    }
+                }
                 m.clear_kv_cache();
                 out?
             }
