@@ -244,8 +244,11 @@ pub enum ModelCommand {
     Gen {
         /// A preset name (see `memrel list`).
         preset: String,
-        /// The directory to write (created if missing).
+        /// The directory to write (created if missing; refused if it holds files, unless --force).
         dir: PathBuf,
+        /// Write into DIR even if it already holds files (config.json and model.safetensors are replaced).
+        #[arg(long)]
+        force: bool,
     },
     /// Show what a HuggingFace-layout directory holds and whether memrel can load it.
     #[command(after_help = "Example:\n  memrel model info ./bert-base")]

@@ -101,7 +101,7 @@ fn render(long: bool) -> String {
     for p in PRESETS {
         let _ = writeln!(
             out,
-            "  {:<13} {:<6} {:>7.1} MiB  {}",
+            "  {:<13} {:<7} {:>7.1} MiB  {}",
             p.name,
             p.architecture.as_str(),
             p.tensor_bytes() as f64 / MIB,

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::ExitStatus;
 use crate::cli::ModelCommand;
@@ -13,15 +13,18 @@ use crate::textutil::MIB;
 /// `memrel model gen` or `memrel model info`, its one line or block printed to `out`.
 pub fn run(command: &ModelCommand, out: &mut dyn Write) -> Result<ExitStatus> {
     let text = match command {
-        ModelCommand::Gen { preset, dir } => gen(preset, dir)?,
+        ModelCommand::Gen { preset, dir, force } => gen(preset, dir, *force)?,
         ModelCommand::Info { dir } => info(dir)?,
     };
     writeln!(out, "{text}")?;
     Ok(ExitStatus::Success)
 }
 
-fn gen(preset_name: &str, dir: &Path) -> Result<String> {
+fn gen(preset_name: &str, dir: &Path, force: bool) -> Result<String> {
     let preset = preset::lookup(preset_name)?;
+    if !force {
+        refuse_files_in(dir)?;
+    }
     synth::write_model_dir(preset, dir)
         .with_context(|| format!("cannot write preset {preset_name} into {}", dir.display()))?;
     let info = ModelDir::inspect(dir)?;
@@ -34,11 +37,33 @@ fn gen(preset_name: &str, dir: &Path) -> Result<String> {
     ))
 }
 
+/// `model gen` writes config.json and model.safetensors: over a real model
+/// that would destroy it, so a directory holding anything is refused.
+fn refuse_files_in(dir: &Path) -> Result<()> {
+    let mut entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    if let Some(entry) = entries.next() {
+        let name = entry
+            .with_context(|| format!("cannot read {}", dir.display()))?
+            .file_name();
+        bail!(
+            "{} already holds files ({} among them): memrel model gen would overwrite its \
+             config.json and model.safetensors; choose an empty or new directory, or pass --force",
+            dir.display(),
+            name.to_string_lossy()
+        );
+    }
+    Ok(())
+}
+
 fn info(dir: &Path) -> Result<String> {
     let m = ModelDir::inspect(dir)?;
     let files: Vec<String> = m.files.iter().map(|f| f.display().to_string()).collect();
     Ok(format!(
-        "directory     {}\narchitecture  {}\ntensors       {}\nparameters    {}\ntensor bytes  {} ({:.1} MiB)\nname prefix   {}\nfiles         {}\nloadable      yes (candle-transformers {} loader)",
+        "directory     {}\narchitecture  {}\ntensors       {}\nparameters    {}\ntensor bytes  {} ({:.1} MiB)\nname prefix   {}\nfiles         {}\nloadable      yes (candle-transformers {} loader, run over the headers)",
         m.dir.display(),
         m.architecture.as_str(),
         m.tensor_count,

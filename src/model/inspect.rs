@@ -6,7 +6,10 @@
 //! files are refused here, in the parent, before any worker starts: every
 //! safetensors header is checked against its file (`header`), config.json's
 //! sizes are checked (`config`) and must agree with the embedding tensor the
-//! file really holds, and shard names cannot leave the directory.
+//! file really holds, integer-typed weights are refused, shard names cannot
+//! leave the directory, and the architecture's loader is run over the headers
+//! alone (`backend::ShapesOnly`), so a tensor that is missing or of another
+//! shape than config.json implies is named here, with both shapes.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -16,7 +19,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::arch::Architecture;
+use super::backend::ShapesOnly;
 use super::{config, header};
+
+/// The tensor types memrel loads (candle converts each to the run's dtype).
+const FLOAT_DTYPES: &[&str] = &["F32", "F16", "BF16", "F64"];
 
 /// A model directory as the worker needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,7 +58,7 @@ impl ModelDir {
             .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
         let architecture = Architecture::from_config(&config)
             .with_context(|| format!("cannot load the model in {}", dir.display()))?;
-        let sizes = config::check(&config_path, architecture, &config)?;
+        let (sizes, typed) = config::check(&config_path, architecture, &config)?;
         let files = safetensors_files(dir)?;
         let mut tensor_bytes = 0u64;
         let mut parameters = 0u64;
@@ -70,7 +77,19 @@ impl ModelDir {
                         file.display()
                     );
                 }
-                shapes.insert(tensor.name, tensor.shape);
+                // Integer buffers (old BERT checkpoints' position_ids) are not weights.
+                let buffer = tensor.name.ends_with("position_ids");
+                if !buffer && !FLOAT_DTYPES.contains(&tensor.dtype.as_str()) {
+                    bail!(
+                        "tensor {:?} in {} is {}: memrel loads float weights ({}), \
+                         not integer or quantized ones: export the checkpoint in float",
+                        tensor.name,
+                        file.display(),
+                        tensor.dtype,
+                        FLOAT_DTYPES.join(", ")
+                    );
+                }
+                shapes.insert(tensor.name, (tensor.shape, file.clone()));
             }
         }
         let tensor_prefix = architecture.tensor_prefix(&names).with_context(|| {
@@ -82,17 +101,18 @@ impl ModelDir {
         })?;
         let embedding = format!("{tensor_prefix}{}", architecture.embedding_tensor());
         let want = [sizes.vocab_size, sizes.hidden_size];
-        if shapes.get(&embedding).map(Vec::as_slice) != Some(&want[..]) {
+        let embedding_shape = shapes.get(&embedding).map(|(shape, _)| shape.clone());
+        if embedding_shape.as_deref() != Some(&want[..]) {
             bail!(
                 "{} says vocab_size × hidden_size = {} × {}, but tensor {embedding:?} has shape {:?}: \
                  the config and the weights are not of one model",
                 config_path.display(),
                 want[0],
                 want[1],
-                shapes.get(&embedding).cloned().unwrap_or_default()
+                embedding_shape.unwrap_or_default()
             );
         }
-        Ok(ModelDir {
+        let model = ModelDir {
             dir: dir.to_path_buf(),
             architecture,
             files,
@@ -101,7 +121,37 @@ impl ModelDir {
             tensor_count: names.len(),
             vocab_size: sizes.vocab_size as usize,
             tensor_prefix,
-        })
+        };
+        model.fits(typed, shapes)?;
+        Ok(model)
+    }
+
+    /// Runs the loader over the headers alone: every tensor it asks for must
+    /// be there with the shape the config implies. Costs no weight memory
+    /// (each stand-in is one zero, broadcast).
+    fn fits(
+        &self,
+        typed: config::Typed,
+        shapes: std::collections::HashMap<String, (Vec<u64>, PathBuf)>,
+    ) -> Result<()> {
+        let tensors = shapes
+            .into_iter()
+            .map(|(name, (shape, file))| {
+                let dims = shape.iter().map(|&d| d as usize).collect();
+                (name, (dims, file))
+            })
+            .collect();
+        let backend = Box::new(ShapesOnly { tensors });
+        let device = candle_core::Device::Cpu;
+        self.build(typed, backend, candle_core::DType::F32, &device)
+            .map(drop)
+            .with_context(|| {
+                format!(
+                    "{} does not fit its config.json as a {} model",
+                    self.dir.display(),
+                    self.architecture.as_str()
+                )
+            })
     }
 }
 

@@ -5,13 +5,19 @@
 //! The parent only resolves and inspects; loading happens in the worker.
 
 pub mod arch;
+pub mod backend;
 pub mod config;
 pub mod header;
 pub mod hub;
 pub mod inspect;
+pub mod layout;
+pub mod load;
+pub mod net;
+pub mod normalise;
 pub mod preset;
 pub mod source;
 pub mod synth;
 
-pub use arch::{Architecture, LoadedModel};
+pub use arch::Architecture;
 pub use inspect::ModelDir;
+pub use load::LoadedModel;

@@ -1,11 +1,10 @@
 //! Synthetic model presets: real HuggingFace shapes with deterministic weights.
 //!
-//! Each preset names an architecture and its dimensions; `synth` writes the
-//! files. The tensor names follow the published checkpoints (BERT's are
-//! `bert.`-prefixed with `gamma`/`beta` LayerNorm names, as in
-//! bert-base-uncased), so the loaders take the same paths as for real models.
-
-use serde_json::json;
+//! Each preset names an architecture and its dimensions; `layout` says what
+//! its config.json and tensors are, `synth` writes the files. The tensor names
+//! follow the published checkpoints (BERT's are `bert.`-prefixed with
+//! `gamma`/`beta` LayerNorm names, as in bert-base-uncased), so the loaders
+//! take the same paths as for real models.
 
 use super::arch::Architecture;
 use crate::textutil::did_you_mean;
@@ -22,6 +21,22 @@ pub struct Preset {
     pub kv_heads: usize,
     pub intermediate_size: usize,
     pub max_positions: usize,
+}
+
+/// The decoder test presets: one shape (that of qwen2-tiny), each family's layout.
+const fn tiny(name: &'static str, summary: &'static str, architecture: Architecture) -> Preset {
+    Preset {
+        name,
+        summary,
+        architecture,
+        vocab_size: 1024,
+        hidden_size: 64,
+        layers: 2,
+        heads: 4,
+        kv_heads: 2,
+        intermediate_size: 128,
+        max_positions: 512,
+    }
 }
 
 /// Bumped when a preset's files change, so old caches are not reused.
@@ -88,6 +103,12 @@ pub const PRESETS: &[Preset] = &[
         intermediate_size: 2048,
         max_positions: 2048,
     },
+    tiny("llama-tiny", "Llama decoder, 2 layers × 64, GQA 4/2, tied head, transformers 5.x config (~0.5 MiB f32): for tests", Architecture::Llama),
+    tiny("qwen3-tiny", "Qwen3 decoder (q/k norms), 2 layers × 64, transformers 5.x config (~0.5 MiB f32): for tests", Architecture::Qwen3),
+    tiny("mistral-tiny", "Mistral decoder, 2 layers × 64, untied lm_head, no sliding window (~0.8 MiB f32): for tests", Architecture::Mistral),
+    tiny("gemma2-tiny", "Gemma 2 decoder (sandwich norms, soft-capping), 2 layers × 64 (~0.5 MiB f32): for tests", Architecture::Gemma2),
+    tiny("gemma3-tiny", "Gemma 3 text decoder (gemma3_text), 2 layers × 64, layer_types (~0.5 MiB f32): for tests", Architecture::Gemma3),
+    tiny("phi3-tiny", "Phi-3 decoder (fused qkv and gate_up), 2 layers × 64, untied lm_head (~0.8 MiB f32): for tests", Architecture::Phi3),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -128,211 +149,7 @@ pub struct TensorSpec {
     pub fill: Fill,
 }
 
-fn t(name: String, shape: &[usize], fill: Fill) -> TensorSpec {
-    TensorSpec {
-        name,
-        shape: shape.to_vec(),
-        fill,
-    }
-}
-
 impl Preset {
-    /// The config.json a HuggingFace checkpoint of this shape would have.
-    pub fn config_json(&self) -> serde_json::Value {
-        match self.architecture {
-            Architecture::Bert => json!({
-                "architectures": ["BertForMaskedLM"],
-                "model_type": "bert",
-                "vocab_size": self.vocab_size,
-                "hidden_size": self.hidden_size,
-                "num_hidden_layers": self.layers,
-                "num_attention_heads": self.heads,
-                "intermediate_size": self.intermediate_size,
-                "hidden_act": "gelu",
-                "hidden_dropout_prob": 0.1,
-                "attention_probs_dropout_prob": 0.1,
-                "max_position_embeddings": self.max_positions,
-                "type_vocab_size": 2,
-                "initializer_range": 0.02,
-                "layer_norm_eps": 1e-12,
-                "pad_token_id": 0,
-                "position_embedding_type": "absolute",
-                "use_cache": true,
-                "classifier_dropout": null,
-                "torch_dtype": "float32",
-                "memrel_preset": self.name,
-            }),
-            Architecture::Qwen2 | Architecture::Llama => json!({
-                "architectures": ["Qwen2ForCausalLM"],
-                "model_type": "qwen2",
-                "vocab_size": self.vocab_size,
-                "hidden_size": self.hidden_size,
-                "intermediate_size": self.intermediate_size,
-                "num_hidden_layers": self.layers,
-                "num_attention_heads": self.heads,
-                "num_key_value_heads": self.kv_heads,
-                "max_position_embeddings": self.max_positions,
-                "sliding_window": self.max_positions,
-                "max_window_layers": self.layers,
-                "tie_word_embeddings": true,
-                "rope_theta": 10000.0,
-                "rms_norm_eps": 1e-6,
-                "use_sliding_window": false,
-                "hidden_act": "silu",
-                "torch_dtype": "float32",
-                "memrel_preset": self.name,
-            }),
-        }
-    }
-
-    /// Every tensor the checkpoint holds, in file order.
-    pub fn tensors(&self) -> Vec<TensorSpec> {
-        let h = self.hidden_size;
-        let mut out = Vec::new();
-        match self.architecture {
-            Architecture::Bert => {
-                let p = "bert.";
-                out.push(t(
-                    format!("{p}embeddings.word_embeddings.weight"),
-                    &[self.vocab_size, h],
-                    Fill::Noise,
-                ));
-                out.push(t(
-                    format!("{p}embeddings.position_embeddings.weight"),
-                    &[self.max_positions, h],
-                    Fill::Noise,
-                ));
-                out.push(t(
-                    format!("{p}embeddings.token_type_embeddings.weight"),
-                    &[2, h],
-                    Fill::Noise,
-                ));
-                out.push(t(
-                    format!("{p}embeddings.LayerNorm.gamma"),
-                    &[h],
-                    Fill::Ones,
-                ));
-                out.push(t(
-                    format!("{p}embeddings.LayerNorm.beta"),
-                    &[h],
-                    Fill::Zeros,
-                ));
-                for i in 0..self.layers {
-                    let l = format!("{p}encoder.layer.{i}");
-                    for part in ["query", "key", "value"] {
-                        out.push(t(
-                            format!("{l}.attention.self.{part}.weight"),
-                            &[h, h],
-                            Fill::Noise,
-                        ));
-                        out.push(t(
-                            format!("{l}.attention.self.{part}.bias"),
-                            &[h],
-                            Fill::Noise,
-                        ));
-                    }
-                    out.push(t(
-                        format!("{l}.attention.output.dense.weight"),
-                        &[h, h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(
-                        format!("{l}.attention.output.dense.bias"),
-                        &[h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(
-                        format!("{l}.attention.output.LayerNorm.gamma"),
-                        &[h],
-                        Fill::Ones,
-                    ));
-                    out.push(t(
-                        format!("{l}.attention.output.LayerNorm.beta"),
-                        &[h],
-                        Fill::Zeros,
-                    ));
-                    out.push(t(
-                        format!("{l}.intermediate.dense.weight"),
-                        &[self.intermediate_size, h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(
-                        format!("{l}.intermediate.dense.bias"),
-                        &[self.intermediate_size],
-                        Fill::Noise,
-                    ));
-                    out.push(t(
-                        format!("{l}.output.dense.weight"),
-                        &[h, self.intermediate_size],
-                        Fill::Noise,
-                    ));
-                    out.push(t(format!("{l}.output.dense.bias"), &[h], Fill::Noise));
-                    out.push(t(format!("{l}.output.LayerNorm.gamma"), &[h], Fill::Ones));
-                    out.push(t(format!("{l}.output.LayerNorm.beta"), &[h], Fill::Zeros));
-                }
-            }
-            Architecture::Qwen2 | Architecture::Llama => {
-                let head_dim = h / self.heads;
-                let q = self.heads * head_dim;
-                let kv = self.kv_heads * head_dim;
-                out.push(t(
-                    "model.embed_tokens.weight".into(),
-                    &[self.vocab_size, h],
-                    Fill::Noise,
-                ));
-                for i in 0..self.layers {
-                    let l = format!("model.layers.{i}");
-                    out.push(t(
-                        format!("{l}.self_attn.q_proj.weight"),
-                        &[q, h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(format!("{l}.self_attn.q_proj.bias"), &[q], Fill::Noise));
-                    out.push(t(
-                        format!("{l}.self_attn.k_proj.weight"),
-                        &[kv, h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(format!("{l}.self_attn.k_proj.bias"), &[kv], Fill::Noise));
-                    out.push(t(
-                        format!("{l}.self_attn.v_proj.weight"),
-                        &[kv, h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(format!("{l}.self_attn.v_proj.bias"), &[kv], Fill::Noise));
-                    out.push(t(
-                        format!("{l}.self_attn.o_proj.weight"),
-                        &[h, q],
-                        Fill::Noise,
-                    ));
-                    out.push(t(
-                        format!("{l}.mlp.gate_proj.weight"),
-                        &[self.intermediate_size, h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(
-                        format!("{l}.mlp.up_proj.weight"),
-                        &[self.intermediate_size, h],
-                        Fill::Noise,
-                    ));
-                    out.push(t(
-                        format!("{l}.mlp.down_proj.weight"),
-                        &[h, self.intermediate_size],
-                        Fill::Noise,
-                    ));
-                    out.push(t(format!("{l}.input_layernorm.weight"), &[h], Fill::Ones));
-                    out.push(t(
-                        format!("{l}.post_attention_layernorm.weight"),
-                        &[h],
-                        Fill::Ones,
-                    ));
-                }
-                out.push(t("model.norm.weight".into(), &[h], Fill::Ones));
-            }
-        }
-        out
-    }
-
     /// Bytes of f32 weights this preset writes.
     pub fn tensor_bytes(&self) -> u64 {
         self.tensors()

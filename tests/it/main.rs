@@ -6,11 +6,12 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`).
+//! `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`).
 
 mod common;
 
 mod calibrate;
+mod checkpoints;
 mod cli;
 mod compare;
 mod cuda_cli;

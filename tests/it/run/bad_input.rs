@@ -115,7 +115,12 @@ fn unsupported_architecture_is_named_with_the_path() {
     let p = dir.path().to_str().unwrap();
     fails_with(
         &["model", "info", p],
-        &[p, "unsupported architecture", "gpt2", "bert, qwen2, llama"],
+        &[
+            p,
+            "unsupported architecture",
+            "gpt2",
+            "bert, llama, qwen2, qwen3, mistral, gemma2, gemma3 (gemma3_text), phi3",
+        ],
     );
 }
 
