@@ -2,6 +2,9 @@
 //! with the columns of `table` (the lead resource first: VRAM on CUDA), then
 //! each resource's retained value after every cycle.
 //!
+//! Below the table, each resource's answer per strategy: "retains in k of n
+//! runs" with the retained spread over runs (see `table::retention`).
+//!
 //! Compact by default (fits 100 columns); `--wide` shows every column. The
 //! aggregation is the one of every table (see `table`): memory at the last
 //! cycle of the median run, so a row agrees with itself.
@@ -10,7 +13,9 @@
 
 use std::fmt::Write;
 
-use super::table::{caption, console_lines, not_measured_notes, sig, Layout, Line};
+use super::table::{
+    caption, console_lines, not_measured_notes, sig, verdict_heading, verdict_lines, Layout, Line,
+};
 use crate::metrics::Summary;
 use crate::textutil::MIB;
 
@@ -45,8 +50,25 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
         "memrel run: {} on {}",
         summary.scenario, summary.device
     );
-    for line in caption(layout, ranges_left_out).iter().chain(&table) {
+    for line in caption(layout, ranges_left_out, &lines)
+        .iter()
+        .chain(&table)
+    {
         let _ = writeln!(out, "{line}");
+    }
+    for &r in &resources {
+        let verdicts = verdict_lines(&lines, r);
+        if verdicts.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "\n{}",
+            verdict_heading(r, summary.retention_threshold_bytes)
+        );
+        for v in verdicts {
+            let _ = writeln!(out, "{v}");
+        }
     }
     let name_width = summary
         .strategies
@@ -338,7 +360,12 @@ mod tests {
     fn on_cuda_vram_leads_and_each_resource_has_its_cycles() {
         let summary = summarize(&fixture::cuda_record());
         let text = summary_table(&summary);
-        let group_line = text.lines().nth(3).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("strategy"))
+            .unwrap();
+        let group_line = lines[header - 1];
         let vram = group_line.find("VRAM cuda:0").unwrap();
         let host = group_line.find("host RSS").unwrap();
         assert!(vram < host, "{text}");
@@ -408,12 +435,17 @@ mod tests {
         insta::assert_snapshot!(summary_table(&cpu), @r#"
 memrel run: fixture on cpu
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+too few runs to conclude: 2 completed runs of a strategy, retention varies between runs (--repeat 5)
 --wide shows every column
                    host RSS
 strategy     runs  baseline  after release  retained  released  retaining  checks
 ---------------------------------------------------------------------------------
 drop          2/2      10.0           70.0      60.0    40.0 %        3/6      ok
 malloc-trim   2/2      10.0           11.0      1.00    99.0 %        0/6      ok
+
+host RSS per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
+  drop         retains in 2 of 2 runs    retained 60.0 MiB
+  malloc-trim  gives back in all 2 runs  retained 1.00 MiB
 
 host RSS retained MiB after each cycle (median over runs; retaining = above 16 MiB):
   drop            2.00    31.0    60.0
@@ -423,6 +455,7 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
         insta::assert_snapshot!(summary_table(&cuda), @r#"
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+too few runs to conclude: 2 completed runs of a strategy, retention varies between runs (--repeat 5)
 --wide shows every column
                        VRAM cuda:0                                             host RSS
 strategy         runs  baseline  after release  retained  released  retaining  retained  checks
@@ -430,6 +463,16 @@ strategy         runs  baseline  after release  retained  released  retaining  r
 drop              2/2       678           1094       416     0.0 %        6/6      1.00      ok
 sync              2/2       678            678      0.00   100.0 %        0/6      1.00      ok
 context-release   2/2       678           0.00      -678   263.0 %        0/6      1.00      ok
+
+VRAM cuda:0 per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
+  drop             retains in 2 of 2 runs    retained 416 MiB
+  sync             gives back in all 2 runs  retained 0.00 MiB
+  context-release  gives back in all 2 runs  retained -678 MiB
+
+host RSS per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
+  drop             gives back in all 2 runs  retained 1.00 MiB
+  sync             gives back in all 2 runs  retained 1.00 MiB
+  context-release  gives back in all 2 runs  retained 1.00 MiB
 
 VRAM cuda:0 retained MiB after each cycle (median over runs; retaining = above 16 MiB):
   drop                 416     416     416
@@ -448,6 +491,7 @@ VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (
         insta::assert_snapshot!(summary_table_as(&cuda, Layout::Wide), @r#"
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+too few runs to conclude: 2 completed runs of a strategy, retention varies between runs (--repeat 5)
 growth: median over runs; latency, t50, t90, times: median (min–max) over every cycle
                        VRAM cuda:0                                                                                                                                     host RSS
 strategy         runs  baseline  floor  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  baseline  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  load ms  forward ms  release ms  ready ms  checks
@@ -455,6 +499,16 @@ strategy         runs  baseline  floor  peak  loaded  after unload  after releas
 drop              2/2       678    586  1094    1094          1094           1094       416     0.0 %          0.00           –       –       –        6/6        2/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
 sync              2/2       678    586  1094    1094           678            678      0.00   100.0 %          0.00        0.00     100     100        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
 context-release   2/2       678    586  1094    1094          0.00           0.00      -678   263.0 %          0.00        0.00     100     100        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
+
+VRAM cuda:0 per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
+  drop             retains in 2 of 2 runs    retained 416 MiB
+  sync             gives back in all 2 runs  retained 0.00 MiB
+  context-release  gives back in all 2 runs  retained -678 MiB
+
+host RSS per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
+  drop             gives back in all 2 runs  retained 1.00 MiB
+  sync             gives back in all 2 runs  retained 1.00 MiB
+  context-release  gives back in all 2 runs  retained 1.00 MiB
 
 VRAM cuda:0 retained MiB after each cycle (median over runs; retaining = above 16 MiB):
   drop                 416     416     416

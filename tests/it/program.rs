@@ -119,6 +119,7 @@ time.sleep(0.3)
         .expect("the environment check");
     assert_eq!(env["ok"], true, "{env}");
 
+    crate::run::allocators::needs_allocators();
     let (_tmp, dir, output) = exec_python(&["--strategy", "jemalloc"], script);
     assert!(output.status.success(), "{}", stderr(&output));
     let runs = runs_json(&dir);

@@ -25,6 +25,7 @@
 
 mod cells;
 mod columns;
+mod retention;
 
 use std::fmt::Write;
 
@@ -37,6 +38,8 @@ pub(in crate::export) use cells::sig;
 use cells::{cell, relative_cell};
 use columns::{columns, names, prefix, Column};
 pub use columns::{Layout, COMPACT_MAX_CHARS};
+pub use retention::RUNS_TO_CONCLUDE;
+pub(super) use retention::{too_few_runs, verdict, verdict_heading, verdict_lines};
 
 /// One row of a table: a strategy's summary under a label.
 pub(super) struct Line<'a> {
@@ -221,12 +224,14 @@ pub fn cells(c: &Comparison) -> Vec<Vec<String>> {
     out
 }
 
-/// What the console caption says about the aggregation (each line ≤ 100 chars).
-pub(super) fn caption(layout: Layout, ranges_left_out: bool) -> Vec<String> {
+/// What the console caption says about the aggregation, and whether `lines`
+/// have runs enough to conclude (each line ≤ 100 chars).
+pub(super) fn caption(layout: Layout, ranges_left_out: bool, lines: &[Line]) -> Vec<String> {
     let mut out = vec![
         "memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs"
             .to_string(),
     ];
+    out.extend(too_few_runs(lines));
     match layout {
         Layout::Compact => out.push(if ranges_left_out {
             "ranges left out to fit 100 columns; --wide shows every column".to_string()
@@ -327,8 +332,14 @@ pub fn markdown(c: &Comparison) -> String {
         let _ = writeln!(out, "> **warning:** {}\n", md_escape(w));
     }
     let lines = comparison_lines(c);
+    if let Some(few) = too_few_runs(&lines) {
+        let _ = writeln!(out, "> **warning:** {}\n", md_escape(&few));
+    }
     let table = Grid::new(Layout::Markdown, &c.resources, &lines, true, true);
     out.push_str(&table.markdown());
+    for line in verdict_blocks(c, &lines, true) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out, "\n{}", legend_text(c));
     let notes = notes(c, &lines);
     if !notes.is_empty() {
@@ -354,11 +365,51 @@ pub fn plain_as(c: &Comparison, layout: Layout) -> String {
     for w in &c.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    for line in caption(layout, ranges_left_out).iter().chain(&table) {
+    for line in caption(layout, ranges_left_out, &lines)
+        .iter()
+        .chain(&table)
+    {
+        let _ = writeln!(out, "{line}");
+    }
+    for line in verdict_blocks(c, &lines, false) {
         let _ = writeln!(out, "{line}");
     }
     for n in notes(c, &lines) {
         let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+/// Per measured resource: a blank line, the heading, and each row's
+/// "retains in k of n runs" with its spread: aligned lines for the console,
+/// list items for `markdown`.
+fn verdict_blocks(c: &Comparison, lines: &[Line], markdown: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for &r in &c.resources {
+        let verdicts: Vec<String> = if markdown {
+            lines
+                .iter()
+                .filter_map(|l| {
+                    let (text, spread) = verdict(l, r)?;
+                    Some(format!(
+                        "- `{}`: {text}; retained {}",
+                        l.label,
+                        md_escape(&spread)
+                    ))
+                })
+                .collect()
+        } else {
+            verdict_lines(lines, r)
+        };
+        if verdicts.is_empty() {
+            continue;
+        }
+        out.push(String::new());
+        out.push(verdict_heading(r, c.retention_threshold_bytes));
+        if markdown {
+            out.push(String::new());
+        }
+        out.extend(verdicts);
     }
     out
 }
@@ -579,7 +630,13 @@ pub(super) mod tests {
             compact.contains("ranges left out to fit 100 columns"),
             "{compact}"
         );
-        assert!(!compact.contains("(-678–-600)"), "{compact}");
+        // The table itself (the verdict lines below it keep their spread).
+        let table = compact.split("\n\n").next().unwrap();
+        assert!(!table.contains("(-678–-600)"), "{compact}");
+        assert!(
+            compact.contains("gives back in all 2 runs  retained -639 MiB (-678–-600)"),
+            "{compact}"
+        );
         let wide = plain_as(&c, Layout::Wide);
         assert!(wide.contains("-678 (-678–-600)"), "{wide}");
     }

@@ -4,12 +4,66 @@
 //! missing library is an error that names its Debian package.
 //!
 //! Needs the Debian packages libjemalloc2, libtcmalloc-minimal4 and
-//! libmimalloc2.0 (`.ci/run` installs them); without them these tests fail
-//! with memrel's own "apt-get install …" message, never skip.
+//! libmimalloc2.0 (`scripts/test` installs them); without them these tests
+//! fail first thing, naming the missing library, its package and
+//! `scripts/test` ([`needs_allocators`]), never skip.
 
 use std::path::Path;
 
 use crate::common::{memrel, run, run_scenario, runs_json, stderr};
+
+/// Each preloaded allocator's library file and its Debian package.
+const LIBRARIES: &[(&str, &str)] = &[
+    ("libjemalloc.so.2", "libjemalloc2"),
+    ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+    ("libmimalloc.so.2", "libmimalloc2.0"),
+];
+
+/// The path of `file` in the folders memrel searches by default (the
+/// machine's multiarch ones first), if it is there.
+fn library(file: &str) -> Option<std::path::PathBuf> {
+    let triplet = format!("{}-linux-gnu", std::env::consts::ARCH);
+    [
+        format!("/usr/lib/{triplet}"),
+        format!("/lib/{triplet}"),
+        "/usr/local/lib".into(),
+        "/usr/lib64".into(),
+        "/usr/lib".into(),
+    ]
+    .iter()
+    .map(|d| Path::new(d).join(file))
+    .find(|p| p.is_file())
+}
+
+/// Fails the calling test, naming what is missing and how to get it, unless
+/// every allocator library is installed; returns the jemalloc library's path.
+pub(crate) fn needs_allocators() -> std::path::PathBuf {
+    let missing: Vec<&(&str, &str)> = LIBRARIES
+        .iter()
+        .filter(|(f, _)| library(f).is_none())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "this test needs the allocator libraries {} (Debian packages {}): run the tests with \
+         scripts/test, which installs them, or `apt-get install {}`",
+        missing
+            .iter()
+            .map(|(f, _)| *f)
+            .collect::<Vec<_>>()
+            .join(", "),
+        missing
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>()
+            .join(", "),
+        LIBRARIES
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    library(LIBRARIES[0].0).expect("checked above")
+}
 
 /// Every preloaded-allocator strategy with the allocator it must report.
 const PRELOADED: &[(&str, &str)] = &[
@@ -28,6 +82,7 @@ const PRELOADED: &[(&str, &str)] = &[
 
 #[test]
 fn every_allocator_strategy_takes_effect_on_ci_smoke() {
+    needs_allocators();
     let strategies: Vec<&str> = PRELOADED.iter().map(|(s, _)| *s).collect();
     let (_out, dir, _) = run_scenario(memrel(), "ci-smoke", &strategies);
     let runs = runs_json(&dir);
@@ -80,16 +135,8 @@ fn every_allocator_strategy_takes_effect_on_ci_smoke() {
 
 #[test]
 fn an_allocator_preloaded_in_memrels_environment_is_ignored_and_said() {
-    // A real preload in memrel's own environment (Debian's multiarch folder).
-    let jemalloc = ["/usr/lib", "/lib"]
-        .iter()
-        .map(|d| {
-            Path::new(d)
-                .join(format!("{}-linux-gnu", std::env::consts::ARCH))
-                .join("libjemalloc.so.2")
-        })
-        .find(|p| p.is_file())
-        .expect("libjemalloc.so.2 installed (apt-get install libjemalloc2)");
+    // A real preload in memrel's own environment.
+    let jemalloc = needs_allocators();
     let mut command = memrel();
     command
         .env("LD_PRELOAD", &jemalloc)
