@@ -71,6 +71,8 @@ fn a_program_without_markers_is_one_phase_with_baseline_peak_end_and_held() {
         "{stdout}"
     );
     assert!(stdout.contains("hint: mark phases"), "{stdout}");
+    // Nothing was loaded and released, so no strategy is said to give back.
+    assert!(!stdout.contains("gives back"), "{stdout}");
     assert!(dir.join("timeline.png").is_file());
 }
 

@@ -36,10 +36,13 @@ pub(in crate::export) fn too_few_runs(lines: &[Line]) -> Option<String> {
 
 /// One strategy's answer for `resource`: (the verdict, the spread), e.g.
 /// ("retains in 4 of 5 runs", "333 MiB (4.59–425)"); `None` where the
-/// resource was not measured.
+/// resource was not measured or no run has a cycle (a program without
+/// phase markers: nothing was loaded and released to judge).
 pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(String, String)> {
     let s = line.summary;
-    let m = s.resource(resource).filter(|m| m.not_measured.is_none())?;
+    let m = s
+        .resource(resource)
+        .filter(|m| m.not_measured.is_none() && m.cycles_total > 0)?;
     let text = if m.processes_retaining > 0 {
         format!("retains in {} of {} runs", m.processes_retaining, s.runs)
     } else {
