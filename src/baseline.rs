@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::export::SUMMARY_FILE;
 use crate::fsutil::{check_name, join_name};
-use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
+use crate::record::{Record, RunStatus, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
 
 /// `<results root>/baselines`.
 pub fn root(results_root: &Path) -> PathBuf {
@@ -43,6 +43,7 @@ fn entry_dir(root: &Path, name: &str, scenario: &str) -> Result<PathBuf> {
 pub fn save(results_dir: &Path, root: &Path, name: &str) -> Result<PathBuf> {
     validate_name(name)?;
     let record = Record::load(results_dir)?;
+    check_sound(&record, results_dir, name)?;
     let entry = entry_dir(root, name, &record.header.scenario)
         .with_context(|| format!("cannot save {} as a baseline", results_dir.display()))?;
     let tmp = root.join(name).join(format!(
@@ -51,10 +52,10 @@ pub fn save(results_dir: &Path, root: &Path, name: &str) -> Result<PathBuf> {
         std::process::id()
     ));
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    for file in [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE, SUMMARY_FILE] {
-        let from = results_dir.join(file);
-        std::fs::copy(&from, tmp.join(file))
-            .with_context(|| format!("cannot copy {} into the baseline", from.display()))?;
+    if let Err(err) = copy_record(results_dir, &tmp) {
+        // The old entry is untouched; leave no half-written copy beside it.
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(err);
     }
     if entry.exists() {
         std::fs::remove_dir_all(&entry)
@@ -63,6 +64,49 @@ pub fn save(results_dir: &Path, root: &Path, name: &str) -> Result<PathBuf> {
     std::fs::rename(&tmp, &entry)
         .with_context(|| format!("cannot move the baseline into {}", entry.display()))?;
     Ok(entry)
+}
+
+/// A baseline is only made from sound evidence: at least one run, and every
+/// run completed (a failed, timed-out or killed run measured something else).
+fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
+    if record.runs.is_empty() {
+        bail!(
+            "cannot save baseline {name}: {} holds no runs; run the scenario again and save that",
+            results_dir.join(RUNS_FILE).display()
+        );
+    }
+    let unsound: Vec<String> = record
+        .runs
+        .iter()
+        .filter(|r| r.meta.status != RunStatus::Completed)
+        .map(|r| {
+            let status = match r.meta.status {
+                RunStatus::Completed => "completed",
+                RunStatus::Failed => "failed",
+                RunStatus::TimedOut => "timed out",
+                RunStatus::Killed => "was killed",
+            };
+            format!("run {} ({}) {status}", r.meta.run, r.meta.strategy)
+        })
+        .collect();
+    if !unsound.is_empty() {
+        bail!(
+            "cannot save baseline {name}: {} in {}; a baseline needs every run completed: fix the cause and run again",
+            unsound.join(", "),
+            results_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Copies the record's files from `results_dir` into `to`.
+fn copy_record(results_dir: &Path, to: &Path) -> Result<()> {
+    for file in [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE, SUMMARY_FILE] {
+        let from = results_dir.join(file);
+        std::fs::copy(&from, to.join(file))
+            .with_context(|| format!("cannot copy {} into the baseline", from.display()))?;
+    }
+    Ok(())
 }
 
 /// The scenarios a baseline holds, sorted.
@@ -138,6 +182,59 @@ mod tests {
             assert!(scenarios(root.path(), name).is_err(), "{name:?}");
         }
         validate_name("ci-2.gate_x").unwrap();
+    }
+
+    #[test]
+    fn a_failed_run_or_no_runs_is_no_baseline_and_nothing_is_written() {
+        let root = tempfile::tempdir().unwrap();
+        let good = results_dir_naming("cpu-trim");
+        save(good.path(), root.path(), "ci").unwrap();
+        let before = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
+
+        for status in [RunStatus::Failed, RunStatus::TimedOut, RunStatus::Killed] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut record = fixture::record();
+            record.runs[0].meta.status = status;
+            record.save(dir.path()).unwrap();
+            std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
+            let err = format!("{:#}", save(dir.path(), root.path(), "ci").unwrap_err());
+            assert!(err.contains("cannot save baseline ci: run 1 ("), "{err}");
+            assert!(err.contains("every run completed"), "{err}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut record = fixture::record();
+        record.runs.clear();
+        record.save(dir.path()).unwrap();
+        std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
+        let err = format!("{:#}", save(dir.path(), root.path(), "ci").unwrap_err());
+        assert!(err.contains("holds no runs"), "{err}");
+
+        // The earlier baseline is intact and no temp directory is left.
+        let after = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
+        assert_eq!(before, after);
+        let names: Vec<_> = std::fs::read_dir(root.path().join("ci"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("cpu-trim")]);
+    }
+
+    #[test]
+    fn a_failed_copy_leaves_the_old_baseline_and_no_temp_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let results = results_dir_naming("cpu-trim");
+        save(results.path(), root.path(), "ci").unwrap();
+        let before = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
+        // The summary goes missing after the record was read: the copy fails.
+        std::fs::remove_file(results.path().join(SUMMARY_FILE)).unwrap();
+        let err = format!("{:#}", save(results.path(), root.path(), "ci").unwrap_err());
+        assert!(err.contains("cannot copy"), "{err}");
+        let after = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
+        assert_eq!(before, after);
+        assert_eq!(
+            std::fs::read_dir(root.path().join("ci")).unwrap().count(),
+            1
+        );
     }
 
     #[test]
