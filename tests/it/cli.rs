@@ -54,11 +54,12 @@ fn every_command_into_a_closed_pipe_exits_0_quietly() {
     let out = tmp.path().join("out");
     let trace = tmp.path().join("trace.json");
     // The run, into a closed pipe: its work is done all the same.
-    let mut run = memrel_args(["run", "--scenario"]);
-    run.arg(&scenario).arg("--out").arg(&out);
-    run.arg("--export-trace").arg(&trace);
-    run.args(["--save-baseline", "piped"]);
-    assert_quiet_into_closed_pipe(run, "run");
+    let run = super::common::run(&scenario)
+        .out(&out)
+        .arg("--export-trace")
+        .arg(&trace)
+        .args(["--save-baseline", "piped"]);
+    assert_quiet_into_closed_pipe(run.command(), "run");
     assert!(trace.is_file(), "the trace is written");
     assert!(
         out.join("baselines/piped/fake").is_dir(),
@@ -94,15 +95,12 @@ fn paths_that_are_not_utf8_work() {
     std::fs::create_dir(&base).expect("a directory named with byte 0xff");
     let out = base.join("out");
 
-    let output = run_ok(
-        memrel_args(["run", "--scenario"])
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out)
-            .arg("--export-trace")
-            .arg(base.join("trace.json"))
-            .args(["--save-baseline", "main"]),
-    );
+    let output = super::common::run(&scenario)
+        .out(&out)
+        .arg("--export-trace")
+        .arg(base.join("trace.json"))
+        .args(["--save-baseline", "main"])
+        .ok();
     assert!(
         text(&output.stdout).contains("results: "),
         "{}",
@@ -165,16 +163,18 @@ fn strategy_is_repeatable_and_comma_separated_on_every_command() {
     ];
     for (i, (command, strategies)) in forms.into_iter().enumerate() {
         let out = tmp.path().join(format!("out{i}"));
-        let mut memrel = memrel_args([command]);
         if command == "exec" {
             // Runs whose program never calls memrel.release() do not
             // complete: only the runs' strategies count here.
-            memrel.args(strategies).arg("--out").arg(&out);
-            memrel.args(["--", "true"]);
-            memrel.output().expect("memrel starts");
+            let mut exec = memrel_args([command]);
+            exec.args(strategies).arg("--out").arg(&out);
+            exec.args(["--", "true"]);
+            exec.output().expect("memrel starts");
         } else {
-            memrel.arg("--scenario").arg(&scenario).args(strategies);
-            run_ok(memrel.arg("--out").arg(&out));
+            Run::with(memrel(), command, &scenario)
+                .args(strategies)
+                .out(&out)
+                .ok();
         }
         let name = if command == "exec" { "exec" } else { "fake" };
         let dir = only_results_dir(&out, name);

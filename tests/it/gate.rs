@@ -13,7 +13,9 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{edit_runs_json, memrel, read_json, results_dirs, streams};
+use crate::common::{
+    compare_scenario, edit_runs_json, memrel, read_json, results_dirs, run, streams,
+};
 
 /// bert-base load → drop under malloc-trim; `release` decides everything.
 fn scenario(dir: &Path, with_release: bool) -> std::path::PathBuf {
@@ -44,25 +46,19 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("results");
     let good = scenario(&work.path().join("good"), true);
-    let made = memrel()
-        .args(["run", "--scenario"])
-        .arg(&good)
-        .args(["--save-baseline", "main", "--out"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let made = run(&good)
+        .args(["--save-baseline", "main"])
+        .out(&root)
+        .output();
     assert!(made.status.success(), "{}", streams(&made));
     assert!(root.join("baselines/main/gate-test/summary.json").is_file());
     assert!(root.join("baselines/main/gate-test/samples.csv").is_file());
 
     // The same configuration again, through compare (which can save a baseline too): no regression.
-    let again = memrel()
-        .args(["compare", "--scenario"])
-        .arg(&good)
-        .args(["--save-baseline", "repeat", "--out"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let again = compare_scenario(&good)
+        .args(["--save-baseline", "repeat"])
+        .out(&root)
+        .output();
     assert!(again.status.success(), "{}", streams(&again));
     assert!(root.join("baselines/repeat/gate-test/runs.json").is_file());
     let same = memrel()
@@ -75,13 +71,7 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
 
     // The release step skipped: retained memory regresses.
     let bad = scenario(&work.path().join("bad"), false);
-    let worse = memrel()
-        .args(["run", "--scenario"])
-        .arg(&bad)
-        .arg("--out")
-        .arg(&root)
-        .output()
-        .unwrap();
+    let worse = run(&bad).out(&root).output();
     assert!(worse.status.success(), "{}", streams(&worse));
     let dir = latest_results(&root);
     let check = memrel()
@@ -117,20 +107,11 @@ fn skipped_release_regresses_and_a_repeat_does_not() {
 fn missing_baseline_exits_2_with_the_command_to_create_it() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("results");
-    let run = memrel()
-        .args([
-            "run",
-            "--scenario",
-            "ci-smoke",
-            "--strategy",
-            "drop",
-            "--cycles",
-            "1",
-            "--out",
-        ])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let run = run("ci-smoke")
+        .strategy("drop")
+        .cycles(1)
+        .out(&root)
+        .output();
     assert!(run.status.success(), "{}", streams(&run));
     let dir = std::fs::read_dir(root.join("ci-smoke"))
         .unwrap()
@@ -166,18 +147,10 @@ fn missing_baseline_exits_2_with_the_command_to_create_it() {
 fn a_bad_baseline_name_fails_before_anything_runs() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("results");
-    let output = memrel()
-        .args([
-            "run",
-            "--scenario",
-            "ci-smoke",
-            "--save-baseline",
-            "../up",
-            "--out",
-        ])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let output = run("ci-smoke")
+        .args(["--save-baseline", "../up"])
+        .out(&root)
+        .output();
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(err.contains("--save-baseline"), "{err}");
@@ -617,13 +590,7 @@ fn ci_gate_with_a_1_s_timeout_fails_the_check_naming_the_runs() {
     .unwrap();
     let scenario = work.path().join("ci-gate.toml");
     std::fs::write(&scenario, format!("timeout_s = 1\n{builtin}")).unwrap();
-    let run = memrel()
-        .args(["run", "--scenario"])
-        .arg(&scenario)
-        .arg("--out")
-        .arg(&root)
-        .output()
-        .unwrap();
+    let run = run(&scenario).out(&root).output();
     assert_eq!(run.status.code(), Some(2), "{}", streams(&run));
     let dir = std::fs::read_dir(root.join("ci-gate"))
         .unwrap()
