@@ -5,8 +5,9 @@
 //! its group id stays reserved until the group is killed), and waited for with
 //! a bound, never forever.
 //!
-//! libc directly: `waitid(WNOWAIT)` and `PR_SET_PDEATHSIG` are one call each
-//! and std has neither.
+//! rustix for what std lacks (`waitid(WNOWAIT)`, `PR_SET_PDEATHSIG`); libc
+//! only for `wait4`, whose rusage (the child's own VmHWM) rustix does not
+//! return.
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
@@ -89,10 +90,16 @@ pub fn wait_bounded_peak(child: &mut Child, limit: Duration) -> (Option<ExitStat
     let deadline = Instant::now() + limit;
     loop {
         let mut status: libc::c_int = 0;
+        // libc directly: neither std nor rustix 1.1 has wait4 with its
+        // rusage, and getrusage(RUSAGE_CHILDREN) is the largest of all
+        // children reaped so far, not this one's.
         // SAFETY: `rusage` is plain integers, for which all zeros is a valid
         // value; wait4 writes only into the two locals it is handed.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        let (got, usage) = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            let got = libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage);
+            (got, usage)
+        };
         if got == pid {
             let peak_bytes = u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024);
             return (Some(ExitStatus::from_raw(status)), peak_bytes);
