@@ -301,17 +301,6 @@ fn integer_weights_are_refused() {
     }
 }
 
-/// The interpreter with torch and transformers.
-fn torch_python() -> String {
-    std::env::var("MEMREL_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "this test needs a python3 with torch and transformers: \
-             MEMREL_TEST_PYTHON=/path/to/venv/bin/python cargo test --release --test it torch -- --ignored \
-             (.ci/run makes one from PyPI)"
-        )
-    })
-}
-
 #[test]
 #[ignore = "needs torch and transformers: MEMREL_TEST_PYTHON=<python> cargo test --release --test it torch -- --ignored (CI runs it)"]
 fn torch_checkpoints_of_every_family_load_and_forward() {

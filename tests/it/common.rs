@@ -388,3 +388,15 @@ pub fn stderr_of(child: &mut Child) -> String {
     }
     s
 }
+
+/// The interpreter with torch and transformers for the `torch` tests
+/// (`#[ignore]`d; .ci/run makes one from PyPI and runs them).
+pub fn torch_python() -> String {
+    std::env::var("MEMREL_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "this test needs a python3 with torch and transformers: \
+             MEMREL_TEST_PYTHON=/path/to/venv/bin/python cargo test --release --test it torch -- --ignored \
+             (.ci/run makes one from PyPI)"
+        )
+    })
+}

@@ -342,17 +342,6 @@ fn a_c_program_speaks_the_protocol_in_a_few_lines() {
     }
 }
 
-/// The interpreter with torch and transformers for the PyTorch scenarios.
-fn torch_python() -> String {
-    std::env::var("MEMREL_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "this test needs a python3 with torch and transformers: \
-             MEMREL_TEST_PYTHON=/path/to/venv/bin/python cargo test --release --test it torch -- --ignored \
-             (.ci/run makes one from PyPI)"
-        )
-    })
-}
-
 #[test]
 #[ignore = "needs torch and transformers: MEMREL_TEST_PYTHON=<python> cargo test --release --test it torch -- --ignored (CI runs it)"]
 fn torch_cpu_article_copy_runs_on_pytorch() {
