@@ -868,3 +868,39 @@ fn a_baseline_scenario_no_directory_holds_is_a_gap_unless_lenient() {
     );
     assert_eq!(gaps(&new), []);
 }
+
+/// Issue 23: `--save-baseline` on a run that timed out exits 2 and leaves
+/// the good baseline as it was (it used to replace it).
+#[test]
+fn save_baseline_from_timed_out_runs_is_refused_and_the_old_one_kept() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, _) = ci_copies(work.path());
+    let entry = root.join("baselines/ci/ci-gate");
+    let before = std::fs::read(entry.join("runs.json")).unwrap();
+    let builtin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/ci-gate.toml"),
+    )
+    .unwrap();
+    let scenario = work.path().join("ci-gate.toml");
+    std::fs::write(&scenario, format!("timeout_s = 1\n{builtin}")).unwrap();
+    let run = memrel()
+        .args(["run", "--scenario"])
+        .arg(&scenario)
+        .args(["--save-baseline", "ci", "--out"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", streams(&run));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("cannot save baseline ci: run 1 (malloc-trim) timed_out"),
+        "{err}"
+    );
+    assert!(err.contains("every run completed"), "{err}");
+    assert_eq!(std::fs::read(entry.join("runs.json")).unwrap(), before);
+    let names: Vec<_> = std::fs::read_dir(root.join("baselines/ci"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["ci-gate"], "no temp directory left");
+}
