@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::export::SUMMARY_FILE;
 use crate::fsutil::{check_name, join_name};
-use crate::record::{Record, RunStatus, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
+use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
+use crate::{gate, metrics};
 
 /// `<results root>/baselines`.
 pub fn root(results_root: &Path) -> PathBuf {
@@ -67,7 +68,9 @@ pub fn save(results_dir: &Path, root: &Path, name: &str) -> Result<PathBuf> {
 }
 
 /// A baseline is only made from sound evidence: at least one run, and every
-/// run completed (a failed, timed-out or killed run measured something else).
+/// run completed with every cycle asked for (a failed, timed-out, killed or
+/// cut-short run measured something else). The same rule as the gate's
+/// ([`gate::broken_runs`]).
 fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
     if record.runs.is_empty() {
         bail!(
@@ -75,23 +78,14 @@ fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
             results_dir.join(RUNS_FILE).display()
         );
     }
-    let unsound: Vec<String> = record
-        .runs
+    let summary = metrics::summarize(record);
+    let unsound: Vec<String> = gate::broken_runs(&summary, gate::Side::New)
         .iter()
-        .filter(|r| r.meta.status != RunStatus::Completed)
-        .map(|r| {
-            let status = match r.meta.status {
-                RunStatus::Completed => "completed",
-                RunStatus::Failed => "failed",
-                RunStatus::TimedOut => "timed out",
-                RunStatus::Killed => "was killed",
-            };
-            format!("run {} ({}) {status}", r.meta.run, r.meta.strategy)
-        })
+        .map(|b| format!("run {} ({}) {}: {}", b.run, b.strategy, b.status, b.why))
         .collect();
     if !unsound.is_empty() {
         bail!(
-            "cannot save baseline {name}: {} in {}; a baseline needs every run completed: fix the cause and run again",
+            "cannot save baseline {name}: {} in {}; a baseline needs every run completed with all its cycles: fix the cause and run again",
             unsound.join(", "),
             results_dir.display()
         );
@@ -141,7 +135,7 @@ pub fn load(root: &Path, name: &str, scenario: &str) -> Result<Option<Record>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::fixture;
+    use crate::record::{fixture, RunStatus};
 
     /// A results directory whose runs.json names `scenario` (as a damaged or
     /// hand-edited record could).
@@ -201,6 +195,17 @@ mod tests {
             assert!(err.contains("cannot save baseline ci: run 1 ("), "{err}");
             assert!(err.contains("every run completed"), "{err}");
         }
+        // A run that completed but measured 2 of its 3 cycles is cut short.
+        let dir = tempfile::tempdir().unwrap();
+        let mut record = fixture::record();
+        record.runs[1] = fixture::run(2, "malloc-trim", 1, &[1, 1]);
+        record.save(dir.path()).unwrap();
+        std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
+        let err = format!("{:#}", save(dir.path(), root.path(), "ci").unwrap_err());
+        assert!(
+            err.contains("run 2 (malloc-trim) incomplete: measured 2 of 3 cycles"),
+            "{err}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let mut record = fixture::record();
         record.runs.clear();

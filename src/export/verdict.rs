@@ -469,6 +469,7 @@ mod tests {
             baseline: "gpu".into(),
             regressed: verdicts.iter().any(|v| v.verdict.fails()),
             errors: errors(&verdicts, &broken, BrokenRuns::Fail),
+            gaps: Vec::new(),
             broken_runs: broken.into_iter().map(|(b, _)| b).collect(),
             complete_runs_only: false,
             verdicts,

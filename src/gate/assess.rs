@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
+use super::coverage::{gaps, CoverageGap, Covered};
 use super::evidence::{errors, BrokenRuns};
 use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
 use super::{broken_runs, budgets, compare, complete_only, note_left_out, rerun};
@@ -46,6 +47,7 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         baseline: options.baseline.clone(),
         regressed: false,
         errors: Vec::new(),
+        gaps: Vec::new(),
         broken_runs: Vec::new(),
         complete_runs_only: leave_out,
         verdicts: Vec::new(),
@@ -53,9 +55,11 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
     };
     // Where each broken run's record lives, for the error message.
     let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
+    let mut judged: Vec<String> = Vec::new();
     for dir in &dirs {
         let record = Record::load(dir)?;
         let name = record.header.scenario.clone();
+        judged.push(name.clone());
         let new_scenario = scenario::parse_str(
             &name,
             &record.header.scenario_origin,
@@ -107,6 +111,17 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         if leave_out {
             base_summary = complete_only(&base_summary);
         }
+        report.gaps.extend(gaps(
+            &options.baseline,
+            Covered {
+                summary: &base_summary,
+                dir: &base_dir,
+            },
+            Covered {
+                summary: &new_summary,
+                dir,
+            },
+        ));
         verdicts.extend(compare(
             &base_summary,
             &new_summary,
@@ -115,8 +130,45 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         finish_scenario(&mut report, verdicts, &left_out);
     }
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
+    missing_scenarios(options, &root, &judged, &mut report);
     report.errors = errors(&report.verdicts, &broken_in, options.broken_runs);
+    report
+        .errors
+        .extend(report.gaps.iter().map(|g| format!("coverage: {g}")));
     Ok((report, dirs))
+}
+
+/// The baseline's scenarios that no checked directory holds: a gap each
+/// (with `--lenient`, a warning each).
+fn missing_scenarios(
+    options: &CheckOptions,
+    root: &std::path::Path,
+    judged: &[String],
+    report: &mut VerdictReport,
+) {
+    let saved = baseline::scenarios(root, &options.baseline).unwrap_or_default();
+    for scenario in saved.iter().filter(|s| !judged.contains(s)) {
+        let dir = root.join(&options.baseline).join(scenario);
+        if options.lenient {
+            report.warnings.push(format!(
+                "baseline {:?} has scenario {scenario} (in {}), which no directory checked holds: not judged",
+                options.baseline,
+                dir.display()
+            ));
+            continue;
+        }
+        report.gaps.push(CoverageGap {
+            scenario: scenario.clone(),
+            strategy: None,
+            resource: None,
+            metric: None,
+            missing_in: Side::New,
+            why: format!(
+                "the baseline has it (in {}), no directory checked holds it; pass its results directory too, or --lenient to judge only what was given",
+                dir.display()
+            ),
+        });
+    }
 }
 
 /// Adds one scenario's rows to the report, each affected row saying which

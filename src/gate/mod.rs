@@ -46,19 +46,23 @@
 //! contributing on a side, a change is `inconclusive`, never a verdict.
 //!
 //! A resource that was not measured (`ResourceRun::not_measured`) gives no
-//! observations, never a zero: when one side lacks it the verdict is
-//! `inconclusive` with the reason.
+//! observations, never a zero. Coverage is checked both ways ([`gaps`]): a
+//! scenario, strategy or measured resource on one side only, a side with no
+//! runs, and a metric a side should have but has no observation of are each
+//! a coverage gap that makes `memrel check` exit 2, never a pass.
 //!
 //! The files, one job each, importing one way: `metric` (what is judged,
 //! what one observation is) is the leaf, `report` (the verdict schema, types
 //! only) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
-//! budgets) and `evidence` (which runs count, and the errors that make the
-//! check exit 2) build on them; `assess` gathers one `memrel check` over
+//! budgets), `evidence` (which runs count, and the errors that make the
+//! check exit 2) and `coverage` (what one side covers that the other does
+//! not judge) build on them; `assess` gathers one `memrel check` over
 //! saved directories and `rerun` re-runs a baseline's scenarios; this file
 //! holds the comparison loop.
 
 mod assess;
 mod budget;
+mod coverage;
 mod decide;
 mod evidence;
 mod metric;
@@ -69,6 +73,7 @@ mod tests;
 
 pub use assess::{assess, CheckOptions};
 pub use budget::budgets;
+pub use coverage::{gaps, CoverageGap, Covered};
 pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
 pub use evidence::{broken_runs, complete_only, errors, note_left_out, BrokenRuns};
 pub use metric::{GateMetric, Observations, RATE_BAND};

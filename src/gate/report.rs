@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::coverage::CoverageGap;
 use super::metric::GateMetric;
 use crate::metrics::Resource;
 
@@ -13,8 +14,10 @@ use crate::metrics::Resource;
 /// `error` verdict, and the report lists `errors` and `broken_runs`;
 /// 4: a budget row's `metric` is the metric's own name, no longer with
 /// ` (budget)` appended (the row's `budget` says it is one), and a budget
-/// nothing could be checked against says why in `budget.unchecked`).
-pub const VERDICT_SCHEMA_VERSION: u32 = 4;
+/// nothing could be checked against says why in `budget.unchecked`;
+/// 5: the report lists its coverage `gaps`, what one side covers and the
+/// other does not judge).
+pub const VERDICT_SCHEMA_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -191,6 +194,9 @@ pub struct VerdictReport {
     /// Why the evidence cannot be judged: exit 2 when any (takes precedence).
     #[serde(default)]
     pub errors: Vec<String>,
+    /// What one side covers and the other does not judge (each is also an error).
+    #[serde(default)]
+    pub gaps: Vec<CoverageGap>,
     /// Runs of either side that failed, timed out, were killed or are incomplete.
     #[serde(default)]
     pub broken_runs: Vec<BrokenRun>,

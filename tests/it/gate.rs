@@ -235,7 +235,7 @@ fn keep_vram_after_release(dir: &Path, level_bytes: u64) {
 
 fn verdicts(dir: &Path) -> Vec<serde_json::Value> {
     let json = verdict_json(dir);
-    assert_eq!(json["schema_version"], 4);
+    assert_eq!(json["schema_version"], 5);
     json["verdicts"].as_array().unwrap().clone()
 }
 
@@ -609,4 +609,265 @@ fn ci_gate_with_a_1_s_timeout_fails_the_check_naming_the_runs() {
         err.contains("new run 1 (malloc-trim repetition 1)"),
         "{err}"
     );
+}
+
+// Coverage both ways (issue 23): what one side covers and the other does
+// not judge is an error (exit 2) that verdict.json's `gaps` and verdict.md
+// name, never a pass.
+
+/// The gaps verdict.json lists, as `(scenario, strategy, resource, metric, missing_in)`.
+fn gaps(dir: &Path) -> Vec<(String, String, String, String, String)> {
+    let json = verdict_json(dir);
+    assert_eq!(json["schema_version"], 5);
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_string();
+    json["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                s(&g["scenario"]),
+                s(&g["strategy"]),
+                s(&g["resource"]),
+                s(&g["metric"]),
+                s(&g["missing_in"]),
+            )
+        })
+        .collect()
+}
+
+fn gap(
+    strategy: &str,
+    resource: &str,
+    metric: &str,
+    missing_in: &str,
+) -> (String, String, String, String, String) {
+    (
+        "ci-gate".to_string(),
+        strategy.to_string(),
+        resource.to_string(),
+        metric.to_string(),
+        missing_in.to_string(),
+    )
+}
+
+/// Keeps only the runs of `dir`'s runs.json that `keep` accepts.
+fn keep_runs(dir: &Path, keep: impl Fn(&serde_json::Value) -> bool) {
+    edit_runs_json(dir, |json| {
+        json["runs"].as_array_mut().unwrap().retain(|r| keep(r));
+    });
+}
+
+/// Checks `new` against baseline `ci`: exit 2, each of `expected` a gap in
+/// verdict.json, and each named in verdict.md and on stderr.
+fn assert_gaps(
+    root: &Path,
+    new: &Path,
+    expected: &[(String, String, String, String, String)],
+    needles: &[&str],
+) {
+    let output = check_ci(root, new, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    assert_eq!(gaps(new), expected);
+    let md = std::fs::read_to_string(new.join("verdict.md")).unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(md.contains("⛔ broken evidence"), "{md}");
+    for needle in needles {
+        assert!(md.contains(needle), "{needle} in {md}");
+        assert!(err.contains(needle), "{needle} in {err}");
+    }
+}
+
+#[test]
+fn a_strategy_the_new_results_lack_is_a_gap() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    keep_runs(&new, |r| r["strategy"] != "tcache-off");
+    assert_gaps(
+        &root,
+        &new,
+        &[gap("tcache-off", "-", "-", "new")],
+        &["coverage: scenario ci-gate, strategy tcache-off: missing in the new results"],
+    );
+}
+
+#[test]
+fn a_strategy_the_baseline_lacks_is_a_gap() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    keep_runs(&root.join("baselines/ci/ci-gate"), |r| {
+        r["strategy"] != "malloc-trim"
+    });
+    assert_gaps(
+        &root,
+        &new,
+        &[gap("malloc-trim", "-", "-", "baseline")],
+        &[
+            "coverage: scenario ci-gate, strategy malloc-trim: missing in the baseline",
+            "--save-baseline ci",
+        ],
+    );
+}
+
+#[test]
+fn new_results_with_no_runs_are_a_gap() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    keep_runs(&new, |_| false);
+    assert_gaps(
+        &root,
+        &new,
+        &[gap("-", "-", "-", "new")],
+        &[r#"holds no runs ("runs": [])"#],
+    );
+}
+
+#[test]
+fn a_baseline_with_no_runs_is_a_gap() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    keep_runs(&root.join("baselines/ci/ci-gate"), |_| false);
+    assert_gaps(
+        &root,
+        &new,
+        &[gap("-", "-", "-", "baseline")],
+        &[
+            "coverage: scenario ci-gate: missing in the baseline",
+            "holds no runs",
+        ],
+    );
+}
+
+#[test]
+fn a_baseline_whose_samples_hold_only_their_header_is_a_gap() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    let samples = root.join("baselines/ci/ci-gate/samples.csv");
+    let text = std::fs::read_to_string(&samples).unwrap();
+    let header = text.lines().next().unwrap();
+    std::fs::write(&samples, format!("{header}\n")).unwrap();
+    // Retained and the rate come from the phase edges; the peak is sampled.
+    assert_gaps(
+        &root,
+        &new,
+        &[
+            gap("malloc-trim", "host", "peak_bytes", "baseline"),
+            gap("tcache-off", "host", "peak_bytes", "baseline"),
+        ],
+        &["coverage: scenario ci-gate, strategy malloc-trim, host RSS, peak: missing in the baseline: no run in"],
+    );
+}
+
+#[test]
+fn a_resource_measured_on_one_side_only_is_a_gap() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("results");
+    copy_record(&gpu_record(), &root.join("baselines/gpu/cuda-flush"));
+    let new = work.path().join("new");
+    copy_record(&gpu_record(), &new);
+    // The new runs read no VRAM at all (no NVML answering).
+    for file in ["samples.csv", "events.csv"] {
+        rewrite_csv(&new.join(file), |h, row| {
+            row[column(h, "vram_bytes")].clear()
+        });
+    }
+    let output = memrel()
+        .args(["check", "--baseline", "gpu", "--out"])
+        .arg(&root)
+        .arg(&new)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let json = verdict_json(&new);
+    let listed: Vec<_> = json["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["strategy"].as_str().unwrap(),
+                g["resource"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(listed.len(), 6, "one per strategy: {json:#}");
+    assert!(listed.iter().all(|(_, r)| *r == "cuda:0"), "{listed:?}");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains(
+            "strategy sync, VRAM cuda:0: missing in the new results: the other side measured it"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_baseline_scenario_no_directory_holds_is_a_gap_unless_lenient() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = ci_copies(work.path());
+    copy_record(&gpu_record(), &root.join("baselines/ci/cuda-flush"));
+    let output = check_ci(&root, &new, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let listed = gaps(&new);
+    assert_eq!(
+        listed,
+        [(
+            "cuda-flush".to_string(),
+            "-".to_string(),
+            "-".to_string(),
+            "-".to_string(),
+            "new".to_string()
+        )]
+    );
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains(
+            "coverage: scenario cuda-flush: missing in the new results: the baseline has it"
+        ),
+        "{err}"
+    );
+    let lenient = check_ci(&root, &new, &["--lenient"]);
+    assert_eq!(lenient.status.code(), Some(0), "{}", streams(&lenient));
+    assert!(
+        String::from_utf8_lossy(&lenient.stderr).contains("scenario cuda-flush"),
+        "{}",
+        streams(&lenient)
+    );
+    assert_eq!(gaps(&new), []);
+}
+
+/// Issue 23: `--save-baseline` on a run that timed out exits 2 and leaves
+/// the good baseline as it was (it used to replace it).
+#[test]
+fn save_baseline_from_timed_out_runs_is_refused_and_the_old_one_kept() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, _) = ci_copies(work.path());
+    let entry = root.join("baselines/ci/ci-gate");
+    let before = std::fs::read(entry.join("runs.json")).unwrap();
+    let builtin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/ci-gate.toml"),
+    )
+    .unwrap();
+    let scenario = work.path().join("ci-gate.toml");
+    std::fs::write(&scenario, format!("timeout_s = 1\n{builtin}")).unwrap();
+    let run = memrel()
+        .args(["run", "--scenario"])
+        .arg(&scenario)
+        .args(["--save-baseline", "ci", "--out"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", streams(&run));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("cannot save baseline ci: run 1 (malloc-trim) timed_out"),
+        "{err}"
+    );
+    assert!(err.contains("every run completed"), "{err}");
+    assert_eq!(std::fs::read(entry.join("runs.json")).unwrap(), before);
+    let names: Vec<_> = std::fs::read_dir(root.join("baselines/ci"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["ci-gate"], "no temp directory left");
 }

@@ -1,0 +1,219 @@
+//! Coverage both ways: what the baseline covers that the new results do not
+//! judge, and what the new results hold that the baseline lacks. A side
+//! with no runs, a strategy or a measured resource on one side only, and a
+//! metric a side should have but has no observation of are each a
+//! [`CoverageGap`]; `memrel check` exits 2 on any, so the gate never passes
+//! on what it did not judge. It decides no verdict.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::metric::{runs_of, GateMetric, Observations};
+use super::report::Side;
+use crate::metrics::{Resource, RunSummary, Summary};
+use crate::record::{RUNS_FILE, SAMPLES_FILE};
+
+/// Something one side covers and the other does not judge.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CoverageGap {
+    pub scenario: String,
+    /// `None`: the whole scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// `None`: every resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Resource>,
+    /// `None`: every metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<GateMetric>,
+    /// The side that lacks it.
+    pub missing_in: Side,
+    /// What is missing, where, and how to fix it.
+    pub why: String,
+}
+
+impl std::fmt::Display for CoverageGap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "scenario {}", self.scenario)?;
+        if let Some(s) = &self.strategy {
+            write!(f, ", strategy {s}")?;
+        }
+        if let Some(r) = self.resource {
+            write!(f, ", {}", r.label())?;
+        }
+        if let Some(m) = self.metric {
+            write!(f, ", {}", m.human())?;
+        }
+        write!(
+            f,
+            ": missing in the {}: {}",
+            side_name(self.missing_in),
+            self.why
+        )
+    }
+}
+
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Baseline => "baseline",
+        Side::New => "new results",
+    }
+}
+
+/// One side of a comparison: its summary and the directory its record is in.
+pub struct Covered<'a> {
+    pub summary: &'a Summary,
+    pub dir: &'a Path,
+}
+
+/// How to fill a gap on `side`.
+fn fix(side: Side, baseline: &str, scenario: &str) -> String {
+    match side {
+        Side::Baseline => format!(
+            "re-make the baseline with it (memrel run --scenario {scenario} --save-baseline {baseline})"
+        ),
+        Side::New => "run it again so the new results hold it, or re-make the baseline without it"
+            .to_string(),
+    }
+}
+
+/// The gaps between the baseline's record of a scenario and the new one's.
+pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<CoverageGap> {
+    let scenario = new.summary.scenario.as_str();
+    let gap = |strategy: Option<&str>,
+               resource: Option<Resource>,
+               metric: Option<GateMetric>,
+               missing_in: Side,
+               why: String| CoverageGap {
+        scenario: scenario.to_string(),
+        strategy: strategy.map(str::to_string),
+        resource,
+        metric,
+        missing_in,
+        why: format!("{why}; {}", fix(missing_in, name, scenario)),
+    };
+    let sides = [(Side::Baseline, &baseline), (Side::New, &new)];
+    let mut out = Vec::new();
+    for (side, covered) in sides {
+        if covered.summary.runs.is_empty() {
+            let file = covered.dir.join(RUNS_FILE);
+            out.push(gap(
+                None,
+                None,
+                None,
+                side,
+                format!("{} holds no runs (\"runs\": [])", file.display()),
+            ));
+        }
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    let has = |s: &Summary, strategy: &str| s.strategies.iter().any(|x| x.strategy == strategy);
+    for (have, lack, missing_in) in [
+        (&baseline, &new, Side::New),
+        (&new, &baseline, Side::Baseline),
+    ] {
+        for s in &have.summary.strategies {
+            if !has(lack.summary, &s.strategy) {
+                out.push(gap(
+                    Some(&s.strategy),
+                    None,
+                    None,
+                    missing_in,
+                    format!(
+                        "{} has {} run(s) of it, {} none",
+                        have.dir.join(RUNS_FILE).display(),
+                        s.runs,
+                        lack.dir.join(RUNS_FILE).display()
+                    ),
+                ));
+            }
+        }
+    }
+    let mut resources = baseline.summary.resources.clone();
+    for r in &new.summary.resources {
+        if !resources.contains(r) {
+            resources.push(*r);
+        }
+    }
+    for s in &new.summary.strategies {
+        let strategy = s.strategy.as_str();
+        if !has(baseline.summary, strategy) {
+            continue;
+        }
+        let base_runs = runs_of(baseline.summary, strategy);
+        let new_runs = runs_of(new.summary, strategy);
+        for &resource in &resources {
+            let lacking = match (
+                measures(&base_runs, resource),
+                measures(&new_runs, resource),
+            ) {
+                (true, true) => None,
+                (false, false) => continue,
+                (false, true) => Some((Side::Baseline, &baseline)),
+                (true, false) => Some((Side::New, &new)),
+            };
+            if let Some((side, covered)) = lacking {
+                out.push(gap(
+                    Some(strategy),
+                    Some(resource),
+                    None,
+                    side,
+                    format!(
+                        "the other side measured it, the runs in {} did not",
+                        covered.dir.display()
+                    ),
+                ));
+                continue;
+            }
+            for metric in GateMetric::ALL {
+                let observed = [
+                    (Side::Baseline, &baseline, &base_runs),
+                    (Side::New, &new, &new_runs),
+                ]
+                .map(|(side, covered, runs)| {
+                    let empty = Observations::of(metric, resource, runs).values.is_empty();
+                    (side, covered, empty)
+                });
+                let both_empty = observed.iter().all(|o| o.2);
+                for (side, covered, empty) in observed {
+                    if empty && should_have(metric, both_empty) {
+                        out.push(gap(
+                            Some(strategy),
+                            Some(resource),
+                            Some(metric),
+                            side,
+                            format!(
+                                "no run in {} has a value of it (is its {SAMPLES_FILE} empty?)",
+                                covered.dir.display()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether some run of `runs` has readings of `resource`.
+fn measures(runs: &[&RunSummary], resource: Resource) -> bool {
+    runs.iter().any(|r| {
+        r.resource(resource)
+            .is_some_and(|m| m.not_measured.is_none())
+    })
+}
+
+/// Whether a side that measured the resource must have an observation of
+/// `metric`: retained, peak and the retention rate always; the growth per
+/// cycle when the other side has one (one cycle has no slope on either);
+/// the release latency never (no release to time is a fact, see `retained`).
+fn should_have(metric: GateMetric, both_empty: bool) -> bool {
+    match metric {
+        GateMetric::RetainedBytes | GateMetric::PeakBytes | GateMetric::RetentionRate => true,
+        GateMetric::RetainedSlopeBytesPerCycle => !both_empty,
+        GateMetric::ReleaseLatencyS => false,
+    }
+}
