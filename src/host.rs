@@ -1,15 +1,40 @@
 //! Facts about the machine a record was made on, stored with every record so
-//! numbers are never separated from where they were measured.
+//! numbers are never separated from where they were measured: the ones that
+//! change memory behaviour (glibc, kernel, distribution, CPUs, RAM, GPU,
+//! driver, CUDA, the allocator libraries' versions) are what `memrel check`
+//! compares with the baseline's (`gate::machine`).
+//!
+//! Reading a fact never fails a run: one that cannot be read is recorded as
+//! absent. Nothing here compares or judges.
 
-use crate::record::Host;
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use crate::record::{Host, Machine};
+use crate::strategy::{self, Allocator, ALLOCATOR_PATH_ENV};
+
+/// The allocators memrel preloads, whose libraries' versions are recorded.
+const PRELOADED: [Allocator; 3] = [
+    Allocator::Jemalloc,
+    Allocator::Tcmalloc,
+    Allocator::Mimalloc,
+];
 
 pub fn describe() -> Host {
-    let total_memory_bytes = sysinfo::System::new()
-        .map(|mut system| {
+    let mut system = sysinfo::System::new().ok();
+    let total_memory_bytes = system
+        .as_mut()
+        .map(|system| {
             system.refresh_memory();
             system.total_memory()
         })
         .unwrap_or(0);
+    let cpu_model = system.as_mut().and_then(|system| {
+        system.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
+        let brand = system.cpus().first()?.brand().trim().to_string();
+        (!brand.is_empty()).then_some(brand)
+    });
+    let (gpus, gpu_driver, cuda) = gpu_facts();
     Host {
         hostname: sysinfo::System::host_name().unwrap_or_else(|_| "unknown".into()),
         os: sysinfo::System::long_os_version().unwrap_or_else(|_| std::env::consts::OS.into()),
@@ -19,7 +44,104 @@ pub fn describe() -> Host {
             .map(|n| n.get())
             .unwrap_or(1),
         total_memory_bytes,
+        machine: Some(Machine {
+            distribution: std::fs::read_to_string("/etc/os-release")
+                .ok()
+                .and_then(|text| pretty_name(&text)),
+            cpu_model,
+            gpus,
+            gpu_driver,
+            cuda,
+            allocators: allocator_versions(),
+        }),
     }
+}
+
+/// `PRETTY_NAME` of an os-release file, unquoted.
+fn pretty_name(os_release: &str) -> Option<String> {
+    os_release.lines().find_map(|line| {
+        let value = line.trim().strip_prefix("PRETTY_NAME=")?.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value);
+        (!value.is_empty()).then(|| value.to_string())
+    })
+}
+
+/// The GPUs' names, the driver and the CUDA version it supports, from NVML;
+/// all absent without NVML (no NVIDIA driver).
+fn gpu_facts() -> (Vec<String>, Option<String>, Option<String>) {
+    let Ok(nvml) = crate::sampler::nvml::handle() else {
+        return (Vec::new(), None, None);
+    };
+    let gpus = crate::sampler::nvml::devices()
+        .map(|devices| devices.iter().filter_map(|d| d.name().ok()).collect())
+        .unwrap_or_default();
+    let cuda = nvml.sys_cuda_driver_version().ok().map(|v| {
+        format!(
+            "{}.{}",
+            nvml_wrapper::cuda_driver_version_major(v),
+            nvml_wrapper::cuda_driver_version_minor(v)
+        )
+    });
+    (gpus, nvml.sys_driver_version().ok(), cuda)
+}
+
+/// The installed allocator libraries by Debian package: dpkg's version, or
+/// `so:` and the library's file name where dpkg does not know the package
+/// or `MEMREL_ALLOCATOR_PATH` points the preload elsewhere.
+fn allocator_versions() -> BTreeMap<String, String> {
+    let packages: Vec<&str> = PRELOADED
+        .iter()
+        .filter_map(|a| a.debian_package())
+        .collect();
+    let mut versions = if std::env::var_os(ALLOCATOR_PATH_ENV).is_some() {
+        BTreeMap::new()
+    } else {
+        Command::new("dpkg-query")
+            .args(["-W", "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"])
+            .args(&packages)
+            .output()
+            .map(|out| installed_packages(&String::from_utf8_lossy(&out.stdout)))
+            .unwrap_or_default()
+    };
+    for allocator in PRELOADED {
+        let Some(package) = allocator.debian_package() else {
+            continue;
+        };
+        if versions.contains_key(package) {
+            continue;
+        }
+        if let Some(file) = library_file(allocator) {
+            versions.insert(package.to_string(), format!("so:{file}"));
+        }
+    }
+    versions
+}
+
+/// The packages `dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\n'`
+/// lists as installed (`ii`), with their versions.
+fn installed_packages(dpkg_output: &str) -> BTreeMap<String, String> {
+    dpkg_output
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            let (package, version, status) = (fields.next()?, fields.next()?, fields.next()?);
+            (status.trim() == "ii" && !version.is_empty())
+                .then(|| (package.to_string(), version.to_string()))
+        })
+        .collect()
+}
+
+/// The file the allocator's library resolves to (its symbolic links
+/// followed), where the preload would find it.
+fn library_file(allocator: Allocator) -> Option<String> {
+    let strategy = strategy::all().find(|s| s.allocator == allocator)?;
+    let path = strategy::find_library(strategy).ok()??;
+    let real = std::fs::canonicalize(&path).unwrap_or(path);
+    Some(real.file_name()?.to_string_lossy().into_owned())
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -32,4 +154,51 @@ fn libc_version() -> String {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn libc_version() -> String {
     "not glibc".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_name_is_read_unquoted() {
+        let debian = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n";
+        assert_eq!(
+            pretty_name(debian).as_deref(),
+            Some("Debian GNU/Linux 12 (bookworm)")
+        );
+        assert_eq!(
+            pretty_name("ID=alpine\nPRETTY_NAME='Alpine Linux v3.20'\n").as_deref(),
+            Some("Alpine Linux v3.20")
+        );
+        assert_eq!(pretty_name("ID=x\nPRETTY_NAME=\"\"\n"), None);
+        assert_eq!(pretty_name("ID=x\n"), None);
+    }
+
+    #[test]
+    fn only_installed_packages_count() {
+        let out = "libjemalloc2\t5.3.0-1\tii \nlibmimalloc2.0\t2.0.9+ds-2\trc \nlibtcmalloc-minimal4\t\tun \n";
+        let found = installed_packages(out);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found["libjemalloc2"], "5.3.0-1");
+    }
+
+    /// This machine has the three allocator packages (common23: installed
+    /// here; `.ci/run` installs them): every one is recorded with dpkg's version.
+    #[test]
+    fn this_machine_records_its_allocator_packages() {
+        let host = describe();
+        let machine = host.machine.expect("describe records the machine facts");
+        for package in ["libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0"] {
+            let version = machine.allocators.get(package).unwrap_or_else(|| {
+                panic!("{package} is not recorded: install it with `apt-get install {package}`")
+            });
+            assert!(
+                !version.is_empty() && !version.starts_with("so:"),
+                "{package}: {version}"
+            );
+        }
+        assert!(host.libc.starts_with("glibc "), "{}", host.libc);
+        assert!(host.total_memory_bytes > 0);
+    }
 }

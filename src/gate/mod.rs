@@ -53,7 +53,8 @@
 //! what one observation is) is the leaf, `report` (the verdict schema, types
 //! only) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
 //! budgets) and `evidence` (which runs count, and the errors that make the
-//! check exit 2) build on them; `assess` gathers one `memrel check` over
+//! check exit 2) build on them; `machine` (which facts of the machine differ
+//! from the baseline's) is a leaf the report names; `assess` gathers one `memrel check` over
 //! saved directories and `rerun` re-runs a baseline's scenarios; this file
 //! holds the comparison loop.
 
@@ -61,6 +62,7 @@ mod assess;
 mod budget;
 mod decide;
 mod evidence;
+pub mod machine;
 mod metric;
 mod report;
 mod rerun;

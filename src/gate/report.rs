@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::machine::MachineDifference;
 use super::metric::GateMetric;
 use crate::metrics::Resource;
 
@@ -199,6 +200,9 @@ pub struct VerdictReport {
     pub complete_runs_only: bool,
     pub verdicts: Vec<MetricVerdict>,
     pub warnings: Vec<String>,
+    /// The machine facts that differ from the baseline's (never the hostname).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine_differences: Vec<MachineDifference>,
 }
 
 impl MetricVerdict {

@@ -18,5 +18,6 @@ mod fake;
 mod faults;
 mod gate;
 mod hostile;
+mod machine;
 mod program;
 mod run;
