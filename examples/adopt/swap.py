@@ -40,7 +40,7 @@ def main():
     request_log = []
 
     memrel.baseline(0.3)
-    for cycle in range(memrel.cycles()):
+    for _ in range(memrel.cycles()):
         with memrel.phase("load", model="toy"):
             model = load(args.mib, args.chunk_kib * 1024)
         with memrel.phase("forward", model="toy"):
