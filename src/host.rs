@@ -5,10 +5,10 @@
 //! compares with the baseline's (`gate::machine`).
 //!
 //! Reading a fact never fails a run: one that cannot be read is recorded as
-//! absent. Nothing here compares or judges.
+//! absent. It starts no process (the tests find memrel's worker as its only
+//! child). Nothing here compares or judges.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use crate::record::{Host, Machine};
 use crate::strategy::{self, Allocator, ALLOCATOR_PATH_ENV};
@@ -89,6 +89,10 @@ fn gpu_facts() -> (Vec<String>, Option<String>, Option<String>) {
     (gpus, nvml.sys_driver_version().ok(), cuda)
 }
 
+/// dpkg's database of installed packages: read, not `dpkg-query` run, so
+/// memrel starts no process of its own beside the worker.
+const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+
 /// The installed allocator libraries by Debian package: dpkg's version, or
 /// `so:` and the library's file name where dpkg does not know the package
 /// or `MEMREL_ALLOCATOR_PATH` points the preload elsewhere.
@@ -100,11 +104,8 @@ fn allocator_versions() -> BTreeMap<String, String> {
     let mut versions = if std::env::var_os(ALLOCATOR_PATH_ENV).is_some() {
         BTreeMap::new()
     } else {
-        Command::new("dpkg-query")
-            .args(["-W", "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"])
-            .args(&packages)
-            .output()
-            .map(|out| installed_packages(&String::from_utf8_lossy(&out.stdout)))
+        std::fs::read_to_string(DPKG_STATUS)
+            .map(|status| installed_packages(&status, &packages))
             .unwrap_or_default()
     };
     for allocator in PRELOADED {
@@ -121,18 +122,30 @@ fn allocator_versions() -> BTreeMap<String, String> {
     versions
 }
 
-/// The packages `dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\n'`
-/// lists as installed (`ii`), with their versions.
-fn installed_packages(dpkg_output: &str) -> BTreeMap<String, String> {
-    dpkg_output
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split('\t');
-            let (package, version, status) = (fields.next()?, fields.next()?, fields.next()?);
-            (status.trim() == "ii" && !version.is_empty())
-                .then(|| (package.to_string(), version.to_string()))
-        })
-        .collect()
+/// The `wanted` packages dpkg's status file lists as installed, with their
+/// versions (what `dpkg-query -W` prints); the first stanza of a package
+/// wins where several architectures are installed.
+fn installed_packages(status: &str, wanted: &[&str]) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for stanza in status.split("\n\n") {
+        let field = |name: &str| {
+            stanza
+                .lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        let (Some(package), Some(state), Some(version)) =
+            (field("Package"), field("Status"), field("Version"))
+        else {
+            continue;
+        };
+        if wanted.contains(&package) && state.ends_with(" installed") && !version.is_empty() {
+            found
+                .entry(package.to_string())
+                .or_insert_with(|| version.to_string());
+        }
+    }
+    found
 }
 
 /// The file the allocator's library resolves to (its symbolic links
@@ -177,8 +190,11 @@ mod tests {
 
     #[test]
     fn only_installed_packages_count() {
-        let out = "libjemalloc2\t5.3.0-1\tii \nlibmimalloc2.0\t2.0.9+ds-2\trc \nlibtcmalloc-minimal4\t\tun \n";
-        let found = installed_packages(out);
+        let status = "Package: libjemalloc2\nStatus: install ok installed\nArchitecture: amd64\nVersion: 5.3.0-1\n\n\
+                      Package: libmimalloc2.0\nStatus: deinstall ok config-files\nVersion: 2.0.9+ds-2\n\n\
+                      Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n\
+                      Package: libjemalloc2\nStatus: install ok installed\nArchitecture: i386\nVersion: 5.3.0-9\n";
+        let found = installed_packages(status, &["libjemalloc2", "libmimalloc2.0"]);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found["libjemalloc2"], "5.3.0-1");
     }

@@ -154,7 +154,7 @@ pub struct Machine {
     #[serde(default)]
     pub cuda: Option<String>,
     /// Each allocator library memrel preloads that is installed, by its
-    /// Debian package: the package's version (`dpkg-query`), or `so:` and
+    /// Debian package: the version dpkg records for it, or `so:` and
     /// the library's file name where dpkg does not know it.
     #[serde(default)]
     pub allocators: BTreeMap<String, String>,
