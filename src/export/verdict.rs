@@ -12,8 +12,8 @@ use anyhow::Result;
 
 use super::markdown::{Align, Table};
 use crate::gate::{
-    rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport, RATE_ALPHA,
-    RATE_BAND,
+    machine, rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport,
+    RATE_ALPHA, RATE_BAND,
 };
 
 /// The most lines verdict.md shows before its `<details>` block.
@@ -175,12 +175,20 @@ fn headline(report: &VerdictReport) -> String {
             (n > 0).then(|| format!("{} {n} {}", l.icon(), l.text()))
         })
         .collect();
-    format!(
+    let mut line = format!(
         "### memrel check: {icon} {outcome} (baseline `{}`)\n\n**{} rows**: {}",
         report.baseline,
         labels.len(),
         counts.join(" · ")
-    )
+    );
+    if !report.machine_differences.is_empty() {
+        let _ = write!(
+            line,
+            "\n\n⚠ machine differs from the baseline's: {}",
+            machine::describe(&report.machine_differences)
+        );
+    }
+    line
 }
 
 /// Everything before the `<details>` block: at most [`SUMMARY_LINES`] lines
@@ -474,6 +482,7 @@ mod tests {
             complete_runs_only: false,
             verdicts,
             warnings: Vec::new(),
+            machine_differences: Vec::new(),
         }
     }
 

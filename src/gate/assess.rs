@@ -52,6 +52,7 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         complete_runs_only: leave_out,
         verdicts: Vec::new(),
         warnings: Vec::new(),
+        machine_differences: Vec::new(),
     };
     // Where each broken run's record lives, for the error message.
     let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
@@ -97,12 +98,9 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
                 "scenario {name}: the scenario file differs from the baseline's (compare runs.json scenario_toml)"
             ));
         }
-        if base.header.host.hostname != record.header.host.hostname {
-            report.warnings.push(format!(
-                "scenario {name}: baseline made on {}, this run on {}",
-                base.header.host.hostname, record.header.host.hostname
-            ));
-        }
+        let machine = super::machine::compare(&name, &base.header.host, &record.header.host);
+        report.warnings.extend(machine.warnings);
+        report.machine_differences.extend(machine.differences);
         let mut base_summary = metrics::summarize(&base);
         let base_broken = broken_runs(&base_summary, Side::Baseline);
         let base_dir = root.join(&options.baseline).join(&name);

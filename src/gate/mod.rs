@@ -56,7 +56,8 @@
 //! only) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
 //! budgets), `evidence` (which runs count, and the errors that make the
 //! check exit 2) and `coverage` (what one side covers that the other does
-//! not judge) build on them; `assess` gathers one `memrel check` over
+//! not judge) build on them; `machine` (which facts of the machine differ
+//! from the baseline's) is a leaf the report names; `assess` gathers one `memrel check` over
 //! saved directories and `rerun` re-runs a baseline's scenarios; this file
 //! holds the comparison loop.
 
@@ -65,6 +66,7 @@ mod budget;
 mod coverage;
 mod decide;
 mod evidence;
+pub mod machine;
 mod metric;
 mod report;
 mod rerun;

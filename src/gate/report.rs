@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::coverage::CoverageGap;
+use super::machine::MachineDifference;
 use super::metric::GateMetric;
 use crate::metrics::Resource;
 
@@ -16,7 +17,8 @@ use crate::metrics::Resource;
 /// ` (budget)` appended (the row's `budget` says it is one), and a budget
 /// nothing could be checked against says why in `budget.unchecked`;
 /// 5: the report lists its coverage `gaps`, what one side covers and the
-/// other does not judge).
+/// other does not judge, and `machine_differences`, the facts of the
+/// machine that differ from the baseline's).
 pub const VERDICT_SCHEMA_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -205,6 +207,9 @@ pub struct VerdictReport {
     pub complete_runs_only: bool,
     pub verdicts: Vec<MetricVerdict>,
     pub warnings: Vec<String>,
+    /// The machine facts that differ from the baseline's (never the hostname).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine_differences: Vec<MachineDifference>,
 }
 
 impl MetricVerdict {

@@ -25,6 +25,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
             libc: "glibc 2.36".into(),
             cpus: 2,
             total_memory_bytes: 8 << 30,
+            machine: None,
         },
         sampler: "procfs-statm".into(),
         interval_s: 0.01,

@@ -4,6 +4,7 @@
 //! or writes files (see `rows`, `schema`, `salvage`) or computes a metric.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +126,38 @@ pub struct Host {
     pub libc: String,
     pub cpus: usize,
     pub total_memory_bytes: u64,
+    /// The other facts that change memory behaviour; `None` in records made
+    /// before memrel recorded them (and in hand-built fixtures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+}
+
+/// What `memrel check` compares besides `Host`'s first fields: a record made
+/// elsewhere (another distribution, CPU, driver or allocator build) can
+/// measure different numbers for the same code. A `None` or an empty list is
+/// a fact found absent (no GPU, no NVML, the package not installed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Machine {
+    /// `PRETTY_NAME` of /etc/os-release.
+    #[serde(default)]
+    pub distribution: Option<String>,
+    /// The first CPU's brand string (`model name` in /proc/cpuinfo).
+    #[serde(default)]
+    pub cpu_model: Option<String>,
+    /// NVML's name of each GPU, in NVML's order.
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    /// The NVIDIA driver's version, from NVML.
+    #[serde(default)]
+    pub gpu_driver: Option<String>,
+    /// The newest CUDA the driver supports (`major.minor`), from NVML.
+    #[serde(default)]
+    pub cuda: Option<String>,
+    /// Each allocator library memrel preloads that is installed, by its
+    /// Debian package: the version dpkg records for it, or `so:` and
+    /// the library's file name where dpkg does not know it.
+    #[serde(default)]
+    pub allocators: BTreeMap<String, String>,
 }
 
 /// Facts about the whole invocation.

@@ -564,6 +564,7 @@ fn fixed_header() -> Header {
             libc: "glibc 2.36".to_string(),
             cpus: 2,
             total_memory_bytes: 8 << 30,
+            machine: None,
         },
         sampler: "procfs-statm".to_string(),
         interval_s: 0.01,

@@ -20,6 +20,7 @@ mod fake;
 mod faults;
 mod gate;
 mod hostile;
+mod machine;
 mod model_arg;
 mod program;
 mod run;

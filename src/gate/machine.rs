@@ -1,0 +1,240 @@
+//! Which facts of the machine differ between a baseline's record and the
+//! new one: glibc, kernel, distribution, CPU model and count, RAM, GPU,
+//! driver, CUDA and the allocator libraries' versions, each of which can
+//! move memory numbers with no change in the code. The hostname is never
+//! one of them: CI runners get a new one every job.
+//!
+//! A difference is a warning and a line in verdict.md's headline, never a
+//! verdict: the gate still judges the numbers. Compares the records'
+//! `Host`s, nothing else; reads no files.
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::Host;
+
+/// One fact that differs, as people read it (`glibc`, `2.39`, `2.36`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MachineDifference {
+    pub scenario: String,
+    pub fact: String,
+    pub baseline: String,
+    pub new: String,
+}
+
+/// What comparing one scenario's two machines found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineCheck {
+    pub differences: Vec<MachineDifference>,
+    /// The check's warnings: the differences, and a record made before
+    /// memrel recorded the full facts.
+    pub warnings: Vec<String>,
+}
+
+const ABSENT: &str = "absent";
+
+/// Compares the baseline's machine with the new record's for `scenario`.
+pub fn compare(scenario: &str, baseline: &Host, new: &Host) -> MachineCheck {
+    let both_full = baseline.machine.is_some() && new.machine.is_some();
+    let (base_facts, new_facts) = (facts(baseline, both_full), facts(new, both_full));
+    let mut differences = Vec::new();
+    for (fact, base_value) in &base_facts {
+        let new_value = new_facts
+            .iter()
+            .find(|(f, _)| f == fact)
+            .map_or(ABSENT, |(_, v)| v.as_str());
+        if base_value != new_value {
+            differences.push(difference(scenario, fact, base_value, new_value));
+        }
+    }
+    for (fact, new_value) in &new_facts {
+        if !base_facts.iter().any(|(f, _)| f == fact) {
+            differences.push(difference(scenario, fact, ABSENT, new_value));
+        }
+    }
+    let mut warnings = Vec::new();
+    if !differences.is_empty() {
+        warnings.push(format!(
+            "scenario {scenario}: the machine differs from the baseline's: {} (memory numbers can move for that alone)",
+            describe(&differences)
+        ));
+    }
+    if !both_full {
+        let which = if baseline.machine.is_none() {
+            "the baseline's record"
+        } else {
+            "the new record"
+        };
+        warnings.push(format!(
+            "scenario {scenario}: {which} predates memrel's machine facts: distribution, CPU model, GPU, driver, CUDA and allocator libraries were not compared (re-save the baseline to record them)"
+        ));
+    }
+    MachineCheck {
+        differences,
+        warnings,
+    }
+}
+
+/// `glibc 2.39 → 2.36, CPUs 4 → 2`: each distinct difference once, in order.
+pub fn describe(differences: &[MachineDifference]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for d in differences {
+        let part = format!("{} {} → {}", d.fact, d.baseline, d.new);
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(", ")
+}
+
+fn difference(scenario: &str, fact: &str, baseline: &str, new: &str) -> MachineDifference {
+    MachineDifference {
+        scenario: scenario.to_string(),
+        fact: fact.to_string(),
+        baseline: baseline.to_string(),
+        new: new.to_string(),
+    }
+}
+
+/// The compared facts of one machine, as people read them. `full`: both
+/// records have the full facts (else the OS string stands in for the
+/// distribution, and the rest is left out).
+fn facts(host: &Host, full: bool) -> Vec<(String, String)> {
+    let libc = host
+        .libc
+        .strip_prefix("glibc ")
+        .map_or_else(|| host.libc.clone(), str::to_string);
+    let mut facts = vec![
+        ("glibc".to_string(), libc),
+        ("kernel".to_string(), host.kernel.clone()),
+    ];
+    let machine = host.machine.as_ref().filter(|_| full);
+    match machine {
+        Some(m) => facts.push(("distribution".into(), or_absent(&m.distribution))),
+        None => facts.push(("OS".into(), host.os.clone())),
+    }
+    if let Some(m) = machine {
+        facts.push(("CPU model".into(), or_absent(&m.cpu_model)));
+    }
+    facts.push(("CPUs".into(), host.cpus.to_string()));
+    facts.push((
+        "RAM".into(),
+        format!(
+            "{:.1} GiB",
+            host.total_memory_bytes as f64 / (1u64 << 30) as f64
+        ),
+    ));
+    if let Some(m) = machine {
+        let gpus = if m.gpus.is_empty() {
+            ABSENT.to_string()
+        } else {
+            m.gpus.join(" + ")
+        };
+        facts.push(("GPU".into(), gpus));
+        facts.push(("driver".into(), or_absent(&m.gpu_driver)));
+        facts.push(("CUDA".into(), or_absent(&m.cuda)));
+        for (package, version) in &m.allocators {
+            facts.push((package.clone(), version.clone()));
+        }
+    }
+    facts
+}
+
+fn or_absent(value: &Option<String>) -> String {
+    value.clone().unwrap_or_else(|| ABSENT.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixture::header;
+    use crate::record::Machine;
+
+    /// The fixture's host with the full facts of a 4-CPU Ubuntu runner.
+    fn ubuntu() -> Host {
+        let mut host = header("s", 3).host;
+        host.hostname = "runner-1".into();
+        host.libc = "glibc 2.39".into();
+        host.cpus = 4;
+        host.machine = Some(Machine {
+            distribution: Some("Ubuntu 24.04.1 LTS".into()),
+            cpu_model: Some("AMD EPYC 7763 64-Core Processor".into()),
+            gpus: Vec::new(),
+            gpu_driver: None,
+            cuda: None,
+            allocators: [("libjemalloc2".to_string(), "5.3.0-2build1".to_string())]
+                .into_iter()
+                .collect(),
+        });
+        host
+    }
+
+    #[test]
+    fn the_hostname_alone_is_no_difference() {
+        let base = ubuntu();
+        let mut new = ubuntu();
+        new.hostname = "runner-2".into();
+        let check = compare("s", &base, &new);
+        assert!(check.differences.is_empty(), "{check:?}");
+        assert!(check.warnings.is_empty(), "{check:?}");
+    }
+
+    #[test]
+    fn glibc_cpus_distribution_and_allocators_are_listed() {
+        let base = ubuntu();
+        let mut new = ubuntu();
+        new.hostname = "vm".into();
+        new.libc = "glibc 2.36".into();
+        new.cpus = 2;
+        let m = new.machine.as_mut().unwrap();
+        m.distribution = Some("Debian GNU/Linux 12 (bookworm)".into());
+        m.allocators.clear();
+        m.allocators
+            .insert("libmimalloc2.0".into(), "2.0.9+ds-2".into());
+        let check = compare("s", &base, &new);
+        assert_eq!(
+            describe(&check.differences),
+            "glibc 2.39 → 2.36, distribution Ubuntu 24.04.1 LTS → Debian GNU/Linux 12 (bookworm), \
+             CPUs 4 → 2, libjemalloc2 5.3.0-2build1 → absent, libmimalloc2.0 absent → 2.0.9+ds-2"
+        );
+        assert_eq!(check.warnings.len(), 1, "{check:?}");
+        assert!(check.warnings[0].starts_with(
+            "scenario s: the machine differs from the baseline's: glibc 2.39 → 2.36, distribution"
+        ));
+        assert!(!check.warnings[0].contains("runner"), "{check:?}");
+    }
+
+    #[test]
+    fn a_gpu_and_its_driver_are_listed() {
+        let base = ubuntu();
+        let mut new = ubuntu();
+        let m = new.machine.as_mut().unwrap();
+        m.gpus = vec!["NVIDIA H100 80GB HBM3".into()];
+        m.gpu_driver = Some("580.65.06".into());
+        m.cuda = Some("13.0".into());
+        let check = compare("s", &base, &new);
+        assert_eq!(
+            describe(&check.differences),
+            "GPU absent → NVIDIA H100 80GB HBM3, driver absent → 580.65.06, CUDA absent → 13.0"
+        );
+    }
+
+    #[test]
+    fn a_baseline_made_before_the_full_facts_compares_what_it_has() {
+        let mut base = ubuntu();
+        base.machine = None;
+        base.os = "Linux (Ubuntu 24.04)".into();
+        let mut new = ubuntu();
+        new.os = "Linux (Ubuntu 24.04)".into();
+        new.total_memory_bytes = 16 << 30;
+        let check = compare("s", &base, &new);
+        assert_eq!(describe(&check.differences), "RAM 8.0 GiB → 16.0 GiB");
+        assert_eq!(check.warnings.len(), 2, "{check:?}");
+        assert!(check.warnings[1].contains("the baseline's record predates"));
+    }
+
+    #[test]
+    fn each_difference_is_described_once_across_scenarios() {
+        let d = |s: &str| difference(s, "CPUs", "4", "2");
+        assert_eq!(describe(&[d("a"), d("b")]), "CPUs 4 → 2");
+    }
+}

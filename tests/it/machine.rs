@@ -1,0 +1,165 @@
+//! `memrel check` says which facts of the machine differ from the baseline's
+//! (issue 23): on fixture records, copies of the committed `ci` baseline
+//! whose runs.json host is edited. The hostname alone is never a difference.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{json, Value};
+
+use crate::common::{edit_runs_json, memrel, read_json, streams, text};
+
+const RECORD_FILES: [&str; 4] = ["runs.json", "samples.csv", "events.csv", "summary.json"];
+
+fn copy_record(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for file in RECORD_FILES {
+        std::fs::copy(from.join(file), to.join(file)).unwrap();
+    }
+}
+
+/// `<work>/results/baselines/ci/ci-gate` and `<work>/new`, both copies of the
+/// committed ci baseline, each with its host edited.
+fn baseline_and_new(
+    work: &Path,
+    base_host: impl FnOnce(&mut Value),
+    new_host: impl FnOnce(&mut Value),
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/baselines/ci/ci-gate");
+    let root = work.join("results");
+    let base = root.join("baselines/ci/ci-gate");
+    let new = work.join("new");
+    copy_record(&committed, &base);
+    copy_record(&committed, &new);
+    edit_runs_json(&base, |j| base_host(&mut j["header"]["host"]));
+    edit_runs_json(&new, |j| new_host(&mut j["header"]["host"]));
+    (root, new)
+}
+
+fn check(root: &Path, new: &Path) -> Output {
+    let output = memrel()
+        .args(["check", "--baseline", "ci", "--out"])
+        .arg(root)
+        .arg(new)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", streams(&output));
+    output
+}
+
+fn full_facts(host: &mut Value, distribution: &str, jemalloc: Option<&str>) {
+    let mut allocators = json!({"libtcmalloc-minimal4": "2.10-1"});
+    if let Some(v) = jemalloc {
+        allocators["libjemalloc2"] = v.into();
+    }
+    host["machine"] = json!({
+        "distribution": distribution,
+        "cpu_model": "AMD EPYC",
+        "gpus": [],
+        "gpu_driver": null,
+        "cuda": null,
+        "allocators": allocators,
+    });
+}
+
+#[test]
+fn a_new_hostname_alone_is_not_a_machine_difference() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = baseline_and_new(work.path(), |_| {}, |h| h["hostname"] = "runner-7".into());
+    let output = check(&root, &new);
+    let md = text(&output.stdout);
+    assert!(!md.contains("machine differs"), "{md}");
+    assert!(
+        !text(&output.stderr).contains("runner-7"),
+        "{}",
+        streams(&output)
+    );
+    assert!(read_json(&new.join("verdict.json"))
+        .get("machine_differences")
+        .is_none());
+}
+
+#[test]
+fn glibc_and_cpus_that_differ_are_in_the_headline_warnings_and_verdict_json() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = baseline_and_new(
+        work.path(),
+        |h| {
+            h["libc"] = "glibc 2.39".into();
+            h["cpus"] = 4.into();
+        },
+        |h| h["hostname"] = "runner-7".into(),
+    );
+    let output = check(&root, &new);
+    let md = std::fs::read_to_string(new.join("verdict.md")).unwrap();
+    let headline: Vec<&str> = md.lines().take(5).collect();
+    assert!(
+        headline.contains(&"⚠ machine differs from the baseline's: glibc 2.39 → 2.36, CPUs 4 → 2"),
+        "{md}"
+    );
+    let err = text(&output.stderr);
+    assert!(
+        err.contains("scenario ci-gate: the machine differs from the baseline's: glibc 2.39 → 2.36, CPUs 4 → 2"),
+        "{err}"
+    );
+    // The committed baseline predates the full facts: the check says what it left out.
+    assert!(err.contains("predates memrel's machine facts"), "{err}");
+    let json = read_json(&new.join("verdict.json"));
+    assert_eq!(
+        json["machine_differences"],
+        json!([
+            {"scenario": "ci-gate", "fact": "glibc", "baseline": "2.39", "new": "2.36"},
+            {"scenario": "ci-gate", "fact": "CPUs", "baseline": "4", "new": "2"},
+        ])
+    );
+}
+
+#[test]
+fn distribution_and_allocator_library_versions_are_compared_when_both_records_have_them() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, new) = baseline_and_new(
+        work.path(),
+        |h| full_facts(h, "Ubuntu 24.04.1 LTS", Some("5.3.0-2build1")),
+        |h| full_facts(h, "Debian GNU/Linux 12 (bookworm)", None),
+    );
+    let output = check(&root, &new);
+    let md = text(&output.stdout);
+    assert!(
+        md.contains(
+            "⚠ machine differs from the baseline's: distribution Ubuntu 24.04.1 LTS → Debian GNU/Linux 12 (bookworm), libjemalloc2 5.3.0-2build1 → absent"
+        ),
+        "{md}"
+    );
+    assert!(
+        !text(&output.stderr).contains("predates"),
+        "{}",
+        streams(&output)
+    );
+}
+
+#[test]
+fn a_run_records_the_machine_facts() {
+    let work = tempfile::tempdir().unwrap();
+    let output = memrel()
+        .args([
+            "run",
+            "--scenario",
+            "ci-smoke",
+            "--strategy",
+            "drop",
+            "--cycles",
+            "1",
+            "--out",
+        ])
+        .arg(work.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", streams(&output));
+    let dir = crate::common::only_results_dir(work.path(), "ci-smoke");
+    let host = &crate::common::runs_json(&dir)["header"]["host"];
+    let machine = &host["machine"];
+    assert!(machine.is_object(), "{host}");
+    assert!(machine["cpu_model"].is_string(), "{host}");
+    assert!(machine["allocators"].is_object(), "{host}");
+    assert!(machine["gpus"].is_array(), "{host}");
+}
