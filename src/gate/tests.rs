@@ -1,3 +1,6 @@
+//! The gate's unit tests, compiled only under `#[cfg(test)]` (declared in
+//! gate/mod.rs): judging, budgets, rates and the verdict rows' JSON shape.
+
 use super::decide::{judge, RATE_ALPHA};
 use super::*;
 use crate::metrics::summarize;
