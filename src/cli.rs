@@ -56,6 +56,9 @@ pub enum Command {
     /// Write or inspect HuggingFace-layout model directories.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// List the saved baselines, or show what one covers and how it was made.
+    #[command(subcommand)]
+    Baseline(BaselineCommand),
     /// Internal: the child process of one run (started by memrel itself).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -116,6 +119,9 @@ pub struct OutputArgs {
     /// Also save the runs as baseline NAME (<OUT>/baselines/NAME/<scenario>) for `memrel check`.
     #[arg(long, value_name = "NAME")]
     pub save_baseline: Option<String>,
+    /// With --save-baseline: replace the scenario's entry even when it covered strategies or resources these runs lack (they are dropped, and named).
+    #[arg(long, requires = "save_baseline")]
+    pub replace: bool,
 }
 
 /// Options that override a scenario's own settings (shared by run, compare and exec).
@@ -255,6 +261,28 @@ pub enum ModelCommand {
     Info {
         /// A directory with config.json and model.safetensors (or a sharded index).
         dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BaselineCommand {
+    /// The baselines under <OUT>/baselines: their scenarios, when and where they were made.
+    #[command(
+        after_help = "Example:\n  memrel baseline list\n  memrel baseline list --out ci-results"
+    )]
+    List {
+        /// The results root the baselines are in (<OUT>/baselines).
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
+    /// What baseline NAME covers (scenarios, strategies, runs, resources), the machine and the command that made it.
+    #[command(after_help = "Example:\n  memrel baseline show ci")]
+    Show {
+        /// The baseline's name (made by --save-baseline NAME).
+        name: String,
+        /// The results root the baselines are in (<OUT>/baselines).
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
     },
 }
 

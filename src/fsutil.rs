@@ -136,6 +136,24 @@ pub fn utc_stamp(unix_s: u64) -> String {
     )
 }
 
+/// `2026-11-22 04:27` from Unix seconds.
+pub fn utc_readable(unix_s: u64) -> String {
+    let stamp = utc_stamp(unix_s);
+    let c: Vec<char> = stamp.chars().collect();
+    if c.len() != 15 {
+        return stamp;
+    }
+    let part = |from: usize, to: usize| c[from..to].iter().collect::<String>();
+    format!(
+        "{}-{}-{} {}:{}",
+        part(0, 4),
+        part(4, 6),
+        part(6, 8),
+        part(9, 11),
+        part(11, 13)
+    )
+}
+
 pub fn now_unix_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => commands::calibrate::run(args, out),
         Command::List(args) => commands::list::run(args, out),
         Command::Model(command) => commands::model::run(command, out),
+        Command::Baseline(command) => commands::baseline::run(command, out),
         Command::Worker(args) => {
             let code = memrel::worker::main(&args.spec);
             return ExitCode::from(u8::try_from(code).unwrap_or(2));

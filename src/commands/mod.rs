@@ -5,6 +5,7 @@
 //! directories in `results`, the lines after a run in [`output`]; no command
 //! calls into another command's module.
 
+pub mod baseline;
 pub mod calibrate;
 pub mod check;
 pub mod compare;

@@ -63,8 +63,14 @@ pub fn finish(
         writeln!(out, "trace: {}", path.display())?;
     }
     if let Some(name) = &output.save_baseline {
-        let entry = baseline::save(dir, &baseline::root(&output.out), name)?;
-        writeln!(out, "baseline {name}: {}", entry.display())?;
+        let saved = baseline::save(dir, &baseline::root(&output.out), name, output.replace)?;
+        if !saved.dropped.is_empty() {
+            eprintln!(
+                "memrel: baseline {name}: replaced; dropped {}",
+                saved.dropped.join(", ")
+            );
+        }
+        writeln!(out, "baseline {name}: {}", saved.entry.display())?;
     }
     Ok(runs_ended(runs, dir))
 }

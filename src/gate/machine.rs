@@ -95,6 +95,12 @@ fn difference(scenario: &str, fact: &str, baseline: &str, new: &str) -> MachineD
     }
 }
 
+/// The facts of one machine as `check` compares them (the full set when
+/// its record has them), for `memrel baseline show`.
+pub fn facts_of(host: &Host) -> Vec<(String, String)> {
+    facts(host, host.machine.is_some())
+}
+
 /// The compared facts of one machine, as people read them. `full`: both
 /// records have the full facts (else the OS string stands in for the
 /// distribution, and the rest is left out).

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod baseline;
 mod calibrate;
 mod checkpoints;
 mod cli;

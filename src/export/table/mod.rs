@@ -30,7 +30,7 @@ mod retention;
 use std::fmt::Write;
 
 use super::markdown::{escape as md_escape, Rule, Table};
-use crate::fsutil::utc_stamp;
+use crate::fsutil::utc_readable;
 use crate::metrics::comparison::Comparison;
 use crate::metrics::{Resource, StrategySummary};
 use crate::textutil::MIB;
@@ -175,24 +175,6 @@ pub(super) fn not_measured_notes(resources: &[Resource], lines: &[Line]) -> Vec<
         .collect()
 }
 
-/// `2026-11-22 04:27` from Unix seconds.
-fn readable_utc(unix_s: u64) -> String {
-    let stamp = utc_stamp(unix_s);
-    let c: Vec<char> = stamp.chars().collect();
-    if c.len() != 15 {
-        return stamp;
-    }
-    let part = |from: usize, to: usize| c[from..to].iter().collect::<String>();
-    format!(
-        "{}-{}-{} {}:{}",
-        part(0, 4),
-        part(4, 6),
-        part(6, 8),
-        part(9, 11),
-        part(11, 13)
-    )
-}
-
 /// The rows of a comparison, in its order.
 fn comparison_lines(c: &Comparison) -> Vec<Line<'_>> {
     c.rows
@@ -323,7 +305,7 @@ pub fn markdown(c: &Comparison) -> String {
             md_escape(&s.host.os),
             md_escape(&s.host.libc),
             s.host.cpus,
-            readable_utc(s.created_unix_s),
+            utc_readable(s.created_unix_s),
             md_escape(&s.memrel_version),
         );
     }
@@ -434,7 +416,10 @@ pub(super) mod tests {
 
     #[test]
     fn dates_read_like_dates() {
-        assert_eq!(readable_utc(1_795_000_000), "2026-11-18 11:06");
+        assert_eq!(
+            crate::fsutil::utc_readable(1_795_000_000),
+            "2026-11-18 11:06"
+        );
     }
 
     pub(in crate::export) fn comparison_of(record: &Record) -> Comparison {

@@ -2,15 +2,25 @@
 //! `results/baselines/NAME/<scenario>/`, which `memrel check` compares
 //! new runs against. Raw samples are kept, not only summaries, so a baseline
 //! can be re-analysed later.
+//!
+//! This file names entries and reads them back (a damaged or hand-edited
+//! entry is an error naming its file and the fix, never a silent skip);
+//! `save` writes one (sound evidence only, one writer at a time, atomically,
+//! never dropping coverage without `--replace`); `coverage` says what an
+//! entry covers, for that check and for `memrel baseline list|show`.
+
+mod coverage;
+mod save;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::export::SUMMARY_FILE;
+pub use coverage::{Coverage, EntrySummary};
+pub use save::{save, Saved};
+
 use crate::fsutil::{check_name, join_name};
-use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
-use crate::{gate, metrics};
+use crate::record::{Record, RUNS_FILE};
 
 /// `<results root>/baselines`.
 pub fn root(results_root: &Path) -> PathBuf {
@@ -39,71 +49,26 @@ fn entry_dir(root: &Path, name: &str, scenario: &str) -> Result<PathBuf> {
     Ok(join_name(&root.join(name), "scenario", scenario)?)
 }
 
-/// Copies the record files of `results_dir` into `<root>/<name>/<scenario>/`,
-/// replacing that scenario's earlier entry. Returns the entry's directory.
-pub fn save(results_dir: &Path, root: &Path, name: &str) -> Result<PathBuf> {
-    validate_name(name)?;
-    let record = Record::load(results_dir)?;
-    check_sound(&record, results_dir, name)?;
-    let entry = entry_dir(root, name, &record.header.scenario)
-        .with_context(|| format!("cannot save {} as a baseline", results_dir.display()))?;
-    let tmp = root.join(name).join(format!(
-        ".{}.tmp{}",
-        record.header.scenario,
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    if let Err(err) = copy_record(results_dir, &tmp) {
-        // The old entry is untouched; leave no half-written copy beside it.
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(err);
-    }
-    if entry.exists() {
-        std::fs::remove_dir_all(&entry)
-            .with_context(|| format!("cannot replace {}", entry.display()))?;
-    }
-    std::fs::rename(&tmp, &entry)
-        .with_context(|| format!("cannot move the baseline into {}", entry.display()))?;
-    Ok(entry)
-}
-
-/// A baseline is only made from sound evidence: at least one run, and every
-/// run completed with every cycle asked for (a failed, timed-out, killed or
-/// cut-short run measured something else). The same rule as the gate's
-/// ([`gate::broken_runs`]).
-fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
-    if record.runs.is_empty() {
-        bail!(
-            "cannot save baseline {name}: {} holds no runs; run the scenario again and save that",
-            results_dir.join(RUNS_FILE).display()
-        );
-    }
-    let summary = metrics::summarize(record);
-    let unsound: Vec<String> = gate::broken_runs(&summary, gate::Side::New)
-        .iter()
-        .map(|b| format!("run {} ({}) {}: {}", b.run, b.strategy, b.status, b.why))
+/// The baselines under `root`, sorted (directories with a valid name).
+pub fn names(root: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err).with_context(|| format!("cannot read {}", root.display())),
+    };
+    let mut out: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| validate_name(n).is_ok())
         .collect();
-    if !unsound.is_empty() {
-        bail!(
-            "cannot save baseline {name}: {} in {}; a baseline needs every run completed with all its cycles: fix the cause and run again",
-            unsound.join(", "),
-            results_dir.display()
-        );
-    }
-    Ok(())
+    out.sort();
+    Ok(out)
 }
 
-/// Copies the record's files from `results_dir` into `to`.
-fn copy_record(results_dir: &Path, to: &Path) -> Result<()> {
-    for file in [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE, SUMMARY_FILE] {
-        let from = results_dir.join(file);
-        std::fs::copy(&from, to.join(file))
-            .with_context(|| format!("cannot copy {} into the baseline", from.display()))?;
-    }
-    Ok(())
-}
-
-/// The scenarios a baseline holds, sorted.
+/// The scenarios a baseline holds, sorted: every directory of it with a
+/// valid scenario name (a save's temporary directories start with '.'),
+/// whether or not its files are intact ([`load`] says what is wrong).
 pub fn scenarios(root: &Path, name: &str) -> Result<Vec<String>> {
     validate_name(name)?;
     let dir = root.join(name);
@@ -115,7 +80,7 @@ pub fn scenarios(root: &Path, name: &str) -> Result<Vec<String>> {
     })?;
     let mut out: Vec<String> = entries
         .filter_map(|e| e.ok())
-        .filter(|e| e.path().join(RUNS_FILE).is_file())
+        .filter(|e| e.path().is_dir())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| check_name("scenario", n).is_ok())
         .collect();
@@ -123,18 +88,43 @@ pub fn scenarios(root: &Path, name: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The saved record of `scenario` in baseline `name`, `None` if it has none.
+/// The saved record of `scenario` in baseline `name`, `None` if it has no
+/// entry for it. An entry that cannot be read (a file missing or edited by
+/// hand, another schema) is an error naming it and how to re-make it.
 pub fn load(root: &Path, name: &str, scenario: &str) -> Result<Option<Record>> {
     let entry = entry_dir(root, name, scenario)?;
-    if !entry.join(RUNS_FILE).is_file() {
+    if !entry.is_dir() {
         return Ok(None);
     }
-    Record::load(&entry).map(Some)
+    let remake = format!(
+        "re-make it with `memrel run --scenario {scenario} --save-baseline {name} --replace`, or restore it from version control"
+    );
+    if !entry.join(RUNS_FILE).is_file() {
+        bail!(
+            "baseline {name}: {} has no {RUNS_FILE} (damaged or edited by hand): {remake}",
+            entry.display()
+        );
+    }
+    let record = Record::load(&entry).with_context(|| {
+        format!(
+            "baseline {name}: the entry {} cannot be read: {remake}",
+            entry.display()
+        )
+    })?;
+    if record.header.scenario != scenario {
+        bail!(
+            "baseline {name}: {} names scenario {:?}, not {scenario:?} (its directory was renamed or its file edited by hand): {remake}",
+            entry.join(RUNS_FILE).display(),
+            record.header.scenario
+        );
+    }
+    Ok(Some(record))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::SUMMARY_FILE;
     use crate::record::{fixture, RunStatus};
 
     /// A results directory whose runs.json names `scenario` (as a damaged or
@@ -154,7 +144,7 @@ mod tests {
             let results = results_dir_naming(scenario);
             let top = tempfile::tempdir().unwrap();
             let root = top.path().join("results").join("baselines");
-            let err = save(results.path(), &root, "ci").unwrap_err();
+            let err = save(results.path(), &root, "ci", false).unwrap_err();
             assert!(
                 format!("{err:#}").contains("scenario name"),
                 "{scenario:?}: {err:#}"
@@ -182,7 +172,7 @@ mod tests {
     fn a_failed_run_or_no_runs_is_no_baseline_and_nothing_is_written() {
         let root = tempfile::tempdir().unwrap();
         let good = results_dir_naming("cpu-trim");
-        save(good.path(), root.path(), "ci").unwrap();
+        save(good.path(), root.path(), "ci", false).unwrap();
         let before = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
 
         for status in [RunStatus::Failed, RunStatus::TimedOut, RunStatus::Killed] {
@@ -191,7 +181,10 @@ mod tests {
             record.runs[0].meta.status = status;
             record.save(dir.path()).unwrap();
             std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
-            let err = format!("{:#}", save(dir.path(), root.path(), "ci").unwrap_err());
+            let err = format!(
+                "{:#}",
+                save(dir.path(), root.path(), "ci", false).unwrap_err()
+            );
             assert!(err.contains("cannot save baseline ci: run 1 ("), "{err}");
             assert!(err.contains("every run completed"), "{err}");
         }
@@ -201,7 +194,10 @@ mod tests {
         record.runs[1] = fixture::run(2, "malloc-trim", 1, &[1, 1]);
         record.save(dir.path()).unwrap();
         std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
-        let err = format!("{:#}", save(dir.path(), root.path(), "ci").unwrap_err());
+        let err = format!(
+            "{:#}",
+            save(dir.path(), root.path(), "ci", false).unwrap_err()
+        );
         assert!(
             err.contains("run 2 (malloc-trim) incomplete: measured 2 of 3 cycles"),
             "{err}"
@@ -211,7 +207,10 @@ mod tests {
         record.runs.clear();
         record.save(dir.path()).unwrap();
         std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
-        let err = format!("{:#}", save(dir.path(), root.path(), "ci").unwrap_err());
+        let err = format!(
+            "{:#}",
+            save(dir.path(), root.path(), "ci", false).unwrap_err()
+        );
         assert!(err.contains("holds no runs"), "{err}");
 
         // The earlier baseline is intact and no temp directory is left.
@@ -228,11 +227,14 @@ mod tests {
     fn a_failed_copy_leaves_the_old_baseline_and_no_temp_dir() {
         let root = tempfile::tempdir().unwrap();
         let results = results_dir_naming("cpu-trim");
-        save(results.path(), root.path(), "ci").unwrap();
+        save(results.path(), root.path(), "ci", false).unwrap();
         let before = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
         // The summary goes missing after the record was read: the copy fails.
         std::fs::remove_file(results.path().join(SUMMARY_FILE)).unwrap();
-        let err = format!("{:#}", save(results.path(), root.path(), "ci").unwrap_err());
+        let err = format!(
+            "{:#}",
+            save(results.path(), root.path(), "ci", false).unwrap_err()
+        );
         assert!(err.contains("cannot copy"), "{err}");
         let after = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
         assert_eq!(before, after);
@@ -246,7 +248,9 @@ mod tests {
     fn save_then_load_an_ordinary_name() {
         let results = results_dir_naming("cpu-trim");
         let root = tempfile::tempdir().unwrap();
-        let entry = save(results.path(), root.path(), "ci").unwrap();
+        let entry = save(results.path(), root.path(), "ci", false)
+            .unwrap()
+            .entry;
         assert_eq!(entry, root.path().join("ci").join("cpu-trim"));
         assert!(load(root.path(), "ci", "cpu-trim").unwrap().is_some());
         assert_eq!(scenarios(root.path(), "ci").unwrap(), vec!["cpu-trim"]);

@@ -1,0 +1,162 @@
+//! Writing a baseline entry, so that a baseline never changes by accident:
+//! only from sound evidence (every run completed with all its cycles), one
+//! writer per baseline at a time (an advisory lock on its directory), never
+//! dropping a strategy or resource the old entry covered unless asked
+//! (`--replace`, which says what goes), and atomically: the new entry is
+//! written beside the old one and swapped in with one `renameat2` exchange,
+//! so a crash at any point leaves the old entry or the new one, whole.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use rustix::fs::{renameat_with, RenameFlags, CWD};
+
+use super::coverage::Coverage;
+use super::{entry_dir, load, validate_name};
+use crate::export::SUMMARY_FILE;
+use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
+use crate::{gate, metrics};
+
+/// What a save did.
+#[derive(Debug)]
+pub struct Saved {
+    pub entry: PathBuf,
+    /// What the replaced entry covered and the new one does not
+    /// (`strategy drop`, `resource VRAM (cuda0)`); empty unless `--replace`.
+    pub dropped: Vec<String>,
+}
+
+/// Copies the record files of `results_dir` into `<root>/<name>/<scenario>/`,
+/// replacing that scenario's earlier entry; one that covered more needs
+/// `replace`. Nothing is written when it fails.
+pub fn save(results_dir: &Path, root: &Path, name: &str, replace: bool) -> Result<Saved> {
+    validate_name(name)?;
+    let record = Record::load(results_dir)?;
+    check_sound(&record, results_dir, name)?;
+    let scenario = record.header.scenario.clone();
+    let entry = entry_dir(root, name, &scenario)
+        .with_context(|| format!("cannot save {} as a baseline", results_dir.display()))?;
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let _lock = lock(&dir, name)?;
+    remove_leftovers(&dir, &scenario);
+
+    let dropped = match load(root, name, &scenario) {
+        Ok(Some(old)) => Coverage::of(&metrics::summarize(&old))
+            .dropped_by(&Coverage::of(&metrics::summarize(&record))),
+        Ok(None) => Vec::new(),
+        Err(_) if replace => vec!["a damaged entry".to_string()],
+        Err(err) => {
+            return Err(err.context(format!(
+                "cannot save baseline {name}: its entry for {scenario} is damaged; pass --replace to overwrite it"
+            )))
+        }
+    };
+    if !dropped.is_empty() && !replace {
+        bail!(
+            "cannot save baseline {name}: its entry for {scenario} covers {} that {} does not; run them too, or pass --replace to drop them",
+            dropped.join(", "),
+            results_dir.display()
+        );
+    }
+
+    let tmp = dir.join(format!(".{scenario}.tmp{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let written = copy_record(results_dir, &tmp).and_then(|()| swap_in(&tmp, &entry));
+    // After a swap `tmp` holds the old entry; after a failure, a partial copy.
+    let _ = std::fs::remove_dir_all(&tmp);
+    written?;
+    Ok(Saved { entry, dropped })
+}
+
+/// An exclusive advisory lock on the baseline's directory (released when
+/// the file is dropped): a second `--save-baseline` of the same name at
+/// the same time is refused, not interleaved.
+fn lock(dir: &Path, name: &str) -> Result<File> {
+    let handle = File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    match handle.try_lock() {
+        Ok(()) => Ok(handle),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "cannot save baseline {name}: another memrel is saving into {} right now; wait for it to finish and save again",
+            dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(err)) => {
+            Err(err).with_context(|| format!("cannot lock {}", dir.display()))
+        }
+    }
+}
+
+/// Temporary directories of saves that crashed (under the lock no other
+/// save is running, so every one is stale).
+fn remove_leftovers(dir: &Path, scenario: &str) {
+    let (tmp, aside) = (format!(".{scenario}.tmp"), format!(".{scenario}.old"));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let file_name = e.file_name().to_string_lossy().into_owned();
+        if file_name.starts_with(&tmp) || file_name == aside {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Puts the complete copy `tmp` at `entry`: an atomic exchange when an
+/// entry exists (the old one lands in `tmp`), a rename when none does.
+/// Filesystems without `RENAME_EXCHANGE` get a rename aside, then in.
+fn swap_in(tmp: &Path, entry: &Path) -> Result<()> {
+    let moved = |err: std::io::Error| {
+        anyhow::Error::new(err)
+            .context(format!("cannot move the baseline into {}", entry.display()))
+    };
+    if !entry.exists() {
+        return std::fs::rename(tmp, entry).map_err(moved);
+    }
+    match renameat_with(CWD, tmp, CWD, entry, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            let aside = tmp.with_extension("old");
+            std::fs::rename(entry, &aside).map_err(moved)?;
+            std::fs::rename(tmp, entry).map_err(moved)?;
+            std::fs::rename(&aside, tmp).map_err(moved)
+        }
+        Err(err) => Err(moved(err.into())),
+    }
+}
+
+/// A baseline is only made from sound evidence: at least one run, and every
+/// run completed with every cycle asked for (a failed, timed-out, killed or
+/// cut-short run measured something else). The same rule as the gate's
+/// ([`gate::broken_runs`]).
+fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
+    if record.runs.is_empty() {
+        bail!(
+            "cannot save baseline {name}: {} holds no runs; run the scenario again and save that",
+            results_dir.join(RUNS_FILE).display()
+        );
+    }
+    let summary = metrics::summarize(record);
+    let unsound: Vec<String> = gate::broken_runs(&summary, gate::Side::New)
+        .iter()
+        .map(|b| format!("run {} ({}) {}: {}", b.run, b.strategy, b.status, b.why))
+        .collect();
+    if !unsound.is_empty() {
+        bail!(
+            "cannot save baseline {name}: {} in {}; a baseline needs every run completed with all its cycles: fix the cause and run again",
+            unsound.join(", "),
+            results_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Copies the record's files from `results_dir` into `to`.
+fn copy_record(results_dir: &Path, to: &Path) -> Result<()> {
+    for file in [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE, SUMMARY_FILE] {
+        let from = results_dir.join(file);
+        std::fs::copy(&from, to.join(file))
+            .with_context(|| format!("cannot copy {} into the baseline", from.display()))?;
+    }
+    Ok(())
+}
