@@ -142,9 +142,11 @@ struct Loaded {
 
 pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     let strategy = strategy::lookup(&spec.strategy)?;
-    let device = match spec.device {
-        DeviceSpec::Cuda(ordinal) => Some(FakeDevice::open(ordinal)?),
-        DeviceSpec::Cpu => None,
+    // A lazy context (a test hook) is made at the first load instead.
+    let lazy = super::hooks::lazy_context();
+    let mut device = match spec.device {
+        DeviceSpec::Cuda(ordinal) if !lazy => Some(FakeDevice::open(ordinal)?),
+        _ => None,
     };
     out.send(Message::Hello(Hello {
         pid: std::process::id(),
@@ -157,7 +159,8 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         vram_floor_bytes: device.as_ref().and_then(|d| d.floor_bytes),
         allocator: None,
     }));
-    if let (None, Some((id, _))) = (&device, spec.fakes.iter().find(|(_, m)| m.vram_bytes > 0)) {
+    let on_cpu = spec.device == DeviceSpec::Cpu;
+    if let (true, Some((id, _))) = (on_cpu, spec.fakes.iter().find(|(_, m)| m.vram_bytes > 0)) {
         bail!(
             "model {id:?}: fake_vram_mib needs a cuda device: set device = \"cuda\" in the scenario \
              or pass --device cuda"
@@ -177,6 +180,9 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         for step in &w.steps {
             match step {
                 Step::Load(id) => {
+                    if let (DeviceSpec::Cuda(ordinal), None) = (spec.device, &device) {
+                        device = Some(FakeDevice::open(ordinal)?);
+                    }
                     let m = *models
                         .get(id.as_str())
                         .context("scenario names an unknown model")?;

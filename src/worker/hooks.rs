@@ -18,6 +18,9 @@
 //!   `<phase>`, the worker limits its own address space (RLIMIT_AS) to what it
 //!   maps now plus [`AS_HEADROOM_BYTES`], so the next large allocation (the
 //!   following load) runs out of memory the way it would under a real limit.
+//! - `MEMREL_WORKER_LAZY_CONTEXT=1`: the fake worker on a CUDA device makes
+//!   its context at its first load, after its baseline, as PyTorch and JAX
+//!   do at their first GPU operation: until then NVML does not list it.
 
 use std::fs::File;
 use std::io::Write;
@@ -29,6 +32,12 @@ use crate::protocol::{Edge, Envelope, MemoryAtEdge, Message, Phase, PhaseEdge};
 pub const STDOUT_NOISE_ENV: &str = "MEMREL_WORKER_STDOUT_NOISE";
 pub const HANG_AFTER_ENV: &str = "MEMREL_WORKER_HANG_AFTER";
 pub const AS_LIMIT_AFTER_ENV: &str = "MEMREL_WORKER_AS_LIMIT_AFTER";
+pub const LAZY_CONTEXT_ENV: &str = "MEMREL_WORKER_LAZY_CONTEXT";
+
+/// `MEMREL_WORKER_LAZY_CONTEXT=1`: open the fake worker's device at its first load.
+pub fn lazy_context() -> bool {
+    std::env::var(LAZY_CONTEXT_ENV).is_ok_and(|v| v == "1")
+}
 
 /// Room left above the address space in use when the limit is set: enough for
 /// the worker to keep sending events, far too little to load a model.

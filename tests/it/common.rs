@@ -18,6 +18,7 @@ pub const MIB: f64 = 1024.0 * 1024.0;
 pub const NOISE_ENV: &str = "MEMREL_WORKER_STDOUT_NOISE";
 pub const HANG_ENV: &str = "MEMREL_WORKER_HANG_AFTER";
 pub const AS_LIMIT_ENV: &str = "MEMREL_WORKER_AS_LIMIT_AFTER";
+pub const LAZY_CONTEXT_ENV: &str = "MEMREL_WORKER_LAZY_CONTEXT";
 
 /// The memrel binary built for these tests, with the model cache `cache`,
 /// the hub offline and no test hook inherited from the environment.
@@ -25,7 +26,7 @@ pub fn memrel_with_cache(cache: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
     command.env("MEMREL_CACHE_DIR", cache);
     command.env("HF_HUB_OFFLINE", "1");
-    for hook in [NOISE_ENV, HANG_ENV, AS_LIMIT_ENV] {
+    for hook in [NOISE_ENV, HANG_ENV, AS_LIMIT_ENV, LAZY_CONTEXT_ENV] {
         command.env_remove(hook);
     }
     command

@@ -20,6 +20,7 @@ mod exec_unmarked;
 mod fake;
 mod faults;
 mod gate;
+mod gpu;
 mod hostile;
 mod machine;
 mod model_arg;
