@@ -240,15 +240,14 @@ impl Process<'_> {
         let spawned = Instant::now();
         let duties = self.plug.duties();
         got.program = duties.complete_edges.then(|| ProgramState {
-            pid,
             numbering: CycleNumbering::default(),
-            vram: if duties.vram_at_edges {
-                crate::sampler::vram::open_nvml()
-            } else {
-                None
-            },
             environment_checked: !duties.check_strategy,
         });
+        got.edge_vram = duties
+            .vram_at_edges
+            .then(crate::sampler::vram::open_nvml)
+            .flatten()
+            .map(|probe| (pid, probe));
         if meta.pid == 0 {
             meta.pid = pid;
         } else {
@@ -380,21 +379,15 @@ fn append_tail(tail: &mut String, more: String, process: u32) {
 
 /// What the parent completes for a program's phase lines.
 struct ProgramState {
-    pid: u32,
     numbering: CycleNumbering,
-    /// Its VRAM at a phase edge (NVML), on a CUDA device.
-    vram: Option<Box<dyn VramProbe>>,
     environment_checked: bool,
 }
 
 impl ProgramState {
-    /// Gives a program's phase line its cycle and VRAM where it left them
-    /// out (its host memory was read as the line arrived: `channel`).
+    /// Gives a program's phase line its cycle where it left it out (its
+    /// host memory was read as the line arrived: `channel`).
     fn complete(&mut self, edge: &mut PhaseEdge) {
         self.numbering.assign(edge);
-        if edge.memory.vram_bytes.is_none() {
-            edge.memory.vram_bytes = self.vram.as_mut().and_then(|v| v.process_bytes(self.pid));
-        }
     }
 }
 
@@ -413,6 +406,9 @@ struct Collected {
     needs_done: bool,
     /// Set while the run's process is a program (see [`ProgramState`]).
     program: Option<ProgramState>,
+    /// On a CUDA device: the process and NVML, for a phase line without
+    /// VRAM (a program's, or a worker's before its device opened).
+    edge_vram: Option<(u32, Box<dyn VramProbe>)>,
     hello: bool,
     /// Why a program's run measured something other than its strategy.
     not_in_effect: Option<String>,
@@ -457,6 +453,11 @@ impl Collected {
             Message::Phase(mut edge) => {
                 if let Some(program) = self.program.as_mut() {
                     program.complete(&mut edge);
+                }
+                if edge.memory.vram_bytes.is_none() {
+                    if let Some((pid, probe)) = self.edge_vram.as_mut() {
+                        edge.memory.vram_bytes = probe.process_bytes(*pid);
+                    }
                 }
                 // The sender's own stamp, on the samples' clock: an edge
                 // happened before its line arrived, never after.

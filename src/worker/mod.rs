@@ -77,7 +77,8 @@ pub fn main(spec_json: &str) -> i32 {
 pub struct ParentDuties {
     /// Number cycles, and read memory for phase lines that lack them.
     pub complete_edges: bool,
-    /// Read VRAM (NVML) for phase lines that lack it: a CUDA device.
+    /// Read VRAM (NVML) for phase lines that lack it: a CUDA device (a
+    /// process NVML does not list there holds 0 bytes on it).
     pub vram_at_edges: bool,
     /// Check that the strategy's environment, allocator and steps reached it.
     pub check_strategy: bool,
@@ -121,8 +122,11 @@ impl Plug {
     /// with `done`; a program may do none of it.
     pub fn duties(&self) -> ParentDuties {
         match self {
-            Plug::Memrel(_) => ParentDuties {
+            // A worker that opens its device late (the fake worker's lazy
+            // context) reads no VRAM at its first edges: the parent does.
+            Plug::Memrel(spec) => ParentDuties {
                 require_done: true,
+                vram_at_edges: spec.device.is_cuda(),
                 ..ParentDuties::default()
             },
             Plug::Command(spec) => ParentDuties {
