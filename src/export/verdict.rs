@@ -205,7 +205,7 @@ fn summary(report: &VerdictReport) -> String {
     if report.complete_runs_only && !report.broken_runs.is_empty() {
         head.push_str("\n**complete runs only**: these runs were left out and the rest judged\n\n");
         for b in &report.broken_runs {
-            let _ = writeln!(head, "- {b}");
+            let _ = writeln!(head, "- {b}{}", b.stderr_lines("  "));
         }
     }
     let tail = tail(report);
