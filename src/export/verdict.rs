@@ -679,10 +679,7 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
             .join("\n");
         assert_eq!(json["broken_runs"][0]["stderr_tail"], want.as_str());
         let md = verdict_markdown(&r);
-        assert!(
-            md.contains("its stderr ended:\n          line 6\n"),
-            "{md}"
-        );
+        assert!(md.contains("its stderr ended:\n          line 6\n"), "{md}");
         assert!(md.contains("line 25") && !md.contains("line 5\n"), "{md}");
         // The list of runs left out shows it too.
         r.complete_runs_only = true;
