@@ -36,6 +36,13 @@ pub fn run_baseline_scenarios(
         };
         let plan = as_saved(name, &scenario_name, &base, results_root)?;
         eprintln!("memrel: running scenario {scenario_name} for the check");
+        if let Some(program) = &base.header.program {
+            eprintln!(
+                "memrel: as the baseline recorded it: {} (in {})",
+                program.argv.join(" "),
+                program.cwd
+            );
+        }
         let (dir, _) = plan.execute(crate::plan::command_line())?;
         dirs.push(dir);
     }

@@ -150,6 +150,11 @@ fn a_program_baseline_records_what_it_ran_with_and_check_re_runs_it_so() {
         !s.elsewhere.join("cwd.log").exists(),
         "ran in the check's cwd"
     );
+    let said = format!(
+        "as the baseline recorded it: {py} job.py (in {})",
+        s.project.display()
+    );
+    assert!(stderr(&output).contains(&said), "{}", stderr(&output));
     assert!(
         !stderr(&output).contains("the program's"),
         "nothing differs, no warning: {}",
