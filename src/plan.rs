@@ -20,7 +20,7 @@ use crate::model::synth::cache_dir;
 use crate::orchestrator::{self, RunPlan};
 use crate::protocol::Check;
 use crate::record::live::LiveRun;
-use crate::record::{Header, ModelInfo, Record, RunMeta, RunStatus, SCHEMA_VERSION};
+use crate::record::{Header, ModelInfo, Program, Record, RunMeta, RunStatus, SCHEMA_VERSION};
 use crate::results::create_out_dir;
 use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
@@ -139,6 +139,7 @@ impl Plan {
                 cycles: scenario.cycles,
                 retention_threshold_bytes: scenario.thresholds.retention_threshold_bytes,
                 models: infos,
+                program: self.program_record(&plug),
             },
             runs: Vec::new(),
         };
@@ -232,6 +233,31 @@ impl Plan {
         }
         progress.finish_and_clear();
         Ok((out_dir, summary))
+    }
+
+    /// What a program runs with, for the record (`None` for memrel's own
+    /// workers): `check` re-runs a program baseline from it.
+    fn program_record(&self, plug: &Plug) -> Option<Program> {
+        let Plug::Command(spec) = plug else {
+            return None;
+        };
+        let env = self
+            .strategies
+            .iter()
+            .filter_map(|s| {
+                // A library not found fails the run itself, which says why.
+                let preload = strategy::find_library(s).ok().flatten();
+                let env = spec.environment(s, preload.as_deref()).ok()?;
+                Some((s.name.to_string(), env))
+            })
+            .collect();
+        Some(Program {
+            argv: spec.argv.clone(),
+            python: self.python.clone(),
+            tree: self.tree,
+            cwd: spec.cwd.display().to_string(),
+            env,
+        })
     }
 
     /// Resolves the models (written or fetched here, before any run, so that

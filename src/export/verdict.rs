@@ -205,7 +205,7 @@ fn summary(report: &VerdictReport) -> String {
     if report.complete_runs_only && !report.broken_runs.is_empty() {
         head.push_str("\n**complete runs only**: these runs were left out and the rest judged\n\n");
         for b in &report.broken_runs {
-            let _ = writeln!(head, "- {b}");
+            let _ = writeln!(head, "- {b}{}", b.stderr_lines("  "));
         }
     }
     let tail = tail(report);
@@ -222,7 +222,9 @@ fn summary(report: &VerdictReport) -> String {
     let shown = if rows.len() <= room {
         rows.len()
     } else {
-        room.saturating_sub(2).max(3)
+        // At least three rows, never more than there are (a long list of
+        // errors, stderr tails among them, can leave no room at all).
+        room.saturating_sub(2).max(3).min(rows.len())
     };
     let mut out = head;
     if rows.is_empty() {
@@ -651,6 +653,39 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
 | ⛔ error | fixture | malloc-trim | host RSS | retention rate | - → - | no complete run of this strategy in the new runs |
 | ❔ inconclusive | fixture | drop | host RSS | retention rate | 50 % → 50 % | 3 of 6 cycles retaining → 3 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
 "#);
+    }
+
+    #[test]
+    fn a_broken_runs_last_20_stderr_lines_are_in_both_verdict_files() {
+        let mut broken = record();
+        broken.runs[1].meta.status = RunStatus::Failed;
+        broken.runs[1].meta.error = Some("the program exited with code 1".into());
+        broken.runs[1].meta.stderr_tail = (1..=25).map(|i| format!("line {i}\n")).collect();
+        let t = thresholds();
+        let mut r = report(&record(), &broken, &t);
+        let summary = summarize(&broken);
+        let mut runs = broken_runs(&summary, Side::New);
+        crate::gate::attach_stderr(&mut runs, &broken);
+        let broken_in: Vec<_> = runs
+            .iter()
+            .map(|b| (b.clone(), PathBuf::from("results/s/1")))
+            .collect();
+        r.errors = errors(&r.verdicts, &broken_in, BrokenRuns::Fail);
+        r.broken_runs = runs;
+        let json: serde_json::Value = serde_json::from_slice(&verdict_json(&r).unwrap()).unwrap();
+        let want: String = (6..=25)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(json["broken_runs"][0]["stderr_tail"], want.as_str());
+        let md = verdict_markdown(&r);
+        assert!(md.contains("its stderr ended:\n          line 6\n"), "{md}");
+        assert!(md.contains("line 25") && !md.contains("line 5\n"), "{md}");
+        // The list of runs left out shows it too.
+        r.complete_runs_only = true;
+        r.errors.clear();
+        let md = verdict_markdown(&r);
+        assert!(md.contains("its stderr ended:\n      line 6\n"), "{md}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 
 use super::coverage::{gaps, CoverageGap, Covered};
-use super::evidence::{errors, BrokenRuns};
+use super::evidence::{attach_stderr, errors, BrokenRuns};
 use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
 use super::{broken_runs, budgets, compare, complete_only, note_left_out, rerun};
 use crate::baseline;
@@ -69,6 +69,7 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         .with_context(|| format!("the scenario saved in {}", dir.display()))?;
         let mut new_summary = metrics::summarize(&record);
         let mut left_out = broken_runs(&new_summary, Side::New);
+        attach_stderr(&mut left_out, &record);
         broken_in.extend(left_out.iter().map(|b| (b.clone(), dir.clone())));
         if leave_out {
             new_summary = complete_only(&new_summary);
@@ -98,11 +99,17 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
                 "scenario {name}: the scenario file differs from the baseline's (compare runs.json scenario_toml)"
             ));
         }
+        report.warnings.extend(rerun::program_differences(
+            &name,
+            &base.header,
+            &record.header,
+        ));
         let machine = super::machine::compare(&name, &base.header.host, &record.header.host);
         report.warnings.extend(machine.warnings);
         report.machine_differences.extend(machine.differences);
         let mut base_summary = metrics::summarize(&base);
-        let base_broken = broken_runs(&base_summary, Side::Baseline);
+        let mut base_broken = broken_runs(&base_summary, Side::Baseline);
+        attach_stderr(&mut base_broken, &base);
         let base_dir = root.join(&options.baseline).join(&name);
         broken_in.extend(base_broken.iter().map(|b| (b.clone(), base_dir.clone())));
         left_out.extend(base_broken);

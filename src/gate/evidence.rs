@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
-use super::report::{BrokenRun, MetricVerdict, Side, Verdict};
+use super::report::{BrokenRun, MetricVerdict, Side, Verdict, STDERR_LINES};
 use crate::metrics::{RunSummary, Summary};
-use crate::record::RunStatus;
+use crate::record::{Record, RunStatus};
 
 /// What the gate does with runs that failed, timed out, were killed or are incomplete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +83,22 @@ pub fn broken_runs(summary: &Summary, side: Side) -> Vec<BrokenRun> {
                 repetition: run.repetition,
                 status,
                 why,
+                stderr_tail: String::new(),
             })
         })
         .collect()
+}
+
+/// Gives each of `broken` (runs of `record`) the last [`STDERR_LINES`]
+/// lines its program wrote to stderr, from runs.json.
+pub fn attach_stderr(broken: &mut [BrokenRun], record: &Record) {
+    for b in broken {
+        let Some(run) = record.runs.iter().find(|r| r.meta.run == b.run) else {
+            continue;
+        };
+        let lines: Vec<&str> = run.meta.stderr_tail.lines().collect();
+        b.stderr_tail = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
+    }
 }
 
 /// `summary` with its broken runs left out (the strategies stay listed, so a
@@ -141,7 +154,11 @@ fn broken_message(broken: &[(BrokenRun, PathBuf)]) -> String {
         broken.len()
     );
     for (run, dir) in broken {
-        out.push_str(&format!("\n  - {run} (in {})", dir.display()));
+        out.push_str(&format!(
+            "\n  - {run} (in {}){}",
+            dir.display(),
+            run.stderr_lines("    ")
+        ));
     }
     let baseline_broken = broken.iter().any(|(b, _)| b.side == Side::Baseline);
     out.push_str(if baseline_broken {

@@ -77,7 +77,7 @@ pub use assess::{assess, CheckOptions};
 pub use budget::budgets;
 pub use coverage::{gaps, CoverageGap, Covered};
 pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
-pub use evidence::{broken_runs, complete_only, errors, note_left_out, BrokenRuns};
+pub use evidence::{attach_stderr, broken_runs, complete_only, errors, note_left_out, BrokenRuns};
 pub use metric::{GateMetric, Observations, RATE_BAND};
 pub use report::{
     BrokenRun, BudgetCheck, MetricVerdict, Per, RateTest, Side, Statistic, Verdict, VerdictReport,

@@ -18,8 +18,10 @@ use crate::metrics::Resource;
 /// nothing could be checked against says why in `budget.unchecked`;
 /// 5: the report lists its coverage `gaps`, what one side covers and the
 /// other does not judge, and `machine_differences`, the facts of the
-/// machine that differ from the baseline's).
-pub const VERDICT_SCHEMA_VERSION: u32 = 5;
+/// machine that differ from the baseline's;
+/// 6: a broken run carries the last lines its program wrote to stderr,
+/// `stderr_tail`).
+pub const VERDICT_SCHEMA_VERSION: u32 = 6;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -169,6 +171,29 @@ pub struct BrokenRun {
     pub status: String,
     /// Its error, or what is missing.
     pub why: String,
+    /// The last lines ([`STDERR_LINES`] at most) the run's program wrote
+    /// to stderr, where it wrote any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr_tail: String,
+}
+
+/// Lines of a broken run's stderr that the verdict keeps (runs.json has
+/// all of its tail).
+pub const STDERR_LINES: usize = 20;
+
+impl BrokenRun {
+    /// The stderr tail as lines under the run's line (indented by
+    /// `indent`), or nothing when the run wrote none.
+    pub fn stderr_lines(&self, indent: &str) -> String {
+        if self.stderr_tail.trim().is_empty() {
+            return String::new();
+        }
+        let mut out = format!("\n{indent}its stderr ended:");
+        for line in self.stderr_tail.lines() {
+            out.push_str(&format!("\n{indent}    {line}"));
+        }
+        out
+    }
 }
 
 impl std::fmt::Display for BrokenRun {

@@ -39,6 +39,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
             tensor_bytes: 100 * MIB,
             parameters: 25 * MIB,
         }],
+        program: None,
     }
 }
 

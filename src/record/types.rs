@@ -179,6 +179,33 @@ pub struct Header {
     pub cycles: u32,
     pub retention_threshold_bytes: u64,
     pub models: Vec<ModelInfo>,
+    /// What a program (`memrel exec`, a scenario's `command`) ran with;
+    /// `None` for memrel's own workers and in records made before memrel
+    /// recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<Program>,
+}
+
+/// A program's run as `memrel check` re-runs it: the command as run, the
+/// interpreter, the working directory and the variables memrel set.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Program {
+    /// The command as run: `python3`/`python` replaced by `--python`, a
+    /// relative program made absolute.
+    pub argv: Vec<String>,
+    /// `--python`, when it was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// `--tree`: the whole process tree was sampled.
+    #[serde(default)]
+    pub tree: bool,
+    /// The absolute directory the program ran in.
+    pub cwd: String,
+    /// Per strategy, the variables memrel set for the program (name → value):
+    /// the protocol's and the module's (`MEMREL_*`, `PYTHONPATH`) and the
+    /// strategy's (`MALLOC_*`, `LD_PRELOAD`, …).
+    #[serde(default)]
+    pub env: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -10,12 +10,13 @@
 //! process (`/proc/PID/environ`, `/proc/PID/maps`) and numbers cycles where
 //! the program leaves that out ([`CycleNumbering`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{Check, Edge, Phase, PhaseEdge, CYCLE_UNSET};
+use crate::protocol::{Check, Edge, Phase, PhaseEdge, CYCLE_UNSET, EVENT_FD, EVENT_FD_ENV};
 use crate::scenario::DeviceSpec;
 use crate::strategy::Strategy;
 
@@ -77,6 +78,30 @@ impl CommandSpec {
         }
         command.env("PYTHONPATH", python_path);
         Ok(command)
+    }
+
+    /// The variables memrel sets for the program under `strategy` (name →
+    /// value), as the orchestrator starts it: [`CommandSpec::command`]'s,
+    /// the strategy's (`preload` as `LD_PRELOAD`) and the channel's. The
+    /// record keeps them so a re-run can say what changed.
+    pub fn environment(
+        &self,
+        strategy: &Strategy,
+        preload: Option<&Path>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let mut command = self.command(strategy)?;
+        crate::strategy::clean_environment(&mut command, strategy, preload);
+        let mut env: BTreeMap<String, String> = command
+            .get_envs()
+            .filter_map(|(name, value)| {
+                Some((
+                    name.to_string_lossy().into_owned(),
+                    value?.to_string_lossy().into_owned(),
+                ))
+            })
+            .collect();
+        env.insert(EVENT_FD_ENV.to_string(), EVENT_FD.to_string());
+        Ok(env)
     }
 }
 

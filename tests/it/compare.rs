@@ -578,6 +578,7 @@ fn fixed_header() -> Header {
             tensor_bytes: 438 << 20,
             parameters: 109_000_000,
         }],
+        program: None,
     }
 }
 

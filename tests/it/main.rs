@@ -6,7 +6,7 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`).
+//! `rerun::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`).
 
 mod common;
 
@@ -25,4 +25,5 @@ mod hostile;
 mod machine;
 mod model_arg;
 mod program;
+mod rerun;
 mod run;
