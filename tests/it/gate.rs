@@ -291,7 +291,13 @@ fn gpu_gate_on_the_committed_cuda_record_judges_vram_like_rss() {
                         && v["metric"] == "retained_bytes"
                 })
                 .unwrap_or_else(|| panic!("{strategy} {resource}"));
-            assert_eq!(row["verdict"], "no-change", "{row}");
+            // Judged, with no change; two runs whose spread is wider than
+            // the noise band cannot prove "no change" (inconclusive).
+            assert_eq!(row["change"], 0.0, "{row}");
+            assert!(
+                row["verdict"] == "no-change" || row["verdict"] == "inconclusive",
+                "{row}"
+            );
         }
     }
 
