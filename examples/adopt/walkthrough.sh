@@ -37,6 +37,7 @@ step "grep -n 'memrel\\.' swap.py"
 echo; echo "## 4. make the baseline (commit results/baselines/ afterwards)"
 step "memrel run --scenario swap.toml --repeat 3 --save-baseline main"
 step "find results/baselines -type f | sort"
+step "memrel baseline show main"
 echo; echo "## 5. check: re-runs what the baseline recorded and judges it"
 step "memrel check --baseline main --verdict-dir verdict > /dev/null"
 headline verdict/verdict.md

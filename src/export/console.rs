@@ -435,7 +435,7 @@ mod tests {
         insta::assert_snapshot!(summary_table(&cpu), @r#"
 memrel run: fixture on cpu
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
-too few runs to conclude: 2 completed runs of a strategy, retention varies between runs (--repeat 5)
+too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
 --wide shows every column
                    host RSS
 strategy     runs  baseline  after release  retained  released  retaining  checks
@@ -455,7 +455,7 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
         insta::assert_snapshot!(summary_table(&cuda), @r#"
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
-too few runs to conclude: 2 completed runs of a strategy, retention varies between runs (--repeat 5)
+too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
 --wide shows every column
                        VRAM cuda:0                                             host RSS
 strategy         runs  baseline  after release  retained  released  retaining  retained  checks
@@ -491,7 +491,7 @@ VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (
         insta::assert_snapshot!(summary_table_as(&cuda, Layout::Wide), @r#"
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
-too few runs to conclude: 2 completed runs of a strategy, retention varies between runs (--repeat 5)
+too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
 growth: median over runs; latency, t50, t90, times: median (min–max) over every cycle
                        VRAM cuda:0                                                                                                                                     host RSS
 strategy         runs  baseline  floor  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  baseline  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  load ms  forward ms  release ms  ready ms  checks

@@ -27,8 +27,8 @@ pub(in crate::export) fn too_few_runs(lines: &[Line]) -> Option<String> {
     let fewest = lines.iter().map(|l| l.summary.runs_completed).min()?;
     (fewest < RUNS_TO_CONCLUDE).then(|| {
         format!(
-            "too few runs to conclude: {fewest} completed run{} of a strategy, retention varies \
-             between runs (--repeat {RUNS_TO_CONCLUDE})",
+            "too few runs to conclude: {fewest} completed run{} of a strategy; retention can vary \
+             by run (--repeat {RUNS_TO_CONCLUDE})",
             if fewest == 1 { "" } else { "s" },
         )
     })
