@@ -44,6 +44,16 @@ fn baseline_cmd(root: &Path, args: &[&str]) -> std::process::Output {
         .expect("memrel starts")
 }
 
+/// The command exited 2 and said `needle` on stderr.
+fn assert_refused(output: &std::process::Output, needle: &str) {
+    assert_eq!(output.status.code(), Some(2), "{}", streams(output));
+    assert!(
+        stderr(output).contains(needle),
+        "{needle:?}: {}",
+        streams(output)
+    );
+}
+
 #[test]
 fn less_coverage_needs_replace_and_names_what_is_dropped() {
     let work = tempfile::tempdir().unwrap();
@@ -55,13 +65,11 @@ fn less_coverage_needs_replace_and_names_what_is_dropped() {
 
     // One strategy of the two: refused, nothing written.
     let fewer = save(&scenario, &root, &["--strategy", "drop"]);
-    assert_eq!(fewer.status.code(), Some(2), "{}", streams(&fewer));
-    let err = stderr(&fewer);
-    assert!(
-        err.contains("cannot save baseline main: its entry for swap covers strategy malloc-trim"),
-        "{err}"
+    assert_refused(
+        &fewer,
+        "cannot save baseline main: its entry for swap covers strategy malloc-trim",
     );
-    assert!(err.contains("--replace"), "{err}");
+    assert_refused(&fewer, "--replace");
     assert_eq!(
         std::fs::read(entry(&root).join("runs.json")).unwrap(),
         before
@@ -86,12 +94,7 @@ fn less_coverage_needs_replace_and_names_what_is_dropped() {
 
     // --replace without --save-baseline is a usage error.
     let alone = run(&scenario).arg("--replace").out(&root).output();
-    assert_eq!(alone.status.code(), Some(2), "{}", streams(&alone));
-    assert!(
-        stderr(&alone).contains("--save-baseline"),
-        "{}",
-        streams(&alone)
-    );
+    assert_refused(&alone, "--save-baseline");
 }
 
 #[test]
@@ -136,19 +139,9 @@ fn list_and_show_say_what_a_baseline_covers_and_how_it_was_made() {
     }
 
     let missing = baseline_cmd(&root, &["show", "nope"]);
-    assert_eq!(missing.status.code(), Some(2), "{}", streams(&missing));
-    assert!(
-        stderr(&missing).contains("baseline \"nope\" does not exist"),
-        "{}",
-        streams(&missing)
-    );
+    assert_refused(&missing, "baseline \"nope\" does not exist");
     let bad_name = baseline_cmd(&root, &["show", "../up"]);
-    assert_eq!(bad_name.status.code(), Some(2), "{}", streams(&bad_name));
-    assert!(
-        stderr(&bad_name).contains("path separator"),
-        "{}",
-        streams(&bad_name)
-    );
+    assert_refused(&bad_name, "path separator");
 }
 
 /// A hand-edited entry (a file missing, another schema, runs.json gone, a
@@ -217,16 +210,10 @@ fn a_hand_edited_baseline_is_a_clear_error_and_is_never_used() {
     for (what, edit, needle) in edits {
         restore();
         edit(&entry(&root));
+        eprintln!("hand edit: {what}");
         let checked = check();
-        assert_eq!(
-            checked.status.code(),
-            Some(2),
-            "{what}: {}",
-            streams(&checked)
-        );
-        let err = stderr(&checked);
-        assert!(err.contains(needle), "{what}: {err}");
-        assert!(err.contains("baselines/main/swap"), "{what}: {err}");
+        assert_refused(&checked, needle);
+        assert_refused(&checked, "baselines/main/swap");
         let shown = baseline_cmd(&root, &["show", "main"]);
         assert_eq!(shown.status.code(), Some(2), "{what}: {}", streams(&shown));
         assert!(
@@ -234,11 +221,9 @@ fn a_hand_edited_baseline_is_a_clear_error_and_is_never_used() {
             "{what}"
         );
         // A save over it needs --replace (it cannot say what it would drop).
-        let over = save(&scenario, &root, &[]);
-        assert_eq!(over.status.code(), Some(2), "{what}: {}", streams(&over));
-        assert!(
-            stderr(&over).contains("pass --replace to overwrite it"),
-            "{what}"
+        assert_refused(
+            &save(&scenario, &root, &[]),
+            "pass --replace to overwrite it",
         );
     }
     restore();
@@ -262,12 +247,7 @@ fn two_saves_at_once_are_refused_and_crash_leftovers_do_not_count() {
     let held = std::fs::File::open(root.join("baselines/main")).unwrap();
     held.lock().unwrap();
     let second = save(&scenario, &root, &[]);
-    assert_eq!(second.status.code(), Some(2), "{}", streams(&second));
-    assert!(
-        stderr(&second).contains("another memrel is saving into"),
-        "{}",
-        streams(&second)
-    );
+    assert_refused(&second, "another memrel is saving into");
     assert_eq!(
         std::fs::read(entry(&root).join("runs.json")).unwrap(),
         before
