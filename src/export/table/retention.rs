@@ -43,10 +43,11 @@ pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(Str
     let m = s
         .resource(resource)
         .filter(|m| m.not_measured.is_none() && m.cycles_total > 0)?;
-    let text = if m.processes_retaining > 0 {
-        format!("retains in {} of {} runs", m.processes_retaining, s.runs)
-    } else {
-        format!("gives back in all {} runs", s.runs)
+    let text = match (m.processes_retaining > 0, s.runs) {
+        (true, 1) => "retains in its one run".to_string(),
+        (false, 1) => "gives back in its one run".to_string(),
+        (true, n) => format!("retains in {} of {n} runs", m.processes_retaining),
+        (false, n) => format!("gives back in all {n} runs"),
     };
     let spread = match &m.retained_bytes {
         Some(r) => {
@@ -127,6 +128,13 @@ mod tests {
         let summary = summarize(&record);
         let (text, _) = verdict(&lines_of(&summary)[0], Resource::Host).unwrap();
         assert_eq!(text, "retains in 1 of 2 runs");
+        // One run: said of that run, not "all 1 runs".
+        record.runs.retain(|r| r.meta.repetition == 1);
+        let summary = summarize(&record);
+        let lines = lines_of(&summary);
+        let said = |i: usize| verdict(&lines[i], Resource::Host).map(|v| v.0);
+        assert_eq!(said(0).as_deref(), Some("retains in its one run"));
+        assert_eq!(said(1).as_deref(), Some("gives back in its one run"));
     }
 
     #[test]
