@@ -1,4 +1,5 @@
-//! Text helpers for people: "did you mean", MiB formatting.
+//! Text helpers for people: "did you mean", MiB formatting, the last lines
+//! of a program's stderr.
 
 /// The closest candidate by edit distance (strsim's Levenshtein), if it is
 /// close enough to be a typo.
@@ -16,6 +17,16 @@ pub const MIB: f64 = 1024.0 * 1024.0;
 /// Bytes as MiB with one decimal, for people.
 pub fn mib(bytes: f64) -> String {
     format!("{:.1}", bytes / MIB)
+}
+
+/// Lines of a failing program's stderr shown to people (on the terminal and
+/// in the verdict; runs.json keeps its whole tail).
+pub const STDERR_LINES: usize = 20;
+
+/// The last [`STDERR_LINES`] lines of `text`.
+pub fn last_stderr_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(STDERR_LINES)..].to_vec()
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::metrics::Summary;
 use crate::plan::Plan;
 use crate::results::check_output_args;
 use crate::scenario;
+use crate::textutil::last_stderr_lines;
 
 /// `memrel exec` as the arguments ask: runs, prints the table and where the
 /// results went to `out`, and says how the runs ended.
@@ -27,7 +28,7 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
                 "memrel: run {} ({}): the last lines the program wrote to stderr:\n{}",
                 run.run,
                 run.strategy,
-                last_lines(&run.stderr_tail, STDERR_LINES)
+                indented(&last_stderr_lines(&run.stderr_tail))
             );
         }
     }
@@ -45,10 +46,6 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     );
     Ok(ExitStatus::Error)
 }
-
-/// Lines of a failing program's stderr printed on the terminal (all of
-/// its tail is in runs.json).
-const STDERR_LINES: usize = 20;
 
 /// What `exec` tells of a run once it is over (from runs.json).
 struct RunEnd {
@@ -109,10 +106,9 @@ fn read_runs(dir: &std::path::Path) -> Vec<RunEnd> {
         .unwrap_or_default()
 }
 
-/// The last `n` lines of `text`, indented.
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..]
+/// `lines`, indented, one per line.
+fn indented(lines: &[&str]) -> String {
+    lines
         .iter()
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
@@ -170,13 +166,13 @@ mod tests {
     #[test]
     fn the_stderr_shown_is_its_last_lines_and_failed_checks_are_named() {
         let tail: String = (1..=30).map(|i| format!("line {i}\n")).collect();
-        let shown = last_lines(&tail, STDERR_LINES);
+        let shown = indented(&last_stderr_lines(&tail));
         assert_eq!(shown.lines().count(), 20);
         assert!(
             shown.starts_with("  line 11\n") && shown.ends_with("  line 30"),
             "{shown}"
         );
-        assert_eq!(last_lines("one", STDERR_LINES), "  one");
+        assert_eq!(indented(&last_stderr_lines("one")), "  one");
 
         let dir = tempfile::tempdir().expect("tempdir");
         let runs = serde_json::json!({"runs": [{

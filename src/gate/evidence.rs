@@ -7,9 +7,10 @@
 
 use std::path::PathBuf;
 
-use super::report::{BrokenRun, MetricVerdict, Side, Verdict, STDERR_LINES};
+use super::report::{BrokenRun, MetricVerdict, Side, Verdict};
 use crate::metrics::{RunSummary, Summary};
 use crate::record::{Record, RunStatus};
+use crate::textutil::last_stderr_lines;
 
 /// What the gate does with runs that failed, timed out, were killed or are incomplete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,15 +90,14 @@ pub fn broken_runs(summary: &Summary, side: Side) -> Vec<BrokenRun> {
         .collect()
 }
 
-/// Gives each of `broken` (runs of `record`) the last [`STDERR_LINES`]
+/// Gives each of `broken` (runs of `record`) the last [`crate::textutil::STDERR_LINES`]
 /// lines its program wrote to stderr, from runs.json.
 pub fn attach_stderr(broken: &mut [BrokenRun], record: &Record) {
     for b in broken {
         let Some(run) = record.runs.iter().find(|r| r.meta.run == b.run) else {
             continue;
         };
-        let lines: Vec<&str> = run.meta.stderr_tail.lines().collect();
-        b.stderr_tail = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
+        b.stderr_tail = last_stderr_lines(&run.meta.stderr_tail).join("\n");
     }
 }
 

@@ -171,15 +171,11 @@ pub struct BrokenRun {
     pub status: String,
     /// Its error, or what is missing.
     pub why: String,
-    /// The last lines ([`STDERR_LINES`] at most) the run's program wrote
+    /// The last lines ([`crate::textutil::STDERR_LINES`] at most) the run's program wrote
     /// to stderr, where it wrote any.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr_tail: String,
 }
-
-/// Lines of a broken run's stderr that the verdict keeps (runs.json has
-/// all of its tail).
-pub const STDERR_LINES: usize = 20;
 
 impl BrokenRun {
     /// The stderr tail as lines under the run's line (indented by
