@@ -30,9 +30,9 @@ pub fn register_font() {
     });
 }
 
-/// Draws a `width`×`height` PNG with `draw` and moves it into place at `path`
-/// (plotters writes the file itself, so it goes to a hidden temporary file in
-/// the same directory first, removed if drawing fails).
+/// Draws a `width`×`height` PNG with `draw` into memory, encodes it and moves
+/// it into place at `path` through a hidden temporary file in the same
+/// directory (removed if anything fails), so a reader never sees half a file.
 pub fn write_png(
     path: &Path,
     width: u32,
@@ -44,23 +44,43 @@ pub fn write_png(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    // plotters picks the image format from the extension: keep `.png` last.
-    // 0o666 less the umask, as a file plotters created itself would be.
+    let mut rgb = vec![255u8; width as usize * height as usize * 3];
+    let drawn = (|| {
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        draw(&root)?;
+        root.present().map_err(plot_err)
+    })();
+    drawn.with_context(|| format!("cannot draw {}", path.display()))?;
+    // 0o666 less the umask, as a file created with File::create would be.
     let tmp = tempfile::Builder::new()
         .prefix(".memrel-chart")
         .suffix(".png")
         .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-    let drawn = (|| {
-        let root = BitMapBackend::new(tmp.path(), (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        draw(&root)?;
-        root.present().map_err(plot_err)
-    })();
-    drawn.with_context(|| format!("cannot draw {}", path.display()))?;
+    encode_png(tmp.as_file(), width, height, &rgb)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     tmp.persist(path)
         .with_context(|| format!("cannot move {} into place", path.display()))?;
+    Ok(())
+}
+
+/// Encodes 8-bit RGB pixels as PNG with the settings plotters' own file
+/// output used (through the image crate: fast compression, adaptive
+/// filtering), so charts are byte-identical to those it wrote. The png crate
+/// directly, not the image crate: memrel only ever writes one PNG format, and
+/// image was the largest crate in the build that memrel did not need.
+fn encode_png(file: &std::fs::File, width: u32, height: u32, rgb: &[u8]) -> Result<()> {
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Fast);
+    encoder.set_filter(png::FilterType::Sub);
+    encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(rgb)?;
+    writer.finish()?;
     Ok(())
 }
 
