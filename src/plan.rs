@@ -393,6 +393,23 @@ pub fn resolve_strategies(names: &[String], scenario: &Scenario) -> Result<Vec<&
                 s.name
             );
         }
+        let sleeps = scenario
+            .workload
+            .steps
+            .iter()
+            .any(|step| matches!(step, crate::scenario::Step::Sleep(_)));
+        if sleeps && !program && s.sleep == strategy::SleepMode::None {
+            bail!(
+                "strategy {:?} does not put models to sleep, and the scenario's steps do \
+                 (\"sleep <model>\"): pick a sleep strategy ({})",
+                s.name,
+                strategy::all()
+                    .filter(|x| x.sleep != strategy::SleepMode::None)
+                    .map(|x| x.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if s.needs_glibc && !strategy::have_glibc() {
             bail!("strategy {:?} needs glibc (Linux with the GNU C library); this build is not on glibc", s.name);
         }

@@ -144,10 +144,17 @@ pub enum Phase {
     /// Allocating a little (small blocks, freed each round): what a serving
     /// process does between requests, and what wakes timer-based allocators.
     Busy,
+    /// Putting a loaded model to sleep: its weights copied off the device (or
+    /// dropped, to be read from disk again) and its device memory freed.
+    Sleep,
+    /// The model asleep: the time between a sleep and its wake.
+    Asleep,
+    /// Waking a sleeping model: its weights back on the device, ready to run.
+    Wake,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 9] = [
+    pub const ALL: [Phase; 12] = [
         Phase::Warmup,
         Phase::Baseline,
         Phase::Load,
@@ -157,6 +164,9 @@ impl Phase {
         Phase::Settle,
         Phase::Idle,
         Phase::Busy,
+        Phase::Sleep,
+        Phase::Asleep,
+        Phase::Wake,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -170,6 +180,9 @@ impl Phase {
             Phase::Settle => "settle",
             Phase::Idle => "idle",
             Phase::Busy => "busy",
+            Phase::Sleep => "sleep",
+            Phase::Asleep => "asleep",
+            Phase::Wake => "wake",
         }
     }
 

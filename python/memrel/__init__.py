@@ -64,6 +64,9 @@ PHASES = (
     "settle",
     "idle",
     "busy",
+    "sleep",
+    "asleep",
+    "wake",
 )
 START_ACTIONS = ("mallopt_mmap_threshold", "setenv_trim_threshold")
 RELEASE_ACTIONS = (

@@ -32,6 +32,7 @@ pub fn finish_run(
         "{}",
         console::summary_table_as(summary, table::Layout::console(wide))
     )?;
+    write!(out, "{}", crate::export::sleep::console(summary))?;
     let failed = summary.runs.iter().filter(|r| r.error.is_some()).count();
     let export_trace = |path: &Path| results::export_trace_of(dir, path);
     finish(

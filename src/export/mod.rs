@@ -9,6 +9,7 @@ pub mod compare_files;
 pub mod console;
 mod fields;
 pub mod markdown;
+pub mod sleep;
 pub mod table;
 pub mod trace;
 pub mod verdict;
@@ -49,6 +50,9 @@ pub fn write_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Resu
 /// files, whose raw data must not be overwritten with what was salvaged.
 pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Result<()> {
     write_atomic(&dir.join(SUMMARY_FILE), &summary_json(summary)?)?;
+    if let Some(csv) = sleep::csv(summary)? {
+        write_atomic(&dir.join(sleep::SLEEP_CSV_FILE), &csv)?;
+    }
     chart::timeline::write_timeline(record, summary, &dir.join(TIMELINE_FILE))?;
     Ok(())
 }

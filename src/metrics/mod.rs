@@ -10,6 +10,7 @@ pub mod catalogue;
 pub mod comparison;
 pub mod memory;
 pub mod resource;
+pub mod sleep;
 
 use std::collections::BTreeMap;
 
@@ -100,6 +101,9 @@ pub struct RunSummary {
     /// Memory metrics, one entry per resource (host first).
     pub resources: Vec<ResourceRun>,
     pub load_throughput_bytes_per_s: Option<f64>,
+    /// Each sleep of a model and its wake (`sleep`); empty when none slept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sleeps: Vec<sleep::SleepWake>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -271,6 +275,7 @@ fn summarize_run(
             .collect(),
         cycles: times,
         load_throughput_bytes_per_s: (load_time > 0.0).then(|| load_bytes as f64 / load_time),
+        sleeps: sleep::of_run(run, resources.iter().copied().find(|r| r.is_device())),
     }
 }
 

@@ -83,14 +83,15 @@ impl SimpleBackend for Renamed<'_> {
 /// keep their tensors private, so this is the only way to reach all weights.
 pub struct Recording<'a> {
     pub inner: Box<dyn SimpleBackend + 'a>,
-    pub seen: Arc<Mutex<Vec<Tensor>>>,
+    /// Every tensor handed out, with the name it was asked for by.
+    pub seen: Arc<Mutex<Vec<(String, Tensor)>>>,
 }
 
 impl Recording<'_> {
-    fn keep(&self, tensor: candle_core::Result<Tensor>) -> candle_core::Result<Tensor> {
+    fn keep(&self, name: &str, tensor: candle_core::Result<Tensor>) -> candle_core::Result<Tensor> {
         let tensor = tensor?;
         match self.seen.lock() {
-            Ok(mut seen) => seen.push(tensor.clone()),
+            Ok(mut seen) => seen.push((name.to_string(), tensor.clone())),
             Err(_) => candle_core::bail!("the weight recorder's lock is poisoned"),
         }
         Ok(tensor)
@@ -106,11 +107,11 @@ impl SimpleBackend for Recording<'_> {
         dtype: DType,
         dev: &Device,
     ) -> candle_core::Result<Tensor> {
-        self.keep(self.inner.get(s, name, h, dtype, dev))
+        self.keep(name, self.inner.get(s, name, h, dtype, dev))
     }
 
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
-        self.keep(self.inner.get_unchecked(name, dtype, dev))
+        self.keep(name, self.inner.get_unchecked(name, dtype, dev))
     }
 
     fn contains_tensor(&self, name: &str) -> bool {

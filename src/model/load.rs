@@ -22,9 +22,10 @@ use crate::scenario::{Dtype, LoadMethod};
 /// A model in memory, ready for a forward pass.
 pub struct LoadedModel {
     net: Net,
-    /// Every tensor the loader handed out, when asked for at load (the `to-cpu`
-    /// strategy copies them); clones share storage, so they cost no memory.
-    weights: Vec<Tensor>,
+    /// Every tensor the loader handed out, with the name it was asked for by,
+    /// when asked for at load (the `to-cpu` strategy copies them, a sleep
+    /// takes them off the device); clones share storage, so they cost no memory.
+    weights: Vec<(String, Tensor)>,
 }
 
 impl LoadedModel {
@@ -48,17 +49,8 @@ impl LoadedModel {
         method: LoadMethod,
         keep_weights: bool,
     ) -> Result<LoadedModel> {
-        let dtype = match dtype {
-            Dtype::F32 => DType::F32,
-            Dtype::F16 => DType::F16,
-            Dtype::Bf16 => DType::BF16,
-        };
-        let config_path = model.dir.join("config.json");
-        let config_text = std::fs::read_to_string(&config_path)
-            .with_context(|| format!("cannot read {}", config_path.display()))?;
-        let config_json: serde_json::Value = serde_json::from_str(&config_text)
-            .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
-        let typed = config::parse(&config_path, model.architecture, &config_json)?;
+        let dtype = candle_dtype(dtype);
+        let typed = typed_config(model)?;
         let backend: Box<dyn SimpleBackend> = match method {
             // SAFETY: the files are not modified while the model loads; tensors
             // are copied out of the mapping before it is dropped.
@@ -73,6 +65,38 @@ impl LoadedModel {
                 Box::new(tensors)
             }
         };
+        LoadedModel::assemble(model, typed, backend, dtype, device, keep_weights)
+    }
+
+    /// Builds the model again from weights taken off it by name (a wake): each
+    /// tensor is served as the loader asks for it, moved to `device` where it
+    /// is not there yet (a pageable host-to-device copy) and kept as a weight
+    /// for the next sleep. Tensors already on `device` cost nothing.
+    pub fn rebuild(
+        model: &ModelDir,
+        device: &Device,
+        dtype: Dtype,
+        weights: HashMap<String, Tensor>,
+    ) -> Result<LoadedModel> {
+        let typed = typed_config(model)?;
+        LoadedModel::assemble(
+            model,
+            typed,
+            Box::new(weights),
+            candle_dtype(dtype),
+            device,
+            true,
+        )
+    }
+
+    fn assemble(
+        model: &ModelDir,
+        typed: config::Typed,
+        backend: Box<dyn SimpleBackend + '_>,
+        dtype: DType,
+        device: &Device,
+        keep_weights: bool,
+    ) -> Result<LoadedModel> {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let backend: Box<dyn SimpleBackend> = if keep_weights {
             Box::new(Recording {
@@ -88,13 +112,19 @@ impl LoadedModel {
             Err(_) => bail!("the weight recorder's lock is poisoned"),
         };
         let mut ids = std::collections::HashSet::new();
-        weights.retain(|t| ids.insert(t.id()));
+        weights.retain(|(_, t)| ids.insert(t.id()));
         Ok(LoadedModel { net, weights })
     }
 
     /// The weights recorded at load (empty unless loaded with `keep_weights`),
     /// each once even where the model uses it twice.
-    pub fn weights(&self) -> &[Tensor] {
+    pub fn weights(&self) -> impl ExactSizeIterator<Item = &Tensor> {
+        self.weights.iter().map(|(_, t)| t)
+    }
+
+    /// [`LoadedModel::weights`] with the names the loader asked for them by
+    /// (a name asked for twice, as a tied head, may appear twice).
+    pub fn named_weights(&self) -> &[(String, Tensor)] {
         &self.weights
     }
 
@@ -113,6 +143,24 @@ impl LoadedModel {
         let input = Tensor::from_vec(ids, (batch_size, seq_len), device)?;
         Ok(self.net.forward(&input, device)?.elem_count())
     }
+}
+
+fn candle_dtype(dtype: Dtype) -> DType {
+    match dtype {
+        Dtype::F32 => DType::F32,
+        Dtype::F16 => DType::F16,
+        Dtype::Bf16 => DType::BF16,
+    }
+}
+
+/// The directory's config.json as the architecture's candle config.
+fn typed_config(model: &ModelDir) -> Result<config::Typed> {
+    let config_path = model.dir.join("config.json");
+    let config_text = std::fs::read_to_string(&config_path)
+        .with_context(|| format!("cannot read {}", config_path.display()))?;
+    let config_json: serde_json::Value = serde_json::from_str(&config_text)
+        .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+    config::parse(&config_path, model.architecture, &config_json)
 }
 
 impl ModelDir {
@@ -170,7 +218,6 @@ mod tests {
                 .unwrap();
         let bytes: u64 = loaded
             .weights()
-            .iter()
             .map(|t| (t.elem_count() * t.dtype().size_in_bytes()) as u64)
             .sum();
         assert_eq!(bytes, model.tensor_bytes);
@@ -182,7 +229,7 @@ mod tests {
         let (_tmp, model) = tiny("bert-tiny");
         let mut loaded =
             LoadedModel::load(&model, &Device::Cpu, Dtype::F32, LoadMethod::Read).unwrap();
-        assert!(loaded.weights().is_empty());
+        assert_eq!(loaded.weights().len(), 0);
         assert!(
             loaded
                 .forward(&Device::Cpu, 1, 8, model.vocab_size)

@@ -50,6 +50,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
         include_str!("../../scenarios/article-gpu.toml"),
     ),
     (
+        "cuda-sleep",
+        include_str!("../../scenarios/cuda-sleep.toml"),
+    ),
+    (
         "torch-cpu-article",
         include_str!("../../scenarios/torch-cpu-article.toml"),
     ),
@@ -76,6 +80,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
     (
         "torch-gpu-sync",
         include_str!("../../scenarios/torch-gpu-sync.toml"),
+    ),
+    (
+        "torch-gpu-sleep",
+        include_str!("../../scenarios/torch-gpu-sleep.toml"),
     ),
 ];
 

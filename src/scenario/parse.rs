@@ -512,10 +512,13 @@ fn parse_workload(
     let w = table.get_ref();
     let mut steps = Vec::new();
     let mut loaded: BTreeSet<String> = BTreeSet::new();
+    let mut asleep: BTreeSet<String> = BTreeSet::new();
     for raw in w.steps.get_ref() {
         let step = Step::parse(raw.get_ref()).map_err(|e| invalid(raw.span(), e))?;
         let model_ref = match &step {
-            Step::Load(m) | Step::Forward(m) | Step::Unload(m) => Some(m.clone()),
+            Step::Load(m) | Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) | Step::Wake(m) => {
+                Some(m.clone())
+            }
             _ => None,
         };
         if let Some(m) = &model_ref {
@@ -550,9 +553,39 @@ fn parse_workload(
                     format!("unload {m:?} comes before \"load {m}\""),
                 ))
             }
+            Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) if asleep.contains(m) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!(
+                        "step {:?}: model {m:?} is asleep; add \"wake {m}\" before it",
+                        raw.get_ref()
+                    ),
+                ))
+            }
+            Step::Sleep(m) if !loaded.contains(m) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("sleep {m:?} comes before \"load {m}\""),
+                ))
+            }
+            Step::Sleep(m) => {
+                asleep.insert(m.clone());
+            }
+            Step::Wake(m) if !asleep.remove(m) => {
+                return Err(invalid(
+                    raw.span(),
+                    format!("wake {m:?} comes before \"sleep {m}\""),
+                ))
+            }
             _ => {}
         }
         steps.push(step);
+    }
+    if let Some(m) = asleep.iter().next() {
+        return Err(invalid(
+            w.steps.span(),
+            format!("model {m:?} is still asleep at the end of the cycle: add \"wake {m}\""),
+        ));
     }
     if let Some(m) = loaded.iter().next() {
         return Err(invalid(

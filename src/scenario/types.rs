@@ -145,13 +145,22 @@ pub enum Step {
     /// Allocate a little for this many milliseconds: every 1 ms, 64 blocks of
     /// 1–16 KiB written and freed (at most 1 MiB live), through malloc.
     Busy(u64),
+    /// Put a loaded model to sleep as the strategy's [`SleepMode`] says.
+    ///
+    /// [`SleepMode`]: crate::strategy::SleepMode
+    Sleep(String),
+    /// Stay asleep this many milliseconds (a model sleeps in between).
+    Asleep(u64),
+    /// Wake a sleeping model: its weights back on the device.
+    Wake(String),
 }
 
 impl Step {
-    /// Parses `load M`, `forward M`, `unload M`, `release`, `settle`, `idle MS`, `busy MS`.
+    /// Parses `load M`, `forward M`, `unload M`, `release`, `settle`, `idle MS`,
+    /// `busy MS`, `sleep M`, `asleep MS`, `wake M`.
     pub fn parse(text: &str) -> Result<Step, String> {
         let words: Vec<&str> = text.split_whitespace().collect();
-        let hint = "expected one of: \"load <model>\", \"forward <model>\", \"unload <model>\", \"release\", \"settle\", \"idle <ms>\", \"busy <ms>\"";
+        let hint = "expected one of: \"load <model>\", \"forward <model>\", \"unload <model>\", \"release\", \"settle\", \"idle <ms>\", \"busy <ms>\", \"sleep <model>\", \"asleep <ms>\", \"wake <model>\"";
         match words.as_slice() {
             ["load", m] => Ok(Step::Load(m.to_string())),
             ["forward", m] => Ok(Step::Forward(m.to_string())),
@@ -170,6 +179,15 @@ impl Step {
                 .map_err(|_| {
                     format!("step {text:?}: busy needs milliseconds, e.g. \"busy 12000\"")
                 }),
+            ["sleep", m] => Ok(Step::Sleep(m.to_string())),
+            ["wake", m] => Ok(Step::Wake(m.to_string())),
+            ["asleep", ms] => ms
+                .trim_end_matches("ms")
+                .parse()
+                .map(Step::Asleep)
+                .map_err(|_| {
+                    format!("step {text:?}: asleep needs milliseconds, e.g. \"asleep 2000\"")
+                }),
             _ => Err(format!("unknown step {text:?}; {hint}")),
         }
     }
@@ -185,6 +203,9 @@ impl fmt::Display for Step {
             Step::Settle => write!(f, "settle"),
             Step::Idle(ms) => write!(f, "idle {ms}"),
             Step::Busy(ms) => write!(f, "busy {ms}"),
+            Step::Sleep(m) => write!(f, "sleep {m}"),
+            Step::Asleep(ms) => write!(f, "asleep {ms}"),
+            Step::Wake(m) => write!(f, "wake {m}"),
         }
     }
 }

@@ -7,8 +7,10 @@
 //! orchestrator applies the environment. Everything a user reads in
 //! `memrel list --long` comes from the tables here, one file per family:
 //! `glibc` (drop and glibc's knobs), `cuda`, `allocators` (jemalloc,
-//! tcmalloc, mimalloc preloaded), `respawn` (a new process per cycle) and
-//! `program` (what only a measured program can do: PyTorch's calls).
+//! tcmalloc, mimalloc preloaded), `respawn` (a new process per cycle),
+//! `sleep` (offload to the host and back, or reload: what `sleep`/`wake`
+//! steps do) and `program` (what only a measured program can do: PyTorch's
+//! calls).
 //!
 //! A strategy applies to the candle worker and, where it has a meaning there,
 //! to any program (`memrel exec`): its environment as it is, its in-process
@@ -21,6 +23,7 @@ mod glibc;
 mod preload;
 mod program;
 mod respawn;
+mod sleep;
 
 use std::fmt;
 
@@ -116,6 +119,30 @@ pub enum ReleaseAction {
     ProgramOnly(&'static [&'static str]),
 }
 
+/// How `sleep` and `wake` steps move a model's weights (the sleep family);
+/// `None` for strategies that never sleep a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SleepMode {
+    None,
+    /// Weights copied to pageable host memory and back (`model.to("cpu")`).
+    Offload,
+    /// Weights copied into page-locked host buffers and back.
+    OffloadPinned,
+    /// The model dropped at sleep and loaded again from its files at wake.
+    Reload,
+}
+
+impl SleepMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SleepMode::None => "none",
+            SleepMode::Offload => "offload",
+            SleepMode::OffloadPinned => "offload-pinned",
+            SleepMode::Reload => "reload",
+        }
+    }
+}
+
 /// A strategy's in-process steps for a measured program, by name, in order:
 /// `start` at `import memrel`, `release` in each `memrel.release()`. The
 /// names are the protocol between memrel and the program (README, "Phase
@@ -148,6 +175,8 @@ pub struct Strategy {
     pub freezes_mmap_threshold: bool,
     /// Unsupported by the libraries involved; opt-in only.
     pub unsupported: bool,
+    /// What `sleep` and `wake` steps do under this strategy.
+    pub sleep: SleepMode,
     /// The allocator that must serve the worker's `malloc` (the worker checks).
     pub allocator: Allocator,
     /// Settings the worker reads back from the allocator, with the value the
@@ -169,6 +198,7 @@ impl Strategy {
         needs_glibc: false,
         freezes_mmap_threshold: false,
         unsupported: false,
+        sleep: SleepMode::None,
         allocator: Allocator::Glibc,
         expect: &[],
     };
@@ -181,6 +211,7 @@ pub fn all() -> impl Iterator<Item = &'static Strategy> {
         .chain(cuda::CUDA)
         .chain(allocators::ALLOCATORS)
         .chain(respawn::RESPAWN)
+        .chain(sleep::SLEEP)
         .chain(program::PROGRAM)
 }
 

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::emitter::{phase, Emitter};
-use super::{allocator, device, glibc, selfmem, WorkerSpec};
+use super::{allocator, device, glibc, selfmem, sleep, WorkerSpec};
 use crate::model::{LoadedModel, ModelDir};
 use crate::protocol::{
     AllocatorReport, Check, Done, Edge, Handover, Hello, Message, Phase, Resume,
 };
 use crate::scenario::{LoadThread, Step};
-use crate::strategy::{self, ReleaseAction, StartAction, Strategy};
+use crate::strategy::{self, ReleaseAction, SleepMode, StartAction, Strategy};
 
 pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     let strategy = strategy::lookup(&spec.strategy)?;
@@ -46,7 +46,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
     let w = &spec.workload;
 
-    let keep_weights = device::Session::needs_weights(strategy.release);
+    let keep_weights = device::Session::needs_weights(strategy);
     let served = out.allocator.clone();
     if let Some(resume) = spec.resume {
         // This process takes over from one that ended at a release step
@@ -85,6 +85,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     let first_cycle = spec.resume.map_or(1, |r| r.cycle);
     for cycle in first_cycle..=spec.cycles {
         let mut loaded: HashMap<&str, LoadedModel> = HashMap::new();
+        let mut asleep: HashMap<&str, sleep::Asleep> = HashMap::new();
         for (index, step) in w.steps.iter().enumerate() {
             if spec
                 .resume
@@ -190,6 +191,32 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                         Ok(((), None))
                     })?;
                 }
+                Step::Sleep(id) => {
+                    let m = loaded.remove(id.as_str()).context("sleep before load")?;
+                    let slept = phase(out, Phase::Sleep, cycle, Some(id), || {
+                        let (slept, note) = sleep::sleep(&mut device, strategy.sleep, m)?;
+                        Ok((slept, Some(note)))
+                    })?;
+                    asleep.insert(id.as_str(), slept);
+                }
+                Step::Asleep(ms) => {
+                    phase(out, Phase::Asleep, cycle, None, || {
+                        std::thread::sleep(Duration::from_millis(*ms));
+                        Ok(((), None))
+                    })?;
+                }
+                Step::Wake(id) => {
+                    let model = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
+                    let slept = asleep.remove(id.as_str()).context("wake before sleep")?;
+                    let m = phase(out, Phase::Wake, cycle, Some(id), || {
+                        let (m, note) =
+                            sleep::wake(&mut device, slept, model, w.dtype, w.load_method)?;
+                        Ok((m, Some(note)))
+                    })?;
+                    loaded.insert(id.as_str(), m);
+                }
                 Step::Busy(ms) => {
                     // Small blocks through malloc (the preloaded allocator serves
                     // them): every 1 ms, 64 of 1–16 KiB (≤ 1 MiB live), written so
@@ -239,7 +266,13 @@ fn warm_up(
     let mut times = Vec::new();
     for (id, model) in &spec.models {
         let reopened = device.ensure_open()?;
-        let (m, load_s, forward_s) = load_and_forward(spec, device, model, keep_weights)?;
+        let (mut m, load_s, forward_s) = load_and_forward(spec, device, model, keep_weights)?;
+        if strategy.sleep != SleepMode::None {
+            // The first sleep and wake pay one-time costs (pinned pages, kernels).
+            let w = &spec.workload;
+            let (slept, _) = sleep::sleep(device, strategy.sleep, m)?;
+            m = sleep::wake(device, slept, model, w.dtype, w.load_method)?.0;
+        }
         device.before_drop(strategy.release, &m)?;
         drop(m);
         let released = release(served, device, strategy.release, 0)?;
@@ -261,6 +294,20 @@ fn warm_up(
         reset.push(format!("{reopened}, warmed with every model"));
     }
     reset.extend(device.flush()?);
+    if strategy.sleep != SleepMode::None {
+        let bytes = spec
+            .models
+            .iter()
+            .map(|(_, m)| m.tensor_bytes)
+            .max()
+            .unwrap_or(0);
+        if let Some((d2h, h2d)) = device.pinned_ceiling_gib_s(bytes)? {
+            reset.push(format!(
+                "pinned copy ceiling over {:.0} MiB: ceiling_d2h_gib_s={d2h:.2} ceiling_h2d_gib_s={h2d:.2}",
+                bytes as f64 / (1024.0 * 1024.0)
+            ));
+        }
+    }
     let reset = if reset.is_empty() {
         String::new()
     } else {

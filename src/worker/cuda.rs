@@ -179,14 +179,14 @@ impl CudaState {
         if action != ReleaseAction::CudaToCpu {
             return Ok(None);
         }
-        let weights = model.weights();
+        let weights: Vec<&Tensor> = model.weights().collect();
         if weights.is_empty() {
             bail!("to-cpu: the model was loaded without recording its weights (a memrel bug)");
         }
         let start = Instant::now();
         let mut bytes = 0u64;
         let mut copies = Vec::with_capacity(weights.len());
-        for w in weights {
+        for w in &weights {
             bytes += (w.elem_count() * w.dtype().size_in_bytes()) as u64;
             copies.push(w.to_device(&Device::Cpu)?);
         }

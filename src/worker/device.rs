@@ -19,11 +19,14 @@ use super::glibc;
 use crate::model::LoadedModel;
 use crate::protocol::Check;
 use crate::scenario::DeviceSpec;
-use crate::strategy::ReleaseAction;
+use crate::strategy::{ReleaseAction, SleepMode, Strategy};
 
 #[cfg(feature = "cuda")]
 #[path = "cuda.rs"]
 mod cuda;
+#[cfg(feature = "cuda")]
+#[path = "cuda_pinned.rs"]
+pub(super) mod cuda_pinned;
 #[path = "cuda_vram.rs"]
 pub(super) mod cuda_vram;
 
@@ -91,9 +94,21 @@ impl Session {
         bail!("the device was dropped and only CUDA devices can be reopened (a memrel bug)")
     }
 
-    /// Whether loads must keep a handle to every weight (the `to-cpu` strategy).
-    pub fn needs_weights(action: ReleaseAction) -> bool {
-        action == ReleaseAction::CudaToCpu
+    /// Whether loads must keep a handle to every weight (the `to-cpu`
+    /// strategy; a sleep, which takes them off the device).
+    pub fn needs_weights(strategy: &Strategy) -> bool {
+        strategy.release == ReleaseAction::CudaToCpu || strategy.sleep != SleepMode::None
+    }
+
+    /// The bus's pinned copy ceiling on a buffer of `bytes`, as
+    /// (device → host, host → device) GiB/s; `None` on the CPU.
+    pub fn pinned_ceiling_gib_s(&self, bytes: u64) -> Result<Option<(f64, f64)>> {
+        #[cfg(feature = "cuda")]
+        if let (Some(_), Some(device)) = (&self.cuda, &self.device) {
+            return cuda_pinned::ceiling_gib_s(device, bytes as usize).map(Some);
+        }
+        let _ = bytes;
+        Ok(None)
     }
 
     /// Device facts worth recording at start (CUDA: the context's VRAM).

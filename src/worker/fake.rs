@@ -138,6 +138,9 @@ struct Loaded {
     anon: Region,
     file: Region,
     vram: Option<DeviceMemory>,
+    /// While asleep: the model's device bytes held as host memory instead
+    /// (a sleep frees `vram` and makes this; a wake does the reverse).
+    host_copy: Option<Region>,
 }
 
 pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
@@ -194,6 +197,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                                 Some(d) => d.alloc(m.vram_bytes)?,
                                 None => None,
                             },
+                            host_copy: None,
                         };
                         leaked.push(Region::anon(m.leak_bytes as usize)?);
                         Ok((l, Some(format!("tensor_bytes={}", m.load_bytes()))))
@@ -235,6 +239,35 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                 Step::Settle => sleep_phase(out, Phase::Settle, cycle, w.settle_ms)?,
                 Step::Idle(ms) => sleep_phase(out, Phase::Idle, cycle, *ms)?,
                 Step::Busy(ms) => sleep_phase(out, Phase::Busy, cycle, *ms)?,
+                Step::Asleep(ms) => sleep_phase(out, Phase::Asleep, cycle, *ms)?,
+                Step::Sleep(id) => {
+                    let m = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
+                    let l = loaded.get_mut(id.as_str()).context("sleep before load")?;
+                    // Exact bytes: the device's block becomes a host block of its size.
+                    phase(out, Phase::Sleep, cycle, Some(id), || {
+                        let host = Region::anon(m.vram_bytes as usize)?;
+                        host.touch();
+                        l.host_copy = Some(host);
+                        l.vram = None;
+                        Ok(((), Some(format!("host_copy_bytes={}", m.vram_bytes))))
+                    })?;
+                }
+                Step::Wake(id) => {
+                    let m = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
+                    let l = loaded.get_mut(id.as_str()).context("wake before sleep")?;
+                    phase(out, Phase::Wake, cycle, Some(id), || {
+                        l.vram = match &device {
+                            Some(d) => d.alloc(m.vram_bytes)?,
+                            None => None,
+                        };
+                        l.host_copy = None;
+                        Ok(((), None))
+                    })?;
+                }
             }
         }
     }

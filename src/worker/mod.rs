@@ -31,6 +31,7 @@ mod fake_device;
 mod glibc;
 mod hooks;
 mod selfmem;
+mod sleep;
 pub mod spec;
 
 use std::path::Path;

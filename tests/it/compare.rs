@@ -544,6 +544,7 @@ fn failed_run(strategy: &str) -> RunSummary {
         cycles: Vec::new(),
         resources: Vec::new(),
         load_throughput_bytes_per_s: None,
+        sleeps: Vec::new(),
     }
 }
 

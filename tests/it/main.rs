@@ -27,3 +27,4 @@ mod model_arg;
 mod program;
 mod rerun;
 mod run;
+mod sleep;

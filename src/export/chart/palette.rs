@@ -34,6 +34,9 @@ const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
     ("mimalloc-purge0", RGBColor(231, 41, 138)),     // magenta
     ("mimalloc-collect", RGBColor(106, 61, 154)),    // dark purple
     ("respawn", RGBColor(128, 0, 0)),                // maroon
+    ("offload", RGBColor(65, 105, 225)),             // royal blue
+    ("offload-pinned", RGBColor(218, 112, 214)),     // orchid
+    ("reload", RGBColor(210, 105, 30)),              // chocolate
     ("gc-collect", RGBColor(251, 154, 153)),         // light red (drop's kin)
     ("trim-threshold-inside", RGBColor(178, 223, 138)), // light green (trim-threshold-env's kin)
     ("empty-cache", RGBColor(0, 200, 83)),           // vivid green
@@ -85,6 +88,9 @@ pub fn phase_colour(phase: Phase) -> Option<RGBColor> {
         Phase::Settle => Some(RGBColor(245, 245, 235)),
         Phase::Idle => None,
         Phase::Busy => Some(RGBColor(218, 240, 240)),
+        Phase::Sleep => Some(RGBColor(236, 214, 236)),
+        Phase::Asleep => Some(RGBColor(224, 224, 244)),
+        Phase::Wake => Some(RGBColor(255, 236, 200)),
     }
 }
 
@@ -100,6 +106,9 @@ pub fn phase_ribbon_colour(phase: Phase) -> Option<RGBColor> {
         Phase::Settle => Some(RGBColor(222, 222, 200)),
         Phase::Idle => None,
         Phase::Busy => Some(RGBColor(86, 178, 178)),
+        Phase::Sleep => Some(RGBColor(176, 96, 176)),
+        Phase::Asleep => Some(RGBColor(120, 120, 200)),
+        Phase::Wake => Some(RGBColor(224, 160, 48)),
     }
 }
 
