@@ -73,6 +73,7 @@ struct ModelFile {
     fake_file_mib: Option<f64>,
     fake_leak_mib: Option<f64>,
     fake_vram_mib: Option<f64>,
+    fake_late_free_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -497,7 +498,7 @@ fn thresholds(
         } else {
             &mut out.host
         };
-        budgets.set(metric, Unit::bytes_of_mib(*value.get_ref()));
+        budgets.set(metric, *value.get_ref());
     }
     Ok(out)
 }
@@ -609,11 +610,15 @@ fn parse_workload(
 /// The most one fake model may allocate, in MiB (64 GiB): more is a typo.
 const MAX_FAKE_MIB: f64 = 64.0 * 1024.0;
 
+/// The longest a fake model may hold its memory after the release returns (1 min).
+const MAX_LATE_FREE_MS: u64 = 60_000;
+
 fn is_fake(m: &ModelFile) -> bool {
     m.fake_anon_mib.is_some()
         || m.fake_file_mib.is_some()
         || m.fake_leak_mib.is_some()
         || m.fake_vram_mib.is_some()
+        || m.fake_late_free_ms.is_some()
 }
 
 /// A fake model's bytes, each amount 0 to [`MAX_FAKE_MIB`] and some of them above 0.
@@ -632,7 +637,14 @@ fn fake_model(m: &ModelFile) -> Result<FakeModel, String> {
         file_bytes: bytes("fake_file_mib", m.fake_file_mib)?,
         leak_bytes: bytes("fake_leak_mib", m.fake_leak_mib)?,
         vram_bytes: bytes("fake_vram_mib", m.fake_vram_mib)?,
+        late_free_ms: m.fake_late_free_ms.unwrap_or(0),
     };
+    if model.late_free_ms > MAX_LATE_FREE_MS {
+        return Err(format!(
+            "fake_late_free_ms = {} is out of range: use 0 to {MAX_LATE_FREE_MS}",
+            model.late_free_ms
+        ));
+    }
     if model.load_bytes() == 0 {
         return Err("a fake model needs some bytes: set fake_anon_mib, fake_file_mib, fake_leak_mib or fake_vram_mib above 0".into());
     }

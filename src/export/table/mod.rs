@@ -555,9 +555,9 @@ pub(super) mod tests {
             }
             let wide = plain_as(&c, Layout::Wide);
             let columns = columns(Layout::Wide, &c.resources, true, true);
-            // Strategy, runs, 13 host metrics (+ 14 device ones), 6 time and check columns.
+            // Strategy, runs, 15 host metrics (+ 16 device ones), 6 time and check columns.
             let device = usize::from(c.lead.is_device());
-            assert_eq!(columns.len(), 2 + 13 + device * 14 + 6);
+            assert_eq!(columns.len(), 2 + 15 + device * 16 + 6);
             let header = wide.lines().find(|l| l.starts_with("strategy")).unwrap();
             for name in [
                 "after unload",
