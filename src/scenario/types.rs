@@ -346,7 +346,10 @@ mod tests {
             let mut b = Budgets::default();
             b.set(metric, 7.0);
             let people = b.get(metric).map(|v| v * metric.unit().scale());
-            assert!(people.is_some_and(|v| (v - 7.0).abs() < 1e-9), "{key}: {people:?}");
+            assert!(
+                people.is_some_and(|v| (v - 7.0).abs() < 1e-9),
+                "{key}: {people:?}"
+            );
         }
     }
 

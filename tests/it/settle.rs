@@ -63,11 +63,7 @@ fn measured(scenario: &Path, out: &Path, name: &str) -> PathBuf {
 fn memory_back_300_ms_after_the_release_returns_settles_in_about_0_3_s() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = tmp.path().join("out");
-    let dir = measured(
-        &gap_scenario(tmp.path(), "late", 300, ""),
-        &out,
-        "late",
-    );
+    let dir = measured(&gap_scenario(tmp.path(), "late", 300, ""), &out, "late");
     let gaps = gaps(&dir);
     assert_eq!(gaps.len(), 2, "{gaps:?}");
     for (settle_s, late_mib) in &gaps {
@@ -86,7 +82,11 @@ fn memory_back_300_ms_after_the_release_returns_settles_in_about_0_3_s() {
     assert!((0.25..=0.45).contains(&settle), "{row:?}");
     let late: f64 = row["host_late_bytes_median"].parse().expect("a number");
     assert!((late / MIB - BLOCK_MIB).abs() <= SLACK_MIB, "{row:?}");
-    for column in ["host_settle_s_min", "host_settle_s_max", "host_late_bytes_max"] {
+    for column in [
+        "host_settle_s_min",
+        "host_settle_s_max",
+        "host_late_bytes_max",
+    ] {
         assert!(row.contains_key(column), "{column} missing: {row:?}");
     }
 }
