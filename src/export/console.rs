@@ -494,7 +494,7 @@ VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
 too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
-growth: median over runs; latency, t50, t90, times: median (min–max) over every cycle
+growth: median over runs; latency, t50, t90, settle, late, times: median (min–max) over every cycle
                        VRAM cuda:0                                                                                                                                                      host RSS
 strategy         runs  baseline  floor  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  settle ms  late  retaining  processes  baseline  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  settle ms  late  retaining  processes  load ms  forward ms  release ms  ready ms  checks
 ---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
