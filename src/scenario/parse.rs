@@ -753,6 +753,34 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
     }
 
     #[test]
+    fn a_late_free_and_a_settle_budget_parse_in_their_units() {
+        let fake = |late: &str| {
+            MINIMAL.replace(
+                "preset = \"bert-tiny\"",
+                &format!("fake_anon_mib = 8\n{late}"),
+            )
+        };
+        let text = format!(
+            "{}[thresholds]\nmax_settle_ms = 250\nmax_late_mib = 4\n",
+            fake("fake_late_free_ms = 300")
+        );
+        let s = parse_str("t", "t.toml", &text).unwrap();
+        let Some(ModelSource::Fake(m)) = s.models.get("m") else {
+            panic!("{:?}", s.models)
+        };
+        assert_eq!((m.anon_bytes, m.late_free_ms), (8 << 20, 300));
+        assert_eq!(s.thresholds.host.max_settle_s, Some(0.25));
+        assert_eq!(s.thresholds.host.max_late_bytes, Some(4 << 20));
+        let err = parse_str("t", "t.toml", &fake("fake_late_free_ms = 90000"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("fake_late_free_ms = 90000 is out of range: use 0 to 60000"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn step_naming_an_unknown_model_points_at_the_step() {
         let text = MINIMAL.replace("\"forward m\"", "\"forward x\"");
         let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
