@@ -436,7 +436,7 @@ fn markdown_table(header: &[&str], right: &[bool], rows: Vec<Vec<String>>) -> St
 fn footer() -> String {
     let (rate_regressed, rate_no_change) = rate_cycles_needed();
     format!(
-        "**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; retention rate: one per cycle (retaining or not). \
+        "**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; settle time and late bytes: one per release edge; retention rate: one per cycle (retaining or not). \
 Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.\n\n\
 - `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±{band:.0} points with Fisher p < {alpha}, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.\n\
 - `no-change`: the whole interval lies inside the noise band.\n\
@@ -580,7 +580,7 @@ Nothing to show: every row is `no-change`, within its budget, or a retention rat
 | cuda-fixture | sync | VRAM cuda:0 | retained | `max_retained_vram_mib` | 500.0 MiB | 0.0 MiB | ✅ within budget (max_retained_vram_mib = 500.0 MiB, worst of 2 runs 0.0 MiB) |
 | cuda-fixture | context-release | VRAM cuda:0 | retained | `max_retained_vram_mib` | 500.0 MiB | -678.0 MiB | ✅ within budget (max_retained_vram_mib = 500.0 MiB, worst of 2 runs -678.0 MiB) |
 
-**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; retention rate: one per cycle (retaining or not). Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.
+**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; settle time and late bytes: one per release edge; retention rate: one per cycle (retaining or not). Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.
 
 - `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±10 points with Fisher p < 0.05, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.
 - `no-change`: the whole interval lies inside the noise band.
