@@ -15,6 +15,8 @@
 //!   `<r>_retained_slope_bytes_per_cycle_*`: over the runs;
 //!   `<r>_release_latency_s_*`, `<r>_release_t50_s_*`, `<r>_release_t90_s_*`:
 //!   over every timed cycle (t50/t90 since version 3);
+//!   `<r>_settle_s_*`, `<r>_late_bytes_*`: the release gap, over every
+//!   release edge with a window after it (since version 4);
 //! - `<r>_cycles_retaining`, `_cycles_total`, `_processes_retaining`, and
 //!   `<r>_not_measured` (why the resource has no readings; empty when measured).
 //!
@@ -195,7 +197,7 @@ mod tests {
         assert_eq!(&rows[0][2], "a,b");
         let json: serde_json::Value =
             serde_json::from_slice(&comparison_json(&c).unwrap()).unwrap();
-        assert_eq!(json["schema_version"], 3);
+        assert_eq!(json["schema_version"], 4);
         // A cpu comparison has host columns only.
         assert!(header.iter().all(|h| !h.starts_with("cuda")), "{header:?}");
     }

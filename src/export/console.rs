@@ -408,6 +408,8 @@ mod tests {
             "latency ms",
             "t50 ms",
             "t90 ms",
+            "settle ms",
+            "late",
             "retaining",
             "processes",
             "load ms",
@@ -418,8 +420,8 @@ mod tests {
         ] {
             assert!(header.iter().any(|h| h == name), "no {name}: {wide}");
         }
-        // Two resources: 14 VRAM and 13 host columns, strategy, runs, 4 times, checks.
-        assert_eq!(header.len(), 2 + 14 + 13 + 5, "{header:?}");
+        // Two resources: 16 VRAM and 15 host columns, strategy, runs, 4 times, checks.
+        assert_eq!(header.len(), 2 + 16 + 15 + 5, "{header:?}");
         let drop = rows.iter().find(|r| r[0] == "drop").unwrap();
         assert_eq!(
             drop[header.iter().position(|h| h == "floor").unwrap()],
@@ -492,13 +494,13 @@ VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
 too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
-growth: median over runs; latency, t50, t90, times: median (min–max) over every cycle
-                       VRAM cuda:0                                                                                                                                     host RSS
-strategy         runs  baseline  floor  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  baseline  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  retaining  processes  load ms  forward ms  release ms  ready ms  checks
------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
-drop              2/2       678    586  1094    1094          1094           1094       416     0.0 %          0.00           –       –       –        6/6        2/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
-sync              2/2       678    586  1094    1094           678            678      0.00   100.0 %          0.00        0.00     100     100        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
-context-release   2/2       678    586  1094    1094          0.00           0.00      -678   263.0 %          0.00        0.00     100     100        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100        0/6        0/2      300           –         300       600      ok
+growth: median over runs; latency, t50, t90, settle, late, times: median (min–max) over every cycle
+                       VRAM cuda:0                                                                                                                                                      host RSS
+strategy         runs  baseline  floor  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  settle ms  late  retaining  processes  baseline  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  settle ms  late  retaining  processes  load ms  forward ms  release ms  ready ms  checks
+---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
+drop              2/2       678    586  1094    1094          1094           1094       416     0.0 %          0.00           –       –       –       0.00  0.00        6/6        2/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      300           –         300       600      ok
+sync              2/2       678    586  1094    1094           678            678      0.00   100.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      300           –         300       600      ok
+context-release   2/2       678    586  1094    1094          0.00           0.00      -678   263.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      300           –         300       600      ok
 
 VRAM cuda:0 per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
   drop             retains in 2 of 2 runs    retained 416 MiB

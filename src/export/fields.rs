@@ -33,6 +33,9 @@ pub(super) enum Metric {
     /// The release curve: time to half, and to 90 %, of what came back.
     T50,
     T90,
+    /// The release gap: settle time and late bytes after each release edge.
+    Settle,
+    Late,
     CyclesRetaining,
     CyclesTotal,
     ProcessesRetaining,
@@ -123,7 +126,7 @@ fn bytes(b: u64) -> Number {
 
 /// Every field, in compare.csv's order; the tables keep the ones with names
 /// in the same order.
-const FIELDS: [Field; 18] = [
+const FIELDS: [Field; 20] = [
     Field {
         metric: Metric::NotMeasured,
         csv: "not_measured",
@@ -223,6 +226,18 @@ const FIELDS: [Field; 18] = [
         Only::Every,
     ),
     listed(
+        Metric::Settle,
+        MemoryMetric::Settle,
+        Pick::Spread(|m| m.settle_s.as_ref()),
+        Only::Every,
+    ),
+    listed(
+        Metric::Late,
+        MemoryMetric::LateBytes,
+        Pick::Spread(|m| m.late_bytes.as_ref()),
+        Only::Every,
+    ),
+    listed(
         Metric::CyclesRetaining,
         MemoryMetric::RetainingCycles,
         Pick::Count(|m| m.cycles_retaining),
@@ -287,8 +302,8 @@ mod tests {
     }
 
     #[test]
-    fn the_tables_show_thirteen_host_and_fourteen_device_metrics() {
-        assert_eq!(table_metrics(Resource::Host).len(), 13);
-        assert_eq!(table_metrics(Resource::Device(0)).len(), 14);
+    fn the_tables_show_fifteen_host_and_sixteen_device_metrics() {
+        assert_eq!(table_metrics(Resource::Host).len(), 15);
+        assert_eq!(table_metrics(Resource::Device(0)).len(), 16);
     }
 }

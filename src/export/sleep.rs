@@ -30,6 +30,7 @@ pub fn table(summary: &Summary) -> Option<Table> {
         ("VRAM asleep MiB (before flush)", Align::Right),
         ("host grown asleep MiB", Align::Right),
         ("host held after wake MiB", Align::Right),
+        ("VRAM settle ms (late MiB)", Align::Right),
     ]);
     for s in &strategies {
         t.row(row(s));
@@ -132,6 +133,10 @@ pub fn csv(summary: &Summary) -> Result<Option<Vec<u8>>> {
         "vram_asleep_bytes",
         "host_grown_asleep_bytes",
         "host_held_after_wake_bytes",
+        "vram_settle_s",
+        "vram_late_bytes",
+        "host_settle_s",
+        "host_late_bytes",
     ])?;
     let opt = |v: Option<String>| v.unwrap_or_default();
     for run in &summary.runs {
@@ -155,6 +160,10 @@ pub fn csv(summary: &Summary) -> Result<Option<Vec<u8>>> {
                 opt(p.vram_asleep_bytes.map(|v| v.to_string())),
                 opt(p.host_grown_asleep_bytes.map(|v| v.to_string())),
                 opt(p.host_held_after_wake_bytes.map(|v| v.to_string())),
+                opt(p.vram_settle_s.map(|v| format!("{v:.6}"))),
+                opt(p.vram_late_bytes.map(|v| v.to_string())),
+                opt(p.host_settle_s.map(|v| format!("{v:.6}"))),
+                opt(p.host_late_bytes.map(|v| v.to_string())),
             ])?;
         }
     }

@@ -436,7 +436,7 @@ fn markdown_table(header: &[&str], right: &[bool], rows: Vec<Vec<String>>) -> St
 fn footer() -> String {
     let (rate_regressed, rate_no_change) = rate_cycles_needed();
     format!(
-        "**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; retention rate: one per cycle (retaining or not). \
+        "**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; settle time and late bytes: one per release edge; retention rate: one per cycle (retaining or not). \
 Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.\n\n\
 - `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±{band:.0} points with Fisher p < {alpha}, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.\n\
 - `no-change`: the whole interval lies inside the noise band.\n\
@@ -521,11 +521,11 @@ mod tests {
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ✅ no memory regression (baseline `gpu`)
 
-**33 rows**: ➖ 24 no-change · ✅ 3 within budget · ➖ 5 no retaining cycle · ➖ 1 every cycle retaining
+**45 rows**: ➖ 36 no-change · ✅ 3 within budget · ➖ 5 no retaining cycle · ➖ 1 every cycle retaining
 
 Nothing to show: every row is `no-change`, within its budget, or a retention rate at 0 % or 100 % on both sides.
 
-<details><summary>All 33 rows, and how to read them</summary>
+<details><summary>All 45 rows, and how to read them</summary>
 
 | scenario | strategy | resource | metric | baseline | new | change | 95% interval | noise band | observations (baseline → new) | verdict |
 |---|---|---|---|---:|---:|---:|---:|---:|---:|---|
@@ -534,31 +534,43 @@ Nothing to show: every row is `no-change`, within its budget, or a retention rat
 | cuda-fixture | drop | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | VRAM cuda:0 | release latency | - | - | - | - | - | 0 cycles, 0 runs → 0 cycles, 0 runs | ➖ no-change (no observations on either side: no release to time (each cycle gave back less than the retention threshold): see retained_bytes) |
 | cuda-fixture | drop | VRAM cuda:0 | retention rate | 100 % (6/6) | 100 % (6/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ every cycle retaining (verdict.json: inconclusive; 6 of 6 cycles retaining → 6 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | drop | VRAM cuda:0 | settle time | 0.0 ms | 0.0 ms | 0.0 ms | 0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | drop | VRAM cuda:0 | late bytes | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | drop | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | drop | host RSS | settle time | 0.0 ms | 0.0 ms | 0.0 ms | 0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | drop | host RSS | late bytes | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | retained | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | sync | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | sync | VRAM cuda:0 | settle time | 0.0 ms | 0.0 ms | 0.0 ms | 0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | sync | VRAM cuda:0 | late bytes | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | sync | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | sync | host RSS | settle time | 0.0 ms | 0.0 ms | 0.0 ms | 0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | sync | host RSS | late bytes | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | retained | -678.0 MiB | -678.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±33.9 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | peak | 1094.0 MiB | 1094.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±54.7 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | context-release | VRAM cuda:0 | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | context-release | VRAM cuda:0 | settle time | 0.0 ms | 0.0 ms | 0.0 ms | 0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | context-release | VRAM cuda:0 | late bytes | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | retained | 1.0 MiB | 1.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | peak | 110.0 MiB | 110.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | growth per cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle | 0.0 MiB/cycle … 0.0 MiB/cycle | ±16.0 MiB/cycle | 2 runs → 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | release latency | 0.0 ms | 0.0 ms | 0.0 ms | -0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 | cuda-fixture | context-release | host RSS | retention rate | 0 % (0/6) | 0 % (0/6) | 0 % | -39 % … 39 % | ±10 % | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no retaining cycle (verdict.json: inconclusive; 0 of 6 cycles retaining → 0 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat)) |
+| cuda-fixture | context-release | host RSS | settle time | 0.0 ms | 0.0 ms | 0.0 ms | 0.0 ms … 0.0 ms | ±10.0 ms | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
+| cuda-fixture | context-release | host RSS | late bytes | 0.0 MiB | 0.0 MiB | 0.0 MiB | 0.0 MiB … 0.0 MiB | ±16.0 MiB | 6 cycles, 2 runs → 6 cycles, 2 runs | ➖ no-change |
 
 **budgets** (the scenario's `[thresholds]`, checked on the worst run)
 
@@ -568,7 +580,7 @@ Nothing to show: every row is `no-change`, within its budget, or a retention rat
 | cuda-fixture | sync | VRAM cuda:0 | retained | `max_retained_vram_mib` | 500.0 MiB | 0.0 MiB | ✅ within budget (max_retained_vram_mib = 500.0 MiB, worst of 2 runs 0.0 MiB) |
 | cuda-fixture | context-release | VRAM cuda:0 | retained | `max_retained_vram_mib` | 500.0 MiB | -678.0 MiB | ✅ within budget (max_retained_vram_mib = 500.0 MiB, worst of 2 runs -678.0 MiB) |
 
-**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; retention rate: one per cycle (retaining or not). Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.
+**How to read this.** Retained (after the last cycle), peak and growth per cycle: one value per run; release latency: one per timed cycle; settle time and late bytes: one per release edge; retention rate: one per cycle (retaining or not). Values compare the means of the two sides with Welch's 95% interval of the difference (exact Student-t quantiles); the retention rate compares the shares of retaining cycles with Fisher's exact test and Newcombe's 95% interval.
 
 - `regressed` / `improved`: the whole interval lies beyond the noise band (max of the relative and absolute parts); for the retention rate, the change exceeds ±10 points with Fisher p < 0.05, and the retaining cycles come from two runs or more. Two runs or more on each side are needed; with two runs a side the interval is wide (t = 12.7 at 1 degree of freedom, 4.3 at 2), so only a change far beyond the spread of the runs reaches it.
 - `no-change`: the whole interval lies inside the noise band.
@@ -589,7 +601,7 @@ A resource that was not measured is never judged as zero.
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ❌ memory regression (baseline `gpu`)
 
-**30 rows**: ❌ 2 regressed · ❔ 1 inconclusive · ➖ 22 no-change · ➖ 4 no retaining cycle · ➖ 1 every cycle retaining
+**42 rows**: ❌ 2 regressed · ❔ 1 inconclusive · ➖ 34 no-change · ➖ 4 no retaining cycle · ➖ 1 every cycle retaining
 
 | verdict | scenario | strategy | resource | metric | baseline → new | why |
 |---|---|---|---|---|---|---|
@@ -609,7 +621,7 @@ If the change is intended, accept it by re-saving the baseline: `memrel run --sc
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ❌ memory regression (baseline `gpu`)
 
-**33 rows**: ❌ 1 over-budget · ➖ 24 no-change · ✅ 2 within budget · ➖ 5 no retaining cycle · ➖ 1 every cycle retaining
+**45 rows**: ❌ 1 over-budget · ➖ 36 no-change · ✅ 2 within budget · ➖ 5 no retaining cycle · ➖ 1 every cycle retaining
 
 | verdict | scenario | strategy | resource | metric | baseline → new | why |
 |---|---|---|---|---|---|---|
@@ -632,7 +644,7 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ⛔ broken evidence, the gate cannot pass (baseline `gpu`)
 
-**12 rows**: ⛔ 6 error · ❔ 1 inconclusive · ➖ 4 no-change · ✅ 1 within budget
+**16 rows**: ⛔ 8 error · ❔ 1 inconclusive · ➖ 6 no-change · ✅ 1 within budget
 
 **errors** (exit 2)
 
@@ -651,6 +663,8 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
 | ⛔ error | fixture | malloc-trim | host RSS | growth per cycle | - → - | no complete run of this strategy in the new runs |
 | ⛔ error | fixture | malloc-trim | host RSS | release latency | - → - | no complete run of this strategy in the new runs |
 | ⛔ error | fixture | malloc-trim | host RSS | retention rate | - → - | no complete run of this strategy in the new runs |
+| ⛔ error | fixture | malloc-trim | host RSS | settle time | - → - | no complete run of this strategy in the new runs |
+| ⛔ error | fixture | malloc-trim | host RSS | late bytes | - → - | no complete run of this strategy in the new runs |
 | ❔ inconclusive | fixture | drop | host RSS | retention rate | 50 % → 50 % | 3 of 6 cycles retaining → 3 of 6, Fisher p = 1.000: not significant, and the interval crosses the ±10 point band: more cycles (--cycles, --repeat) |
 "#);
     }

@@ -36,7 +36,7 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
                     strategy,
                     resource,
                     metric,
-                    (key, limit as f64),
+                    (key, limit),
                     &Observations::of(metric, resource, &runs),
                 ));
             }

@@ -209,11 +209,14 @@ fn measures(runs: &[&RunSummary], resource: Resource) -> bool {
 /// Whether a side that measured the resource must have an observation of
 /// `metric`: retained, peak and the retention rate always; the growth per
 /// cycle when the other side has one (one cycle has no slope on either);
-/// the release latency never (no release to time is a fact, see `retained`).
+/// the release latency and the release gap never (no release to time is a
+/// fact, see `retained`).
 fn should_have(metric: GateMetric, both_empty: bool) -> bool {
     match metric {
         GateMetric::RetainedBytes | GateMetric::PeakBytes | GateMetric::RetentionRate => true,
         GateMetric::RetainedSlopeBytesPerCycle => !both_empty,
-        GateMetric::ReleaseLatencyS => false,
+        // No release edge with a window after it is a fact of the program,
+        // like nothing to time (and records from before the release gap).
+        GateMetric::ReleaseLatencyS | GateMetric::SettleS | GateMetric::LateBytes => false,
     }
 }

@@ -58,8 +58,10 @@ pub fn judge(
         };
         // Latency is absent when nothing was released (see `metrics`): absent
         // on both sides is a fact that did not change, not missing data.
-        let unchanged = metric == GateMetric::ReleaseLatencyS
-            && baseline.values.is_empty()
+        let unchanged = matches!(
+            metric,
+            GateMetric::ReleaseLatencyS | GateMetric::SettleS | GateMetric::LateBytes
+        ) && baseline.values.is_empty()
             && new.values.is_empty();
         v.verdict = if unchanged {
             Verdict::NoChange

@@ -24,15 +24,21 @@ pub enum GateMetric {
     ReleaseLatencyS,
     /// Retaining cycles out of all cycles.
     RetentionRate,
+    /// The release gap: settle time after each release edge.
+    SettleS,
+    /// The release gap: what came back after each release edge.
+    LateBytes,
 }
 
 impl GateMetric {
-    pub const ALL: [GateMetric; 5] = [
+    pub const ALL: [GateMetric; 7] = [
         GateMetric::RetainedBytes,
         GateMetric::PeakBytes,
         GateMetric::RetainedSlopeBytesPerCycle,
         GateMetric::ReleaseLatencyS,
         GateMetric::RetentionRate,
+        GateMetric::SettleS,
+        GateMetric::LateBytes,
     ];
 
     /// The metric in the catalogue.
@@ -43,6 +49,8 @@ impl GateMetric {
             GateMetric::RetainedSlopeBytesPerCycle => MemoryMetric::Growth,
             GateMetric::ReleaseLatencyS => MemoryMetric::ReleaseLatency,
             GateMetric::RetentionRate => MemoryMetric::RetentionRate,
+            GateMetric::SettleS => MemoryMetric::Settle,
+            GateMetric::LateBytes => MemoryMetric::LateBytes,
         }
     }
 
@@ -63,7 +71,10 @@ impl GateMetric {
     /// What one observation is (see the module docs for why).
     pub fn per(self) -> Per {
         match self {
-            GateMetric::ReleaseLatencyS | GateMetric::RetentionRate => Per::Cycle,
+            GateMetric::ReleaseLatencyS
+            | GateMetric::RetentionRate
+            | GateMetric::SettleS
+            | GateMetric::LateBytes => Per::Cycle,
             _ => Per::Run,
         }
     }
@@ -94,6 +105,12 @@ impl GateMetric {
                 .iter()
                 .map(|c| f64::from(u8::from(c.retained_over_threshold)))
                 .collect(),
+            GateMetric::SettleS => run.cycles.iter().filter_map(|c| c.settle_s).collect(),
+            GateMetric::LateBytes => run
+                .cycles
+                .iter()
+                .filter_map(|c| c.late_bytes.map(|v| v as f64))
+                .collect(),
         }
     }
 
@@ -102,6 +119,10 @@ impl GateMetric {
         match self {
             GateMetric::ReleaseLatencyS => {
                 "no release to time (each cycle gave back less than the retention threshold): see retained_bytes"
+            }
+            GateMetric::SettleS | GateMetric::LateBytes => {
+                "no release edge with time after it (a release or unload followed by a load or \
+                 another phase)"
             }
             _ => "the runs did not measure it (see their errors and checks)",
         }
@@ -112,15 +133,17 @@ impl GateMetric {
         match self {
             GateMetric::RetainedBytes
             | GateMetric::PeakBytes
-            | GateMetric::RetainedSlopeBytesPerCycle => t.noise_absolute_bytes as f64,
+            | GateMetric::RetainedSlopeBytesPerCycle
+            | GateMetric::LateBytes => t.noise_absolute_bytes as f64,
             // Latency is measured at the sampling interval: 10 ms of noise is nothing.
-            GateMetric::ReleaseLatencyS => 0.010,
+            GateMetric::ReleaseLatencyS | GateMetric::SettleS => 0.010,
             GateMetric::RetentionRate => RATE_BAND,
         }
     }
 
-    /// The scenario's budget for this metric of a resource, in bytes (per cycle).
-    pub(super) fn budget(self, budgets: &Budgets) -> Option<u64> {
+    /// The scenario's budget for this metric of a resource, in its unit
+    /// (bytes, bytes per cycle, seconds).
+    pub(super) fn budget(self, budgets: &Budgets) -> Option<f64> {
         budgets.get(self.memory())
     }
 

@@ -359,8 +359,8 @@ fn an_unchanged_cuda_record_passes_with_every_metric_on_every_resource() {
     let summary = summarize(&cuda_record());
     let rows = compare(&summary, &summary, &thresholds());
     assert_eq!(failing(&rows), []);
-    // 3 strategies × 2 resources × 5 metrics, VRAM (the lead) first.
-    assert_eq!(rows.len(), 3 * 2 * 5);
+    // 3 strategies × 2 resources × 7 metrics, VRAM (the lead) first.
+    assert_eq!(rows.len(), 3 * 2 * 7);
     assert_eq!(rows[0].resource, VRAM);
     for strategy in ["drop", "sync", "context-release"] {
         for metric in GateMetric::ALL {
@@ -486,7 +486,7 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
         );
         assert!(v.note.contains(why), "{}", v.note);
     }
-    assert_eq!(rows.iter().filter(|v| v.resource == VRAM).count(), 15);
+    assert_eq!(rows.iter().filter(|v| v.resource == VRAM).count(), 3 * 7);
     // Host memory is still judged.
     let host = row(&rows, "drop", Resource::Host, GateMetric::RetainedBytes);
     assert_eq!(host.verdict, Verdict::NoChange);
@@ -535,7 +535,7 @@ fn a_budget_with_nothing_to_check_is_an_error_not_a_pass() {
 fn a_cpu_record_is_judged_on_host_memory_only() {
     let summary = summarize(&record());
     let rows = compare(&summary, &summary, &thresholds());
-    assert_eq!(rows.len(), 2 * 5);
+    assert_eq!(rows.len(), 2 * 7);
     assert!(rows.iter().all(|v| v.resource == Resource::Host));
     assert_eq!(failing(&rows), []);
 }

@@ -78,6 +78,12 @@ impl Unit {
     pub fn bytes_of_mib(mib: f64) -> u64 {
         (mib * MIB).round().max(0.0) as u64
     }
+
+    /// A value in people's unit (a `[thresholds]` amount: MiB, MiB/cycle,
+    /// ms, %) in this unit's own (bytes, seconds, a share).
+    pub fn of_people(self, v: f64) -> f64 {
+        v / self.scale()
+    }
 }
 
 /// Every memory metric of one resource that memrel reports.
@@ -96,6 +102,10 @@ pub enum MemoryMetric {
     ReleaseLatency,
     ReleaseT50,
     ReleaseT90,
+    /// The release gap: from a release edge's end until memory stays put.
+    Settle,
+    /// What came back after a release edge's end.
+    LateBytes,
     RetainingCycles,
     RetainingProcesses,
     /// Retaining cycles out of all cycles.
@@ -152,7 +162,7 @@ const fn info(
 }
 
 /// The catalogue, in table order.
-pub const CATALOGUE: [MetricInfo; 17] = {
+pub const CATALOGUE: [MetricInfo; 19] = {
     use MemoryMetric as M;
     [
         info(
@@ -259,6 +269,28 @@ pub const CATALOGUE: [MetricInfo; 17] = {
             Unit::Seconds,
             ("t90 ms", "release t90"),
             None,
+        ),
+        info(
+            M::Settle,
+            "settle_s",
+            "settle time",
+            Unit::Seconds,
+            ("settle ms", "settle"),
+            Some(BudgetKeys {
+                host: "max_settle_ms",
+                device: "max_settle_vram_ms",
+            }),
+        ),
+        info(
+            M::LateBytes,
+            "late_bytes",
+            "late bytes",
+            Unit::Bytes,
+            ("late", "late"),
+            Some(BudgetKeys {
+                host: "max_late_mib",
+                device: "max_late_vram_mib",
+            }),
         ),
         info(
             M::RetainingCycles,
@@ -371,6 +403,8 @@ mod tests {
         assert_eq!(Unit::Fraction.format(0.5), "50 %");
         assert_eq!(Unit::Count.format(3.0), "3");
         assert_eq!(Unit::bytes_of_mib(1.5), 3 << 19);
+        assert_eq!(Unit::Seconds.of_people(250.0), 0.25);
+        assert_eq!(Unit::Bytes.of_people(2.0), 2.0 * MIB);
     }
 
     #[test]
@@ -382,9 +416,13 @@ mod tests {
                 "max_peak_mib",
                 "max_retained_mib",
                 "max_retained_slope_mib_per_cycle",
+                "max_settle_ms",
+                "max_late_mib",
                 "max_peak_vram_mib",
                 "max_retained_vram_mib",
                 "max_retained_vram_slope_mib_per_cycle",
+                "max_settle_vram_ms",
+                "max_late_vram_mib",
             ]
         );
         assert_eq!(

@@ -13,8 +13,9 @@ use super::{Resource, StrategySummary, Summary};
 use crate::record::{Header, Host, RunStatus};
 
 /// Version of compare.json (and the columns of compare.csv): 3 added the
-/// release curve (`release_t50_s`, `release_t90_s`) per resource.
-pub const COMPARE_SCHEMA_VERSION: u32 = 3;
+/// release curve (`release_t50_s`, `release_t90_s`) per resource, 4 the
+/// release gap (`settle_s`, `late_bytes`).
+pub const COMPARE_SCHEMA_VERSION: u32 = 4;
 
 /// The strategy other rows are measured against when a source has it.
 pub const REFERENCE_STRATEGY: &str = "drop";

@@ -1,8 +1,9 @@
 //! The memory metrics of one resource in one run, and over the runs of a
 //! strategy: baseline, peak, loaded, after unload, after release, retained and
 //! its slope, released fraction, release latency, the release curve's t50 and
-//! t90, cycles and processes retaining. One function each, applied alike to
-//! host RSS and device VRAM; the definitions are the README's "Metrics" table.
+//! t90, the release gap (settle time and late bytes), cycles and processes
+//! retaining. One function each, applied alike to host RSS and device VRAM;
+//! the definitions are in docs/metrics.md.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,16 @@ pub struct CycleMemory {
     /// The same for 90 % of it.
     #[serde(default)]
     pub release_t90_s: Option<f64>,
+    /// The release gap: from the end of the cycle's release edge (the call
+    /// returned) until memory stays within the retention threshold of where
+    /// it ends up (see [`settle`]); `None` without a release edge or a window
+    /// after it.
+    #[serde(default)]
+    pub settle_s: Option<f64>,
+    /// What came back after the release call returned: the value at the
+    /// release edge's end − where it ends up, 0 when memory grew instead.
+    #[serde(default)]
+    pub late_bytes: Option<u64>,
     pub retained_over_threshold: bool,
 }
 
@@ -136,6 +147,11 @@ pub struct ResourceSummary {
     pub release_t50_s: Option<Spread>,
     #[serde(default)]
     pub release_t90_s: Option<Spread>,
+    /// The release gap over every cycle of every run that has one.
+    #[serde(default)]
+    pub settle_s: Option<Spread>,
+    #[serde(default)]
+    pub late_bytes: Option<Spread>,
     /// Cycles whose retained value exceeded the threshold, over all runs.
     pub cycles_retaining: u32,
     pub cycles_total: u32,
@@ -327,6 +343,7 @@ fn cycle_memory(
     };
     let release_t50_s = release_time_s(run, resource, loaded, released, threshold, 0.5);
     let release_t90_s = release_time_s(run, resource, loaded, released, threshold, 0.9);
+    let gap = release_edge(run, cycle).and_then(|e| settle(run, resource, e, threshold));
     let retained_anon_bytes = match (
         resource.anon_at_edge(&released.edge.memory),
         resource.anon_at_edge(&baseline.edge.memory),
@@ -345,6 +362,8 @@ fn cycle_memory(
         release_latency_s,
         release_t50_s,
         release_t90_s,
+        settle_s: gap.map(|g| g.settle_s),
+        late_bytes: gap.map(|g| g.late_bytes),
         retained_over_threshold: retained > threshold as i64,
     })
 }
@@ -377,6 +396,99 @@ pub fn release_time_s(
         .find(|s| resource.in_sample(s).is_some_and(|v| v as f64 <= target))
         .map(|s| s.t_s);
     Some(reached.unwrap_or(released.t_s) - loaded.t_s)
+}
+
+/// The phases whose end is a release edge: the call that should give memory
+/// back has returned. A `sleep` edge gets its own in `metrics::sleep` (its
+/// window ends with the time asleep, before the wake).
+pub const RELEASING: [Phase; 1] = [Phase::Release];
+
+/// The release edge of `cycle`: the end of its last [`RELEASING`] phase,
+/// else (a plain drop, no release step) the end of its last unload.
+pub fn release_edge(run: &RunRecord, cycle: u32) -> Option<&Event> {
+    let last_end = |phase: Phase| edges(run, cycle, phase, Edge::End).last();
+    RELEASING
+        .iter()
+        .filter_map(|&p| last_end(p))
+        .reduce(|a, b| if b.t_s >= a.t_s { b } else { a })
+        .or_else(|| last_end(Phase::Unload))
+}
+
+/// Where the settle window after `from` ends: the last edge before the next
+/// load begins (the end of the last step before the program moved on: a
+/// settle, idle or busy step), the next load's begin when nothing came
+/// between, else the run's last edge. `None` when the run ends at `from`:
+/// no time to watch.
+pub fn settle_end<'a>(run: &'a RunRecord, from: &Event) -> Option<&'a Event> {
+    let at = run.events.iter().position(|e| std::ptr::eq(e, from))?;
+    let after = run.events.get(at + 1..)?;
+    let next_load = after
+        .iter()
+        .position(|e| e.edge.phase == Phase::Load && e.edge.edge == Edge::Begin);
+    let before_load = &after[..next_load.unwrap_or(after.len())];
+    before_load
+        .last()
+        .or_else(|| next_load.and_then(|i| after.get(i)))
+        .filter(|e| e.t_s > from.t_s)
+}
+
+/// The release gap of one release edge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gap {
+    /// From the edge's end until memory stays within the threshold of its final value.
+    pub settle_s: f64,
+    /// The edge's value − the final value, 0 when memory grew.
+    pub late_bytes: u64,
+}
+
+/// The release gap after `from` (a release edge's end, value R at time t0):
+/// F is the value where the window ends ([`settle_end`]: its edge's own
+/// reading). `settle_s` is the time from t0 to the first point (R itself,
+/// a sample, or the window's end) after which every point is within
+/// `threshold` of F (the retention threshold, the same that calls a cycle
+/// retaining): 0 when R already was. `late_bytes` = R − F, clamped at 0
+/// (memory that grew after the call is not a late release).
+pub fn settle(run: &RunRecord, resource: Resource, from: &Event, threshold: u64) -> Option<Gap> {
+    settle_between(run, resource, from, settle_end(run, from)?, threshold)
+}
+
+/// [`settle`] over a window that ends at `to` (a sleep's: the end of the
+/// time asleep, before the wake).
+pub fn settle_between(
+    run: &RunRecord,
+    resource: Resource,
+    from: &Event,
+    to: &Event,
+    threshold: u64,
+) -> Option<Gap> {
+    if to.t_s <= from.t_s {
+        return None;
+    }
+    let start = resource.at_edge(&from.edge.memory)?;
+    let end = resource.at_edge(&to.edge.memory)?;
+    let outside = |v: u64| v.abs_diff(end) > threshold;
+    let mut settled_t_s = from.t_s;
+    let mut out = outside(start);
+    let inside_window = run
+        .samples
+        .iter()
+        .filter(|s| s.t_s > from.t_s && s.t_s < to.t_s)
+        .filter_map(|s| resource.in_sample(s).map(|v| (s.t_s, v)));
+    for (t_s, v) in inside_window {
+        if outside(v) {
+            out = true;
+        } else if out {
+            out = false;
+            settled_t_s = t_s;
+        }
+    }
+    if out {
+        settled_t_s = to.t_s;
+    }
+    Some(Gap {
+        settle_s: settled_t_s - from.t_s,
+        late_bytes: start.saturating_sub(end),
+    })
 }
 
 /// One resource over the runs of a strategy; `representative` is the run
@@ -460,6 +572,8 @@ pub fn resource_summary(
         release_latency_s: every_cycle(&|c| c.release_latency_s),
         release_t50_s: every_cycle(&|c| c.release_t50_s),
         release_t90_s: every_cycle(&|c| c.release_t90_s),
+        settle_s: every_cycle(&|c| c.settle_s),
+        late_bytes: every_cycle(&|c| c.late_bytes.map(|v| v as f64)),
         cycles_retaining: runs.iter().map(|(r, _, _)| r.cycles_retaining).sum(),
         cycles_total: runs.iter().map(|(r, _, _)| r.cycles.len() as u32).sum(),
         processes_retaining: runs

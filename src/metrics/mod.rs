@@ -47,6 +47,8 @@ static NO_HOST: ResourceSummary = ResourceSummary {
     release_latency_s: None,
     release_t50_s: None,
     release_t90_s: None,
+    settle_s: None,
+    late_bytes: None,
     cycles_retaining: 0,
     cycles_total: 0,
     processes_retaining: 0,
@@ -275,7 +277,11 @@ fn summarize_run(
             .collect(),
         cycles: times,
         load_throughput_bytes_per_s: (load_time > 0.0).then(|| load_bytes as f64 / load_time),
-        sleeps: sleep::of_run(run, resources.iter().copied().find(|r| r.is_device())),
+        sleeps: sleep::of_run(
+            run,
+            resources.iter().copied().find(|r| r.is_device()),
+            threshold,
+        ),
     }
 }
 
@@ -626,6 +632,127 @@ mod tests {
         );
         let t90 = host.release_t90_s.as_ref().unwrap();
         assert_eq!((t90.n, t90.median), (1, c.release_t90_s.unwrap()));
+    }
+
+    /// The host cycle of a one-run record made of `run`.
+    fn only_cycle(run: RunRecord) -> memory::CycleMemory {
+        let mut record = crate::record::fixture::record();
+        record.header.cycles = 1;
+        record.runs = vec![run];
+        summarize(&record).runs[0].resources[0].cycles[0].clone()
+    }
+
+    #[test]
+    fn the_release_gap_runs_from_the_release_call_until_memory_stays_put() {
+        let c = only_cycle(returned_when_busy());
+        // The release returned at 0.6 s at 110 MiB; memory ends at 10 MiB (the
+        // busy step's end, 2.6 s) and is within 16 MiB of it from the 20 MiB
+        // sample at 1.2 s on.
+        assert!((c.settle_s.unwrap() - 0.6).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.late_bytes, Some(100 << 20));
+        let summary = {
+            let mut record = crate::record::fixture::record();
+            record.runs = vec![returned_when_busy()];
+            summarize(&record)
+        };
+        let settle = summary.strategies[0].host().settle_s.as_ref().unwrap();
+        assert_eq!((settle.n, settle.median), (1, c.settle_s.unwrap()));
+        let late = summary.strategies[0].host().late_bytes.as_ref().unwrap();
+        assert_eq!(late.median, (100u64 << 20) as f64);
+    }
+
+    #[test]
+    fn memory_back_when_the_call_returned_settles_in_zero() {
+        use Edge::{Begin, End};
+        let edges = [
+            (0.0, Phase::Baseline, Begin, 10),
+            (0.1, Phase::Baseline, End, 10),
+            (0.1, Phase::Load, Begin, 10),
+            (0.4, Phase::Load, End, 110),
+            (0.4, Phase::Unload, Begin, 110),
+            (0.5, Phase::Unload, End, 10),
+            (0.5, Phase::Release, Begin, 10),
+            (0.6, Phase::Release, End, 12),
+            (0.6, Phase::Settle, Begin, 12),
+            (1.0, Phase::Settle, End, 10),
+        ];
+        // Wobbles of 2 MiB stay inside the 16 MiB threshold.
+        let c = only_cycle(hand_run(&edges, &[(0.7, 11), (0.8, 12), (0.9, 10)]));
+        assert_eq!(c.settle_s, Some(0.0));
+        assert_eq!(c.late_bytes, Some(2 << 20));
+        // Memory that grows after the call is no late release: 0, never negative.
+        let mut grew = edges;
+        grew[9].3 = 40;
+        let c = only_cycle(hand_run(&grew, &[(0.7, 12), (0.8, 40), (0.9, 40)]));
+        assert_eq!(c.late_bytes, Some(0));
+        assert!((c.settle_s.unwrap() - 0.2).abs() < 1e-9, "{c:?}");
+    }
+
+    #[test]
+    fn memory_that_comes_back_and_leaves_again_settles_after_the_last_excursion() {
+        use Edge::{Begin, End};
+        let edges = [
+            (0.0, Phase::Baseline, Begin, 10),
+            (0.1, Phase::Baseline, End, 10),
+            (0.1, Phase::Load, Begin, 10),
+            (0.4, Phase::Load, End, 110),
+            (0.4, Phase::Unload, Begin, 110),
+            (0.5, Phase::Unload, End, 110),
+            (0.5, Phase::Release, Begin, 110),
+            (0.6, Phase::Release, End, 110),
+            (0.6, Phase::Idle, Begin, 110),
+            (2.0, Phase::Idle, End, 10),
+        ];
+        // Down at 0.8 s, a 60 MiB excursion at 1.0 s, down for good at 1.3 s.
+        let samples = [(0.7, 110), (0.8, 10), (1.0, 60), (1.1, 60), (1.3, 10)];
+        let c = only_cycle(hand_run(&edges, &samples));
+        assert!((c.settle_s.unwrap() - 0.7).abs() < 1e-9, "{c:?}");
+        // No sample in the window: settled at its end, the idle step's.
+        let c = only_cycle(hand_run(&edges, &[]));
+        assert!((c.settle_s.unwrap() - 1.4).abs() < 1e-9, "{c:?}");
+    }
+
+    #[test]
+    fn a_plain_drop_is_timed_from_its_unload_and_a_release_at_the_end_is_not() {
+        use Edge::{Begin, End};
+        // No release step: the unload's end is the edge.
+        let edges = [
+            (0.0, Phase::Baseline, Begin, 10),
+            (0.1, Phase::Baseline, End, 10),
+            (0.1, Phase::Load, Begin, 10),
+            (0.4, Phase::Load, End, 110),
+            (0.4, Phase::Unload, Begin, 110),
+            (0.5, Phase::Unload, End, 110),
+            (0.5, Phase::Settle, Begin, 110),
+            (1.5, Phase::Settle, End, 10),
+        ];
+        let c = only_cycle(hand_run(&edges, &[(0.8, 110), (0.85, 10)]));
+        assert!((c.settle_s.unwrap() - 0.35).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.late_bytes, Some(100 << 20));
+        // A run whose last edge is the release's end has no window to watch.
+        let ends_at_release = [
+            (0.0, Phase::Baseline, Begin, 10),
+            (0.1, Phase::Baseline, End, 10),
+            (0.1, Phase::Load, Begin, 10),
+            (0.4, Phase::Load, End, 110),
+            (0.4, Phase::Unload, Begin, 110),
+            (0.5, Phase::Unload, End, 110),
+            (0.5, Phase::Release, Begin, 110),
+            (0.6, Phase::Release, End, 110),
+        ];
+        let c = only_cycle(hand_run(&ends_at_release, &[(0.8, 10)]));
+        assert_eq!((c.settle_s, c.late_bytes), (None, None));
+    }
+
+    #[test]
+    fn the_fixture_gives_back_everything_by_its_release_edges() {
+        // Every fixture cycle is down at the unload's end and stays there.
+        let summary = summarize(&crate::record::fixture::record());
+        for s in &summary.strategies {
+            let settle = s.host().settle_s.as_ref().unwrap();
+            assert_eq!((settle.n, settle.max), (6, 0.0), "{}", s.strategy);
+            assert_eq!(s.host().late_bytes.as_ref().unwrap().max, 0.0);
+        }
     }
 
     #[test]

@@ -12,9 +12,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::memory;
 use super::resource::Resource;
 use crate::protocol::{Edge, Phase, PhaseEdge};
-use crate::record::RunRecord;
+use crate::record::{Event, RunRecord};
 use crate::stats::{spread, Spread};
 
 /// One sleep of a model and its wake.
@@ -48,6 +49,18 @@ pub struct SleepWake {
     pub host_grown_asleep_bytes: Option<i64>,
     /// Host RSS at the end of the wake less at the sleep's begin.
     pub host_held_after_wake_bytes: Option<i64>,
+    /// The release gap of the sleep (`memory::settle_between`, from the
+    /// sleep's end to the end of the time asleep), per resource: how long
+    /// until VRAM (or host memory) stayed where it ended, and what came back
+    /// after the sleep had returned.
+    #[serde(default)]
+    pub vram_settle_s: Option<f64>,
+    #[serde(default)]
+    pub vram_late_bytes: Option<u64>,
+    #[serde(default)]
+    pub host_settle_s: Option<f64>,
+    #[serde(default)]
+    pub host_late_bytes: Option<u64>,
 }
 
 impl SleepWake {
@@ -68,8 +81,9 @@ fn fraction(rate: Option<f64>, ceiling: Option<f64>) -> Option<f64> {
 }
 
 /// Every sleep/wake pair of a run, in order; empty when it slept no model.
-pub fn of_run(run: &RunRecord, device: Option<Resource>) -> Vec<SleepWake> {
-    let edges: Vec<&PhaseEdge> = run.events.iter().map(|e| &e.edge).collect();
+pub fn of_run(run: &RunRecord, device: Option<Resource>, threshold: u64) -> Vec<SleepWake> {
+    let events: Vec<&Event> = run.events.iter().collect();
+    let edges: Vec<&PhaseEdge> = events.iter().map(|e| &e.edge).collect();
     let (ceiling_d2h, ceiling_h2d) = edges
         .iter()
         .filter(|e| e.phase == Phase::Warmup && e.edge == Edge::End)
@@ -103,6 +117,12 @@ pub fn of_run(run: &RunRecord, device: Option<Resource>) -> Vec<SleepWake> {
                     .find(|e| e.phase == Phase::Asleep && e.edge == Edge::End)
             })
             .unwrap_or(sleep_end);
+        let gap = |resource: Option<Resource>| {
+            let from = events.iter().find(|e| std::ptr::eq(&e.edge, *sleep_end))?;
+            let to = events.iter().find(|e| std::ptr::eq(&e.edge, *asleep_end))?;
+            memory::settle_between(run, resource?, from, to, threshold)
+        };
+        let (vram_gap, host_gap) = (gap(device), gap(Some(Resource::Host)));
         let sleep_note = sleep_end.note.as_deref().unwrap_or("");
         let wake_note = wake_end.and_then(|e| e.note.as_deref()).unwrap_or("");
         let grown = |e: &PhaseEdge| match (host(e), host(begin)) {
@@ -126,6 +146,10 @@ pub fn of_run(run: &RunRecord, device: Option<Resource>) -> Vec<SleepWake> {
             vram_asleep_bytes: vram(asleep_end),
             host_grown_asleep_bytes: grown(asleep_end),
             host_held_after_wake_bytes: wake_end.and_then(|e| grown(e)),
+            vram_settle_s: vram_gap.map(|g| g.settle_s),
+            vram_late_bytes: vram_gap.map(|g| g.late_bytes),
+            host_settle_s: host_gap.map(|g| g.settle_s),
+            host_late_bytes: host_gap.map(|g| g.late_bytes),
         });
     }
     out
@@ -177,6 +201,8 @@ pub struct StrategySleeps {
     pub vram_asleep_bytes: Option<Spread>,
     pub host_grown_asleep_bytes: Option<Spread>,
     pub host_held_after_wake_bytes: Option<Spread>,
+    pub vram_settle_s: Option<Spread>,
+    pub vram_late_bytes: Option<Spread>,
 }
 
 /// Every strategy that slept a model, in the summary's strategy order.
@@ -214,6 +240,8 @@ pub fn by_strategy(summary: &super::Summary) -> Vec<StrategySleeps> {
                 host_held_after_wake_bytes: over(&|p| {
                     p.host_held_after_wake_bytes.map(|b| b as f64)
                 }),
+                vram_settle_s: over(&|p| p.vram_settle_s),
+                vram_late_bytes: over(&|p| p.vram_late_bytes.map(|b| b as f64)),
             })
         })
         .collect()

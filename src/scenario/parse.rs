@@ -73,6 +73,7 @@ struct ModelFile {
     fake_file_mib: Option<f64>,
     fake_leak_mib: Option<f64>,
     fake_vram_mib: Option<f64>,
+    fake_late_free_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -497,7 +498,7 @@ fn thresholds(
         } else {
             &mut out.host
         };
-        budgets.set(metric, Unit::bytes_of_mib(*value.get_ref()));
+        budgets.set(metric, *value.get_ref());
     }
     Ok(out)
 }
@@ -642,11 +643,15 @@ fn parse_workload(
 /// The most one fake model may allocate, in MiB (64 GiB): more is a typo.
 const MAX_FAKE_MIB: f64 = 64.0 * 1024.0;
 
+/// The longest a fake model may hold its memory after the release returns (1 min).
+const MAX_LATE_FREE_MS: u64 = 60_000;
+
 fn is_fake(m: &ModelFile) -> bool {
     m.fake_anon_mib.is_some()
         || m.fake_file_mib.is_some()
         || m.fake_leak_mib.is_some()
         || m.fake_vram_mib.is_some()
+        || m.fake_late_free_ms.is_some()
 }
 
 /// A fake model's bytes, each amount 0 to [`MAX_FAKE_MIB`] and some of them above 0.
@@ -665,7 +670,14 @@ fn fake_model(m: &ModelFile) -> Result<FakeModel, String> {
         file_bytes: bytes("fake_file_mib", m.fake_file_mib)?,
         leak_bytes: bytes("fake_leak_mib", m.fake_leak_mib)?,
         vram_bytes: bytes("fake_vram_mib", m.fake_vram_mib)?,
+        late_free_ms: m.fake_late_free_ms.unwrap_or(0),
     };
+    if model.late_free_ms > MAX_LATE_FREE_MS {
+        return Err(format!(
+            "fake_late_free_ms = {} is out of range: use 0 to {MAX_LATE_FREE_MS}",
+            model.late_free_ms
+        ));
+    }
     if model.load_bytes() == 0 {
         return Err("a fake model needs some bytes: set fake_anon_mib, fake_file_mib, fake_leak_mib or fake_vram_mib above 0".into());
     }
@@ -769,6 +781,34 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
         );
         assert!(
             err.contains("`max_retained_vram_slope_mib_per_cycle`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_late_free_and_a_settle_budget_parse_in_their_units() {
+        let fake = |late: &str| {
+            MINIMAL.replace(
+                "preset = \"bert-tiny\"",
+                &format!("fake_anon_mib = 8\n{late}"),
+            )
+        };
+        let text = format!(
+            "{}[thresholds]\nmax_settle_ms = 250\nmax_late_mib = 4\n",
+            fake("fake_late_free_ms = 300")
+        );
+        let s = parse_str("t", "t.toml", &text).unwrap();
+        let Some(ModelSource::Fake(m)) = s.models.get("m") else {
+            panic!("{:?}", s.models)
+        };
+        assert_eq!((m.anon_bytes, m.late_free_ms), (8 << 20, 300));
+        assert_eq!(s.thresholds.host.max_settle_s, Some(0.25));
+        assert_eq!(s.thresholds.host.max_late_bytes, Some(4 << 20));
+        let err = parse_str("t", "t.toml", &fake("fake_late_free_ms = 90000"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("fake_late_free_ms = 90000 is out of range: use 0 to 60000"),
             "{err}"
         );
     }

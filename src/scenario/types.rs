@@ -61,6 +61,10 @@ pub enum ModelSource {
 /// maps `leak_bytes` more that it never frees (a leak of that much per cycle);
 /// on a CUDA device it also allocates `vram_bytes` of device memory
 /// (`cuMemAlloc`) and sets every byte; at unload it frees all but the leak.
+/// With `late_free_ms` above 0 the unload hands its host memory (anon and
+/// file) to a thread that frees it that many ms after the cycle's release
+/// step returns (after the unload's, in a cycle without a release): a
+/// release call that returns before the memory is back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FakeModel {
     pub anon_bytes: u64,
@@ -68,6 +72,8 @@ pub struct FakeModel {
     pub leak_bytes: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub vram_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_free_ms: u64,
 }
 
 fn is_zero(bytes: &u64) -> bool {
@@ -93,9 +99,12 @@ impl fmt::Display for ModelSource {
                     "fake:anon={},file={},leak={}",
                     m.anon_bytes, m.file_bytes, m.leak_bytes
                 )?;
-                match m.vram_bytes {
+                if m.vram_bytes > 0 {
+                    write!(f, ",vram={}", m.vram_bytes)?;
+                }
+                match m.late_free_ms {
                     0 => Ok(()),
-                    vram => write!(f, ",vram={vram}"),
+                    ms => write!(f, ",late_free_ms={ms}"),
                 }
             }
         }
@@ -247,29 +256,41 @@ pub struct Budgets {
     pub max_retained_bytes: Option<u64>,
     pub max_retained_slope_bytes_per_cycle: Option<u64>,
     pub max_peak_bytes: Option<u64>,
+    /// The release gap's settle time (`max_settle_ms`), in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_settle_s: Option<f64>,
+    /// The release gap's late bytes (`max_late_mib`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_late_bytes: Option<u64>,
 }
 
 impl Budgets {
-    /// The slot of a budgetable metric (`None` for a metric no budget covers).
-    fn slot(&mut self, metric: MemoryMetric) -> Option<&mut Option<u64>> {
+    /// The budget of `metric` in its own unit (bytes, bytes per cycle,
+    /// seconds); `None` for a metric no budget covers.
+    pub fn get(&self, metric: MemoryMetric) -> Option<f64> {
+        let bytes = |b: Option<u64>| b.map(|v| v as f64);
         match metric {
-            MemoryMetric::Retained => Some(&mut self.max_retained_bytes),
-            MemoryMetric::Growth => Some(&mut self.max_retained_slope_bytes_per_cycle),
-            MemoryMetric::Peak => Some(&mut self.max_peak_bytes),
+            MemoryMetric::Retained => bytes(self.max_retained_bytes),
+            MemoryMetric::Growth => bytes(self.max_retained_slope_bytes_per_cycle),
+            MemoryMetric::Peak => bytes(self.max_peak_bytes),
+            MemoryMetric::Settle => self.max_settle_s,
+            MemoryMetric::LateBytes => bytes(self.max_late_bytes),
             _ => None,
         }
     }
 
-    /// The budget of `metric`, in bytes (per cycle for growth).
-    pub fn get(&self, metric: MemoryMetric) -> Option<u64> {
-        self.clone().slot(metric).and_then(|v| *v)
-    }
-
-    /// Sets the budget of `metric`; a metric no budget covers is ignored
-    /// (the catalogue names a budget key only for those that have a slot: tested).
-    pub fn set(&mut self, metric: MemoryMetric, bytes: u64) {
-        if let Some(slot) = self.slot(metric) {
-            *slot = Some(bytes);
+    /// Sets the budget of `metric` from its `[thresholds]` amount (MiB,
+    /// MiB/cycle, ms); a metric no budget covers is ignored (the catalogue
+    /// names a budget key only for those that have a slot: tested).
+    pub fn set(&mut self, metric: MemoryMetric, amount: f64) {
+        let bytes = Some(crate::metrics::catalogue::Unit::bytes_of_mib(amount));
+        match metric {
+            MemoryMetric::Retained => self.max_retained_bytes = bytes,
+            MemoryMetric::Growth => self.max_retained_slope_bytes_per_cycle = bytes,
+            MemoryMetric::Peak => self.max_peak_bytes = bytes,
+            MemoryMetric::Settle => self.max_settle_s = Some(metric.unit().of_people(amount)),
+            MemoryMetric::LateBytes => self.max_late_bytes = bytes,
+            _ => {}
         }
     }
 }
@@ -344,8 +365,12 @@ mod tests {
     fn every_budget_key_of_the_catalogue_has_a_slot() {
         for (metric, _, key) in crate::metrics::catalogue::budget_keys() {
             let mut b = Budgets::default();
-            b.set(metric, 7);
-            assert_eq!(b.get(metric), Some(7), "{key}");
+            b.set(metric, 7.0);
+            let people = b.get(metric).map(|v| v * metric.unit().scale());
+            assert!(
+                people.is_some_and(|v| (v - 7.0).abs() < 1e-9),
+                "{key}: {people:?}"
+            );
         }
     }
 

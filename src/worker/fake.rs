@@ -13,6 +13,11 @@
 //! On a CUDA device (any build: `fake_device`, through the driver library)
 //! a load also allocates `vram_bytes` of device memory and sets every byte;
 //! the unload frees it. The parent samples that VRAM through NVML.
+//!
+//! A model with `late_free_ms` keeps its host memory past the unload: a
+//! thread frees it that many ms after the cycle's release step returns (the
+//! unload's, without a release step), the way a delayed free or a child
+//! that exits late gives memory back after the call that should have.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -120,6 +125,10 @@ impl Region {
     }
 }
 
+// SAFETY: a Region is the only owner of its mapping (nothing else holds the
+// pointer), so unmapping it from another thread is sound.
+unsafe impl Send for Region {}
+
 impl Drop for Region {
     fn drop(&mut self) {
         if self.len > 0 {
@@ -141,6 +150,24 @@ struct Loaded {
     /// While asleep: the model's device bytes held as host memory instead
     /// (a sleep frees `vram` and makes this; a wake does the reverse).
     host_copy: Option<Region>,
+}
+
+/// Host memory an unload kept for a late free: freed `after` the release returns.
+struct Late {
+    regions: Vec<Region>,
+    after: Duration,
+}
+
+/// Hands each pending late free to a thread that frees it `after` from now
+/// (the moment the release call returned).
+fn free_late(pending: &mut Vec<Late>, threads: &mut Vec<std::thread::JoinHandle<()>>) {
+    let now = Instant::now();
+    for late in pending.drain(..) {
+        threads.push(std::thread::spawn(move || {
+            std::thread::sleep((now + late.after).saturating_duration_since(Instant::now()));
+            drop(late.regions);
+        }));
+    }
 }
 
 pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
@@ -178,6 +205,10 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         Ok(((), None))
     })?;
     let mut leaked: Vec<Region> = Vec::new();
+    // Late frees wait for the release step; a workload without one frees at the unload's end.
+    let has_release = w.steps.contains(&Step::Release);
+    let mut pending: Vec<Late> = Vec::new();
+    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
     for cycle in 1..=spec.cycles {
         let mut loaded: std::collections::HashMap<&str, Loaded> = Default::default();
         for step in &w.steps {
@@ -216,10 +247,23 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                 }
                 Step::Unload(id) => {
                     let l = loaded.remove(id.as_str()).context("unload before load")?;
+                    let late_ms = models.get(id.as_str()).map_or(0, |m| m.late_free_ms);
                     phase(out, Phase::Unload, cycle, Some(id), || {
+                        if late_ms > 0 {
+                            drop(l.vram);
+                            pending.push(Late {
+                                regions: vec![l.anon, l.file],
+                                after: Duration::from_millis(late_ms),
+                            });
+                            let note = format!("host memory freed {late_ms} ms after the release");
+                            return Ok(((), Some(note)));
+                        }
                         drop(l);
                         Ok(((), None))
                     })?;
+                    if !has_release {
+                        free_late(&mut pending, &mut threads);
+                    }
                 }
                 Step::Release => {
                     phase(out, Phase::Release, cycle, None, || {
@@ -235,6 +279,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                         };
                         Ok(((), Some(note.to_string())))
                     })?;
+                    free_late(&mut pending, &mut threads);
                 }
                 Step::Settle => sleep_phase(out, Phase::Settle, cycle, w.settle_ms)?,
                 Step::Idle(ms) => sleep_phase(out, Phase::Idle, cycle, *ms)?,
@@ -269,6 +314,13 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                     })?;
                 }
             }
+        }
+    }
+    // Every late free is done before the run ends: nothing comes back after it.
+    free_late(&mut pending, &mut threads);
+    for t in threads {
+        if t.join().is_err() {
+            bail!("fake worker: a late-free thread panicked");
         }
     }
     out.send(Message::Done(Done {

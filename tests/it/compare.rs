@@ -483,6 +483,8 @@ fn host_memory(retained_mib: f64, failed: bool) -> ResourceSummary {
         release_latency_s: spread(0.0052, 0.0001, 0.033, 30),
         release_t50_s: spread(0.0041, 0.0001, 0.021, 30),
         release_t90_s: spread(0.0049, 0.0001, 0.03, 30),
+        settle_s: spread(0.0, 0.0, 0.015, 30),
+        late_bytes: spread(0.0, 0.0, 1.0 * MIB, 30),
         cycles_retaining: if retaining { 17 } else { 0 },
         cycles_total: if failed { 20 } else { 30 },
         processes_retaining: if retaining { 2 } else { 0 },

@@ -6,7 +6,7 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `rerun::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`).
+//! `rerun::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`, `settle::`).
 
 mod common;
 
@@ -27,4 +27,5 @@ mod model_arg;
 mod program;
 mod rerun;
 mod run;
+mod settle;
 mod sleep;

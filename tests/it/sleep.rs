@@ -70,6 +70,18 @@ fn a_programs_sleep_and_wake_are_measured_in_memory_and_against_the_ceiling() {
     assert!(f("sleep_s") > 0.0 && f("wake_s") >= 0.0);
     // A CPU program has no VRAM: the columns are empty, not zero.
     assert_eq!(row["vram_asleep_bytes"], "");
+    assert_eq!(row["vram_settle_s"], "");
+    // Nothing came back after the sleep returned: no release gap.
+    assert!(
+        f("host_settle_s") < 0.05,
+        "host settle {}",
+        row["host_settle_s"]
+    );
+    assert!(
+        f("host_late_bytes") / MIB < 4.0,
+        "late {}",
+        row["host_late_bytes"]
+    );
     // summary.json carries the same pair.
     let summary = summary(&dir);
     assert_eq!(summary["runs"][0]["sleeps"][0]["copied_bytes"], 96u64 << 20);

@@ -221,7 +221,8 @@ pub(super) fn caption(layout: Layout, ranges_left_out: bool, lines: &[Line]) -> 
             "--wide shows every column".to_string()
         }),
         Layout::Markdown | Layout::Wide => out.push(
-            "growth: median over runs; latency, t50, t90, times: median (min–max) over every cycle"
+            "growth: median over runs; latency, t50, t90, settle, late, times: median (min–max) \
+             over every cycle"
                 .to_string(),
         ),
     }
@@ -254,11 +255,14 @@ fn legend_text(c: &Comparison) -> String {
          retained over cycles, median (min–max) over runs (a leak grows, a one-time cost stays \
          flat). Release t50 / t90 = from the begin of the unload until half / 90 % of what came \
          back by the end of the cycle (its release, settle, idle or busy steps) had come back. \
+         Settle = from the end of the release step (the call returned; the unload's end without \
+         one) until memory stays within {threshold:.0} MiB of where it ends up before the next \
+         load; late = what came back after the call returned. \
          Release action = the strategy's release step; release → next ready = that step plus the \
          next cycle's first load and first forward (for respawn: the old process's exit and the \
          new one's start, then a load and forward in a cold process). \
-         Release latency, t50, t90, load, forward, release and ready: median (min–max) over every \
-         cycle of every run. \
+         Release latency, t50, t90, settle, late, load, forward, release and ready: median \
+         (min–max) over every cycle of every run. \
          Retaining cycles: cycles whose retained is above {threshold:.0} MiB, of those measured; \
          retaining processes: runs with at least one. Forward vs ref = median forward time \
          relative to {reference}{why_slower}. \
@@ -555,9 +559,9 @@ pub(super) mod tests {
             }
             let wide = plain_as(&c, Layout::Wide);
             let columns = columns(Layout::Wide, &c.resources, true, true);
-            // Strategy, runs, 13 host metrics (+ 14 device ones), 6 time and check columns.
+            // Strategy, runs, 15 host metrics (+ 16 device ones), 6 time and check columns.
             let device = usize::from(c.lead.is_device());
-            assert_eq!(columns.len(), 2 + 13 + device * 14 + 6);
+            assert_eq!(columns.len(), 2 + 15 + device * 16 + 6);
             let header = wide.lines().find(|l| l.starts_with("strategy")).unwrap();
             for name in [
                 "after unload",
