@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use candle_core::backprop::BackpropOp;
+use candle_core::op::BackpropOp;
 use candle_core::cuda_backend::{CudaDType, CudaStorage};
 use candle_core::{DType, Device, Shape, Storage, Tensor};
 use cudarc::driver::{CudaStream, DeviceRepr, PinnedHostSlice};
