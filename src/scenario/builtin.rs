@@ -114,6 +114,10 @@ pub const SCRIPTS: &[(&str, &str)] = &[
         "pytorch/sync_visibility.py",
         include_str!("../../scenarios/pytorch/sync_visibility.py"),
     ),
+    (
+        "pytorch/sleep_wake.py",
+        include_str!("../../scenarios/pytorch/sleep_wake.py"),
+    ),
 ];
 
 /// Writes [`SCRIPTS`] under `cache/scenarios/<content hash>/` and returns

@@ -35,6 +35,8 @@ pub enum Asleep {
 pub struct Copied {
     pub bytes: u64,
     pub secs: f64,
+    /// Time spent page-locking host memory before the copy (pinned copies).
+    pub pin_s: Option<f64>,
 }
 
 impl Copied {
@@ -45,8 +47,12 @@ impl Copied {
         } else {
             0.0
         };
+        let pin = self
+            .pin_s
+            .map(|s| format!(" pin_s={s:.6}"))
+            .unwrap_or_default();
         format!(
-            "copied_bytes={} copy_s={:.6} gib_per_s={rate:.2}",
+            "copied_bytes={} copy_s={:.6} gib_per_s={rate:.2}{pin}",
             self.bytes, self.secs
         )
     }
@@ -93,7 +99,14 @@ pub fn sleep(
             }
             session.synchronize()?;
             let secs = start.elapsed().as_secs_f64();
-            (Asleep::Host(host), Some(Copied { bytes, secs }))
+            (
+                Asleep::Host(host),
+                Some(Copied {
+                    bytes,
+                    secs,
+                    pin_s: None,
+                }),
+            )
         }
         SleepMode::OffloadPinned => {
             #[cfg(feature = "cuda")]
@@ -143,7 +156,14 @@ pub fn wake(
             let loaded = LoadedModel::rebuild(model, &dev, dtype, host)?;
             session.synchronize()?;
             let secs = start.elapsed().as_secs_f64();
-            (loaded, Some(Copied { bytes, secs }))
+            (
+                loaded,
+                Some(Copied {
+                    bytes,
+                    secs,
+                    pin_s: None,
+                }),
+            )
         }
         #[cfg(feature = "cuda")]
         Asleep::Pinned(pinned) => {
