@@ -235,6 +235,19 @@ fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exi
         .output()
         .expect("check");
     assert!(check.status.success(), "{}", streams(&check));
+    // Without a directory, check would re-run the baseline's scenarios: an
+    // attached process cannot be started again, and check says so.
+    let rerun = memrel()
+        .args(["check", "--baseline", "attached", "--out"])
+        .arg(work.path())
+        .output()
+        .expect("check");
+    assert_eq!(rerun.status.code(), Some(2), "{}", streams(&rerun));
+    assert!(
+        stderr(&rerun).contains("measured by memrel attach"),
+        "{}",
+        stderr(&rerun)
+    );
 }
 
 #[test]
