@@ -176,7 +176,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
 fn announce(job: &Job, dir: &Path) {
     let target = job.setup.target;
     let what = if job.setup.tree {
-        "its process tree, PSS"
+        "its process tree (PSS)"
     } else {
         "the process alone"
     };
