@@ -100,47 +100,45 @@ impl LiveDir {
     /// memrel's pid and the target's.
     pub fn open(dir: &Path, target_pid: u32) -> Result<LiveDir> {
         let marks_path = dir.join(MARKS_FILE);
-        let marks = OpenOptions::new()
+        let mut marks = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .truncate(false)
             .open(&marks_path)
             .with_context(|| format!("cannot create {}", marks_path.display()))?;
+        // Marks left by an earlier attach of this directory are not this
+        // one's; every mark from the moment `live` is locked is (a mark may
+        // come in before this function returns).
+        marks
+            .seek(SeekFrom::End(0))
+            .with_context(|| format!("cannot read {}", marks_path.display()))?;
         let live_path = dir.join(LIVE_FILE);
-        let mut live = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&live_path)
-            .with_context(|| format!("cannot create {}", live_path.display()))?;
-        match live.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => bail!(
-                "{} already has a live measurement (another memrel attach writes it): \
-                 pass another --dir",
-                dir.display()
-            ),
-            Err(TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("cannot lock {}", live_path.display()))
+        if let Ok(existing) = File::open(&live_path) {
+            if matches!(existing.try_lock_shared(), Err(TryLockError::WouldBlock)) {
+                bail!(
+                    "{} already has a live measurement (another memrel attach writes it): \
+                     pass another --dir",
+                    dir.display()
+                );
             }
         }
+        // Made locked under another name, then moved into place: `live`
+        // never exists unlocked while this attach runs.
+        let tmp = dir.join(format!(".{LIVE_FILE}.{}", std::process::id()));
+        let mut live =
+            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         let info = serde_json::json!({"memrel_pid": std::process::id(), "pid": target_pid});
-        live.set_len(0)
+        live.lock()
             .and_then(|()| live.write_all(format!("{info}\n").as_bytes()))
+            .and_then(|()| std::fs::rename(&tmp, &live_path))
             .with_context(|| format!("cannot write {}", live_path.display()))?;
-        let mut live_dir = LiveDir {
+        Ok(LiveDir {
             dir: dir.to_path_buf(),
             live,
             marks,
             pending: Vec::new(),
-        };
-        // Marks left by an earlier attach of this directory are not this one's.
-        live_dir
-            .marks
-            .seek(SeekFrom::End(0))
-            .with_context(|| format!("cannot read {}", marks_path.display()))?;
-        Ok(live_dir)
+        })
     }
 
     /// The marks appended since the last call.
@@ -279,6 +277,24 @@ mod tests {
         assert_eq!(last.len(), 1, "{last:?}");
         let e = append_mark(dir.path(), MarkPhase::Begin(Phase::Load)).unwrap_err();
         assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
+    }
+
+    #[test]
+    fn a_directory_with_a_live_attach_is_not_taken_by_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = LiveDir::open(dir.path(), 1).unwrap();
+        let e = LiveDir::open(dir.path(), 2).err().expect("refused");
+        assert!(
+            e.to_string().contains("already has a live measurement"),
+            "{e}"
+        );
+        first.close();
+        // Once it ended, the directory's earlier marks are not the new one's.
+        append_mark(dir.path(), MarkPhase::End).unwrap_err();
+        let old = r#"{"phase":"load","mono_s":1.0,"by_pid":9}"#;
+        std::fs::write(dir.path().join(MARKS_FILE), format!("{old}\n")).unwrap();
+        let mut again = LiveDir::open(dir.path(), 3).unwrap();
+        assert!(again.take().is_empty());
     }
 
     #[test]
