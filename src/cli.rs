@@ -42,7 +42,7 @@ pub enum Command {
     Attach(AttachArgs),
     /// Mark a phase of a live `memrel attach` from another shell: `memrel mark DIR load`.
     #[command(
-        after_help = "Examples:\n  memrel mark /tmp/serve-mem load\n  memrel mark /tmp/serve-mem unload\n  memrel mark /tmp/serve-mem end      # ends the phase marked last\n\nExit codes: 0 marked, 2 error (no live measurement in DIR, unknown phase)."
+        after_help = "Examples:\n  memrel mark /tmp/serve-mem load --model bert\n  memrel mark /tmp/serve-mem unload --model bert\n  memrel mark /tmp/serve-mem end      # ends the phase marked last\n\nExit codes: 0 marked, 2 error (no live measurement in DIR, unknown phase)."
     )]
     Mark(MarkArgs),
     /// Re-render every output of a saved run (CSV, JSON, charts, comparison) from its data on disk.
@@ -161,6 +161,9 @@ pub struct MarkArgs {
     /// A phase (load, forward, unload, release, settle, warmup, baseline, busy), or end.
     #[arg(value_name = "PHASE")]
     pub phase: String,
+    /// The model the phase is about (as memrel.phase("load", model="bert") names it).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 /// Where a run's outputs go (shared by run and compare).

@@ -81,10 +81,21 @@ pub struct Mark {
     pub mono_s: f64,
     /// The pid of the `memrel mark` that wrote it.
     pub by_pid: u32,
+    /// The model the phase is about (`memrel mark --model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// A mark as attach reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    pub phase: MarkPhase,
+    pub mono_s: f64,
+    pub model: Option<String>,
 }
 
 /// A mark as attach reads it: valid, or what was wrong with its line.
-pub type MarkLine = Result<(MarkPhase, f64), String>;
+pub type MarkLine = Result<Received, String>;
 
 /// Attach's side: the locked `live` file and the marks read so far.
 pub struct LiveDir {
@@ -185,12 +196,16 @@ fn parse_line(line: &str) -> MarkLine {
     let mark: Mark = serde_json::from_str(line)
         .map_err(|e| format!("a line of {MARKS_FILE} is not a mark ({e}): {line:?}"))?;
     let phase = MarkPhase::parse(&mark.phase).map_err(|e| format!("{MARKS_FILE}: {e}"))?;
-    Ok((phase, mark.mono_s))
+    Ok(Received {
+        phase,
+        mono_s: mark.mono_s,
+        model: mark.model,
+    })
 }
 
 /// `memrel mark`'s side: appends a mark of `phase` to the live attach of
 /// `dir`, or fails saying why nothing was recorded.
-pub fn append_mark(dir: &Path, phase: MarkPhase) -> Result<()> {
+pub fn append_mark(dir: &Path, phase: MarkPhase, model: Option<&str>) -> Result<()> {
     let no_live = || {
         format!(
             "no live measurement in {}: start `memrel attach --dir {} PID` first",
@@ -220,6 +235,7 @@ pub fn append_mark(dir: &Path, phase: MarkPhase) -> Result<()> {
         phase: phase.as_str().to_string(),
         mono_s,
         by_pid: std::process::id(),
+        model: model.map(str::to_string),
     };
     let mut line = serde_json::to_vec(&mark)?;
     line.push(b'\n');
@@ -263,19 +279,21 @@ mod tests {
     #[test]
     fn a_mark_reaches_the_live_attach_and_none_after_it_ended() {
         let dir = tempfile::tempdir().unwrap();
-        let e = append_mark(dir.path(), MarkPhase::Begin(Phase::Load)).unwrap_err();
+        let e = append_mark(dir.path(), MarkPhase::Begin(Phase::Load), None).unwrap_err();
         assert!(format!("{e:#}").contains("no live measurement in"), "{e:#}");
         let mut live = LiveDir::open(dir.path(), 1).unwrap();
-        append_mark(dir.path(), MarkPhase::Begin(Phase::Load)).unwrap();
-        append_mark(dir.path(), MarkPhase::End).unwrap();
+        append_mark(dir.path(), MarkPhase::Begin(Phase::Load), Some("bert")).unwrap();
+        append_mark(dir.path(), MarkPhase::End, None).unwrap();
         let got = live.take();
         assert_eq!(got.len(), 2, "{got:?}");
-        assert_eq!(got[0].as_ref().unwrap().0, MarkPhase::Begin(Phase::Load));
-        assert_eq!(got[1].as_ref().unwrap().0, MarkPhase::End);
-        append_mark(dir.path(), MarkPhase::Begin(Phase::Unload)).unwrap();
+        let first = got[0].as_ref().unwrap();
+        assert_eq!(first.phase, MarkPhase::Begin(Phase::Load));
+        assert_eq!(first.model.as_deref(), Some("bert"));
+        assert_eq!(got[1].as_ref().unwrap().phase, MarkPhase::End);
+        append_mark(dir.path(), MarkPhase::Begin(Phase::Unload), None).unwrap();
         let last = live.close();
         assert_eq!(last.len(), 1, "{last:?}");
-        let e = append_mark(dir.path(), MarkPhase::Begin(Phase::Load)).unwrap_err();
+        let e = append_mark(dir.path(), MarkPhase::Begin(Phase::Load), None).unwrap_err();
         assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
     }
 
@@ -290,7 +308,7 @@ mod tests {
         );
         first.close();
         // Once it ended, the directory's earlier marks are not the new one's.
-        append_mark(dir.path(), MarkPhase::End).unwrap_err();
+        append_mark(dir.path(), MarkPhase::End, None).unwrap_err();
         let old = r#"{"phase":"load","mono_s":1.0,"by_pid":9}"#;
         std::fs::write(dir.path().join(MARKS_FILE), format!("{old}\n")).unwrap();
         let mut again = LiveDir::open(dir.path(), 3).unwrap();
@@ -302,7 +320,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(MARKS_FILE), "").unwrap();
         std::fs::write(dir.path().join(LIVE_FILE), "{}").unwrap();
-        let e = append_mark(dir.path(), MarkPhase::End).unwrap_err();
+        let e = append_mark(dir.path(), MarkPhase::End, None).unwrap_err();
         assert!(format!("{e:#}").contains("no longer running"), "{e:#}");
     }
 

@@ -210,8 +210,8 @@ fn vram_probe(cuda: bool) -> (Option<Box<dyn VramProbe>>, Option<String>) {
 struct Marker<'a> {
     events: &'a mut EventLog,
     numbering: CycleNumbering,
-    /// The phase the last mark began, and when.
-    open: Option<(Phase, f64)>,
+    /// The phase the last mark began, when, and its model.
+    open: Option<(Phase, f64, Option<String>)>,
     /// Edges never go back in time (the marks file and the log are two sources).
     last_t_s: f64,
     /// Reads the memory at each edge (as the channel does for a program).
@@ -225,9 +225,9 @@ impl Marker<'_> {
     fn take_marks(&mut self, lines: Vec<MarkLine>, zero_mono_s: f64, now_s: f64) {
         for line in lines {
             match line {
-                Ok((phase, mono_s)) => {
-                    let t_s = (mono_s - zero_mono_s).clamp(0.0, now_s);
-                    self.mark(phase, t_s, "memrel mark".to_string());
+                Ok(mark) => {
+                    let t_s = (mark.mono_s - zero_mono_s).clamp(0.0, now_s);
+                    self.mark(mark.phase, t_s, mark.model, "memrel mark".to_string());
                 }
                 Err(e) => eprintln!("memrel: warning: {e} (skipped)"),
             }
@@ -254,13 +254,13 @@ impl Marker<'_> {
                     i + 1,
                     rules[i].regex.as_str()
                 );
-                self.mark(phase, now_s, note);
+                self.mark(phase, now_s, None, note);
             }
         }
     }
 
     /// Ends the open phase and begins `phase` (unless it is `end`) at `t_s`.
-    fn mark(&mut self, phase: MarkPhase, t_s: f64, note: String) {
+    fn mark(&mut self, phase: MarkPhase, t_s: f64, model: Option<String>, note: String) {
         let t_s = t_s.max(self.last_t_s);
         eprintln!("memrel: {t_s:.3} s: {} ({note})", phase.as_str());
         if self.open.is_none() && phase == MarkPhase::End {
@@ -268,26 +268,35 @@ impl Marker<'_> {
         }
         self.close_open(t_s, &note);
         if let MarkPhase::Begin(p) = phase {
-            self.edge(p, Edge::Begin, t_s, None, note);
-            self.open = Some((p, t_s));
+            self.edge(p, Edge::Begin, t_s, None, model.clone(), note);
+            self.open = Some((p, t_s, model));
         }
     }
 
     /// Ends the phase a mark opened, if any.
     fn close_open(&mut self, t_s: f64, note: &str) {
-        if let Some((p, begun_s)) = self.open.take() {
+        if let Some((p, begun_s, model)) = self.open.take() {
             let t_s = t_s.max(self.last_t_s);
-            self.edge(p, Edge::End, t_s, Some(t_s - begun_s), note.to_string());
+            let elapsed_s = Some(t_s - begun_s);
+            self.edge(p, Edge::End, t_s, elapsed_s, model, note.to_string());
         }
     }
 
-    fn edge(&mut self, phase: Phase, edge: Edge, t_s: f64, elapsed_s: Option<f64>, note: String) {
+    fn edge(
+        &mut self,
+        phase: Phase,
+        edge: Edge,
+        t_s: f64,
+        elapsed_s: Option<f64>,
+        model: Option<String>,
+        note: String,
+    ) {
         let reading = self.probe.read().ok();
         let mut edge = PhaseEdge {
             phase,
             edge,
             cycle: CYCLE_UNSET,
-            model: None,
+            model,
             elapsed_s,
             memory: MemoryAtEdge {
                 rss_bytes: reading.map_or(0, |r| r.rss_bytes),

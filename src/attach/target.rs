@@ -42,6 +42,9 @@ impl Target {
             }
         };
         check_owner(pid, &status, rustix::process::geteuid().as_raw())?;
+        if let Some(tgid) = field(&status, "Tgid:").filter(|t| *t != u64::from(pid)) {
+            bail!("pid {pid} is a thread of process {tgid}: attach to {tgid}");
+        }
         let stat = Stat::read(pid)
             .with_context(|| format!("no process with pid {pid} (it ended as memrel looked)"))?;
         if stat.gone() {
@@ -231,6 +234,24 @@ mod tests {
         );
         let e = Target::open(std::process::id()).unwrap_err().to_string();
         assert!(e.contains("memrel attach itself"), "{e}");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            // /proc/thread-self links to PID/task/TID.
+            let link = std::fs::read_link("/proc/thread-self").unwrap();
+            let tid: u32 = link.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            tx.send(tid).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let e = Target::open(tid).unwrap_err().to_string();
+        stop_tx.send(()).unwrap();
+        thread.join().unwrap();
+        let me = std::process::id();
+        assert_eq!(
+            e,
+            format!("pid {tid} is a thread of process {me}: attach to {me}")
+        );
         let me = Target::open(std::os::unix::process::parent_id()).unwrap();
         assert!(me.alive() && !me.argv.is_empty());
     }

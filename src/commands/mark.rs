@@ -12,6 +12,6 @@ use crate::cli::MarkArgs;
 
 pub fn run(args: &MarkArgs, _out: &mut dyn Write) -> Result<ExitStatus> {
     let phase = MarkPhase::parse(&args.phase)?;
-    append_mark(&args.dir, phase)?;
+    append_mark(&args.dir, phase, args.model.as_deref())?;
     Ok(ExitStatus::Success)
 }

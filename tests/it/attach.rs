@@ -94,11 +94,12 @@ fn start_attach(results: &Path, pid: u32, args: &[&str]) -> Child {
     child
 }
 
+/// `memrel mark DIR PHASE [ARGS…]`.
 fn mark(results: &Path, phase: &str) -> Output {
     memrel()
         .arg("mark")
         .arg(results)
-        .arg(phase)
+        .args(phase.split(' '))
         .output()
         .expect("memrel mark starts")
 }
@@ -171,7 +172,7 @@ fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exi
         pid,
         &["--save-baseline", "attached", "--out", out],
     );
-    mark_ok(&results, "load");
+    mark_ok(&results, "load --model bert");
     touch(work.path(), "go");
     wait_for("the allocation", || work.path().join("allocated").exists());
     std::thread::sleep(Duration::from_millis(150));
@@ -195,6 +196,11 @@ fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exi
         ["load begin", "load end", "unload begin", "unload end"]
     );
     assert!(edges(&results).iter().all(|e| e.3 == "memrel mark"));
+    let models: Vec<String> = csv_rows(&results.join("events.csv"))
+        .into_iter()
+        .map(|r| r["model"].clone())
+        .collect();
+    assert_eq!(models, ["bert", "bert", "", ""]);
     let (peak_mib, first_mib) = peak_and_first_mib(&results, "load");
     assert!(
         peak_mib - first_mib >= 195.0,
