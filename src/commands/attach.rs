@@ -42,6 +42,12 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             args.device
         )
     })?;
+    if device.is_cuda() {
+        // A VRAM series was asked for: without NVML there would be none.
+        if let Err(why) = crate::sampler::nvml::NvmlProbe::open() {
+            bail!("--device {device}: cannot sample VRAM: {why}");
+        }
+    }
     let rules = args
         .mark_on
         .iter()
