@@ -35,6 +35,16 @@ pub enum Command {
         after_help = "Examples:\n  memrel exec -- python3 serve.py --port 8000\n  memrel exec --strategy drop --strategy malloc-trim --repeat 3 -- python3 load_and_unload.py\n  memrel exec --device cuda --strategy empty-cache --python .venv/bin/python -- python3 infer.py\n  memrel exec --tree --interval-ms 50 -- python3 train.py\n\nThe program marks its phases with the memrel Python module memrel puts on its PYTHONPATH\n(import memrel; with memrel.phase(\"load\", model=\"bert\"): ...; memrel.release()), or by\nwriting the protocol's JSON lines on the descriptor in MEMREL_EVENT_FD (README: \"Phase markers\").\nWithout markers it still gets a full timeline and the metrics that need no phases."
     )]
     Exec(ExecArgs),
+    /// Measure a running process memrel did not start (and its descendants) until it exits, Ctrl-C or --duration.
+    #[command(
+        after_help = "Examples:\n  memrel attach 12345\n  memrel attach --dir /tmp/serve-mem --duration 600 12345      # then, in another shell:\n  memrel mark /tmp/serve-mem load; memrel mark /tmp/serve-mem unload; memrel mark /tmp/serve-mem end\n  memrel attach --log serve.log --mark-on 'Loading model=load' --mark-on 'Model unloaded=unload' 12345\n\nA mark begins its phase and ends the one marked before (`end` ends it). SIGINT or SIGTERM ends the\nmeasurement, writes the results and exits 0. `memrel report`, `compare` and `check` read the results\ndirectory like a run's (docs/attach.md)."
+    )]
+    Attach(AttachArgs),
+    /// Mark a phase of a live `memrel attach` from another shell: `memrel mark DIR load`.
+    #[command(
+        after_help = "Examples:\n  memrel mark /tmp/serve-mem load --model bert\n  memrel mark /tmp/serve-mem unload --model bert\n  memrel mark /tmp/serve-mem end      # ends the phase marked last\n\nExit codes: 0 marked, 2 error (no live measurement in DIR, unknown phase)."
+    )]
+    Mark(MarkArgs),
     /// Re-render every output of a saved run (CSV, JSON, charts, comparison) from its data on disk.
     #[command(
         after_help = "Examples:\n  memrel report results/cpu-trim/20261122-040426\n  memrel report results/cpu-trim/20261122-040426 --out /tmp/again --export-trace trace.json"
@@ -105,6 +115,55 @@ pub struct ExecArgs {
     /// The program and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The process to measure (memrel needs its user, or root).
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+    /// Stop after this many seconds (default: when the process exits, or on Ctrl-C / SIGTERM).
+    #[arg(long = "duration", value_name = "SECONDS")]
+    pub duration_s: Option<f64>,
+    /// Mark PHASE when a line of the --log file matches REGEX (repeatable; the first rule that matches a line wins).
+    #[arg(long = "mark-on", value_name = "REGEX=PHASE", requires = "log")]
+    pub mark_on: Vec<String>,
+    /// The log file to follow for --mark-on, like `tail -F` (from its end; rotation and truncation are followed).
+    #[arg(long, value_name = "FILE", requires = "mark_on")]
+    pub log: Option<PathBuf>,
+    /// Sampling interval in milliseconds, 1 to 10000 (reading a process tree costs ~17 µs per resident MiB).
+    #[arg(long, value_name = "MS", default_value_t = 50.0)]
+    pub interval_ms: f64,
+    /// Sample the process alone (its RSS), not its process tree (PSS summed over it and its descendants).
+    #[arg(long)]
+    pub no_tree: bool,
+    /// Also sample the process's VRAM on this device (cuda or cuda:N; NVML); default cpu: host memory only.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// The name its results go under (<OUT>/<NAME>/<timestamp>).
+    #[arg(long, default_value = "attach")]
+    pub name: String,
+    /// Write the results into exactly this directory (created; must be new or empty) instead of <OUT>/<NAME>/<timestamp>.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Print every column of the table.
+    #[arg(long)]
+    pub wide: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MarkArgs {
+    /// The results directory a live `memrel attach` writes.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// A phase (load, forward, unload, release, settle, warmup, baseline, busy), or end.
+    #[arg(value_name = "PHASE")]
+    pub phase: String,
+    /// The model the phase is about (as memrel.phase("load", model="bert") names it).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 /// Where a run's outputs go (shared by run and compare).

@@ -5,6 +5,7 @@
 //! candle worker, the fake worker or any program) + sampler → run record →
 //! metrics → exporters → gate. See README.md and each module's docs.
 
+pub mod attach;
 pub mod baseline;
 pub mod calibrate;
 pub mod cli;

@@ -140,6 +140,7 @@ impl Plan {
                 retention_threshold_bytes: scenario.thresholds.retention_threshold_bytes,
                 models: infos,
                 program: self.program_record(&plug),
+                attached: None,
             },
             runs: Vec::new(),
         };

@@ -5,12 +5,14 @@
 //! directories in `results`, the lines after a run in [`output`]; no command
 //! calls into another command's module.
 
+pub mod attach;
 pub mod baseline;
 pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod exec;
 pub mod list;
+pub mod mark;
 pub mod model;
 pub mod output;
 pub mod report;

@@ -53,6 +53,14 @@ pub fn run_baseline_scenarios(
 /// cycles and repetitions, and a program's interpreter, tree and working
 /// directory (a record made before memrel kept them: the defaults).
 fn as_saved(baseline: &str, name: &str, base: &Record, results_root: &Path) -> Result<Plan> {
+    if let Some(attached) = &base.header.attached {
+        bail!(
+            "baseline {baseline:?}, scenario {name}: measured by memrel attach (pid {}), a process memrel \
+             cannot start again: attach to the process again and check its results directory \
+             (memrel check --baseline {baseline} DIR)",
+            attached.pid
+        );
+    }
     let mut scenario = scenario::parse_str(
         name,
         &base.header.scenario_origin,

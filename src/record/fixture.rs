@@ -40,6 +40,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
             parameters: 25 * MIB,
         }],
         program: None,
+        attached: None,
     }
 }
 

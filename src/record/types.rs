@@ -184,6 +184,33 @@ pub struct Header {
     /// recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<Program>,
+    /// The process `memrel attach` measured (it did not start it); `None`
+    /// for runs memrel started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<Attached>,
+}
+
+/// A process measured by `memrel attach`: which one, what it ran, when it
+/// started and why the measurement ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Attached {
+    pub pid: u32,
+    /// Its arguments as /proc/PID/cmdline gave them at attach time.
+    pub argv: Vec<String>,
+    /// When the process started (Unix seconds), from /proc/PID/stat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_s: Option<u64>,
+    /// When memrel attached (Unix seconds): samples start here.
+    pub attached_unix_s: u64,
+    /// Its descendants were sampled too (PSS summed over the tree).
+    pub tree: bool,
+    /// The log file followed for `--mark-on`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// Why the measurement ended: the process exited, `--duration` passed,
+    /// or SIGINT/SIGTERM to memrel.
+    #[serde(default)]
+    pub ended: String,
 }
 
 /// A program's run as `memrel check` re-runs it: the command as run, the

@@ -582,6 +582,7 @@ fn fixed_header() -> Header {
             parameters: 109_000_000,
         }],
         program: None,
+        attached: None,
     }
 }
 

@@ -6,10 +6,12 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `rerun::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`, `settle::`).
+//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`,
+//! `settle::`, `sleep::`).
 
 mod common;
 
+mod attach;
 mod baseline;
 mod calibrate;
 mod checkpoints;

@@ -1,0 +1,317 @@
+//! One attached measurement, start to end: the sampler on the target's
+//! process (or tree), the marks of `memrel mark` and of `--mark-on` turned
+//! into phase edges on the samples' clock, and the run written as a run of
+//! `memrel exec` is (`record::live` while it goes on, the derived outputs
+//! at the end), so `report`, `compare` and `check` take it unchanged.
+//!
+//! A mark begins its phase and ends the phase the previous mark began (a
+//! phase opened by a mark is closed by the next one, by `end`, or when the
+//! measurement ends). Cycles are numbered as for a program that leaves them
+//! out (`CycleNumbering`: a load after an unload starts the next cycle).
+//!
+//! It ends when the process exits, when `--duration` has passed, or on
+//! SIGINT/SIGTERM to memrel; each writes the results the same way.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::follow::{Follower, Rule};
+use super::header::{Setup, STRATEGY};
+use super::live::{LiveDir, MarkLine, MarkPhase};
+use crate::export;
+use crate::metrics::{self, Summary};
+use crate::orchestrator::signals;
+use crate::protocol::{monotonic_s, Check, Edge, MemoryAtEdge, Phase, PhaseEdge, CYCLE_UNSET};
+use crate::record::live::{EventLog, LiveRun};
+use crate::record::{Event, Record, RunMeta, RunRecord, RunStatus};
+use crate::sampler::{Probe, Sampler, VramProbe};
+use crate::worker::command::CycleNumbering;
+
+/// How often the loop reads marks, the log, and looks at the process.
+const TICK: Duration = Duration::from_millis(20);
+
+/// A quoted log line is cut here in an edge's note.
+const NOTE_LINE_CHARS: usize = 160;
+
+/// What one attach measures and where it writes.
+pub struct Job<'a> {
+    pub setup: Setup<'a>,
+    pub duration: Option<Duration>,
+    pub rules: Vec<Rule>,
+    pub log: Option<Follower>,
+    /// The results directory (made, empty).
+    pub dir: PathBuf,
+}
+
+/// Why the measurement ended.
+enum Ended {
+    Exited,
+    Duration,
+    Signal(i32),
+}
+
+/// Measures until the process exits, `--duration` passes or a signal comes;
+/// returns the record as written and its summary.
+pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
+    let dir = job.dir.clone();
+    let cannot_write = || format!("cannot write results into {}", dir.display());
+    let target = job.setup.target;
+    let pid = target.pid;
+    let device = job.setup.device;
+    let interval = Duration::from_secs_f64(job.setup.interval_ms / 1e3);
+    let mut record = Record {
+        header: job.setup.header()?,
+        runs: Vec::new(),
+    };
+    let mut meta = RunMeta::planned(1, STRATEGY, 1);
+    meta.pid = pid;
+    let mut live = LiveRun::begin(&dir, &record, &meta).with_context(cannot_write)?;
+    let mut marks = LiveDir::open(&dir, pid)?;
+    let (vram, vram_missing) = vram_probe(device.is_cuda());
+    if let Some(why) = vram_missing {
+        meta.checks.push(Check {
+            name: "vram sampler (nvml)".into(),
+            ok: false,
+            detail: why,
+        });
+    }
+    let clock_zero = Instant::now();
+    let zero_mono_s = monotonic_s();
+    let writer = live.samples.writer().with_context(cannot_write)?;
+    let sampler = Sampler::start(pid, interval, clock_zero, vram, job.setup.tree, writer)
+        .context("cannot start the sampler thread")?;
+    record.header.sampler = sampler.probe_name.to_string();
+    let mut marker = Marker {
+        events: &mut live.events,
+        numbering: CycleNumbering::default(),
+        open: None,
+        last_t_s: 0.0,
+        probe: if job.setup.tree {
+            Probe::open_tree(pid)
+        } else {
+            Probe::open(pid)
+        },
+        vram: device
+            .is_cuda()
+            .then(crate::sampler::vram::open_nvml)
+            .flatten(),
+        pid,
+        max_cycle: 0,
+    };
+    announce(&job, &dir);
+    let now_s = || clock_zero.elapsed().as_secs_f64();
+    let ended = loop {
+        marker.take_marks(marks.take(), zero_mono_s, now_s());
+        if let Some(log) = job.log.as_mut() {
+            marker.take_log(log, &job.rules, &mut meta, now_s());
+        }
+        if let Some(hwm) = target.vm_hwm_bytes() {
+            meta.vm_hwm_bytes = Some(hwm);
+        }
+        if !target.alive() {
+            break Ended::Exited;
+        }
+        if let Some(sig) = signals::received() {
+            break Ended::Signal(sig);
+        }
+        if job.duration.is_some_and(|d| clock_zero.elapsed() >= d) {
+            break Ended::Duration;
+        }
+        std::thread::sleep(TICK);
+    };
+    let end_s = now_s();
+    let (sample_error, vram) = match sampler.stop_keep_probe() {
+        Ok((writer, vram)) => (writer.finish(), vram),
+        Err(e) => (Some(e.to_string()), None),
+    };
+    // Marks that came in as it ended are kept: after this, `mark` refuses.
+    marker.take_marks(marks.close(), zero_mono_s, now_s());
+    if let Some(log) = job.log.as_mut() {
+        marker.take_log(log, &job.rules, &mut meta, now_s());
+    }
+    marker.close_open(end_s, "the measurement ended");
+    let cycles = marker.max_cycle.max(1);
+    drop(marker);
+    meta.checks
+        .extend(vram.map(|v| v.checks()).unwrap_or_default());
+    meta.duration_s = end_s;
+    meta.status = RunStatus::Completed;
+    if let Some(e) = sample_error {
+        meta.status = RunStatus::Failed;
+        meta.error = Some(format!(
+            "cannot write the run's samples to samples.csv: {e}"
+        ));
+    }
+    let why = match ended {
+        Ended::Exited => format!("process {pid} exited"),
+        Ended::Duration => format!("--duration {:.3} s passed", end_s),
+        Ended::Signal(sig) => format!("memrel received {}", signals::name(sig)),
+    };
+    record.header.cycles = cycles;
+    record.header.scenario_toml = job.setup.scenario(cycles)?.toml_text;
+    if let Some(attached) = record.header.attached.as_mut() {
+        attached.ended = why.clone();
+    }
+    eprintln!("memrel: measured pid {pid} for {end_s:.1} s; ended: {why}");
+    let mut run = RunRecord {
+        meta,
+        samples: Vec::new(),
+        events: Vec::new(),
+        decimation: None,
+    };
+    live.finish(&mut run).with_context(cannot_write)?;
+    record.runs.push(run);
+    record
+        .save_events_and_runs(&dir)
+        .with_context(cannot_write)?;
+    let summary = metrics::summarize(&record);
+    export::write_derived_run_outputs(&dir, &record, &summary).with_context(cannot_write)?;
+    Ok((record, summary))
+}
+
+/// What memrel tells on stderr once the measurement runs: another program
+/// waits for the `live` file instead.
+fn announce(job: &Job, dir: &Path) {
+    let target = job.setup.target;
+    let what = if job.setup.tree {
+        "its process tree (PSS)"
+    } else {
+        "the process alone"
+    };
+    eprintln!(
+        "memrel: attached to pid {} ({}), sampling {what} every {} ms\n\
+         memrel: results in {}; mark phases with `memrel mark {} PHASE`\n\
+         memrel: ends when the process exits, on Ctrl-C or SIGTERM{}",
+        target.pid,
+        target.argv.join(" "),
+        job.setup.interval_ms,
+        dir.display(),
+        dir.display(),
+        job.duration
+            .map(|d| format!(", or after --duration {} s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
+}
+
+/// The VRAM probe of a CUDA device, or why there is none.
+fn vram_probe(cuda: bool) -> (Option<Box<dyn VramProbe>>, Option<String>) {
+    if !cuda {
+        return (None, None);
+    }
+    match crate::sampler::vram::try_open_nvml() {
+        Ok(probe) => (Some(probe), None),
+        Err(why) => (None, Some(why)),
+    }
+}
+
+/// Turns marks into phase edges, appended to events.csv as they come.
+struct Marker<'a> {
+    events: &'a mut EventLog,
+    numbering: CycleNumbering,
+    /// The phase the last mark began, when, and its model.
+    open: Option<(Phase, f64, Option<String>)>,
+    /// Edges never go back in time (the marks file and the log are two sources).
+    last_t_s: f64,
+    /// Reads the memory at each edge (as the channel does for a program).
+    probe: Probe,
+    vram: Option<Box<dyn VramProbe>>,
+    pid: u32,
+    max_cycle: u32,
+}
+
+impl Marker<'_> {
+    fn take_marks(&mut self, lines: Vec<MarkLine>, zero_mono_s: f64, now_s: f64) {
+        for line in lines {
+            match line {
+                Ok(mark) => {
+                    let t_s = (mark.mono_s - zero_mono_s).clamp(0.0, now_s);
+                    self.mark(mark.phase, t_s, mark.model, "memrel mark".to_string());
+                }
+                Err(e) => eprintln!("memrel: warning: {e} (skipped)"),
+            }
+        }
+    }
+
+    /// The log's new lines, marked where a rule matches; rotations noted in
+    /// the run's checks (passed: nothing was lost).
+    fn take_log(&mut self, log: &mut Follower, rules: &[Rule], meta: &mut RunMeta, now_s: f64) {
+        let polled = log.poll();
+        for note in polled.notes {
+            eprintln!("memrel: {note}");
+            meta.checks.push(Check {
+                name: "log followed".into(),
+                ok: true,
+                detail: format!("at {now_s:.3} s: {note}"),
+            });
+        }
+        for line in polled.lines {
+            if let Some((phase, i)) = Rule::first_match(rules, &line) {
+                let quoted: String = line.chars().take(NOTE_LINE_CHARS).collect();
+                let note = format!(
+                    "--mark-on #{} /{}/ matched log line {quoted:?}",
+                    i + 1,
+                    rules[i].regex.as_str()
+                );
+                self.mark(phase, now_s, None, note);
+            }
+        }
+    }
+
+    /// Ends the open phase and begins `phase` (unless it is `end`) at `t_s`.
+    fn mark(&mut self, phase: MarkPhase, t_s: f64, model: Option<String>, note: String) {
+        let t_s = t_s.max(self.last_t_s);
+        eprintln!("memrel: {t_s:.3} s: {} ({note})", phase.as_str());
+        if self.open.is_none() && phase == MarkPhase::End {
+            eprintln!("memrel: warning: `end` at {t_s:.3} s: no phase was open");
+        }
+        self.close_open(t_s, &note);
+        if let MarkPhase::Begin(p) = phase {
+            self.edge(p, Edge::Begin, t_s, None, model.clone(), note);
+            self.open = Some((p, t_s, model));
+        }
+    }
+
+    /// Ends the phase a mark opened, if any.
+    fn close_open(&mut self, t_s: f64, note: &str) {
+        if let Some((p, begun_s, model)) = self.open.take() {
+            let t_s = t_s.max(self.last_t_s);
+            let elapsed_s = Some(t_s - begun_s);
+            self.edge(p, Edge::End, t_s, elapsed_s, model, note.to_string());
+        }
+    }
+
+    fn edge(
+        &mut self,
+        phase: Phase,
+        edge: Edge,
+        t_s: f64,
+        elapsed_s: Option<f64>,
+        model: Option<String>,
+        note: String,
+    ) {
+        let reading = self.probe.read().ok();
+        let mut edge = PhaseEdge {
+            phase,
+            edge,
+            cycle: CYCLE_UNSET,
+            model,
+            elapsed_s,
+            memory: MemoryAtEdge {
+                rss_bytes: reading.map_or(0, |r| r.rss_bytes),
+                anon_bytes: reading.map_or(0, |r| r.anon_bytes),
+                file_bytes: reading.map_or(0, |r| r.file_bytes),
+                vram_bytes: self.vram.as_mut().and_then(|v| v.process_bytes(self.pid)),
+            },
+            allocator: None,
+            heap: None,
+            note: Some(note),
+            mono_s: None,
+        };
+        self.numbering.assign(&mut edge);
+        self.max_cycle = self.max_cycle.max(edge.cycle);
+        self.last_t_s = t_s;
+        self.events.append(&Event { t_s, edge });
+    }
+}

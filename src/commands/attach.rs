@@ -1,0 +1,121 @@
+//! `memrel attach PID`: checks the options and the process before anything
+//! is measured, makes the results directory, measures (`attach::session`)
+//! and prints the table and where the results went. SIGINT and SIGTERM end
+//! the measurement the way the process exiting does: results written, exit
+//! 0 (a program that started memrel stops it this way).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::ExitStatus;
+use crate::attach::follow::{Follower, Rule};
+use crate::attach::header::Setup;
+use crate::attach::session::{self, Job};
+use crate::attach::target::Target;
+use crate::baseline;
+use crate::cli::AttachArgs;
+use crate::export::{console, table};
+use crate::orchestrator::signals;
+use crate::results::{self, check_output_args, create_out_dir};
+use crate::scenario::DeviceSpec;
+
+pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    if !(1.0..=10_000.0).contains(&args.interval_ms) {
+        bail!(
+            "--interval-ms {} is out of range: use 1 to 10000",
+            args.interval_ms
+        );
+    }
+    let duration = match args.duration_s {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            bail!("--duration {s} must be a positive number of seconds")
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let device = DeviceSpec::parse(&args.device).with_context(|| {
+        format!(
+            "--device {:?} is not valid: use cpu, cuda or cuda:N",
+            args.device
+        )
+    })?;
+    if device.is_cuda() {
+        // A VRAM series was asked for: without NVML there would be none.
+        if let Err(why) = crate::sampler::nvml::NvmlProbe::open() {
+            bail!("--device {device}: cannot sample VRAM: {why}");
+        }
+    }
+    let rules = args
+        .mark_on
+        .iter()
+        .map(|r| Rule::parse(r))
+        .collect::<Result<Vec<_>>>()?;
+    let log = args.log.as_deref().map(Follower::open).transpose()?;
+    check_output_args(&args.output)?;
+    let target = Target::open(args.pid)?;
+    let dir = results_dir(args)?;
+    signals::install()?;
+    let job = Job {
+        setup: Setup {
+            name: &args.name,
+            target: &target,
+            device,
+            interval_ms: args.interval_ms,
+            duration_s: args.duration_s,
+            tree: !args.no_tree,
+            log: log.as_ref().map(|l| l.path().display().to_string()),
+            command_line: crate::plan::command_line(),
+        },
+        duration,
+        rules,
+        log,
+        dir: dir.clone(),
+    };
+    let (_, summary) = session::measure(job)?;
+    write!(
+        out,
+        "{}",
+        console::summary_table_as(&summary, table::Layout::console(args.wide))
+    )?;
+    writeln!(out, "\nresults: {}", dir.display())?;
+    if let Some(path) = &args.output.export_trace {
+        results::export_trace_of(&dir, path)?;
+        writeln!(out, "trace: {}", path.display())?;
+    }
+    if let Some(name) = &args.output.save_baseline {
+        let root = baseline::root(&args.output.out);
+        let saved = baseline::save(&dir, &root, name, args.output.replace)?;
+        writeln!(out, "baseline {name}: {}", saved.entry.display())?;
+    }
+    if let Some(error) = summary.runs.iter().find_map(|r| r.error.as_ref()) {
+        eprintln!(
+            "memrel: error: the measurement did not complete: {error}; what was measured is kept in {}",
+            dir.display()
+        );
+        return Ok(ExitStatus::Error);
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// `--dir` (made, or empty), else a new `<OUT>/<NAME>/<timestamp>`.
+fn results_dir(args: &AttachArgs) -> Result<PathBuf> {
+    let Some(dir) = &args.dir else {
+        return create_out_dir(&args.output.out, &args.name);
+    };
+    if dir.exists() && !is_empty_dir(dir) {
+        bail!(
+            "--dir {}: not an empty directory: name a new one (results are never written over others)",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--dir {}: cannot create it", dir.display()))?;
+    Ok(dir.clone())
+}
+
+fn is_empty_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
+}

@@ -1,0 +1,485 @@
+//! `memrel attach PID` and `memrel mark DIR PHASE` on real processes started
+//! outside memrel (python3 programs the tests write, `sleep`): attached,
+//! marked from another process and from a log file, ended by the process's
+//! exit, SIGTERM or --duration; and the errors of bad pids, flags and dirs.
+//!
+//! The programs wait for files the test creates (`go`, `free`, `exit`) so
+//! that each step happens while memrel measures, on any machine speed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use super::common::*;
+
+/// Allocates and touches 200 MiB once `go` exists, frees it once `free`
+/// exists, exits once `exit` exists; says where it is with files.
+const ALLOCATES_200_MIB: &str = r#"
+import os, sys, time
+d = sys.argv[1]
+def wait(name):
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.005)
+def say(name):
+    open(os.path.join(d, name), "w").close()
+say("ready")
+wait("go")
+blob = bytearray(200 << 20)
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+say("allocated")
+wait("free")
+del blob
+say("freed")
+wait("exit")
+"#;
+
+/// Writes log lines around a 100 MiB allocation, rotating its log (rename,
+/// new file) between them.
+const LOGS_AND_ROTATES: &str = r#"
+import os, sys, time
+d = sys.argv[1]
+log_path = os.path.join(d, "app.log")
+def wait(name):
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.005)
+def log(line):
+    with open(log_path, "a") as f:
+        f.write(line + "\n")
+log("starting up")
+open(os.path.join(d, "ready"), "w").close()
+wait("go")
+log("INFO loading model bert")
+blob = bytearray(100 << 20)
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+time.sleep(0.4)
+os.rename(log_path, log_path + ".1")
+log("INFO model bert unloaded")
+del blob
+time.sleep(0.4)
+log("INFO finished")
+time.sleep(0.3)
+"#;
+
+/// `python3 PROGRAM DIR`, started outside memrel, once it has said `ready`.
+fn start_program(dir: &Path, program: &str) -> Child {
+    let path = dir.join("prog.py");
+    std::fs::write(&path, program).expect("write prog.py");
+    let child = Command::new("python3")
+        .arg(&path)
+        .arg(dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("python3 starts (the attach tests need python3 on PATH)");
+    wait_for("the program to start", || dir.join("ready").exists());
+    child
+}
+
+/// `memrel attach --dir DIR --interval-ms 20 ARGS… PID` in the background,
+/// once its `live` file exists.
+fn start_attach(results: &Path, pid: u32, args: &[&str]) -> Child {
+    let child = memrel()
+        .arg("attach")
+        .arg("--dir")
+        .arg(results)
+        .args(["--interval-ms", "20"])
+        .args(args)
+        .arg(pid.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("memrel starts");
+    wait_for("memrel attach to go live", || results.join("live").exists());
+    child
+}
+
+/// `memrel mark DIR PHASE [ARGS…]`.
+fn mark(results: &Path, phase: &str) -> Output {
+    memrel()
+        .arg("mark")
+        .arg(results)
+        .args(phase.split(' '))
+        .output()
+        .expect("memrel mark starts")
+}
+
+fn mark_ok(results: &Path, phase: &str) {
+    let output = mark(results, phase);
+    assert!(
+        output.status.success(),
+        "memrel mark {phase}: {}",
+        streams(&output)
+    );
+}
+
+fn touch(dir: &Path, name: &str) {
+    std::fs::write(dir.join(name), "").expect("write a step file");
+}
+
+/// memrel's output once it ended (within 60 s).
+fn finish(mut child: Child) -> Output {
+    wait_with_limit(&mut child, Duration::from_secs(60));
+    child.wait_with_output().expect("memrel's output")
+}
+
+/// (phase, edge, t_s, note) of each row of events.csv.
+fn edges(results: &Path) -> Vec<(String, String, f64, String)> {
+    csv_rows(&results.join("events.csv"))
+        .into_iter()
+        .map(|r| {
+            (
+                r["phase"].clone(),
+                r["edge"].clone(),
+                r["t_s"].parse().expect("t_s"),
+                r["note"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn phase_edges(results: &Path) -> Vec<String> {
+    edges(results)
+        .into_iter()
+        .map(|(p, e, _, _)| format!("{p} {e}"))
+        .collect()
+}
+
+/// The largest rss_bytes of the samples in `phase`, in MiB, and the first sample's.
+fn peak_and_first_mib(results: &Path, phase: &str) -> (f64, f64) {
+    let rows = csv_rows(&results.join("samples.csv"));
+    let rss = |r: &std::collections::HashMap<String, String>| {
+        r["rss_bytes"].parse::<f64>().expect("rss_bytes") / MIB
+    };
+    let first = rss(rows.first().expect("samples"));
+    let peak = rows
+        .iter()
+        .filter(|r| r["phase"] == phase)
+        .map(rss)
+        .fold(0.0, f64::max);
+    (peak, first)
+}
+
+#[test]
+fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exits() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let results = work.path().join("results");
+    let mut program = start_program(work.path(), ALLOCATES_200_MIB);
+    let pid = program.id();
+    let out = work.path().to_str().expect("utf-8 temp dir");
+    let attach = start_attach(
+        &results,
+        pid,
+        &["--save-baseline", "attached", "--out", out],
+    );
+    mark_ok(&results, "load --model bert");
+    touch(work.path(), "go");
+    wait_for("the allocation", || work.path().join("allocated").exists());
+    std::thread::sleep(Duration::from_millis(150));
+    mark_ok(&results, "unload");
+    touch(work.path(), "free");
+    wait_for("the free", || work.path().join("freed").exists());
+    std::thread::sleep(Duration::from_millis(150));
+    mark_ok(&results, "end");
+    touch(work.path(), "exit");
+    let output = finish(attach);
+    program.wait().expect("the program ends");
+    assert!(output.status.success(), "{}", streams(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!("ended: process {pid} exited")),
+        "{err}"
+    );
+
+    assert_eq!(
+        phase_edges(&results),
+        ["load begin", "load end", "unload begin", "unload end"]
+    );
+    assert!(edges(&results).iter().all(|e| e.3 == "memrel mark"));
+    let models: Vec<String> = csv_rows(&results.join("events.csv"))
+        .into_iter()
+        .map(|r| r["model"].clone())
+        .collect();
+    assert_eq!(models, ["bert", "bert", "", ""]);
+    let (peak_mib, first_mib) = peak_and_first_mib(&results, "load");
+    assert!(
+        peak_mib - first_mib >= 195.0,
+        "the 200 MiB allocation is not in the load phase's samples: peak {peak_mib:.1} MiB, first {first_mib:.1} MiB"
+    );
+    let header = &runs_json(&results)["header"];
+    assert_eq!(header["attached"]["pid"], pid);
+    let argv = header["attached"]["argv"].to_string();
+    assert!(argv.contains("prog.py"), "{argv}");
+    assert_eq!(header["attached"]["tree"], true);
+    assert_eq!(runs(&results)[0]["status"], "completed");
+    let record = assert_intact(&results, 1);
+    assert_eq!(record.header.sampler, "procfs-tree-pss");
+    // The live file is gone with the measurement: a late mark is refused.
+    assert!(!results.join("live").exists());
+    let late = mark(&results, "load");
+    assert_eq!(late.status.code(), Some(2), "{}", streams(&late));
+    assert!(
+        stderr(&late).contains("no live measurement in"),
+        "{}",
+        stderr(&late)
+    );
+    // The results are a run's: compare reads them, and the baseline saved
+    // from them passes its own check.
+    let compare = memrel()
+        .arg("compare")
+        .arg(&results)
+        .arg(&results)
+        .arg("--out")
+        .arg(work.path())
+        .output()
+        .expect("compare");
+    assert!(compare.status.success(), "{}", streams(&compare));
+    let check = memrel()
+        .args(["check", "--baseline", "attached", "--out"])
+        .arg(work.path())
+        .arg(&results)
+        .output()
+        .expect("check");
+    assert!(check.status.success(), "{}", streams(&check));
+    // Without a directory, check would re-run the baseline's scenarios: an
+    // attached process cannot be started again, and check says so.
+    let rerun = memrel()
+        .args(["check", "--baseline", "attached", "--out"])
+        .arg(work.path())
+        .output()
+        .expect("check");
+    assert_eq!(rerun.status.code(), Some(2), "{}", streams(&rerun));
+    assert!(
+        stderr(&rerun).contains("measured by memrel attach"),
+        "{}",
+        stderr(&rerun)
+    );
+}
+
+#[test]
+fn log_lines_that_match_mark_on_mark_phases_across_a_rotation() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let results = work.path().join("results");
+    let mut program = start_program(work.path(), LOGS_AND_ROTATES);
+    let log = work.path().join("app.log");
+    let log_arg = log.to_str().expect("utf-8 temp dir");
+    let attach = start_attach(
+        &results,
+        program.id(),
+        &[
+            "--log",
+            log_arg,
+            // Logged before memrel attached: history, never a mark.
+            "--mark-on",
+            "starting up=warmup",
+            "--mark-on",
+            r"loading model \w+=load",
+            "--mark-on",
+            "unloaded=unload",
+            "--mark-on",
+            "INFO finished=end",
+        ],
+    );
+    touch(work.path(), "go");
+    let output = finish(attach);
+    program.wait().expect("the program ends");
+    assert!(output.status.success(), "{}", streams(&output));
+    assert_eq!(
+        phase_edges(&results),
+        ["load begin", "load end", "unload begin", "unload end"]
+    );
+    let notes: Vec<String> = edges(&results).into_iter().map(|e| e.3).collect();
+    assert!(
+        notes[0].contains("--mark-on #2") && notes[0].contains("INFO loading model bert"),
+        "{notes:?}"
+    );
+    let (peak_mib, first_mib) = peak_and_first_mib(&results, "load");
+    assert!(
+        peak_mib - first_mib >= 95.0,
+        "peak {peak_mib:.1}, first {first_mib:.1}"
+    );
+    // The rotation is in the record (and nothing logged after it was missed:
+    // the unload and end lines are in the new file).
+    let checks = runs(&results)[0]["checks"].to_string();
+    assert!(
+        checks.contains("log followed") && checks.contains("rotated"),
+        "{checks}"
+    );
+    assert!(!checks.contains("truncated"), "{checks}");
+    assert_eq!(
+        runs_json(&results)["header"]["attached"]["log"].as_str(),
+        Some(log_arg)
+    );
+    assert_intact(&results, 1);
+}
+
+#[test]
+fn sigterm_or_duration_end_the_measurement_with_results_and_exit_0() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut sleeper = Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep starts");
+    let pid = sleeper.id();
+
+    let by_signal = work.path().join("by-signal");
+    let attach = start_attach(&by_signal, pid, &["--no-tree"]);
+    mark_ok(&by_signal, "load");
+    let kill = Command::new("kill")
+        .arg("-TERM")
+        .arg(attach.id().to_string())
+        .status()
+        .expect("kill starts");
+    assert!(kill.success());
+    let output = finish(attach);
+    assert!(output.status.success(), "{}", streams(&output));
+    let header = &runs_json(&by_signal)["header"];
+    assert_eq!(header["attached"]["ended"], "memrel received SIGTERM");
+    assert_eq!(header["sampler"], "procfs-statm");
+    // The phase a mark opened is closed where the measurement ended.
+    assert_eq!(phase_edges(&by_signal), ["load begin", "load end"]);
+    assert!(!by_signal.join("live").exists());
+    assert_intact(&by_signal, 1);
+
+    let by_duration = work.path().join("by-duration");
+    let output = memrel()
+        .arg("attach")
+        .arg("--dir")
+        .arg(&by_duration)
+        .args(["--duration", "0.5"])
+        .arg(pid.to_string())
+        .output()
+        .expect("memrel starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    let header = &runs_json(&by_duration)["header"];
+    let ended = header["attached"]["ended"].as_str().unwrap_or("");
+    assert!(ended.starts_with("--duration"), "{ended}");
+    assert!(
+        alive(i64::from(pid)),
+        "memrel must not stop the process it attached to"
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
+
+/// stderr of a memrel that must exit 2.
+fn fails_with_2(args: &[&str]) -> String {
+    let output = memrel().args(args).output().expect("memrel starts");
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    stderr(&output)
+}
+
+#[test]
+fn a_pid_that_does_not_exist_is_an_error_naming_it() {
+    // No pid reaches pid_max: it never exists.
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").expect("pid_max");
+    let pid_max = pid_max.trim();
+    let err = fails_with_2(&["attach", pid_max]);
+    assert!(
+        err.contains(&format!("no process with pid {pid_max}")),
+        "{err}"
+    );
+}
+
+#[test]
+fn another_users_process_is_an_error_saying_memrel_needs_that_user_or_root() {
+    // As root, memrel runs as nobody (setpriv) against a process of root's;
+    // as another user, against pid 1 (root's). The rule itself is unit-tested
+    // with other uids (attach::target).
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("sleep starts");
+    let root = rustix::process::geteuid().is_root();
+    let output = if root {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_memrel"))
+            .arg("attach")
+            .arg(sleeper.id().to_string())
+            .output()
+            .expect("setpriv (util-linux) is needed to run memrel as another user when the tests run as root")
+    } else {
+        memrel()
+            .args(["attach", "1"])
+            .output()
+            .expect("memrel starts")
+    };
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = stderr(&output);
+    assert!(err.contains("belongs to another user (uid 0)"), "{err}");
+    assert!(err.contains("needs the same user or root"), "{err}");
+}
+
+#[test]
+fn bad_flags_and_dirs_are_errors_that_name_them_and_record_nothing() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let log = work.path().join("app.log");
+    std::fs::write(&log, "").expect("write the log");
+    let log_arg = log.to_str().expect("utf-8 temp dir");
+    let me = std::process::id().to_string();
+    let out = work.path().join("out");
+    let out_arg = out.to_str().expect("utf-8 temp dir");
+
+    let err = fails_with_2(&[
+        "attach",
+        "--out",
+        out_arg,
+        "--log",
+        log_arg,
+        "--mark-on",
+        "load(=load",
+        &me,
+    ]);
+    assert!(
+        err.contains("--mark-on \"load(=load\"") && err.contains("not a valid regex"),
+        "{err}"
+    );
+    let err = fails_with_2(&[
+        "attach",
+        "--out",
+        out_arg,
+        "--log",
+        log_arg,
+        "--mark-on",
+        "x=lunch",
+        &me,
+    ]);
+    assert!(
+        err.contains("unknown phase \"lunch\"") && err.contains("load, forward"),
+        "{err}"
+    );
+    let missing = work.path().join("missing.log");
+    let missing_arg = missing.to_str().expect("utf-8 temp dir");
+    let err = fails_with_2(&[
+        "attach",
+        "--out",
+        out_arg,
+        "--log",
+        missing_arg,
+        "--mark-on",
+        "x=load",
+        &me,
+    ]);
+    assert!(
+        err.contains(&format!("--log {missing_arg}: no such file")),
+        "{err}"
+    );
+    let err = fails_with_2(&["attach", "--out", out_arg, "--mark-on", "x=load", &me]);
+    assert!(err.contains("--log"), "{err}");
+    assert!(!out.exists(), "a refused attach made {}", out.display());
+
+    let not_empty = work.path();
+    let err = fails_with_2(&["attach", "--dir", not_empty.to_str().expect("utf-8"), &me]);
+    assert!(err.contains("not an empty directory"), "{err}");
+
+    let err = fails_with_2(&["mark", not_empty.to_str().expect("utf-8"), "load"]);
+    assert!(err.contains("no live measurement in"), "{err}");
+    let err = fails_with_2(&["mark", not_empty.to_str().expect("utf-8"), "loaded"]);
+    assert!(err.contains("unknown phase \"loaded\""), "{err}");
+    let nowhere: PathBuf = work.path().join("nowhere");
+    let err = fails_with_2(&["mark", nowhere.to_str().expect("utf-8"), "load"]);
+    assert!(err.contains("is not a directory"), "{err}");
+}
