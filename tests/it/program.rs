@@ -278,7 +278,7 @@ pid = os.fork()
 if pid == 0:
     own = bytearray(64 << 20)
     for i in range(0, len(own), 4096): own[i] = 1
-    time.sleep(0.6)
+    time.sleep(1.5)  # long enough to be sampled on a loaded 2-core machine
     os._exit(0)
 time.sleep(0.8)
 os.waitpid(pid, 0)
