@@ -185,10 +185,17 @@ pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Coverage
                             Some(resource),
                             Some(metric),
                             side,
-                            format!(
-                                "no run in {} has a value of it (is its {SAMPLES_FILE} empty?)",
-                                covered.dir.display()
-                            ),
+                            if metric.only_with_sleeps() {
+                                format!(
+                                    "no run in {} put a model to sleep; the other side's did",
+                                    covered.dir.display()
+                                )
+                            } else {
+                                format!(
+                                    "no run in {} has a value of it (is its {SAMPLES_FILE} empty?)",
+                                    covered.dir.display()
+                                )
+                            },
                         ));
                     }
                 }
@@ -218,5 +225,8 @@ fn should_have(metric: GateMetric, both_empty: bool) -> bool {
         // No release edge with a window after it is a fact of the program,
         // like nothing to time (and records from before the release gap).
         GateMetric::ReleaseLatencyS | GateMetric::SettleS | GateMetric::LateBytes => false,
+        // A sleep is a step of the workload: where neither side slept there
+        // is nothing to have.
+        GateMetric::AsleepBytes | GateMetric::WakeHeldBytes => !both_empty,
     }
 }

@@ -60,7 +60,11 @@ pub fn judge(
         // on both sides is a fact that did not change, not missing data.
         let unchanged = matches!(
             metric,
-            GateMetric::ReleaseLatencyS | GateMetric::SettleS | GateMetric::LateBytes
+            GateMetric::ReleaseLatencyS
+                | GateMetric::SettleS
+                | GateMetric::LateBytes
+                | GateMetric::AsleepBytes
+                | GateMetric::WakeHeldBytes
         ) && baseline.values.is_empty()
             && new.values.is_empty();
         v.verdict = if unchanged {

@@ -28,10 +28,14 @@ pub enum GateMetric {
     SettleS,
     /// The release gap: what came back after each release edge.
     LateBytes,
+    /// A sleep's memory while asleep, against the sleep's begin (per sleep).
+    AsleepBytes,
+    /// What a sleep and its wake left behind (per sleep).
+    WakeHeldBytes,
 }
 
 impl GateMetric {
-    pub const ALL: [GateMetric; 7] = [
+    pub const ALL: [GateMetric; 9] = [
         GateMetric::RetainedBytes,
         GateMetric::PeakBytes,
         GateMetric::RetainedSlopeBytesPerCycle,
@@ -39,6 +43,8 @@ impl GateMetric {
         GateMetric::RetentionRate,
         GateMetric::SettleS,
         GateMetric::LateBytes,
+        GateMetric::AsleepBytes,
+        GateMetric::WakeHeldBytes,
     ];
 
     /// The metric in the catalogue.
@@ -51,6 +57,8 @@ impl GateMetric {
             GateMetric::RetentionRate => MemoryMetric::RetentionRate,
             GateMetric::SettleS => MemoryMetric::Settle,
             GateMetric::LateBytes => MemoryMetric::LateBytes,
+            GateMetric::AsleepBytes => MemoryMetric::Asleep,
+            GateMetric::WakeHeldBytes => MemoryMetric::WakeHeld,
         }
     }
 
@@ -74,7 +82,9 @@ impl GateMetric {
             GateMetric::ReleaseLatencyS
             | GateMetric::RetentionRate
             | GateMetric::SettleS
-            | GateMetric::LateBytes => Per::Cycle,
+            | GateMetric::LateBytes
+            | GateMetric::AsleepBytes
+            | GateMetric::WakeHeldBytes => Per::Cycle,
             _ => Per::Run,
         }
     }
@@ -111,6 +121,16 @@ impl GateMetric {
                 .iter()
                 .filter_map(|c| c.late_bytes.map(|v| v as f64))
                 .collect(),
+            GateMetric::AsleepBytes => run
+                .sleeps
+                .iter()
+                .filter_map(|p| p.asleep_bytes.map(|v| v as f64))
+                .collect(),
+            GateMetric::WakeHeldBytes => run
+                .sleeps
+                .iter()
+                .filter_map(|p| p.wake_held_bytes.map(|v| v as f64))
+                .collect(),
         }
     }
 
@@ -124,6 +144,9 @@ impl GateMetric {
                 "no release edge with time after it (a release or unload followed by a load or \
                  another phase)"
             }
+            GateMetric::AsleepBytes | GateMetric::WakeHeldBytes => {
+                "no model was put to sleep (sleep and wake steps, or phases)"
+            }
             _ => "the runs did not measure it (see their errors and checks)",
         }
     }
@@ -134,7 +157,9 @@ impl GateMetric {
             GateMetric::RetainedBytes
             | GateMetric::PeakBytes
             | GateMetric::RetainedSlopeBytesPerCycle
-            | GateMetric::LateBytes => t.noise_absolute_bytes as f64,
+            | GateMetric::LateBytes
+            | GateMetric::AsleepBytes
+            | GateMetric::WakeHeldBytes => t.noise_absolute_bytes as f64,
             // Latency is measured at the sampling interval: 10 ms of noise is nothing.
             GateMetric::ReleaseLatencyS | GateMetric::SettleS => 0.010,
             GateMetric::RetentionRate => RATE_BAND,
@@ -150,6 +175,12 @@ impl GateMetric {
     /// The `[thresholds]` key of the scenario file that sets [`Self::budget`].
     pub fn budget_key(self, resource: Resource) -> Option<&'static str> {
         self.memory().budget_key(resource)
+    }
+
+    /// Judged only where a side put a model to sleep (the sleep metrics):
+    /// elsewhere they would be a row of "no observations" for every strategy.
+    pub fn only_with_sleeps(self) -> bool {
+        matches!(self, GateMetric::AsleepBytes | GateMetric::WakeHeldBytes)
     }
 
     /// A value of this metric for the notes the gate writes.

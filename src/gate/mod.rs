@@ -109,8 +109,15 @@ pub fn compare(baseline: &Summary, new: &Summary, thresholds: &Thresholds) -> Ve
     for strategy in new.strategies.iter().map(|s| s.strategy.as_str()) {
         let new_runs = runs_of(new, strategy);
         let base_runs = runs_of(baseline, strategy);
+        let slept = new_runs
+            .iter()
+            .chain(&base_runs)
+            .any(|r| !r.sleeps.is_empty());
         for &resource in &resources {
             for metric in GateMetric::ALL {
+                if metric.only_with_sleeps() && !slept {
+                    continue;
+                }
                 let mut v = MetricVerdict::blank(&new.scenario, strategy, resource, metric);
                 // A strategy listed with no runs left lost them all to
                 // --complete-runs-only: nothing to judge is an error.

@@ -114,6 +114,12 @@ pub enum MemoryMetric {
     EndOfRun,
     /// End of run − baseline of such a run: what it still held at its end.
     Held,
+    /// A sleep's memory: the resource at the end of the time asleep less at
+    /// the sleep's begin (VRAM: negative, what the sleep freed; host: the copy).
+    Asleep,
+    /// What a sleep and its wake left behind: the resource at the wake's end
+    /// less at the sleep's begin.
+    WakeHeld,
 }
 
 /// The `[thresholds]` keys that budget one metric.
@@ -162,7 +168,7 @@ const fn info(
 }
 
 /// The catalogue, in table order.
-pub const CATALOGUE: [MetricInfo; 19] = {
+pub const CATALOGUE: [MetricInfo; 21] = {
     use MemoryMetric as M;
     [
         info(
@@ -332,6 +338,28 @@ pub const CATALOGUE: [MetricInfo; 19] = {
             ("held", "held"),
             None,
         ),
+        info(
+            M::Asleep,
+            "asleep_bytes",
+            "asleep",
+            Unit::Bytes,
+            ("asleep", "asleep"),
+            Some(BudgetKeys {
+                host: "max_asleep_mib",
+                device: "max_asleep_vram_mib",
+            }),
+        ),
+        info(
+            M::WakeHeld,
+            "wake_held_bytes",
+            "held after wake",
+            Unit::Bytes,
+            ("held after wake", "held after wake"),
+            Some(BudgetKeys {
+                host: "max_wake_held_mib",
+                device: "max_wake_held_vram_mib",
+            }),
+        ),
     ]
 };
 
@@ -418,11 +446,15 @@ mod tests {
                 "max_retained_slope_mib_per_cycle",
                 "max_settle_ms",
                 "max_late_mib",
+                "max_asleep_mib",
+                "max_wake_held_mib",
                 "max_peak_vram_mib",
                 "max_retained_vram_mib",
                 "max_retained_vram_slope_mib_per_cycle",
                 "max_settle_vram_ms",
                 "max_late_vram_mib",
+                "max_asleep_vram_mib",
+                "max_wake_held_vram_mib",
             ]
         );
         assert_eq!(

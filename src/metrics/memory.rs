@@ -86,6 +86,10 @@ pub struct ResourceRun {
     /// Least-squares slope of retained over cycles: growth means a leak.
     pub retained_slope_bytes_per_cycle: Option<f64>,
     pub cycles_retaining: u32,
+    /// Each sleep of a model and its wake, as this resource saw them
+    /// (`metrics::sleep`); empty when no model slept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sleeps: Vec<super::sleep::SleepMemory>,
 }
 
 /// One cycle's value over the runs of a strategy.
@@ -294,6 +298,7 @@ pub fn resource_run(
         retained_slope_bytes_per_cycle: slope(&retained),
         cycles_retaining: memory.iter().filter(|c| c.retained_over_threshold).count() as u32,
         cycles: memory,
+        sleeps: super::sleep::memory_of(run, resource),
     }
 }
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::memory;
 use super::resource::Resource;
 use crate::protocol::{Edge, Phase, PhaseEdge};
-use crate::record::{Event, RunRecord};
+use crate::record::RunRecord;
 use crate::stats::{spread, Spread};
 
 /// One sleep of a model and its wake.
@@ -80,12 +80,95 @@ fn fraction(rate: Option<f64>, ceiling: Option<f64>) -> Option<f64> {
     }
 }
 
+/// One sleep and its wake as one resource saw them: what the gate judges.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SleepMemory {
+    /// The resource at the end of the time asleep less at the sleep's begin
+    /// (VRAM: negative, what the sleep freed; host: the copy it holds).
+    pub asleep_bytes: Option<i64>,
+    /// The resource at the wake's end less at the sleep's begin: what the
+    /// sleep and wake left behind.
+    pub wake_held_bytes: Option<i64>,
+}
+
+/// Each sleep/wake pair of `run` as `resource` saw it, in order.
+pub fn memory_of(run: &RunRecord, resource: Resource) -> Vec<SleepMemory> {
+    pairs(run)
+        .into_iter()
+        .map(|p| {
+            let at = |e: &PhaseEdge| resource.at_edge(&e.memory);
+            let delta = |e: Option<&PhaseEdge>| match (e.and_then(at), at(p.begin)) {
+                (Some(a), Some(b)) => Some(a as i64 - b as i64),
+                _ => None,
+            };
+            SleepMemory {
+                asleep_bytes: delta(Some(p.asleep_end)),
+                wake_held_bytes: delta(p.wake_end),
+            }
+        })
+        .collect()
+}
+
+/// The edges of one sleep and its wake.
+struct Pair<'a> {
+    begin: &'a PhaseEdge,
+    sleep_end: &'a PhaseEdge,
+    /// The end of the time asleep (the sleep's end where nothing came between).
+    asleep_end: &'a PhaseEdge,
+    wake_end: Option<&'a PhaseEdge>,
+}
+
+/// Every sleep in `run` with the edges that close it, in order.
+fn pairs(run: &RunRecord) -> Vec<Pair<'_>> {
+    let edges: Vec<&PhaseEdge> = run.events.iter().map(|e| &e.edge).collect();
+    let mut out = Vec::new();
+    for (i, begin) in edges.iter().enumerate() {
+        if begin.phase != Phase::Sleep || begin.edge != Edge::Begin {
+            continue;
+        }
+        let same = |e: &&PhaseEdge, phase: Phase, edge: Edge| {
+            e.phase == phase && e.edge == edge && e.model == begin.model && e.cycle == begin.cycle
+        };
+        let rest = &edges[i + 1..];
+        let Some(sleep_end) = rest
+            .iter()
+            .copied()
+            .find(|e| same(e, Phase::Sleep, Edge::End))
+        else {
+            continue;
+        };
+        let wake_begin = rest.iter().position(|e| same(e, Phase::Wake, Edge::Begin));
+        let wake_end = wake_begin.and_then(|w| {
+            rest[w..]
+                .iter()
+                .copied()
+                .find(|e| same(e, Phase::Wake, Edge::End))
+        });
+        let asleep_end = wake_begin
+            .and_then(|w| {
+                rest[..w]
+                    .iter()
+                    .copied()
+                    .rev()
+                    .find(|e| e.phase == Phase::Asleep && e.edge == Edge::End)
+            })
+            .unwrap_or(sleep_end);
+        out.push(Pair {
+            begin,
+            sleep_end,
+            asleep_end,
+            wake_end,
+        });
+    }
+    out
+}
+
 /// Every sleep/wake pair of a run, in order; empty when it slept no model.
 pub fn of_run(run: &RunRecord, device: Option<Resource>, threshold: u64) -> Vec<SleepWake> {
-    let events: Vec<&Event> = run.events.iter().collect();
-    let edges: Vec<&PhaseEdge> = events.iter().map(|e| &e.edge).collect();
-    let (ceiling_d2h, ceiling_h2d) = edges
+    let (ceiling_d2h, ceiling_h2d) = run
+        .events
         .iter()
+        .map(|e| &e.edge)
         .filter(|e| e.phase == Phase::Warmup && e.edge == Edge::End)
         .filter_map(|e| e.note.as_deref())
         .map(|n| (field(n, "ceiling_d2h_gib_s"), field(n, "ceiling_h2d_gib_s")))
@@ -93,66 +176,50 @@ pub fn of_run(run: &RunRecord, device: Option<Resource>, threshold: u64) -> Vec<
         .unwrap_or_default();
     let host = |e: &PhaseEdge| Resource::Host.at_edge(&e.memory);
     let vram = |e: &PhaseEdge| device.and_then(|d| d.at_edge(&e.memory));
-    let mut out = Vec::new();
-    for (i, begin) in edges.iter().enumerate() {
-        if begin.phase != Phase::Sleep || begin.edge != Edge::Begin {
-            continue;
-        }
-        let same = |e: &&&PhaseEdge, phase: Phase, edge: Edge| {
-            e.phase == phase && e.edge == edge && e.model == begin.model && e.cycle == begin.cycle
-        };
-        let rest = &edges[i + 1..];
-        let Some(sleep_end) = rest.iter().find(|e| same(e, Phase::Sleep, Edge::End)) else {
-            continue;
-        };
-        let wake_begin = rest.iter().position(|e| same(&e, Phase::Wake, Edge::Begin));
-        let wake_end =
-            wake_begin.and_then(|w| rest[w..].iter().find(|e| same(e, Phase::Wake, Edge::End)));
-        // The last edge before the wake: the end of the time asleep.
-        let asleep_end = wake_begin
-            .and_then(|w| {
-                rest[..w]
-                    .iter()
-                    .rev()
-                    .find(|e| e.phase == Phase::Asleep && e.edge == Edge::End)
-            })
-            .unwrap_or(sleep_end);
-        let gap = |resource: Option<Resource>| {
-            let from = events.iter().find(|e| std::ptr::eq(&e.edge, *sleep_end))?;
-            let to = events.iter().find(|e| std::ptr::eq(&e.edge, *asleep_end))?;
-            memory::settle_between(run, resource?, from, to, threshold)
-        };
-        let (vram_gap, host_gap) = (gap(device), gap(Some(Resource::Host)));
-        let sleep_note = sleep_end.note.as_deref().unwrap_or("");
-        let wake_note = wake_end.and_then(|e| e.note.as_deref()).unwrap_or("");
-        let grown = |e: &PhaseEdge| match (host(e), host(begin)) {
-            (Some(a), Some(b)) => Some(a as i64 - b as i64),
-            _ => None,
-        };
-        out.push(SleepWake {
-            cycle: begin.cycle,
-            model: begin.model.clone(),
-            mode: word(sleep_note, "mode"),
-            sleep_s: sleep_end.elapsed_s,
-            wake_s: wake_end.and_then(|e| e.elapsed_s),
-            copied_bytes: field(sleep_note, "copied_bytes").map(|b| b as u64),
-            sleep_gib_s: field(sleep_note, "gib_per_s"),
-            wake_gib_s: field(wake_note, "gib_per_s"),
-            ceiling_d2h_gib_s: ceiling_d2h,
-            ceiling_h2d_gib_s: ceiling_h2d,
-            vram_asleep_before_flush_bytes: field(sleep_note, "vram_before_flush_bytes")
-                .map(|b| b as u64)
-                .or_else(|| vram(sleep_end)),
-            vram_asleep_bytes: vram(asleep_end),
-            host_grown_asleep_bytes: grown(asleep_end),
-            host_held_after_wake_bytes: wake_end.and_then(|e| grown(e)),
-            vram_settle_s: vram_gap.map(|g| g.settle_s),
-            vram_late_bytes: vram_gap.map(|g| g.late_bytes),
-            host_settle_s: host_gap.map(|g| g.settle_s),
-            host_late_bytes: host_gap.map(|g| g.late_bytes),
-        });
-    }
-    out
+    let event = |edge: &PhaseEdge| run.events.iter().find(|e| std::ptr::eq(&e.edge, edge));
+    pairs(run)
+        .into_iter()
+        .map(|p| {
+            let gap = |resource: Option<Resource>| {
+                memory::settle_between(
+                    run,
+                    resource?,
+                    event(p.sleep_end)?,
+                    event(p.asleep_end)?,
+                    threshold,
+                )
+            };
+            let (vram_gap, host_gap) = (gap(device), gap(Some(Resource::Host)));
+            let sleep_note = p.sleep_end.note.as_deref().unwrap_or("");
+            let wake_note = p.wake_end.and_then(|e| e.note.as_deref()).unwrap_or("");
+            let grown = |e: &PhaseEdge| match (host(e), host(p.begin)) {
+                (Some(a), Some(b)) => Some(a as i64 - b as i64),
+                _ => None,
+            };
+            SleepWake {
+                cycle: p.begin.cycle,
+                model: p.begin.model.clone(),
+                mode: word(sleep_note, "mode"),
+                sleep_s: p.sleep_end.elapsed_s,
+                wake_s: p.wake_end.and_then(|e| e.elapsed_s),
+                copied_bytes: field(sleep_note, "copied_bytes").map(|b| b as u64),
+                sleep_gib_s: field(sleep_note, "gib_per_s"),
+                wake_gib_s: field(wake_note, "gib_per_s"),
+                ceiling_d2h_gib_s: ceiling_d2h,
+                ceiling_h2d_gib_s: ceiling_h2d,
+                vram_asleep_before_flush_bytes: field(sleep_note, "vram_before_flush_bytes")
+                    .map(|b| b as u64)
+                    .or_else(|| vram(p.sleep_end)),
+                vram_asleep_bytes: vram(p.asleep_end),
+                host_grown_asleep_bytes: grown(p.asleep_end),
+                host_held_after_wake_bytes: p.wake_end.and_then(grown),
+                vram_settle_s: vram_gap.map(|g| g.settle_s),
+                vram_late_bytes: vram_gap.map(|g| g.late_bytes),
+                host_settle_s: host_gap.map(|g| g.settle_s),
+                host_late_bytes: host_gap.map(|g| g.late_bytes),
+            }
+        })
+        .collect()
 }
 
 /// The number after `key=` in a note (`key=12.5`), if any.

@@ -262,6 +262,12 @@ pub struct Budgets {
     /// The release gap's late bytes (`max_late_mib`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_late_bytes: Option<u64>,
+    /// A sleep's memory while asleep, against the sleep's begin (`max_asleep_mib`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_asleep_bytes: Option<i64>,
+    /// What a sleep and wake left behind (`max_wake_held_mib`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wake_held_bytes: Option<i64>,
 }
 
 impl Budgets {
@@ -275,6 +281,8 @@ impl Budgets {
             MemoryMetric::Peak => bytes(self.max_peak_bytes),
             MemoryMetric::Settle => self.max_settle_s,
             MemoryMetric::LateBytes => bytes(self.max_late_bytes),
+            MemoryMetric::Asleep => self.max_asleep_bytes.map(|v| v as f64),
+            MemoryMetric::WakeHeld => self.max_wake_held_bytes.map(|v| v as f64),
             _ => None,
         }
     }
@@ -290,6 +298,11 @@ impl Budgets {
             MemoryMetric::Peak => self.max_peak_bytes = bytes,
             MemoryMetric::Settle => self.max_settle_s = Some(metric.unit().of_people(amount)),
             MemoryMetric::LateBytes => self.max_late_bytes = bytes,
+            // Signed: a VRAM budget of a sleep may be below zero (it must free at least that much).
+            MemoryMetric::Asleep => self.max_asleep_bytes = Some((amount * 1024.0 * 1024.0) as i64),
+            MemoryMetric::WakeHeld => {
+                self.max_wake_held_bytes = Some((amount * 1024.0 * 1024.0) as i64)
+            }
             _ => {}
         }
     }

@@ -183,3 +183,49 @@ fn a_sleep_step_under_a_strategy_that_does_not_sleep_is_refused() {
     assert!(err.contains("does not put models to sleep"), "{err}");
     assert!(err.contains("offload, offload-pinned, reload"), "{err}");
 }
+
+/// The gate judges sleeps: a wake that leaves the host copy behind (a
+/// program that keeps it) is a regression of `wake_held_bytes` against a
+/// baseline whose wake freed it, and verdict.md names the metric.
+#[test]
+fn the_gate_catches_a_wake_that_keeps_its_host_copy() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let exec = |script: &str, extra: &[&str]| {
+        let output = memrel()
+            .args(["exec", "--interval-ms", "5", "--repeat", "3", "--out"])
+            .arg(out.path())
+            .args(extra)
+            .args(["--", "python3", "-c", script])
+            .output()
+            .expect("memrel starts");
+        assert!(output.status.success(), "{}", streams(&output));
+    };
+    exec(SLEEPER, &["--save-baseline", "sleeper"]);
+    // The same program, but the wake keeps the 96 MiB host copy alive.
+    let keeper = SLEEPER.replace("    del host\n", "    kept = host\n");
+    assert_ne!(keeper, SLEEPER);
+    exec(&keeper, &[]);
+    let newest = results_dirs(out.path(), "exec")
+        .into_iter()
+        .max()
+        .expect("two results directories");
+    let verdict = out.path().join("verdict");
+    let output = memrel()
+        .args(["check", "--baseline", "sleeper", "--out"])
+        .arg(out.path())
+        .arg("--verdict-dir")
+        .arg(&verdict)
+        .arg(&newest)
+        .output()
+        .expect("memrel starts");
+    let md = std::fs::read_to_string(verdict.join("verdict.md")).expect("verdict.md");
+    assert_eq!(output.status.code(), Some(1), "{}\n{md}", streams(&output));
+    let json = read_json(&verdict.join("verdict.json"));
+    let rows = json["verdicts"].as_array().expect("verdicts");
+    let held = rows
+        .iter()
+        .find(|r| r["metric"] == "wake_held_bytes" && r["resource"] == "host")
+        .unwrap_or_else(|| panic!("no wake_held_bytes row for host:\n{md}"));
+    assert_eq!(held["verdict"], "regressed", "{held}");
+    assert!(md.contains("held after wake"), "{md}");
+}
