@@ -198,6 +198,9 @@ pub struct ScenarioOverrides {
     /// Device: cpu, cuda or cuda:N (overrides the scenario).
     #[arg(long)]
     pub device: Option<String>,
+    /// Spread the runs over these GPUs, one worker per GPU at a time, in parallel (e.g. 0,1; overrides the scenario's `devices`).
+    #[arg(long, value_name = "N,M", value_delimiter = ',')]
+    pub devices: Option<Vec<u32>>,
     /// The Python interpreter for a program started as python3 or python (e.g. a venv's).
     #[arg(long, value_name = "PATH")]
     pub python: Option<String>,

@@ -67,6 +67,7 @@ pub fn synthetic_record(cuda: bool) -> Record {
                 status: RunStatus::Completed,
                 duration_s: 1000.0,
                 vram_floor_bytes: cuda.then_some(586 * MIB),
+                device: None,
                 ..RunMeta::planned(1, "drop", 1)
             },
             samples,

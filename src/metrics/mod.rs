@@ -8,6 +8,7 @@
 
 pub mod catalogue;
 pub mod comparison;
+pub mod gpu_view;
 pub mod memory;
 pub mod resource;
 pub mod sleep;
@@ -182,7 +183,12 @@ pub fn summarize(record: &Record) -> Summary {
     let record = record.at_file_precision();
     let record = record.as_ref();
     let threshold = record.header.retention_threshold_bytes;
-    let resources = Resource::of(&record.header);
+    let resources = Resource::of_record(record);
+    // memrel's worker reads its own GPU at its edges; a program's edges are
+    // read off its samples on every GPU (`gpu_view`).
+    let worker_gpu = (record.header.program.is_none())
+        .then(|| gpu_view::gpu_of(&record.header.device))
+        .map(|gpu| (gpu,));
     let model_bytes: BTreeMap<&str, u64> = record
         .header
         .models
@@ -192,7 +198,7 @@ pub fn summarize(record: &Record) -> Summary {
     let runs: Vec<RunSummary> = record
         .runs
         .iter()
-        .map(|r| summarize_run(r, &resources, threshold, &model_bytes))
+        .map(|r| summarize_run(r, &resources, threshold, &model_bytes, worker_gpu))
         .collect();
     // A device leads when any run read it: on CUDA the device is the story.
     let lead = resources
@@ -237,7 +243,13 @@ fn summarize_run(
     resources: &[Resource],
     threshold: u64,
     model_bytes: &BTreeMap<&str, u64>,
+    worker_gpu: Option<(Option<u32>,)>,
 ) -> RunSummary {
+    // The GPU whose edge readings are the worker's own (none for a program).
+    let own_gpu = worker_gpu.and_then(|(record_gpu,)| match &run.meta.device {
+        Some(device) => gpu_view::gpu_of(device),
+        None => record_gpu,
+    });
     let last_cycle = run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
     let cycles: Vec<u32> = if memory::effective_baseline_edge(run).is_some() {
         (1..=last_cycle)
@@ -273,7 +285,24 @@ fn summarize_run(
         baseline_note: baseline_note(run),
         resources: resources
             .iter()
-            .map(|&r| memory::resource_run(run, r, &cycles, threshold, not_measured(run, r)))
+            .map(|&r| match r {
+                Resource::Device(gpu) => {
+                    let view = gpu_view::view(run, gpu, own_gpu);
+                    let elsewhere = run
+                        .meta
+                        .device
+                        .as_deref()
+                        .filter(|d| gpu_view::gpu_of(d) != Some(gpu));
+                    let why = not_measured(&view, r).map(|why| match elsewhere {
+                        Some(d) => format!("{} not measured: the run ran on {d}", r.quantity()),
+                        None => why,
+                    });
+                    memory::resource_run(&view, r, &cycles, threshold, why)
+                }
+                Resource::Host => {
+                    memory::resource_run(run, r, &cycles, threshold, not_measured(run, r))
+                }
+            })
             .collect(),
         cycles: times,
         load_throughput_bytes_per_s: (load_time > 0.0).then(|| load_bytes as f64 / load_time),
@@ -571,6 +600,7 @@ mod tests {
                 anon_bytes: mib * MIB,
                 file_bytes: 0,
                 vram_bytes: None,
+                gpu_vram: Default::default(),
             })
             .collect();
         run
@@ -956,5 +986,42 @@ mod tests {
         assert_eq!(json["strategies"][0]["resources"][1]["resource"], "cuda:0");
         let back: Summary = serde_json::from_value(json).unwrap();
         assert_eq!(back, summary);
+    }
+
+    #[test]
+    fn runs_spread_over_gpus_are_measured_on_their_own_gpu_only() {
+        // The CUDA fixture's runs, alternately on cuda:0 and cuda:1.
+        let mut record = crate::record::fixture::cuda_record();
+        record.header.device = "cuda:0,1".into();
+        for run in &mut record.runs {
+            run.meta.device = Some(format!("cuda:{}", (run.meta.run + 1) % 2));
+        }
+        let summary = summarize(&record);
+        assert_eq!(
+            summary.resources,
+            [Resource::Host, Resource::Device(0), Resource::Device(1)]
+        );
+        let alone = summarize(&crate::record::fixture::cuda_record());
+        for (run, same) in summary.runs.iter().zip(&alone.runs) {
+            let gpu = (run.run + 1) % 2;
+            let mine = run.resource(Resource::Device(gpu)).unwrap();
+            let theirs = run.resource(Resource::Device(1 - gpu)).unwrap();
+            assert_eq!(
+                mine,
+                same.resource(Resource::Device(0))
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r.resource = Resource::Device(gpu);
+                        r
+                    })
+                    .as_ref()
+                    .unwrap()
+            );
+            assert_eq!(
+                theirs.not_measured.as_deref(),
+                Some(format!("VRAM not measured: the run ran on cuda:{gpu}").as_str())
+            );
+            assert!(theirs.retained_bytes.is_none());
+        }
     }
 }

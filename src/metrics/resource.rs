@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::MemoryAtEdge;
-use crate::record::{Header, Sample};
+use crate::record::{Header, Record, Sample};
 
 /// One kind of memory, named `host` or `cuda:N` in every file memrel writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -30,6 +30,27 @@ impl Resource {
         if let Some(device) = Resource::device_of(&header.device) {
             out.push(device);
         }
+        out
+    }
+
+    /// The resources a record measured: the host, its header's device, each
+    /// run's own device (runs spread over GPUs) and every GPU a run's samples
+    /// read per GPU (a machine of several), in order.
+    pub fn of_record(record: &Record) -> Vec<Resource> {
+        let mut out = Resource::of(&record.header);
+        for run in &record.runs {
+            let own = run.meta.device.as_deref().and_then(Resource::device_of);
+            let per_gpu = run
+                .samples
+                .iter()
+                .flat_map(|s| s.gpu_vram.gpus().map(Resource::Device));
+            for r in own.into_iter().chain(per_gpu) {
+                if !out.contains(&r) {
+                    out.push(r);
+                }
+            }
+        }
+        out[1..].sort();
         out
     }
 
@@ -86,6 +107,7 @@ impl Resource {
     pub fn in_sample(self, sample: &Sample) -> Option<u64> {
         match self {
             Resource::Host => Some(sample.rss_bytes),
+            Resource::Device(gpu) if sample.gpu_vram.was_read() => sample.gpu_vram.get(gpu),
             Resource::Device(_) => sample.vram_bytes,
         }
     }

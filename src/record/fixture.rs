@@ -76,6 +76,7 @@ pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
         anon_bytes: m.anon_bytes,
         file_bytes: m.file_bytes,
         vram_bytes: m.vram_bytes,
+        gpu_vram: Default::default(),
     }
 }
 

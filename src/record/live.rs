@@ -22,9 +22,10 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use super::envelope::Envelope;
+use super::gpu::ProcessVram;
 use super::rows::{EventRow, SampleRow, EVENT_COLUMNS, SAMPLE_COLUMNS};
 use super::schema::{EVENTS_FILE, SAMPLES_FILE};
-use super::types::{Event, PhaseCursor, Record, RunMeta, RunRecord, Sample};
+use super::types::{round_us, Event, PhaseCursor, Record, RunMeta, RunRecord, Sample};
 use crate::fsutil::write_atomic;
 use crate::protocol::Phase;
 
@@ -63,7 +64,22 @@ pub struct SampleWriter {
     flushed_at_s: f64,
     /// The first write that failed; later samples are not written.
     error: Option<String>,
+    /// The `gpu_vram` cell's text, reused from row to row.
+    cell: String,
+    /// gpu_processes.csv, opened at the first per-process VRAM reading.
+    processes: ProcessLog,
 }
+
+/// Each sampled process's VRAM on each GPU (`record::gpu`), appended to
+/// gpu_processes.csv: raw readings, kept as taken (metrics read the sums).
+enum ProcessLog {
+    /// Not opened yet (at `path`), or nowhere to write (`None`: tests).
+    Closed(Option<PathBuf>),
+    Open(csv::Writer<BufWriter<File>>),
+}
+
+/// gpu_processes.csv: one row per process per GPU per sample.
+pub const GPU_PROCESSES_FILE: &str = "gpu_processes.csv";
 
 impl SampleWriter {
     /// A writer of `meta`'s rows into `out` (no header: the file has one).
@@ -78,6 +94,39 @@ impl SampleWriter {
             phase,
             flushed_at_s: 0.0,
             error: None,
+            cell: String::new(),
+            processes: ProcessLog::Closed(None),
+        }
+    }
+
+    /// Writes each process's part of `sample`'s per-GPU VRAM to
+    /// gpu_processes.csv (a header when it is new).
+    pub fn write_processes(&mut self, t_s: f64, processes: &[ProcessVram]) {
+        if self.error.is_some() || processes.is_empty() {
+            return;
+        }
+        if let ProcessLog::Closed(Some(path)) = &self.processes {
+            let opened = write_header_if_new(path, &["t_s", "run", "gpu", "pid", "vram_bytes"])
+                .and_then(|()| append(path));
+            match opened {
+                Ok(file) => {
+                    self.processes = ProcessLog::Open(
+                        csv::WriterBuilder::new()
+                            .has_headers(false)
+                            .from_writer(BufWriter::with_capacity(1 << 14, file)),
+                    )
+                }
+                Err(e) => self.error = Some(format!("{e:#}")),
+            }
+        }
+        if let ProcessLog::Open(csv) = &mut self.processes {
+            for p in processes {
+                let row = (round_us(t_s), self.run, p.gpu, p.pid, p.bytes);
+                if let Err(e) = csv.serialize(row) {
+                    self.error = Some(e.to_string());
+                    return;
+                }
+            }
         }
     }
 
@@ -94,6 +143,7 @@ impl SampleWriter {
             cycle,
             phase,
             sample,
+            &mut self.cell,
         );
         let mut written = self.csv.serialize(row).map_err(|e| e.to_string());
         if written.is_ok() && sample.t_s - self.flushed_at_s >= FLUSH_EVERY_S {
@@ -109,6 +159,11 @@ impl SampleWriter {
     pub fn finish(mut self) -> Option<String> {
         if let Err(e) = self.csv.flush() {
             self.error.get_or_insert(e.to_string());
+        }
+        if let ProcessLog::Open(csv) = &mut self.processes {
+            if let Err(e) = csv.flush() {
+                self.error.get_or_insert(e.to_string());
+            }
         }
         self.error
     }
@@ -135,11 +190,14 @@ pub struct SampleTarget {
 impl SampleTarget {
     pub fn writer(&self) -> Result<SampleWriter> {
         let file = append(&self.path)?;
-        Ok(SampleWriter::new(
+        let mut writer = SampleWriter::new(
             Box::new(BufWriter::with_capacity(1 << 16, file)),
             &self.meta,
             self.phase.clone(),
-        ))
+        );
+        writer.processes =
+            ProcessLog::Closed(self.path.parent().map(|dir| dir.join(GPU_PROCESSES_FILE)));
+        Ok(writer)
     }
 }
 
@@ -288,6 +346,7 @@ fn rewrite(path: &Path, tmp: &Path, from_byte: u64, run: &RunRecord) -> Result<E
         .from_writer(out);
     let mut cursor = PhaseCursor::new(&run.events);
     let mut envelope = Envelope::default();
+    let mut cell = String::new();
     for (i, row) in reader.deserialize::<SampleRow<'static>>().enumerate() {
         let row = row.with_context(|| {
             format!(
@@ -297,7 +356,14 @@ fn rewrite(path: &Path, tmp: &Path, from_byte: u64, run: &RunRecord) -> Result<E
                 i + 1
             )
         })?;
-        let sample = row.sample();
+        let sample = row.sample().map_err(|e| {
+            anyhow::anyhow!(
+                "{} is damaged in run {}'s rows (row {} of the run): {e}",
+                path.display(),
+                run.meta.run,
+                i + 1
+            )
+        })?;
         let (cycle, phase) = cursor.at(sample.t_s);
         writer.serialize(SampleRow::new(
             run.meta.run,
@@ -306,6 +372,7 @@ fn rewrite(path: &Path, tmp: &Path, from_byte: u64, run: &RunRecord) -> Result<E
             cycle,
             phase,
             &sample,
+            &mut cell,
         ))?;
         envelope.push(sample);
     }

@@ -14,6 +14,7 @@
 //! `live` (writing during a run), `envelope` (a long run in bounded memory).
 
 pub mod envelope;
+pub mod gpu;
 pub mod live;
 mod rows;
 mod salvage;

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use super::gpu::GpuVram;
 use super::types::{round_us, Event, Record, RunMeta, Sample};
 use crate::protocol::{AllocatorState, Edge, HeapStats, MemoryAtEdge, Phase, PhaseEdge};
 
@@ -26,11 +27,14 @@ pub(super) struct SampleRow<'a> {
     pub(super) anon_bytes: u64,
     pub(super) file_bytes: u64,
     pub(super) vram_bytes: Option<u64>,
+    /// VRAM per GPU where NVML sees several (`record::gpu`); empty otherwise.
+    #[serde(default)]
+    pub(super) gpu_vram: Option<Cow<'a, str>>,
 }
 
 /// The header of samples.csv: `SampleRow`'s fields, written by hand when
 /// there is no row to serialize (a unit test keeps the two in step).
-pub(super) const SAMPLE_COLUMNS: [&str; 10] = [
+pub(super) const SAMPLE_COLUMNS: [&str; 11] = [
     "t_s",
     "run",
     "strategy",
@@ -41,6 +45,7 @@ pub(super) const SAMPLE_COLUMNS: [&str; 10] = [
     "anon_bytes",
     "file_bytes",
     "vram_bytes",
+    "gpu_vram",
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
@@ -98,7 +103,8 @@ pub(super) struct EventRow<'a> {
 }
 
 impl<'a> SampleRow<'a> {
-    /// The row of `sample`, borrowing its strategy (for writing).
+    /// The row of `sample`, borrowing its strategy (for writing); `cell`
+    /// holds its `gpu_vram` text (a buffer the writer reuses).
     pub(super) fn new(
         run: u32,
         strategy: &'a str,
@@ -106,7 +112,9 @@ impl<'a> SampleRow<'a> {
         cycle: u32,
         phase: Phase,
         sample: &Sample,
+        cell: &'a mut String,
     ) -> SampleRow<'a> {
+        sample.gpu_vram.write_cell(cell);
         SampleRow {
             t_s: round_us(sample.t_s),
             run,
@@ -118,18 +126,24 @@ impl<'a> SampleRow<'a> {
             anon_bytes: sample.anon_bytes,
             file_bytes: sample.file_bytes,
             vram_bytes: sample.vram_bytes,
+            gpu_vram: (!cell.is_empty()).then_some(Cow::Borrowed(cell.as_str())),
         }
     }
 
-    /// The sample this row holds.
-    pub(super) fn sample(&self) -> Sample {
-        Sample {
+    /// The sample this row holds; `Err` names a `gpu_vram` cell that is not
+    /// `GPU:BYTES` entries.
+    pub(super) fn sample(&self) -> Result<Sample, String> {
+        Ok(Sample {
             t_s: self.t_s,
             rss_bytes: self.rss_bytes,
             anon_bytes: self.anon_bytes,
             file_bytes: self.file_bytes,
             vram_bytes: self.vram_bytes,
-        }
+            gpu_vram: match &self.gpu_vram {
+                Some(cell) => GpuVram::parse(cell)?,
+                None => GpuVram::default(),
+            },
+        })
     }
 }
 
@@ -167,6 +181,7 @@ impl<'a> EventRow<'a> {
 impl Record {
     pub fn samples_csv(&self) -> Result<Vec<u8>> {
         let mut writer = csv::Writer::from_writer(Vec::new());
+        let mut cell = String::new();
         for run in &self.runs {
             for (sample, (cycle, phase)) in run.samples.iter().zip(run.sample_phases()) {
                 let m = &run.meta;
@@ -177,6 +192,7 @@ impl Record {
                     cycle,
                     phase,
                     sample,
+                    &mut cell,
                 ))?;
             }
         }

@@ -30,8 +30,12 @@ impl Record {
         let mut damage = Vec::new();
         // Each run's samples through an envelope: a long run stays bounded.
         let mut samples: BTreeMap<u32, Envelope> = BTreeMap::new();
-        read_rows::<SampleRow<'static>>(&dir.join(SAMPLES_FILE), &mut damage, |row, _| {
-            samples.entry(row.run).or_default().push(row.sample());
+        let samples_path = dir.join(SAMPLES_FILE);
+        read_rows::<SampleRow<'static>>(&samples_path, &mut damage, |row, line| {
+            let sample = row
+                .sample()
+                .map_err(|e| format!("{} line {line}: {e}", samples_path.display()))?;
+            samples.entry(row.run).or_default().push(sample);
             Ok(())
         });
         let mut events: BTreeMap<u32, Vec<Event>> = BTreeMap::new();

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::gpu::GpuVram;
 use crate::protocol::{AllocatorReport, Check, Edge, Phase, PhaseEdge};
 
 /// One reading of the worker's memory by the parent's sampler.
@@ -19,6 +20,9 @@ pub struct Sample {
     pub anon_bytes: u64,
     pub file_bytes: u64,
     pub vram_bytes: Option<u64>,
+    /// VRAM per GPU, where NVML sees several (empty otherwise: `vram_bytes`
+    /// is the run's one device).
+    pub gpu_vram: GpuVram,
 }
 
 /// A phase edge as the parent received it, stamped on the sampler's clock.
@@ -64,6 +68,10 @@ pub struct RunMeta {
     /// resource cannot go below while a device is open (CUDA only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vram_floor_bytes: Option<u64>,
+    /// The device this run's worker ran on, where the runs of one record
+    /// were spread over several GPUs (`devices`); `None`: the header's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
     /// The last lines the worker wrote to stderr.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr_tail: String,
@@ -98,6 +106,7 @@ impl RunMeta {
             vm_hwm_bytes: None,
             duration_s: 0.0,
             vram_floor_bytes: None,
+            device: None,
             stderr_tail: String::new(),
             stdout_tail: String::new(),
             allocator: None,

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::record::gpu::{GpuVram, ProcessVram};
 use crate::record::live::SampleWriter;
 use crate::record::Sample;
 pub use vram::VramProbe;
@@ -160,18 +161,22 @@ fn sample_loop(
     stop: &AtomicBool,
 ) {
     let mut next = Instant::now();
+    let mut processes = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let Ok(reading) = probe.read() else { break };
         let t_s = clock_zero.elapsed().as_secs_f64();
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
         if reading.rss_bytes > 0 {
+            let (vram_bytes, gpu_vram) = read_vram(vram, probe, pid, &mut processes);
             writer.write(&Sample {
                 t_s,
                 rss_bytes: reading.rss_bytes,
                 anon_bytes: reading.anon_bytes,
                 file_bytes: reading.file_bytes,
-                vram_bytes: vram.as_mut().and_then(|v| v.process_bytes(pid)),
+                vram_bytes,
+                gpu_vram,
             });
+            writer.write_processes(t_s, &processes);
         }
         next += interval;
         let now = Instant::now();
@@ -184,6 +189,31 @@ fn sample_loop(
             next = now;
         }
     }
+}
+
+/// The sampled process's VRAM (the root's, on the GPU NVML lists it on) and,
+/// where NVML sees several GPUs, every sampled process's on each (into
+/// `processes`) with their sums.
+fn read_vram(
+    vram: &mut Option<Box<dyn VramProbe>>,
+    probe: &Probe,
+    pid: u32,
+    processes: &mut Vec<ProcessVram>,
+) -> (Option<u64>, GpuVram) {
+    processes.clear();
+    let Some(vram) = vram.as_mut() else {
+        return (None, GpuVram::default());
+    };
+    let root = vram.process_bytes(pid);
+    let pids = match probe {
+        Probe::Tree(tree) => tree.pids(),
+        _ => std::slice::from_ref(&pid),
+    };
+    let gpus = vram
+        .per_gpu(pids, processes)
+        .map(|touched| GpuVram::of(touched, processes))
+        .unwrap_or_default();
+    (root, gpus)
 }
 
 /// Parks the thread until `deadline` or until `stop` is set (a spurious

@@ -13,6 +13,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
+
+use crate::record::gpu::{ProcessVram, MAX_GPUS};
 use nvml_wrapper::{Device, Nvml};
 
 use super::vram::VramProbe;
@@ -168,6 +170,8 @@ pub struct NvmlProbe {
     device_total_bytes: u64,
     errors: u64,
     last_error: Option<String>,
+    /// The GPUs that listed a sampled process so far (bit N: GPU N).
+    touched: u8,
 }
 
 impl NvmlProbe {
@@ -191,6 +195,7 @@ impl NvmlProbe {
             device_total_bytes: 0,
             errors: 0,
             last_error: None,
+            touched: 0,
         })
     }
 
@@ -237,6 +242,39 @@ impl VramProbe for NvmlProbe {
             self.track_device(index);
         }
         value
+    }
+
+    fn per_gpu(&mut self, pids: &[u32], out: &mut Vec<ProcessVram>) -> Option<u8> {
+        out.clear();
+        if self.devices.len() < 2 {
+            return None;
+        }
+        let mut answered = false;
+        for (index, device) in self.devices.iter().enumerate().take(MAX_GPUS) {
+            let list = match self
+                .process_cost
+                .time(|| device.running_compute_processes())
+            {
+                Ok(list) => list,
+                Err(e) => {
+                    self.errors += 1;
+                    self.last_error = Some(format!("nvml process list of GPU {index}: {e}"));
+                    continue;
+                }
+            };
+            answered = true;
+            for p in list.iter().filter(|p| pids.contains(&p.pid)) {
+                if let UsedGpuMemory::Used(bytes) = p.used_gpu_memory {
+                    out.push(ProcessVram {
+                        gpu: index as u32,
+                        pid: p.pid,
+                        bytes,
+                    });
+                    self.touched |= 1 << index;
+                }
+            }
+        }
+        answered.then_some(self.touched)
     }
 
     fn checks(&self) -> Vec<Check> {

@@ -3,12 +3,21 @@
 //! a GPU machine; without a driver, VRAM columns stay empty (never a silent 0).
 
 use crate::protocol::Check;
+use crate::record::gpu::ProcessVram;
 
 /// Reads one process's device memory.
 pub trait VramProbe: Send {
     /// Bytes of device memory `pid` holds: 0 when the device answers and does
     /// not list it (no CUDA context there yet), `None` only when unknown.
     fn process_bytes(&mut self, pid: u32) -> Option<u64>;
+
+    /// Where NVML sees several GPUs: each of `pids`' bytes on each GPU into
+    /// `out` (cleared first), and the GPUs that listed one of them so far in
+    /// this run (bit N: GPU N). `None` on a machine of one GPU, or with no
+    /// reading (then the sample has no per-GPU VRAM: `record::gpu`).
+    fn per_gpu(&mut self, _pids: &[u32], _out: &mut Vec<ProcessVram>) -> Option<u8> {
+        None
+    }
 
     /// What the probe saw, for the run's metadata (source, cost, fallbacks).
     fn checks(&self) -> Vec<Check> {

@@ -44,6 +44,8 @@ struct ScenarioFile {
     description: String,
     #[serde(default = "default_device")]
     device: Spanned<String>,
+    /// GPUs to spread the runs over, in parallel (`device` must be CUDA).
+    devices: Option<Spanned<Vec<u32>>>,
     #[serde(default = "default_cycles")]
     cycles: Spanned<u32>,
     #[serde(default = "default_repeat")]
@@ -217,6 +219,7 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         ctx.invalid(span, lowercase_first(&message))
     })?;
     let device = device(&file, &ctx)?;
+    let devices = devices(&file, device, &ctx)?;
     let (interval_ms, timeout_s) = timing(&file, &ctx)?;
     let strategies = strategies(&file, &ctx)?;
     let models = models(&file, &ctx)?;
@@ -228,6 +231,7 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         toml_text: text.to_string(),
         description: file.description,
         device,
+        devices,
         cycles: *file.cycles.get_ref(),
         repeat: file.repeat.max(1),
         strategies,
@@ -251,6 +255,43 @@ fn device(file: &ScenarioFile, ctx: &Ctx) -> Result<DeviceSpec, ScenarioError> {
             ),
         )
     })
+}
+
+/// `devices`: distinct GPU indices, on a CUDA scenario.
+fn devices(file: &ScenarioFile, device: DeviceSpec, ctx: &Ctx) -> Result<Vec<u32>, ScenarioError> {
+    let Some(devices) = &file.devices else {
+        return Ok(Vec::new());
+    };
+    check_devices(devices.get_ref(), device).map_err(|e| ctx.invalid(devices.span(), e))?;
+    Ok(devices.get_ref().clone())
+}
+
+/// Why `devices` cannot spread runs on `device`'s scenario, if it cannot.
+pub fn check_devices(devices: &[u32], device: DeviceSpec) -> Result<(), String> {
+    if !device.is_cuda() {
+        return Err(format!(
+            "devices {devices:?} spreads runs over GPUs, and the device is {device}: make it cuda \
+             (device = \"cuda\" in the scenario, or --device cuda)"
+        ));
+    }
+    if devices.is_empty() {
+        return Err("devices is empty: list the GPUs to use, e.g. devices = [0, 1]".into());
+    }
+    if let Some(n) = devices
+        .iter()
+        .find(|n| **n as usize >= crate::record::gpu::MAX_GPUS)
+    {
+        return Err(format!(
+            "devices lists GPU {n}: memrel keeps GPUs 0 to {}",
+            crate::record::gpu::MAX_GPUS - 1
+        ));
+    }
+    for (i, n) in devices.iter().enumerate() {
+        if devices[..i].contains(n) {
+            return Err(format!("devices lists GPU {n} twice: list each GPU once"));
+        }
+    }
+    Ok(())
 }
 
 /// `cycles`, `timeout_s` and `interval_ms` in range; returns (interval_ms, timeout_s).

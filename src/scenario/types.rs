@@ -340,6 +340,9 @@ pub struct Scenario {
     pub toml_text: String,
     pub description: String,
     pub device: DeviceSpec,
+    /// GPUs the runs are spread over, one worker on each at a time (empty:
+    /// every run on `device`).
+    pub devices: Vec<u32>,
     pub cycles: u32,
     pub repeat: u32,
     pub strategies: Vec<String>,

@@ -174,8 +174,9 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     let strategy = strategy::lookup(&spec.strategy)?;
     // A lazy context (a test hook) is made at the first load instead.
     let lazy = super::hooks::lazy_context();
+    let no_device = super::hooks::no_device();
     let mut device = match spec.device {
-        DeviceSpec::Cuda(ordinal) if !lazy => Some(FakeDevice::open(ordinal)?),
+        DeviceSpec::Cuda(ordinal) if !lazy && !no_device => Some(FakeDevice::open(ordinal)?),
         _ => None,
     };
     out.send(Message::Hello(Hello {
@@ -214,7 +215,9 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         for step in &w.steps {
             match step {
                 Step::Load(id) => {
-                    if let (DeviceSpec::Cuda(ordinal), None) = (spec.device, &device) {
+                    if let (DeviceSpec::Cuda(ordinal), None, false) =
+                        (spec.device, &device, no_device)
+                    {
                         device = Some(FakeDevice::open(ordinal)?);
                     }
                     let m = *models

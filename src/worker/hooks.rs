@@ -21,6 +21,9 @@
 //! - `MEMREL_WORKER_LAZY_CONTEXT=1`: the fake worker on a CUDA device makes
 //!   its context at its first load, after its baseline, as PyTorch and JAX
 //!   do at their first GPU operation: until then NVML does not list it.
+//! - `MEMREL_WORKER_NO_DEVICE=1`: the fake worker on a CUDA device opens none
+//!   (host memory only, no VRAM readings), so runs spread over GPUs
+//!   (`devices`, `plan::lanes`) are tested on a machine without one.
 
 use std::fs::File;
 use std::io::Write;
@@ -37,6 +40,13 @@ pub const LAZY_CONTEXT_ENV: &str = "MEMREL_WORKER_LAZY_CONTEXT";
 /// `MEMREL_WORKER_LAZY_CONTEXT=1`: open the fake worker's device at its first load.
 pub fn lazy_context() -> bool {
     std::env::var(LAZY_CONTEXT_ENV).is_ok_and(|v| v == "1")
+}
+
+pub const NO_DEVICE_ENV: &str = "MEMREL_WORKER_NO_DEVICE";
+
+/// `MEMREL_WORKER_NO_DEVICE=1`: the fake worker opens no device.
+pub fn no_device() -> bool {
+    std::env::var(NO_DEVICE_ENV).is_ok_and(|v| v == "1")
 }
 
 /// Room left above the address space in use when the limit is set: enough for

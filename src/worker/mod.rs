@@ -152,6 +152,24 @@ impl Plug {
         }
     }
 
+    /// The device its processes run on.
+    pub fn device(&self) -> Option<crate::scenario::DeviceSpec> {
+        match self {
+            Plug::Memrel(spec) => Some(spec.device),
+            Plug::Command(spec) => Some(spec.device),
+        }
+    }
+
+    /// The same process, pinned to `device` (a lane of runs spread over GPUs).
+    pub fn on_device(&self, device: crate::scenario::DeviceSpec) -> Plug {
+        let mut out = self.clone();
+        match &mut out {
+            Plug::Memrel(spec) => spec.device = device,
+            Plug::Command(spec) => spec.device = device,
+        }
+        out
+    }
+
     /// The next process of a `respawn` run takes over at `resume`.
     pub fn resume_at(&mut self, resume: Resume) {
         if let Plug::Memrel(spec) = self {

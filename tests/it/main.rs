@@ -23,6 +23,7 @@ mod fake;
 mod faults;
 mod gate;
 mod gpu;
+mod gpus;
 mod hostile;
 mod machine;
 mod model_arg;

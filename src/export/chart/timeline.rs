@@ -519,6 +519,7 @@ mod tests {
                     anon_bytes: mib << 19,
                     file_bytes: mib << 19,
                     vram_bytes: None,
+                    gpu_vram: Default::default(),
                 }
             })
             .collect();

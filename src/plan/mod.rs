@@ -27,6 +27,8 @@ use crate::strategy::{self, Strategy};
 use crate::worker::command::{python_module_dir, CommandSpec};
 use crate::worker::{Plug, WorkerSpec};
 
+mod lanes;
+
 /// What will run, fully validated before anything starts.
 pub struct Plan {
     pub scenario: Scenario,
@@ -39,6 +41,9 @@ pub struct Plan {
     /// Where a program runs and its relative paths start (default: the
     /// scenario file's directory).
     pub cwd: Option<PathBuf>,
+    /// GPUs the runs are spread over in parallel (`lanes`); fewer than two:
+    /// one run at a time on the scenario's device.
+    pub devices: Vec<u32>,
 }
 
 /// The command line as runs.json records it: each argument as text, a byte
@@ -62,6 +67,15 @@ impl Plan {
             scenario.device = DeviceSpec::parse(device).with_context(|| {
                 format!("--device {device:?} is not valid: use cpu, cuda or cuda:N")
             })?;
+        }
+        if let Some(devices) = &overrides.devices {
+            scenario.devices = devices.clone();
+            crate::scenario::check_devices(devices, scenario.device)
+                .map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
+        }
+        if let Some(&first) = scenario.devices.first() {
+            // The record's device names every GPU; each run names its own.
+            scenario.device = DeviceSpec::Cuda(first as usize);
         }
         if let Some(cycles) = overrides.cycles {
             if cycles == 0 {
@@ -91,12 +105,13 @@ impl Plan {
         };
         let strategies = resolve_strategies(&names, &scenario)?;
         Ok(Plan {
-            scenario,
             strategies,
             out_root: out_root.to_path_buf(),
             python: overrides.python.clone(),
             tree: overrides.tree,
             cwd: None,
+            devices: scenario.devices.clone(),
+            scenario,
         })
     }
 
@@ -130,7 +145,7 @@ impl Plan {
                 scenario: scenario.name.clone(),
                 scenario_origin: scenario.origin.clone(),
                 scenario_toml: scenario.toml_text.clone(),
-                device: scenario.device.to_string(),
+                device: self.device_name(),
                 command: command_line,
                 created_unix_s: now_unix_s(),
                 host: crate::host::describe(),
@@ -144,96 +159,60 @@ impl Plan {
             },
             runs: Vec::new(),
         };
-        let total_runs = self.strategies.len() as u64 * u64::from(scenario.repeat);
-        let cycles = u64::from(scenario.cycles);
-        let progress = ProgressBar::new(total_runs * cycles);
+        let slots = self.slots();
+        let progress = ProgressBar::new(slots.len() as u64 * u64::from(scenario.cycles));
         progress.set_style(
             ProgressStyle::with_template(
                 "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cycles  {msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        let mut run_number = 0u32;
+        let run = RunContext {
+            plan: self,
+            exe: &exe,
+            interval,
+            progress: &progress,
+            total_runs: slots.len(),
+        };
+        if self.devices.len() > 1 {
+            let out = lanes::execute(&run, &plug, record, &out_dir, slots, &self.devices);
+            progress.finish_and_clear();
+            return out.map(|summary| (out_dir, summary));
+        }
         let mut summary = metrics::summarize(&record);
-        'runs: for repetition in 1..=scenario.repeat {
-            for strategy in &self.strategies {
-                run_number += 1;
-                let plan = RunPlan {
-                    run: run_number,
-                    repetition,
-                    strategy,
-                    plug: &plug,
-                    interval,
-                    timeout: Duration::from_secs_f64(scenario.timeout_s.max(1.0)),
-                };
-                let done_before = u64::from(run_number - 1) * cycles;
-                progress.set_position(done_before);
-                let label = format!(
-                    "run {run_number}/{total_runs} {} (repetition {repetition})",
-                    strategy.name
-                );
-                progress.set_message(label.clone());
-                let (vram, vram_missing) = vram_probe(scenario.device);
-                let meta = RunMeta::planned(run_number, strategy.name, repetition);
-                let mut live = LiveRun::begin(&out_dir, &record, &meta)
-                    .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
-                let events = &mut live.events;
-                let (mut run, probe) =
-                    orchestrator::execute(&exe, &plan, vram, &live.samples, &mut |event| {
-                        events.append(event);
-                        let edge = &event.edge;
-                        progress
-                            .set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
-                        progress.set_message(format!(
-                            "{label}: cycle {} {}{}",
-                            edge.cycle,
-                            edge.phase.as_str(),
-                            edge.model
-                                .as_deref()
-                                .map(|m| format!(" {m}"))
-                                .unwrap_or_default()
-                        ));
-                    });
-                if let (Some(why), true) = (vram_missing, plug.duties().complete_edges) {
-                    // memrel's own worker falls back to its own reading; a
-                    // program has nothing else: say why its VRAM is empty.
-                    run.meta.checks.push(Check {
-                        name: "vram sampler (nvml)".into(),
-                        ok: false,
-                        detail: why,
-                    });
-                }
-                record.header.sampler = probe.to_string();
-                if run.meta.status != RunStatus::Completed {
-                    progress.suspend(|| {
-                        eprintln!(
-                            "memrel: run {run_number} ({}) did not complete: {}",
-                            strategy.name,
-                            run.meta.error.as_deref().unwrap_or("unknown error")
-                        )
-                    });
-                }
-                // The run's samples, read back from samples.csv (which gets
-                // their exact phases now): `run` and `report` see the same.
-                // Should that fail, the files stay as they were streamed (the
-                // run listed as stopped early): nothing is rewritten from a
-                // record that lacks them.
-                let cannot_write = || format!("cannot write results into {}", out_dir.display());
-                live.finish(&mut run).with_context(cannot_write)?;
-                record.runs.push(run);
-                record
-                    .save_events_and_runs(&out_dir)
-                    .with_context(cannot_write)?;
-                summary = metrics::summarize(&record);
-                export::write_derived_run_outputs(&out_dir, &record, &summary)
-                    .with_context(cannot_write)?;
-                if orchestrator::signals::received().is_some() {
-                    break 'runs;
-                }
+        for slot in slots {
+            summary = run.make(&plug, &mut record, &out_dir, slot)?;
+            if orchestrator::signals::received().is_some() {
+                break;
             }
         }
         progress.finish_and_clear();
         Ok((out_dir, summary))
+    }
+
+    /// The record's device: `cuda:0,1` for runs spread over GPUs.
+    fn device_name(&self) -> String {
+        if self.devices.len() > 1 {
+            let list: Vec<String> = self.devices.iter().map(u32::to_string).collect();
+            format!("cuda:{}", list.join(","))
+        } else {
+            self.scenario.device.to_string()
+        }
+    }
+
+    /// Every run to make, numbered, in order: each repetition of every strategy.
+    fn slots(&self) -> Vec<Slot> {
+        let mut out = Vec::new();
+        for repetition in 1..=self.scenario.repeat {
+            for strategy in &self.strategies {
+                out.push(Slot {
+                    run: out.len() as u32 + 1,
+                    repetition,
+                    strategy,
+                });
+            }
+        }
+        out
     }
 
     /// What a program runs with, for the record (`None` for memrel's own
@@ -348,6 +327,126 @@ impl Plan {
             }
         };
         Ok((plug, infos))
+    }
+}
+
+/// One run to make: its number in the invocation, its repetition and strategy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    pub run: u32,
+    pub repetition: u32,
+    pub strategy: &'static Strategy,
+}
+
+/// What every run of an invocation shares.
+pub(crate) struct RunContext<'a> {
+    pub plan: &'a Plan,
+    pub exe: &'a Path,
+    pub interval: Duration,
+    pub progress: &'a ProgressBar,
+    pub total_runs: usize,
+}
+
+impl RunContext<'_> {
+    /// Makes one run of `plug` into `out_dir`, appends it to `record` and
+    /// writes every output again; the summary of the record so far.
+    pub fn make(
+        &self,
+        plug: &Plug,
+        record: &mut Record,
+        out_dir: &Path,
+        slot: Slot,
+    ) -> Result<Summary> {
+        let Slot {
+            run: run_number,
+            repetition,
+            strategy,
+        } = slot;
+        let scenario = &self.plan.scenario;
+        let cycles = u64::from(scenario.cycles);
+        let progress = self.progress;
+        let plan = RunPlan {
+            run: run_number,
+            repetition,
+            strategy,
+            plug,
+            interval: self.interval,
+            timeout: Duration::from_secs_f64(scenario.timeout_s.max(1.0)),
+        };
+        let done_before = u64::from(run_number - 1) * cycles;
+        if self.plan.devices.len() <= 1 {
+            progress.set_position(done_before);
+        }
+        let total_runs = self.total_runs;
+        let on = plug
+            .device()
+            .map(|d| format!(" on {d}"))
+            .unwrap_or_default();
+        let label = format!(
+            "run {run_number}/{total_runs} {} (repetition {repetition}){on}",
+            strategy.name
+        );
+        progress.set_message(label.clone());
+        let device = plug.device().unwrap_or(scenario.device);
+        let (vram, vram_missing) = vram_probe(device);
+        let meta = RunMeta::planned(run_number, strategy.name, repetition);
+        let mut live = LiveRun::begin(out_dir, record, &meta)
+            .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
+        let events = &mut live.events;
+        let lanes = self.plan.devices.len() > 1;
+        let (mut run, probe) =
+            orchestrator::execute(self.exe, &plan, vram, &live.samples, &mut |event| {
+                events.append(event);
+                let edge = &event.edge;
+                if !lanes {
+                    progress.set_position(done_before + u64::from(edge.cycle.saturating_sub(1)));
+                }
+                progress.set_message(format!(
+                    "{label}: cycle {} {}{}",
+                    edge.cycle,
+                    edge.phase.as_str(),
+                    edge.model
+                        .as_deref()
+                        .map(|m| format!(" {m}"))
+                        .unwrap_or_default()
+                ));
+            });
+        if lanes {
+            progress.inc(cycles);
+        }
+        if let (Some(why), true) = (vram_missing, plug.duties().complete_edges) {
+            // memrel's own worker falls back to its own reading; a
+            // program has nothing else: say why its VRAM is empty.
+            run.meta.checks.push(Check {
+                name: "vram sampler (nvml)".into(),
+                ok: false,
+                detail: why,
+            });
+        }
+        record.header.sampler = probe.to_string();
+        if run.meta.status != RunStatus::Completed {
+            progress.suspend(|| {
+                eprintln!(
+                    "memrel: run {run_number} ({}{on}) did not complete: {}",
+                    strategy.name,
+                    run.meta.error.as_deref().unwrap_or("unknown error")
+                )
+            });
+        }
+        // The run's samples, read back from samples.csv (which gets
+        // their exact phases now): `run` and `report` see the same.
+        // Should that fail, the files stay as they were streamed (the
+        // run listed as stopped early): nothing is rewritten from a
+        // record that lacks them.
+        let cannot_write = || format!("cannot write results into {}", out_dir.display());
+        live.finish(&mut run).with_context(cannot_write)?;
+        record.runs.push(run);
+        record
+            .save_events_and_runs(out_dir)
+            .with_context(cannot_write)?;
+        let summary = metrics::summarize(record);
+        export::write_derived_run_outputs(out_dir, record, &summary).with_context(cannot_write)?;
+        Ok(summary)
     }
 }
 

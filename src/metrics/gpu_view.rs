@@ -1,0 +1,143 @@
+//! One GPU's view of a run, for records with several GPUs: the runs of one
+//! invocation spread over GPUs (`devices = [0, 1]`), or a program whose
+//! processes use several (VRAM per GPU, `record::gpu`).
+//!
+//! Every metric is written for a run whose device readings are one number
+//! per sample and per phase edge. This module gives that to them: a view of
+//! the run in which `vram_bytes` is GPU N's, so the metrics stay as they
+//! are. memrel's worker reads its own GPU at its edges; other GPUs' edges,
+//! and every edge of a program (whose edge reading is one process's, not
+//! its tree's), are read off the samples: a begin edge the last sample at
+//! or before it, an end edge the first at or after it (what the phase left).
+
+use std::borrow::Cow;
+
+use super::Resource;
+use crate::protocol::Edge;
+use crate::record::RunRecord;
+
+/// The GPU index of a device name (`cuda`, `cuda:N`).
+pub fn gpu_of(device: &str) -> Option<u32> {
+    match Resource::device_of(device) {
+        Some(Resource::Device(n)) => Some(n),
+        _ => None,
+    }
+}
+
+/// `run` as GPU `gpu` saw it; `own` is the GPU whose edge readings are the
+/// worker's own (memrel's worker: the run's device, else the record's;
+/// `None` for a program). A run of one device on a machine of one GPU is
+/// its own view (borrowed: nothing copied).
+pub fn view(run: &RunRecord, gpu: u32, own: Option<u32>) -> Cow<'_, RunRecord> {
+    let per_gpu = run.samples.iter().any(|s| s.gpu_vram.was_read());
+    if !per_gpu && own.is_none_or(|own| own == gpu) {
+        return Cow::Borrowed(run);
+    }
+    let resource = Resource::Device(gpu);
+    let mut out = run.clone();
+    for sample in &mut out.samples {
+        sample.vram_bytes = if per_gpu {
+            resource.in_sample(sample)
+        } else {
+            None
+        };
+    }
+    if own != Some(gpu) {
+        let read: Vec<(f64, u64)> = out
+            .samples
+            .iter()
+            .filter_map(|s| s.vram_bytes.map(|v| (s.t_s, v)))
+            .collect();
+        for event in &mut out.events {
+            event.edge.memory.vram_bytes = at_edge(&read, event.t_s, event.edge.edge);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A GPU's bytes at an edge at `t_s`, from its readings `read` (time order):
+/// a begin edge the last at or before it (none yet: 0, the run holds nothing
+/// on a GPU before it first lists one of its processes), an end edge the
+/// first at or after it (none: the last). `None`: the GPU was never read.
+fn at_edge(read: &[(f64, u64)], t_s: f64, edge: Edge) -> Option<u64> {
+    if read.is_empty() {
+        return None;
+    }
+    match edge {
+        Edge::Begin => {
+            let upto = read.partition_point(|(t, _)| *t <= t_s);
+            Some(upto.checked_sub(1).map_or(0, |i| read[i].1))
+        }
+        Edge::End => {
+            let from = read.partition_point(|(t, _)| *t < t_s);
+            read.get(from).or(read.last()).map(|r| r.1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixture;
+    use crate::record::gpu::{GpuVram, ProcessVram};
+
+    #[test]
+    fn another_gpus_view_reads_its_sums_and_its_edges_off_the_samples() {
+        let mut record = fixture::record();
+        let run = &mut record.runs[0];
+        let first_edge_s = run.events[0].t_s;
+        for (i, s) in run.samples.iter_mut().enumerate() {
+            let on_gpu1 = [ProcessVram {
+                gpu: 1,
+                pid: 7,
+                bytes: 1000 + i as u64,
+            }];
+            // GPU 1 lists the run's process from its first edge on.
+            s.gpu_vram = if s.t_s >= first_edge_s {
+                GpuVram::of(0b10, &on_gpu1)
+            } else {
+                GpuVram::of(0, &[])
+            };
+        }
+        let view1 = view(run, 1, Some(0));
+        for (s, v) in run.samples.iter().zip(&view1.samples) {
+            assert_eq!(v.vram_bytes, s.gpu_vram.get(1));
+        }
+        for e in &view1.events {
+            let read = run
+                .samples
+                .iter()
+                .filter_map(|s| s.gpu_vram.get(1).map(|v| (s.t_s, v)));
+            let expected = match e.edge.edge {
+                Edge::Begin => read.filter(|(t, _)| *t <= e.t_s).last(),
+                Edge::End => read.clone().find(|(t, _)| *t >= e.t_s).or(read.last()),
+            };
+            assert_eq!(
+                e.edge.memory.vram_bytes,
+                Some(expected.map_or(0, |r| r.1)),
+                "{e:?}"
+            );
+        }
+        // GPU 0, the worker's own, keeps the worker's edge readings; its
+        // samples have no GPU 0 reading: none.
+        let view0 = view(run, 0, Some(0));
+        assert!(view0.samples.iter().all(|s| s.vram_bytes.is_none()));
+        assert_eq!(view0.events, run.events);
+    }
+
+    #[test]
+    fn a_run_of_one_gpu_on_a_machine_of_one_is_its_own_view() {
+        let record = fixture::record();
+        assert!(matches!(
+            view(&record.runs[0], 0, Some(0)),
+            Cow::Borrowed(_)
+        ));
+        // Another GPU of a record without per-GPU readings: nothing read.
+        let other = view(&record.runs[0], 1, Some(0));
+        assert!(other.samples.iter().all(|s| s.vram_bytes.is_none()));
+        assert!(other
+            .events
+            .iter()
+            .all(|e| e.edge.memory.vram_bytes.is_none()));
+    }
+}
