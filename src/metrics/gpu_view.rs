@@ -104,13 +104,13 @@ mod tests {
             assert_eq!(v.vram_bytes, s.gpu_vram.get(1));
         }
         for e in &view1.events {
-            let read = run
+            let mut read = run
                 .samples
                 .iter()
                 .filter_map(|s| s.gpu_vram.get(1).map(|v| (s.t_s, v)));
             let expected = match e.edge.edge {
-                Edge::Begin => read.filter(|(t, _)| *t <= e.t_s).last(),
-                Edge::End => read.clone().find(|(t, _)| *t >= e.t_s).or(read.last()),
+                Edge::Begin => read.filter(|(t, _)| *t <= e.t_s).next_back(),
+                Edge::End => read.clone().find(|(t, _)| *t >= e.t_s).or(read.next_back()),
             };
             assert_eq!(
                 e.edge.memory.vram_bytes,

@@ -75,7 +75,7 @@ pub struct SampleWriter {
 enum ProcessLog {
     /// Not opened yet (at `path`), or nowhere to write (`None`: tests).
     Closed(Option<PathBuf>),
-    Open(csv::Writer<BufWriter<File>>),
+    Open(Box<csv::Writer<BufWriter<File>>>),
 }
 
 /// gpu_processes.csv: one row per process per GPU per sample.
@@ -110,11 +110,11 @@ impl SampleWriter {
                 .and_then(|()| append(path));
             match opened {
                 Ok(file) => {
-                    self.processes = ProcessLog::Open(
+                    self.processes = ProcessLog::Open(Box::new(
                         csv::WriterBuilder::new()
                             .has_headers(false)
                             .from_writer(BufWriter::with_capacity(1 << 14, file)),
-                    )
+                    ))
                 }
                 Err(e) => self.error = Some(format!("{e:#}")),
             }
