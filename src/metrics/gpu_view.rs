@@ -109,7 +109,7 @@ mod tests {
                 .iter()
                 .filter_map(|s| s.gpu_vram.get(1).map(|v| (s.t_s, v)));
             let expected = match e.edge.edge {
-                Edge::Begin => read.filter(|(t, _)| *t <= e.t_s).next_back(),
+                Edge::Begin => read.rfind(|(t, _)| *t <= e.t_s),
                 Edge::End => read.clone().find(|(t, _)| *t >= e.t_s).or(read.next_back()),
             };
             assert_eq!(
