@@ -30,6 +30,12 @@ pub const EVENT_FD: i32 = 3;
 /// The environment variable that tells the worker which descriptor is the channel.
 pub const EVENT_FD_ENV: &str = "MEMREL_EVENT_FD";
 
+/// The channel's identity, `pipe:[INODE]` as /proc/PID/fd shows it: a process
+/// started by a launcher that closed the descriptor (torchrun, accelerate
+/// launch) finds the pipe again in an ancestor's /proc/PID/fd (the Python
+/// module does, in the process of rank 0 only).
+pub const EVENT_PIPE_ENV: &str = "MEMREL_EVENT_PIPE";
+
 /// The longest line the parent accepts; a longer one is a protocol error (a
 /// real message is a few hundred bytes: this bounds the parent's memory).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;

@@ -80,6 +80,7 @@ RELEASE_ACTIONS = (
     "ipc_collect",
     "clear_cublas_workspaces",
     "device_reset",
+    "destroy_process_group",
 )
 # Release actions that work on the objects passed to release().
 _OBJECT_ACTIONS = ("to_cpu", "detach")
@@ -133,6 +134,14 @@ class _Channel(object):
         except ValueError:
             self._warn("MEMREL_EVENT_FD=%r is not a descriptor number" % raw)
             return
+        pipe = os.environ.pop("MEMREL_EVENT_PIPE", None)
+        if pipe and not self._is_pipe(fd, pipe):
+            # A launcher (torchrun, accelerate launch) closed the descriptor
+            # before starting this process: rank 0 finds the pipe again in
+            # an ancestor, the other ranks report nothing.
+            fd = self._reopen(fd, pipe) if os.environ.get("RANK", "0") == "0" else None
+            if fd is None:
+                return
         try:
             os.fstat(fd)
         except OSError as e:
@@ -145,6 +154,34 @@ class _Channel(object):
         self.fd = fd
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
+
+    @staticmethod
+    def _is_pipe(fd, pipe):
+        try:
+            return os.readlink("/proc/self/fd/%d" % fd) == pipe
+        except OSError:
+            return False
+
+    @staticmethod
+    def _reopen(fd, pipe):
+        """The pipe ``pipe`` (``pipe:[INODE]``) as a new descriptor, opened
+        through the first ancestor that holds it as ``fd``; None if none does."""
+        pid = os.getppid()
+        for _ in range(16):
+            if pid <= 1:
+                break
+            path = "/proc/%d/fd/%d" % (pid, fd)
+            try:
+                if os.readlink(path) == pipe:
+                    return os.open(path, os.O_WRONLY)
+            except OSError:
+                pass
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                break
+        return None
 
     @staticmethod
     def _warn(text):
@@ -564,8 +601,9 @@ def _torch_cuda():
 
 def _cuda_device(torch):
     d = device()
-    if d.startswith("cuda"):
+    if d.startswith("cuda") and "LOCAL_RANK" not in os.environ:
         return torch.device(d)
+    # A rank of a launched group (torchrun) works on the GPU it picked.
     return torch.device("cuda", torch.cuda.current_device())
 
 
@@ -770,6 +808,20 @@ def _act_clear_cublas_workspaces(objs):
     )
 
 
+def _act_destroy_process_group(objs):
+    try:
+        import torch.distributed as dist
+    except Exception as e:
+        return _skipped("destroy_process_group", "torch.distributed: %s" % _first_line(e))
+    if not (dist.is_available() and dist.is_initialized()):
+        return _skipped("destroy_process_group", "no process group in this process")
+    backend = dist.get_backend()
+    t0 = time.perf_counter()
+    dist.destroy_process_group()
+    dt = time.perf_counter() - t0
+    return _Outcome("destroy_process_group: %s group, %s" % (backend, _fmt_ms(dt)))
+
+
 def _find_cudart():
     for path in sorted(_mapped_libraries()):
         if os.path.basename(path).startswith("libcudart.so"):
@@ -867,6 +919,7 @@ _ACTIONS = {
     "ipc_collect": _act_ipc_collect,
     "clear_cublas_workspaces": _act_clear_cublas_workspaces,
     "device_reset": _act_device_reset,
+    "destroy_process_group": _act_destroy_process_group,
 }
 
 

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
-use crate::protocol::{Envelope, Message, EVENT_FD, EVENT_FD_ENV, MAX_LINE_BYTES};
+use crate::protocol::{Envelope, Message, EVENT_FD, EVENT_FD_ENV, EVENT_PIPE_ENV, MAX_LINE_BYTES};
 use crate::sampler::Probe;
 
 /// One line of the channel: when it arrived (seconds on the run's clock) and
@@ -45,6 +45,9 @@ impl Channel {
     pub fn attach(&self, command: &mut Command) {
         let source = self.write.as_raw_fd();
         command.env(EVENT_FD_ENV, EVENT_FD.to_string());
+        if let Ok(stat) = rustix::fs::fstat(&self.write) {
+            command.env(EVENT_PIPE_ENV, format!("pipe:[{}]", stat.st_ino));
+        }
         // SAFETY: `pre_exec` is unsafe because its closure runs between fork
         // and exec: this one makes one raw syscall (dup2, async-signal-safe)
         // and allocates nothing. The target is wrapped without being owned

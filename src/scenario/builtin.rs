@@ -85,6 +85,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "torch-gpu-sleep",
         include_str!("../../scenarios/torch-gpu-sleep.toml"),
     ),
+    (
+        "torch-gpu-tp",
+        include_str!("../../scenarios/torch-gpu-tp.toml"),
+    ),
 ];
 
 /// The files the built-in program scenarios run, by their path under
@@ -117,6 +121,10 @@ pub const SCRIPTS: &[(&str, &str)] = &[
     (
         "pytorch/sleep_wake.py",
         include_str!("../../scenarios/pytorch/sleep_wake.py"),
+    ),
+    (
+        "pytorch/tensor_parallel.py",
+        include_str!("../../scenarios/pytorch/tensor_parallel.py"),
     ),
 ];
 

@@ -262,6 +262,7 @@ impl ProgramActions {
         "ipc_collect",
         "clear_cublas_workspaces",
         "device_reset",
+        "destroy_process_group",
     ];
     /// Every step name a program may be asked to take at `import memrel`
     /// (`mallopt_mmap_threshold` takes `=BYTES`): the module's `START_ACTIONS`.

@@ -95,4 +95,25 @@ pub const PROGRAM: &[Strategy] = &[
         unsupported: true,
         ..Strategy::PLAIN
     },
+    Strategy {
+        name: "destroy-pg",
+        device: DeviceKind::Cuda,
+        summary: "programs: gc.collect(), then torch.distributed.destroy_process_group() in every rank",
+        explanation: "A tensor-parallel program (torchrun, NCCL) keeps a communicator per process \
+            group: NCCL's buffers and streams on every GPU stay after the model is deleted, until \
+            the group is destroyed. Each rank runs the release; the group is made again at the next \
+            load. PyTorch's cache still holds the freed weights: see destroy-pg-empty-cache.",
+        release: ReleaseAction::ProgramOnly(&["gc", "destroy_process_group"]),
+        ..Strategy::PLAIN
+    },
+    Strategy {
+        name: "destroy-pg-empty-cache",
+        device: DeviceKind::Cuda,
+        summary: "programs: gc.collect(), destroy_process_group(), then torch.cuda.empty_cache() in every rank",
+        explanation: "The full tear-down of a tensor-parallel model (what users are told after `del \
+            llm`): the process group's NCCL resources, then the caching allocator's freed blocks, \
+            go back on each GPU. What stays is each rank's CUDA context.",
+        release: ReleaseAction::ProgramOnly(&["gc", "destroy_process_group", "empty_cache"]),
+        ..Strategy::PLAIN
+    },
 ];

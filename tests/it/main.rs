@@ -25,6 +25,7 @@ mod gate;
 mod gpu;
 mod gpus;
 mod hostile;
+mod launcher;
 mod machine;
 mod model_arg;
 mod program;

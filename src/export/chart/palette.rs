@@ -44,6 +44,8 @@ const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
     ("ipc-collect", RGBColor(70, 70, 70)),           // dark grey
     ("detach-release", RGBColor(46, 139, 87)),       // sea green
     ("device-reset", RGBColor(255, 20, 147)),        // deep pink
+    ("destroy-pg", RGBColor(184, 134, 11)),          // dark goldenrod
+    ("destroy-pg-empty-cache", RGBColor(0, 100, 0)), // dark green
 ];
 
 /// Colours for names not in [`STRATEGY_COLOURS`], picked by a stable hash of
