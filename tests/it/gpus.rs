@@ -75,6 +75,20 @@ fn runs_spread_over_two_gpus_run_in_parallel_and_join_into_one_record() {
         .map(|r| r.as_str().unwrap())
         .collect();
     assert_eq!(resources, ["host", "cuda:0", "cuda:1"]);
+    for (run, meta) in summary["runs"].as_array().unwrap().iter().zip(&runs) {
+        let own = meta["device"].as_str().unwrap();
+        let other = if own == "cuda:0" { "cuda:1" } else { "cuda:0" };
+        let on_other = run["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == other)
+            .unwrap();
+        assert_eq!(
+            on_other["not_measured"],
+            format!("VRAM not measured: the run ran on {own}").as_str()
+        );
+    }
     let rows = csv_rows(&dir.join("samples.csv"));
     let per_run = |n: &str| rows.iter().filter(|r| r["run"] == n).count();
     for n in ["1", "2", "3", "4"] {
