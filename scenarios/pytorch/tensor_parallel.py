@@ -71,6 +71,16 @@ def shard_by_hand(path, rank, world, dev):
     return shards
 
 
+def tp_plan_auto():
+    """from_pretrained's keywords for tp_plan="auto" (DistributedConfig where
+    this transformers has it: the bare keyword is deprecated in 5.x)."""
+    config = getattr(_common.transformers, "DistributedConfig", None)
+    try:
+        return {"distributed_config": config(tp_plan="auto")}
+    except TypeError:  # None, or a DistributedConfig without tp_plan
+        return {"tp_plan": "auto"}
+
+
 def main():
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -85,13 +95,21 @@ def main():
     barrier = Barrier(rank, world)
     (mid, path), *_ = _common.ordered_models()
 
-    def group():
+    def group(generation):
+        # A fresh key space per group: a group made again after
+        # destroy_process_group must not read the last one's NCCL id.
         if not dist.is_initialized():
-            dist.init_process_group("nccl", device_id=dev)
+            dist.init_process_group(
+                "nccl",
+                store=dist.PrefixStore("group%d" % generation, barrier.store),
+                rank=rank,
+                world_size=world,
+                device_id=dev,
+            )
 
     with memrel.phase("warmup") as p:
         p.note = _common.warm_up([path])
-        group()
+        group(0)
         x = torch.ones(1024, device=dev)
         dist.all_reduce(x)
         p.note = "%d ranks, NCCL all_reduce of 4 KiB = %g on each; %s" % (world, x[0].item(), p.note)
@@ -102,10 +120,10 @@ def main():
     for cycle in range(1, memrel.cycles() + 1):
         barrier.meet("ready%d" % cycle)
         with memrel.phase("load", model=mid) as p:
-            group()
+            group(cycle)
             try:
                 model = _common.transformers.AutoModelForCausalLM.from_pretrained(
-                    path, tp_plan="auto", dtype=torch.float32
+                    path, dtype=torch.float32, **tp_plan_auto()
                 )
                 how = "transformers tp_plan=auto"
             except Exception as e:  # an older transformers, a model without a plan

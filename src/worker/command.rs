@@ -69,8 +69,12 @@ impl CommandSpec {
         command
             .env(STRATEGY_ENV, strategy_json.to_string())
             .env(CYCLES_ENV, self.cycles.to_string())
-            .env(MODELS_ENV, serde_json::Value::Object(models).to_string())
             .env(DEVICE_ENV, self.device.to_string());
+        // `memrel exec` has no models of its own: the caller's MEMREL_MODELS
+        // (if any) reaches the program as it is.
+        if !models.is_empty() {
+            command.env(MODELS_ENV, serde_json::Value::Object(models).to_string());
+        }
         let mut python_path = self.python_path.clone().into_os_string();
         if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
             python_path.push(":");

@@ -3,7 +3,8 @@
 # nvidia-h200-x2), one device call from the repository root:
 #   bash results/reference/multi-gpu/gpu.sh
 # 1. candle, runs spread over GPUs: cuda-drop (2 strategies x 3 processes)
-#    on cuda:0 alone, then with --devices 0,1; the wall time of each.
+#    on cuda:0 alone, then with --devices 0,1, twice each after a warm-up;
+#    the wall time of each (steps.log).
 # 2. PyTorch tensor parallel (torch-gpu-tp: torchrun, NCCL, transformers
 #    tp_plan) under memrel compare --tree: VRAM per process and per GPU.
 # 3. The same program under memrel exec (--tree, one strategy) and, started
@@ -26,8 +27,13 @@ step() { # name, command...
   "$@" > "$R/$name.stdout" 2> "$R/$name.stderr"; local rc=$?
   echo "$name rc=$rc wall_s=$(python3 -c "import time;print(round(time.time()-$start,1))")" | tee -a "$R/steps.log"
 }
-step one-gpu $M compare --scenario cuda-drop --device cuda:0 --out "$R/one-gpu"
-step two-gpus $M compare --scenario cuda-drop --devices 0,1 --out "$R/two-gpus"
+# The first CUDA process of a machine JIT-compiles candle's kernels (cached
+# for the next ones): a warm-up run on both GPUs first, kept apart.
+step warm-up $M compare --scenario cuda-drop --devices 0,1 --out "$R/warm-up"
+for i in 1 2; do
+  step one-gpu-$i $M compare --scenario cuda-drop --device cuda:0 --repeat 3 --out "$R/one-gpu"
+  step two-gpus-$i $M compare --scenario cuda-drop --devices 0,1 --repeat 3 --out "$R/two-gpus"
+done
 step tp $M compare --scenario torch-gpu-tp --tree --out "$R/tp"
 $M model gen qwen2-small /tmp/m/qwen2-small > /dev/null 2>&1
 export MEMREL_MODELS='{"decoder": "/tmp/m/qwen2-small"}'
