@@ -398,7 +398,10 @@ def rows_of(summary, limits):
 
 
 def _mib(n):
-    return "-" if n is None else "%.1f" % (n / float(_MIB))
+    if n is None:
+        return "-"
+    text = "%.1f" % (n / float(_MIB))
+    return "0.0" if text == "-0.0" else text
 
 
 def _limit(row):
@@ -447,6 +450,7 @@ class Measured(object):
         self.error = None
         self.failed = False
         self.over = False
+        self.release_notes = []  # what each release step did, as memrel.release says it
 
 
 class _Plugin(object):
@@ -537,6 +541,7 @@ class _Plugin(object):
             attach.mark("release")
             for step in limits.release:
                 outcome = memrel._ACTIONS[step]([])
+                measured.release_notes.append(outcome.text)
                 if outcome.failed:
                     raise MeasureError("release step %s failed: %s" % (step, outcome.text))
             attach.mark("settle")
@@ -577,6 +582,8 @@ class _Plugin(object):
                 % (", ".join(missing), os.path.join(measured.dir, "attach.log"))
             )
         lines.append(table(measured.rows))
+        if measured.release_notes:
+            lines.append("release: %s" % "; ".join(measured.release_notes))
         lines.append("timeline: %s" % os.path.join(measured.dir, "timeline.png"))
         lines.append("results: %s" % measured.dir)
         raise pytest.fail.Exception("\n".join(lines), pytrace=False)
