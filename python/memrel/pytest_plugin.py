@@ -443,9 +443,10 @@ def _dir_name(nodeid):
 
 
 class Measured(object):
-    def __init__(self, nodeid, out_dir):
+    def __init__(self, nodeid, out_dir, limits=None):
         self.nodeid = nodeid
         self.dir = out_dir
+        self.limits = limits
         self.rows = []
         self.error = None
         self.failed = False
@@ -503,7 +504,7 @@ class _Plugin(object):
             measured.error = str(e)
             self.results.append(measured)
             raise pytest.fail.Exception("memrel: %s" % e, pytrace=False) from None
-        self.attaches[item.nodeid] = (attach, Measured(item.nodeid, out_dir), limits)
+        self.attaches[item.nodeid] = (attach, Measured(item.nodeid, out_dir, limits), limits)
         return result
 
     @pytest.hookimpl(wrapper=True)
@@ -528,6 +529,7 @@ class _Plugin(object):
             raise pytest.fail.Exception("memrel: %s" % e, pytrace=False) from None
         except BaseException:
             attach.kill()
+            measured.failed = True  # a warm-up call raised
             raise
         test_error = None
         try:
@@ -555,7 +557,8 @@ class _Plugin(object):
             if test_error is None:
                 raise pytest.fail.Exception("memrel: %s" % e, pytrace=False) from None
         if test_error is not None:
-            measured.failed = True
+            # A skip or xfail inside the test is no failure to keep results for.
+            measured.failed = not isinstance(test_error, (pytest.skip.Exception, pytest.xfail.Exception))
             raise test_error
         self._judge(measured)
         return result
@@ -564,6 +567,10 @@ class _Plugin(object):
         missing = [
             r.resource for r in measured.rows if r.limit_mib is not None and r.retained is None
         ]
+        if measured.limits.max_vram_retained_mib is not None and not any(
+            r.resource.startswith("cuda") for r in measured.rows
+        ):
+            missing.append("VRAM (no cuda resource in summary.json)")
         measured.over = any(r.over for r in measured.rows)
         if not measured.over and not missing:
             return

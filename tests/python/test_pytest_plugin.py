@@ -263,3 +263,20 @@ def test_vram():
     result.stdout.fnmatch_lines(
         ["memrel: memrel attach could not measure this process (pid *), exit 2: *cannot sample VRAM*"]
     )
+
+
+def test_a_test_failing_on_its_own_keeps_its_failure_and_is_still_reported(pytester):
+    pytester.makepyfile(
+        test_own="""
+import pytest
+
+
+@pytest.mark.memrel(max_retained_mib=100)
+def test_asserts():
+    assert 1 + 1 == 3
+"""
+    )
+    result = run(pytester, "--memrel")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*assert (1 + 1) == 3*", "*= memrel report =*", "test_own.py::test_asserts*host*ok"])
+    assert "memory did not go back" not in result.stdout.str()

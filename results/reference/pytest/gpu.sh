@@ -14,7 +14,8 @@
 #       python3 -m pip download --no-deps --only-binary=:all: -d .gpu/wheels \
 #         pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4 pygments==2.21.0
 #     (all pure Python, 1.8 MB) and carried with .gpu.
-# The plugin is this checkout's python/memrel (PYTHONPATH, PYTEST_PLUGINS):
+# The plugin is this checkout's python/memrel (PYTHONPATH, PYTEST_PLUGINS,
+# entry-point plugins off):
 # no memrel wheel is installed there. Writes $OUT/pytest-gpu.tar.gz
 # (/tmp/pytest-gpu: device.txt, steps.log, the two pytest outputs, a results
 # directory per case with summary.json and timeline.png); unpack it into
@@ -46,6 +47,7 @@ if ! python3 -c "import pytest" 2>/dev/null; then
 fi
 export PYTHONPATH=$PWD/python${SITE:+:$SITE}
 export PYTEST_PLUGINS=memrel.pytest_plugin
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 # this checkout's plugin, whatever is installed there
 
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
