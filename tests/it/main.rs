@@ -7,7 +7,7 @@
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
 //! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`,
-//! `settle::`, `sleep::`).
+//! `settle::`, `sleep::`, `pytest_plugin::`).
 
 mod common;
 
@@ -29,6 +29,7 @@ mod launcher;
 mod machine;
 mod model_arg;
 mod program;
+mod pytest_plugin;
 mod rerun;
 mod run;
 mod settle;
