@@ -39,6 +39,8 @@ pub struct Plan {
     /// Where a program runs and its relative paths start (default: the
     /// scenario file's directory).
     pub cwd: Option<PathBuf>,
+    /// `--cgroup-parent` and `--memory-limit` (see `cgroup`).
+    pub cgroup: crate::cgroup::setup::Setup,
 }
 
 /// The command line as runs.json records it: each argument as text, a byte
@@ -90,6 +92,11 @@ impl Plan {
             names.to_vec()
         };
         let strategies = resolve_strategies(&names, &scenario)?;
+        let cgroup = crate::cgroup::setup::Setup::from_flags(
+            overrides.cgroup_parent.as_deref(),
+            overrides.memory_limit.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
         Ok(Plan {
             scenario,
             strategies,
@@ -97,6 +104,7 @@ impl Plan {
             python: overrides.python.clone(),
             tree: overrides.tree,
             cwd: None,
+            cgroup,
         })
     }
 
@@ -141,6 +149,7 @@ impl Plan {
                 models: infos,
                 program: self.program_record(&plug),
                 attached: None,
+                container: Some(self.cgroup.view()),
             },
             runs: Vec::new(),
         };
@@ -165,6 +174,7 @@ impl Plan {
                     plug: &plug,
                     interval,
                     timeout: Duration::from_secs_f64(scenario.timeout_s.max(1.0)),
+                    cgroup: &self.cgroup,
                 };
                 let done_before = u64::from(run_number - 1) * cycles;
                 progress.set_position(done_before);

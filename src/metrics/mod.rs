@@ -355,6 +355,16 @@ fn not_measured(run: &RunRecord, resource: Resource) -> Option<String> {
     if read_at_edges || sampled {
         return None;
     }
+    if resource == Resource::Container {
+        let why = run
+            .meta
+            .cgroup
+            .as_ref()
+            .and_then(|c| c.error.clone())
+            .or_else(|| run.meta.error.clone())
+            .unwrap_or_else(|| "the run has no readings of it".to_string());
+        return Some(format!("{} not available: {why}", resource.quantity()));
+    }
     let why = run
         .meta
         .checks
@@ -543,6 +553,7 @@ mod tests {
             anon_bytes: mib * MIB,
             file_bytes: 0,
             vram_bytes: None,
+            container_bytes: None,
         };
         let mut run = crate::record::fixture::run(1, "drop", 1, &[0]);
         run.events = edges
@@ -571,6 +582,7 @@ mod tests {
                 anon_bytes: mib * MIB,
                 file_bytes: 0,
                 vram_bytes: None,
+                container: None,
             })
             .collect();
         run

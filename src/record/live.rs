@@ -63,6 +63,8 @@ pub struct SampleWriter {
     flushed_at_s: f64,
     /// The first write that failed; later samples are not written.
     error: Option<String>,
+    /// The latest sample written (an OOM kill's "last reading").
+    last: Option<Sample>,
 }
 
 impl SampleWriter {
@@ -78,7 +80,13 @@ impl SampleWriter {
             phase,
             flushed_at_s: 0.0,
             error: None,
+            last: None,
         }
+    }
+
+    /// The latest sample written.
+    pub fn last(&self) -> Option<Sample> {
+        self.last
     }
 
     /// Writes one sample; flushes when [`FLUSH_EVERY_S`] has passed.
@@ -86,6 +94,7 @@ impl SampleWriter {
         if self.error.is_some() {
             return;
         }
+        self.last = Some(*sample);
         let (cycle, phase) = self.phase.get();
         let row = SampleRow::new(
             self.run,

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::cgroup::probe::CgroupProbe;
 use crate::record::live::SampleWriter;
 use crate::record::Sample;
 pub use vram::VramProbe;
@@ -102,7 +103,21 @@ impl Sampler {
         clock_zero: Instant,
         vram: Option<Box<dyn VramProbe>>,
         tree: bool,
+        writer: SampleWriter,
+    ) -> io::Result<Sampler> {
+        Sampler::start_with_cgroup(pid, interval, clock_zero, vram, tree, writer, None)
+    }
+
+    /// [`Sampler::start`], also reading the worker's cgroup (`container`)
+    /// at every sample.
+    pub fn start_with_cgroup(
+        pid: u32,
+        interval: Duration,
+        clock_zero: Instant,
+        vram: Option<Box<dyn VramProbe>>,
+        tree: bool,
         mut writer: SampleWriter,
+        container: Option<CgroupProbe>,
     ) -> io::Result<Sampler> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut probe = if tree {
@@ -116,9 +131,11 @@ impl Sampler {
             .name("memrel-sampler".into())
             .spawn(move || {
                 let mut vram = vram;
+                let mut container = container;
                 sample_loop(
                     &mut probe,
                     &mut vram,
+                    &mut container,
                     &mut writer,
                     pid,
                     interval,
@@ -150,9 +167,11 @@ impl Sampler {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn sample_loop(
     probe: &mut Probe,
     vram: &mut Option<Box<dyn VramProbe>>,
+    container: &mut Option<CgroupProbe>,
     writer: &mut SampleWriter,
     pid: u32,
     interval: Duration,
@@ -171,6 +190,7 @@ fn sample_loop(
                 anon_bytes: reading.anon_bytes,
                 file_bytes: reading.file_bytes,
                 vram_bytes: vram.as_mut().and_then(|v| v.process_bytes(pid)),
+                container: container.as_mut().and_then(|c| c.read(false)),
             });
         }
         next += interval;
