@@ -186,3 +186,61 @@ fn writable(dir: &Path) -> bool {
     // SAFETY: a NUL-terminated path that lives through the call.
     unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain directory that looks like a delegated cgroup v2 directory.
+    fn imitation(root: &Path, subtree: &str) -> PathBuf {
+        let dir = root.join("parent");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+        std::fs::write(dir.join("cgroup.subtree_control"), subtree).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_child_gets_its_limit_and_its_worker() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = Delegation::open(&imitation(tmp.path(), "memory pids\n")).unwrap();
+        let child = d.child("w1", Some(256 << 20)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(child.dir.join("memory.max")).unwrap(),
+            (256u64 << 20).to_string()
+        );
+        let mut command = Command::new("true");
+        child.join_at_exec(&mut command);
+        assert!(command.status().unwrap().success());
+        assert_eq!(
+            std::fs::read_to_string(child.dir.join("cgroup.procs")).unwrap(),
+            "0"
+        );
+        assert_eq!(child.located().version, Version::V2);
+        // The imitation keeps its files: a real cgroup is removed empty.
+        let dir = child.dir.clone();
+        assert!(child.remove().is_err());
+        assert!(dir.is_dir());
+        assert!(
+            d.child("w1", None).unwrap_err().contains("w1"),
+            "exists already"
+        );
+    }
+
+    #[test]
+    fn what_cannot_hold_workers_is_refused_naming_the_flag() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = Delegation::open(tmp.path()).unwrap_err();
+        assert!(
+            e.starts_with("--cgroup-parent") && e.contains("not a cgroup v2"),
+            "{e}"
+        );
+        let e = Delegation::open(&imitation(tmp.path(), "cpu\n")).unwrap_err();
+        assert!(e.contains("+memory"), "{e}");
+        let e = Delegation::open(&tmp.path().join("absent")).unwrap_err();
+        assert!(e.contains("not a directory"), "{e}");
+        // A v1 hierarchy has no cgroup.controllers.
+        let e = Delegation::open(Path::new("/sys/fs/cgroup/memory")).unwrap_err();
+        assert!(e.starts_with("--cgroup-parent"), "{e}");
+    }
+}

@@ -101,3 +101,101 @@ impl CgroupProbe {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn fixture(version: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/cgroup")
+            .join(version)
+    }
+
+    #[test]
+    fn the_probe_agrees_with_a_full_reading_in_both_versions() {
+        for (version, dir) in [(Version::V1, fixture("v1")), (Version::V2, fixture("v2"))] {
+            let at = Located { version, dir };
+            let full = crate::cgroup::read(&at).unwrap();
+            let s = CgroupProbe::open(&at).unwrap().read(false).unwrap();
+            assert_eq!(s.usage_bytes, full.usage_bytes, "{version:?}");
+            assert_eq!(s.working_set_bytes, full.working_set_bytes(), "{version:?}");
+            assert_eq!(s.anon_bytes, full.anon_bytes, "{version:?}");
+            assert_eq!(s.file_bytes, full.file_bytes, "{version:?}");
+        }
+    }
+
+    #[test]
+    fn memory_stat_is_reread_only_when_due_or_asked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join(v2::CURRENT), "1000\n").unwrap();
+        std::fs::write(
+            dir.join(v2::STAT),
+            "anon 600\nfile 400\ninactive_file 300\n",
+        )
+        .unwrap();
+        let at = Located {
+            version: Version::V2,
+            dir: dir.to_path_buf(),
+        };
+        let mut probe = CgroupProbe::open(&at).unwrap();
+        assert_eq!(probe.read(false).unwrap().working_set_bytes, 700);
+        // The same length, so the open file reads the new text.
+        std::fs::write(
+            dir.join(v2::STAT),
+            "anon 600\nfile 400\ninactive_file 100\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join(v2::CURRENT), "1200\n").unwrap();
+        let s = probe.read(false).unwrap();
+        assert_eq!(
+            (s.usage_bytes, s.working_set_bytes),
+            (1200, 900),
+            "stat not due yet"
+        );
+        assert_eq!(
+            probe.read(true).unwrap().working_set_bytes,
+            1100,
+            "asked: read now"
+        );
+    }
+
+    #[test]
+    fn no_usage_file_no_probe() {
+        let tmp = tempfile::tempdir().unwrap();
+        let at = Located {
+            version: Version::V1,
+            dir: tmp.path().to_path_buf(),
+        };
+        let e = CgroupProbe::open(&at).err().unwrap();
+        assert!(e.contains("memory.usage_in_bytes"), "{e}");
+    }
+
+    #[test]
+    fn the_cgroup_these_tests_run_in_reads_plausibly() {
+        let at = crate::cgroup::locate(std::process::id())
+            .expect("this machine's memory cgroup can be found and read");
+        let s = CgroupProbe::open(&at).unwrap().read(true).unwrap();
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let anon_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches(" kB")
+            .parse()
+            .unwrap();
+        // This process's anonymous pages are charged to its cgroup.
+        assert!(
+            s.usage_bytes >= anon_kib * 1024,
+            "usage {} < this process's RssAnon {} KiB ({})",
+            s.usage_bytes,
+            anon_kib,
+            at.dir.display()
+        );
+        assert!(s.working_set_bytes <= s.usage_bytes);
+        assert!(s.anon_bytes.is_some() && s.file_bytes.is_some(), "{s:?}");
+    }
+}

@@ -55,3 +55,61 @@ pub fn apply_stat(c: &mut Counters, stat: &str) {
     c.active_file_bytes = value(stat, &["total_active_file", "active_file"]);
     c.inactive_file_bytes = value(stat, &INACTIVE_FILE_KEYS);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::{read, Located, Version};
+
+    fn fixture() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/v1")
+    }
+
+    #[test]
+    fn every_counter_of_a_v1_directory() {
+        let dir = fixture();
+        let c = read(&Located {
+            version: Version::V1,
+            dir: dir.clone(),
+        })
+        .unwrap();
+        let file = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+        let stat = file(STAT);
+        let key = |k: &str| stat_value(&stat, k);
+        assert_eq!(c.usage_bytes, file(USAGE).trim().parse::<u64>().unwrap());
+        assert_eq!(c.peak_bytes, file(MAX_USAGE).trim().parse().ok());
+        // The fixture's limit is v1's "no limit" (a number near 2^63).
+        assert_eq!(c.limit_bytes, None);
+        assert_eq!(c.anon_bytes, key("total_rss"));
+        assert_eq!(c.file_bytes, key("total_cache"));
+        assert_eq!(c.file_mapped_bytes, key("total_mapped_file"));
+        assert_eq!(c.inactive_file_bytes, key("total_inactive_file"));
+        assert!(c.inactive_file_bytes.is_some());
+        assert_eq!(c.oom_kill, Some(0));
+        assert_eq!((c.high_events, c.max_events), (None, None));
+        assert_eq!(
+            c.working_set_bytes(),
+            c.usage_bytes - key("total_inactive_file").unwrap()
+        );
+    }
+
+    #[test]
+    fn the_plain_keys_serve_where_there_is_no_total() {
+        let mut c = Counters::default();
+        apply_stat(
+            &mut c,
+            "cache 300\nrss 200\nmapped_file 10\ninactive_file 100\n",
+        );
+        assert_eq!(
+            (
+                c.file_bytes,
+                c.anon_bytes,
+                c.file_mapped_bytes,
+                c.inactive_file_bytes
+            ),
+            (Some(300), Some(200), Some(10), Some(100))
+        );
+        apply_stat(&mut c, "inactive_file 100\ntotal_inactive_file 150\n");
+        assert_eq!(c.inactive_file_bytes, Some(150));
+    }
+}

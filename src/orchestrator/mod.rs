@@ -858,6 +858,68 @@ mod tests {
     }
 
     #[test]
+    fn a_sigkill_while_an_oom_kill_counter_rose_is_an_oom_kill() {
+        let kill = Some(ExitStatus::from_raw(libc::SIGKILL));
+        // The counters did not move: a SIGKILL like any other.
+        let (status, _) = outcome(None, kill, &Collected::default(), TIMEOUT);
+        assert_eq!(status, RunStatus::Killed);
+        // They rose (the orchestrator read them after the worker died).
+        let watch = crate::cgroup::oom::OomWatch::with(None, Some(3));
+        let rose = watch
+            .rose_to(None, Some(4))
+            .expect("the machine's counter rose");
+        let got = Collected {
+            oom_killed: Some(format!(
+                "out of memory: {rose}; limit 512.0 MiB; last reading: RSS 511.0 MiB"
+            )),
+            ..Collected::default()
+        };
+        let (status, error) = outcome(None, kill, &got, TIMEOUT);
+        assert_eq!(status, RunStatus::OomKilled);
+        let error = error.expect("an error");
+        assert!(
+            error.contains("/proc/vmstat rose from 3 to 4") && error.contains("limit"),
+            "{error}"
+        );
+        // memrel's own kill (a timeout) stays a timeout.
+        let (status, _) = outcome(Some(Stop::Timeout), kill, &got, TIMEOUT);
+        assert_eq!(status, RunStatus::TimedOut);
+        assert_eq!(
+            serde_json::to_value(RunStatus::OomKilled).unwrap(),
+            "oom_killed"
+        );
+    }
+
+    #[test]
+    fn a_refused_allocation_has_its_own_status() {
+        let oom = Some("out of memory: memory allocation of 1 bytes failed (…)");
+        assert_eq!(
+            allocation_failed(RunStatus::Failed, oom),
+            RunStatus::AllocFailed
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::Killed, oom),
+            RunStatus::AllocFailed
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::OomKilled, oom),
+            RunStatus::OomKilled
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::Failed, Some("truncated")),
+            RunStatus::Failed
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::Completed, None),
+            RunStatus::Completed
+        );
+        assert_eq!(
+            serde_json::to_value(RunStatus::AllocFailed).unwrap(),
+            "alloc_failed"
+        );
+    }
+
+    #[test]
     fn a_worker_error_message_is_kept() {
         let got = Collected {
             worker_error: Some("model.safetensors is truncated".into()),

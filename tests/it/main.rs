@@ -6,7 +6,7 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`,
+//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`, `checkpoints::`,
 //! `settle::`, `sleep::`).
 
 mod common;
@@ -14,6 +14,7 @@ mod common;
 mod attach;
 mod baseline;
 mod calibrate;
+mod cgroup;
 mod checkpoints;
 mod cli;
 mod compare;

@@ -189,7 +189,11 @@ fn draw_run_panel(
                 let top_bytes = run
                     .samples
                     .iter()
-                    .filter_map(|s| r.in_sample(s))
+                    .filter_map(|s| match r {
+                        // The container panel draws its usage above the working set.
+                        Resource::Container => s.container.map(|c| c.usage_bytes),
+                        _ => r.in_sample(s),
+                    })
                     .max()
                     .unwrap_or(1) as f64;
                 let y_max = (top_bytes / MIB * headroom).max(1.0);
