@@ -717,8 +717,9 @@ const ALLOC_FAILED_PREFIX: &str = "memory allocation of ";
 /// an allocation that failed (Rust's handler named it on stderr, then
 /// aborted) or a mapping or device allocation refused with ENOMEM or
 /// CUDA_ERROR_OUT_OF_MEMORY (the worker's own error names it). A limit on the
-/// worker (RLIMIT_AS, a cgroup) shows up as one of these; the kernel's OOM
-/// killer sends SIGKILL, which [`child::describe_exit`] points at.
+/// worker (RLIMIT_AS, a cgroup) shows up as one of these (`alloc_failed`);
+/// the kernel's OOM killer sends SIGKILL, which the OOM kill counters tell
+/// apart (`oom_killed`, see `cgroup::oom`).
 fn name_out_of_memory(error: String, stderr_tail: &str) -> String {
     if error.starts_with("out of memory") {
         return error;
