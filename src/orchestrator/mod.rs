@@ -710,6 +710,14 @@ fn outcome(
     (run_status, error)
 }
 
+/// How a program's last stderr line says an allocation was refused.
+const PROGRAM_OUT_OF_MEMORY: [&str; 4] = [
+    "MemoryError",
+    "std::bad_alloc",
+    "torch.OutOfMemoryError",
+    "torch.cuda.OutOfMemoryError",
+];
+
 /// What Rust's allocation-failure handler prints before it aborts the worker.
 const ALLOC_FAILED_PREFIX: &str = "memory allocation of ";
 
@@ -728,6 +736,16 @@ fn name_out_of_memory(error: String, stderr_tail: &str) -> String {
         line.trim_start().starts_with(ALLOC_FAILED_PREFIX) && line.trim_end().ends_with("failed")
     });
     if let Some(line) = failed_allocation {
+        return format!("out of memory: {} ({error})", line.trim());
+    }
+    // A program's last words: Python's MemoryError, C++'s std::bad_alloc,
+    // PyTorch's OutOfMemoryError.
+    let last_line = stderr_tail.lines().rev().find(|l| !l.trim().is_empty());
+    if let Some(line) = last_line.filter(|l| {
+        PROGRAM_OUT_OF_MEMORY
+            .iter()
+            .any(|p| l.trim_start().starts_with(p) || l.contains(&format!(" {p}")))
+    }) {
         return format!("out of memory: {} ({error})", line.trim());
     }
     let lower = error.to_lowercase();
@@ -854,6 +872,15 @@ mod tests {
             name_out_of_memory(refused.into(), ""),
             format!("out of memory: {refused}")
         );
+        let python =
+            "Traceback (most recent call last):\n  File \"<string>\", line 1\nMemoryError\n";
+        assert_eq!(
+            name_out_of_memory("the program exited with code 1".into(), python),
+            "out of memory: MemoryError (the program exited with code 1)"
+        );
+        let cxx = "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n";
+        assert!(name_out_of_memory("x".into(), cxx)
+            .starts_with("out of memory: what():  std::bad_alloc"));
         let other = "model.safetensors is truncated";
         assert_eq!(name_out_of_memory(other.into(), "allocation of x"), other);
     }

@@ -229,3 +229,31 @@ fn a_memory_limit_without_a_delegated_cgroup_is_an_address_space_limit() {
     let output = run(&path).out(&out).args(["--memory-limit", "8G"]).output();
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+#[test]
+fn a_program_refused_memory_under_a_memory_limit_is_alloc_failed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let output = memrel()
+        .arg("exec")
+        .arg("--out")
+        .arg(&out)
+        .args(["--memory-limit", "256M", "--"])
+        .args([
+            "python3",
+            "-c",
+            "import time; time.sleep(0.2); b = bytearray(1 << 30)",
+        ])
+        .output()
+        .expect("memrel starts");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let dir = only_results_dir(&out, "exec");
+    let first = &runs(&dir)[0];
+    assert_eq!(first["status"], "alloc_failed", "{first}");
+    let error = first["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("out of memory: MemoryError"), "{error}");
+    assert!(
+        csv_rows(&dir.join("samples.csv")).len() >= 5,
+        "the samples are kept"
+    );
+}
