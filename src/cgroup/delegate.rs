@@ -87,25 +87,17 @@ impl Delegation {
             procs: None,
             dir: dir.clone(),
         };
-        if let Some(limit) = limit_bytes {
-            write_control(&dir.join("memory.max"), &limit.to_string())
-                .map_err(|e| format!("--memory-limit: {e}"))?;
-            let swap = dir.join("memory.swap.max");
-            if swap.exists() {
-                write_control(&swap, "0").map_err(|e| format!("--memory-limit: {e}"))?;
+        match ready(&dir, limit_bytes) {
+            Ok(procs) => Ok(WorkerCgroup {
+                procs: Some(procs),
+                ..made
+            }),
+            Err(e) => {
+                // Not left half made (a real cgroup's files go with it).
+                let _ = made.remove();
+                Err(e)
             }
         }
-        let procs_path = dir.join("cgroup.procs");
-        let procs = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&procs_path)
-            .map_err(|e| format!("--cgroup-parent: cannot open {}: {e}", procs_path.display()))?;
-        Ok(WorkerCgroup {
-            procs: Some(procs),
-            ..made
-        })
     }
 }
 
@@ -150,6 +142,25 @@ impl WorkerCgroup {
             )
         })
     }
+}
+
+/// Writes a new child's limits and opens its cgroup.procs.
+fn ready(dir: &Path, limit_bytes: Option<u64>) -> Result<File, String> {
+    if let Some(limit) = limit_bytes {
+        write_control(&dir.join("memory.max"), &limit.to_string())
+            .map_err(|e| format!("--memory-limit: {e}"))?;
+        let swap = dir.join("memory.swap.max");
+        if swap.exists() {
+            write_control(&swap, "0").map_err(|e| format!("--memory-limit: {e}"))?;
+        }
+    }
+    let procs_path = dir.join("cgroup.procs");
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&procs_path)
+        .map_err(|e| format!("--cgroup-parent: cannot open {}: {e}", procs_path.display()))
 }
 
 /// Writes `0` (this process) to cgroup.procs.

@@ -67,21 +67,21 @@ impl Setup {
     }
 
     /// Gets the cgroup side of one worker process ready, before its spawn:
-    /// its own cgroup (`name`, under `--cgroup-parent`) or memrel's.
-    pub fn prepare(&self, name: &str) -> Prepared {
+    /// its own cgroup (`name`, under `--cgroup-parent`) or memrel's. `Err`
+    /// only when its own cgroup cannot be made: the process must not run
+    /// without the limit and the numbers it was asked to have.
+    pub fn prepare(&self, name: &str) -> Result<Prepared, String> {
         let (own, located) = match &self.delegation {
-            Some(d) => match d.child(name, self.memory_limit_bytes) {
-                Ok(own) => {
-                    let at = own.located();
-                    (Some(own), Ok(at))
-                }
-                Err(e) => (None, Err(e)),
-            },
+            Some(d) => {
+                let own = d.child(name, self.memory_limit_bytes)?;
+                let at = own.located();
+                (Some(own), Ok(at))
+            }
             None => (None, locate(std::process::id())),
         };
         let oom = OomWatch::start(located.as_ref().ok());
         let at_start = located.as_ref().ok().and_then(|at| super::read(at).ok());
-        Prepared {
+        Ok(Prepared {
             own,
             located,
             oom,
@@ -91,7 +91,7 @@ impl Setup {
                 _ => None,
             },
             limit_bytes: self.memory_limit_bytes,
-        }
+        })
     }
 }
 

@@ -246,7 +246,7 @@ impl Process<'_> {
         meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
         channel.attach(&mut command);
         child::configure(&mut command);
-        let cgroup = self.cgroup.prepare(&self.cgroup_name);
+        let cgroup = self.cgroup.prepare(&self.cgroup_name)?;
         cgroup.apply(&mut command);
         let spawned_child = command.spawn();
         let mut child = match spawned_child {
