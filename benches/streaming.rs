@@ -25,6 +25,7 @@ fn sample(i: u64) -> Sample {
         file_bytes: 100_000_000,
         vram_bytes: None,
         gpu_vram: Default::default(),
+        container: None,
     }
 }
 

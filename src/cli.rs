@@ -207,6 +207,12 @@ pub struct ScenarioOverrides {
     /// Sample the program's whole process tree (data-loader workers, …), shared pages counted once (PSS); one reading costs ~17 µs per resident MiB, so use --interval-ms 50 or more for GiB-sized trees.
     #[arg(long)]
     pub tree: bool,
+    /// Give each worker its own cgroup under DIR, a cgroup v2 directory delegated to you (memory in its cgroup.subtree_control): the container columns become the worker's alone, with its memory.peak. Default: read the cgroup memrel runs in, read-only (the whole cgroup's numbers).
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_parent: Option<PathBuf>,
+    /// The most memory a worker may have (512M, 2G): its cgroup's memory.max under --cgroup-parent (over it: oom_killed), else its RLIMIT_AS, address space (over it an allocation fails: alloc_failed).
+    #[arg(long, value_name = "SIZE")]
+    pub memory_limit: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@
 pub mod attach;
 pub mod baseline;
 pub mod calibrate;
+pub mod cgroup;
 pub mod cli;
 pub mod commands;
 pub mod export;

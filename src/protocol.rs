@@ -222,6 +222,10 @@ pub struct MemoryAtEdge {
     /// Device memory of this process above nothing (CUDA only; `None` on CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vram_bytes: Option<u64>,
+    /// The working set of the worker's cgroup, read by the parent as the
+    /// edge arrived (never sent by a worker; see `cgroup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_bytes: Option<u64>,
 }
 
 /// glibc's `mallinfo2()`: tells "glibc holds free memory" apart from a leak.
@@ -362,6 +366,7 @@ mod tests {
                 anon_bytes: 7,
                 file_bytes: 3,
                 vram_bytes: None,
+                container_bytes: None,
             },
             allocator: None,
             heap: None,

@@ -84,6 +84,7 @@ impl Setup<'_> {
                 log: self.log.clone(),
                 ended: String::new(),
             }),
+            container: None,
         })
     }
 }

@@ -303,6 +303,7 @@ impl Marker<'_> {
                 anon_bytes: reading.map_or(0, |r| r.anon_bytes),
                 file_bytes: reading.map_or(0, |r| r.file_bytes),
                 vram_bytes: self.vram.as_mut().and_then(|v| v.process_bytes(self.pid)),
+                container_bytes: None,
             },
             allocator: None,
             heap: None,

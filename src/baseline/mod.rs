@@ -175,7 +175,13 @@ mod tests {
         save(good.path(), root.path(), "ci", false).unwrap();
         let before = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
 
-        for status in [RunStatus::Failed, RunStatus::TimedOut, RunStatus::Killed] {
+        for status in [
+            RunStatus::Failed,
+            RunStatus::TimedOut,
+            RunStatus::Killed,
+            RunStatus::OomKilled,
+            RunStatus::AllocFailed,
+        ] {
             let dir = tempfile::tempdir().unwrap();
             let mut record = fixture::record();
             record.runs[0].meta.status = status;

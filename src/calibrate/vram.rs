@@ -393,6 +393,7 @@ mod tests {
                     file_bytes: 0,
                     vram_bytes: Some(mib * M),
                     gpu_vram: Default::default(),
+                    container: None,
                 }
             })
             .collect();

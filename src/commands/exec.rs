@@ -125,6 +125,8 @@ fn execute(args: &ExecArgs) -> Result<(PathBuf, Summary)> {
     let rest = ScenarioOverrides {
         python: args.overrides.python.clone(),
         tree: args.overrides.tree,
+        cgroup_parent: args.overrides.cgroup_parent.clone(),
+        memory_limit: args.overrides.memory_limit.clone(),
         ..ScenarioOverrides::default()
     };
     let mut plan = Plan::new(scenario, &[], &rest, &args.output.out)?;

@@ -151,6 +151,16 @@ fn tracks(resources: &[Resource]) -> Vec<Track> {
                 format!("vram {}", r.key()),
                 Box::new(move |s| r.in_sample(s)),
             )),
+            Resource::Container => {
+                out.push((
+                    "container working set".into(),
+                    Box::new(move |s| r.in_sample(s)),
+                ));
+                out.push((
+                    "container usage".into(),
+                    Box::new(|s| s.container.map(|c| c.usage_bytes)),
+                ));
+            }
         }
     }
     out

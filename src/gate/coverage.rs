@@ -132,9 +132,15 @@ pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Coverage
             }
         }
     }
-    let mut resources = baseline.summary.resources.clone();
+    let mut resources: Vec<Resource> = baseline
+        .summary
+        .resources
+        .iter()
+        .copied()
+        .filter(|r| r.is_gated())
+        .collect();
     for r in &new.summary.resources {
-        if !resources.contains(r) {
+        if r.is_gated() && !resources.contains(r) {
             resources.push(*r);
         }
     }

@@ -91,9 +91,9 @@ use metric::runs_of;
 /// The resources to judge: the new summary's (lead first), then any that
 /// only the baseline has (so a resource that vanished is reported, not dropped).
 fn resources(baseline: &Summary, new: &Summary) -> Vec<Resource> {
-    let mut out = new.shown();
+    let mut out: Vec<Resource> = new.shown().into_iter().filter(|r| r.is_gated()).collect();
     for r in baseline.shown() {
-        if !out.contains(&r) {
+        if r.is_gated() && !out.contains(&r) {
             out.push(r);
         }
     }

@@ -383,7 +383,11 @@ impl MemoryMetric {
     }
 
     /// The `[thresholds]` key that budgets this metric of `resource`.
+    /// The container has none: the gate does not judge it (`Resource::is_gated`).
     pub fn budget_key(self, resource: Resource) -> Option<&'static str> {
+        if !resource.is_gated() {
+            return None;
+        }
         self.info().budget.map(|keys| {
             if resource.is_device() {
                 keys.device

@@ -232,6 +232,8 @@ fn row_notes(input: &Input, s: &StrategySummary) -> Vec<String> {
             let what = match run.status {
                 RunStatus::TimedOut => "timed out",
                 RunStatus::Killed => "was killed",
+                RunStatus::OomKilled => "was OOM-killed",
+                RunStatus::AllocFailed => "had an allocation refused",
                 _ => "failed",
             };
             let why = run

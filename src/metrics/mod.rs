@@ -299,9 +299,7 @@ fn summarize_run(
                     });
                     memory::resource_run(&view, r, &cycles, threshold, why)
                 }
-                Resource::Host => {
-                    memory::resource_run(run, r, &cycles, threshold, not_measured(run, r))
-                }
+                _ => memory::resource_run(run, r, &cycles, threshold, not_measured(run, r)),
             })
             .collect(),
         cycles: times,
@@ -383,6 +381,16 @@ fn not_measured(run: &RunRecord, resource: Resource) -> Option<String> {
     let sampled = run.samples.iter().any(|s| resource.in_sample(s).is_some());
     if read_at_edges || sampled {
         return None;
+    }
+    if resource == Resource::Container {
+        let why = run
+            .meta
+            .cgroup
+            .as_ref()
+            .and_then(|c| c.error.clone())
+            .or_else(|| run.meta.error.clone())
+            .unwrap_or_else(|| "the run has no readings of it".to_string());
+        return Some(format!("{} not available: {why}", resource.quantity()));
     }
     let why = run
         .meta
@@ -572,6 +580,7 @@ mod tests {
             anon_bytes: mib * MIB,
             file_bytes: 0,
             vram_bytes: None,
+            container_bytes: None,
         };
         let mut run = crate::record::fixture::run(1, "drop", 1, &[0]);
         run.events = edges
@@ -601,6 +610,7 @@ mod tests {
                 file_bytes: 0,
                 vram_bytes: None,
                 gpu_vram: Default::default(),
+                container: None,
             })
             .collect();
         run

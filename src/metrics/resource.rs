@@ -1,6 +1,8 @@
 //! The memory memrel measures, as resources: host memory (the worker's RSS,
 //! with its anonymous and file parts) and device memory (the worker's own
-//! VRAM on one CUDA device, `cuda:N`). Every metric, chart panel, table
+//! VRAM on one CUDA device, `cuda:N`) and the container's view (the working
+//! set of the cgroup the worker runs in, `container`: the whole cgroup's,
+//! memrel included, unless each worker has its own). Every metric, chart panel, table
 //! column and gate verdict is written once and applied to each resource; this
 //! is the one place that knows where a resource's bytes live in a record.
 
@@ -19,16 +21,25 @@ pub enum Resource {
     Host,
     /// The worker's own memory on CUDA device N (per-process VRAM, NVML).
     Device(u32),
+    /// The working set (usage − inactive_file, as Kubernetes computes it)
+    /// of the cgroup the worker runs in: the whole cgroup's, which may
+    /// include memrel, unless `--cgroup-parent` gave each worker its own.
+    Container,
 }
 
 impl Resource {
-    /// The resources a record measured: the host always, and its CUDA device.
+    /// The resources a record measured: the host always, its CUDA device,
+    /// and the container where the record names a cgroup (even one it could
+    /// not read: its columns then say why).
     /// A record holds one device's readings per run (a worker uses one device);
     /// the names carry the device so records of several devices stay apart.
     pub fn of(header: &Header) -> Vec<Resource> {
         let mut out = vec![Resource::Host];
         if let Some(device) = Resource::device_of(&header.device) {
             out.push(device);
+        }
+        if header.container.is_some() {
+            out.push(Resource::Container);
         }
         out
     }
@@ -70,12 +81,14 @@ impl Resource {
         match self {
             Resource::Host => "host".to_string(),
             Resource::Device(n) => format!("cuda:{n}"),
+            Resource::Container => "container".to_string(),
         }
     }
 
     pub fn parse(key: &str) -> Option<Resource> {
         match key {
             "host" => Some(Resource::Host),
+            "container" => Some(Resource::Container),
             other => other
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
@@ -83,24 +96,33 @@ impl Resource {
         }
     }
 
-    /// What the numbers are, for column headers: `RSS` or `VRAM`.
+    /// What the numbers are, for column headers: `RSS`, `VRAM` or `cgroup WS`.
     pub fn quantity(self) -> &'static str {
         match self {
             Resource::Host => "RSS",
             Resource::Device(_) => "VRAM",
+            Resource::Container => "cgroup WS",
         }
     }
 
-    /// For people: `host RSS` or `VRAM cuda:0`.
+    /// For people: `host RSS`, `VRAM cuda:0` or `container working set (whole cgroup)`.
     pub fn label(self) -> String {
         match self {
             Resource::Host => "host RSS".to_string(),
             Resource::Device(n) => format!("VRAM cuda:{n}"),
+            Resource::Container => "container working set (whole cgroup)".to_string(),
         }
     }
 
     pub fn is_device(self) -> bool {
         matches!(self, Resource::Device(_))
+    }
+
+    /// Whether the gate judges it: not the container, whose cgroup holds
+    /// other processes than the worker (memrel itself, at least) and whose
+    /// page cache moves with the whole machine's memory pressure.
+    pub fn is_gated(self) -> bool {
+        !matches!(self, Resource::Container)
     }
 
     /// This resource in one sample (`None`: not read at that instant).
@@ -109,6 +131,7 @@ impl Resource {
             Resource::Host => Some(sample.rss_bytes),
             Resource::Device(gpu) if sample.gpu_vram.was_read() => sample.gpu_vram.get(gpu),
             Resource::Device(_) => sample.vram_bytes,
+            Resource::Container => sample.container.map(|c| c.working_set_bytes),
         }
     }
 
@@ -117,6 +140,7 @@ impl Resource {
         match self {
             Resource::Host => Some(memory.rss_bytes),
             Resource::Device(_) => memory.vram_bytes,
+            Resource::Container => memory.container_bytes,
         }
     }
 
@@ -124,7 +148,7 @@ impl Resource {
     pub fn anon_at_edge(self, memory: &MemoryAtEdge) -> Option<u64> {
         match self {
             Resource::Host => Some(memory.anon_bytes),
-            Resource::Device(_) => None,
+            Resource::Device(_) | Resource::Container => None,
         }
     }
 }
@@ -145,7 +169,7 @@ impl TryFrom<String> for Resource {
     type Error = String;
     fn try_from(key: String) -> Result<Resource, String> {
         Resource::parse(&key)
-            .ok_or_else(|| format!("unknown resource {key:?}: expected host or cuda:N"))
+            .ok_or_else(|| format!("unknown resource {key:?}: expected host, cuda:N or container"))
     }
 }
 
@@ -155,7 +179,12 @@ mod tests {
 
     #[test]
     fn keys_round_trip_through_json() {
-        for r in [Resource::Host, Resource::Device(0), Resource::Device(3)] {
+        for r in [
+            Resource::Host,
+            Resource::Device(0),
+            Resource::Device(3),
+            Resource::Container,
+        ] {
             let json = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Resource>(&json).unwrap(), r);
         }

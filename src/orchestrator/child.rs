@@ -128,7 +128,8 @@ pub fn describe_exit(status: Option<ExitStatus>, limit: Duration, program: bool)
                 "{who} was killed by signal {sig} ({}), which memrel did not send{}",
                 signal_name(sig),
                 if sig == libc::SIGKILL {
-                    " (out of memory? see dmesg)"
+                    // An OOM kill, where a counter showed it, is `oom_killed` (`cgroup::oom`).
+                    " (no oom_kill counter memrel reads rose: not the kernel's OOM killer, as far as it can tell)"
                 } else {
                     ""
                 }

@@ -49,6 +49,8 @@ pub struct RunPlan<'a> {
     pub plug: &'a Plug,
     pub interval: Duration,
     pub timeout: Duration,
+    /// The container's view: which cgroup, and `--memory-limit`.
+    pub cgroup: &'a crate::cgroup::setup::Setup,
 }
 
 /// Keeps this much of a worker's stdout and of its stderr (their tails) in the record.
@@ -130,6 +132,13 @@ pub fn execute(
             clock_zero,
             deadline,
             samples,
+            cgroup: plan.cgroup,
+            cgroup_name: format!(
+                "memrel-{}-run{}-{}",
+                std::process::id(),
+                plan.run,
+                got.processes + 1
+            ),
         };
         let ended = match process.run(vram.take(), &mut got, &mut meta, on_event) {
             Ok(ended) => ended,
@@ -170,6 +179,7 @@ pub fn execute(
         None => error.map(|e| name_out_of_memory(e, &meta.stderr_tail)),
         Some(_) => error,
     };
+    meta.status = allocation_failed(meta.status, meta.error.as_deref());
     if let (Some(e), RunStatus::Completed) = (sample_error, meta.status) {
         // A run whose samples did not all reach the disk is not a measurement.
         meta.status = RunStatus::Failed;
@@ -196,6 +206,9 @@ struct Process<'a> {
     clock_zero: Instant,
     deadline: Instant,
     samples: &'a SampleTarget,
+    cgroup: &'a crate::cgroup::setup::Setup,
+    /// The name of the process's own cgroup under `--cgroup-parent`.
+    cgroup_name: String,
 }
 
 /// How one worker process ended.
@@ -233,9 +246,16 @@ impl Process<'_> {
         meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
         channel.attach(&mut command);
         child::configure(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| self.plug.start_error(self.exe, &e))?;
+        let cgroup = self.cgroup.prepare(&self.cgroup_name)?;
+        cgroup.apply(&mut command);
+        let spawned_child = command.spawn();
+        let mut child = match spawned_child {
+            Ok(child) => child,
+            Err(e) => {
+                record_cgroup(meta, cgroup.finish());
+                return Err(self.plug.start_error(self.exe, &e));
+            }
+        };
         let pid = child.id();
         let spawned = Instant::now();
         let duties = self.plug.duties();
@@ -265,13 +285,15 @@ impl Process<'_> {
         let messages = channel.start_reader(self.clock_zero, fill);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
-        let sampler = match Sampler::start(
+        got.edge_container = cgroup.probe();
+        let sampler = match Sampler::start_with_cgroup(
             pid,
             self.interval,
             self.clock_zero,
             vram,
             duties.sample_tree,
             writer,
+            cgroup.probe(),
         ) {
             Ok(sampler) => sampler,
             Err(e) => {
@@ -324,10 +346,22 @@ impl Process<'_> {
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);
         let (status, peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
-        let (sample_error, vram) = match sampler.stop_keep_probe() {
-            Ok((writer, vram)) => (writer.finish(), vram),
-            Err(e) => (Some(e.to_string()), None),
+        let (sample_error, vram, last) = match sampler.stop_keep_probe() {
+            Ok((writer, vram)) => {
+                let last = writer.last();
+                (writer.finish(), vram, last)
+            }
+            Err(e) => (Some(e.to_string()), None, None),
         };
+        // SIGKILL that memrel did not send, while an OOM kill counter rose.
+        got.oom_killed = match (
+            stop,
+            status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+        ) {
+            (None, Some(libc::SIGKILL)) => cgroup.oom_kill(&last_reading(last.as_ref())),
+            _ => None,
+        };
+        record_cgroup(meta, cgroup.finish());
         let sample_error =
             sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
         if channel_open {
@@ -356,6 +390,37 @@ impl Process<'_> {
             probe_name,
         })
     }
+}
+
+/// Keeps a process's cgroup in the run's metadata: the first process's
+/// start, the latest one's end (respawn runs several in turn).
+fn record_cgroup(meta: &mut RunMeta, process: crate::cgroup::view::CgroupRun) {
+    match &mut meta.cgroup {
+        Some(run) => {
+            run.at_end = process.at_end;
+            run.error = run.error.take().or(process.error);
+        }
+        None => meta.cgroup = Some(process),
+    }
+}
+
+/// The last sample, for an OOM kill's error.
+fn last_reading(last: Option<&crate::record::Sample>) -> String {
+    use crate::cgroup::setup::mib;
+    let Some(s) = last else {
+        return "none (no sample was taken)".to_string();
+    };
+    let container = s
+        .container
+        .map(|c| {
+            format!(
+                ", cgroup usage {}, working set {}",
+                mib(c.usage_bytes),
+                mib(c.working_set_bytes)
+            )
+        })
+        .unwrap_or_default();
+    format!("RSS {} at {:.3} s{container}", mib(s.rss_bytes), s.t_s)
 }
 
 /// Adds one process's output tail to the run's, keeping the last [`TAIL_BYTES`];
@@ -409,6 +474,10 @@ struct Collected {
     /// On a CUDA device: the process and NVML, for a phase line without
     /// VRAM (a program's, or a worker's before its device opened).
     edge_vram: Option<(u32, Box<dyn VramProbe>)>,
+    /// The worker's cgroup, read as each edge arrives (the container resource).
+    edge_container: Option<crate::cgroup::probe::CgroupProbe>,
+    /// The worker was killed by the OOM killer: the run's error (see `cgroup::oom`).
+    oom_killed: Option<String>,
     hello: bool,
     /// Why a program's run measured something other than its strategy.
     not_in_effect: Option<String>,
@@ -458,6 +527,9 @@ impl Collected {
                     if let Some((pid, probe)) = self.edge_vram.as_mut() {
                         edge.memory.vram_bytes = probe.process_bytes(*pid);
                     }
+                }
+                if let Some(probe) = self.edge_container.as_mut() {
+                    edge.memory.container_bytes = probe.read(true).map(|c| c.working_set_bytes);
                 }
                 // The sender's own stamp, on the samples' clock: an edge
                 // happened before its line arrived, never after.
@@ -611,6 +683,9 @@ fn outcome(
                 return (RunStatus::Completed, None);
             }
             let killed = status.is_some_and(|s| s.signal().is_some());
+            if let (true, Some(oom)) = (killed, &got.oom_killed) {
+                return (RunStatus::OomKilled, Some(oom.clone()));
+            }
             let primary = if clean {
                 got.not_in_effect.clone()
             } else if killed {
@@ -635,6 +710,14 @@ fn outcome(
     (run_status, error)
 }
 
+/// How a program's last stderr line says an allocation was refused.
+const PROGRAM_OUT_OF_MEMORY: [&str; 4] = [
+    "MemoryError",
+    "std::bad_alloc",
+    "torch.OutOfMemoryError",
+    "torch.cuda.OutOfMemoryError",
+];
+
 /// What Rust's allocation-failure handler prints before it aborts the worker.
 const ALLOC_FAILED_PREFIX: &str = "memory allocation of ";
 
@@ -642,8 +725,9 @@ const ALLOC_FAILED_PREFIX: &str = "memory allocation of ";
 /// an allocation that failed (Rust's handler named it on stderr, then
 /// aborted) or a mapping or device allocation refused with ENOMEM or
 /// CUDA_ERROR_OUT_OF_MEMORY (the worker's own error names it). A limit on the
-/// worker (RLIMIT_AS, a cgroup) shows up as one of these; the kernel's OOM
-/// killer sends SIGKILL, which [`child::describe_exit`] points at.
+/// worker (RLIMIT_AS, a cgroup) shows up as one of these (`alloc_failed`);
+/// the kernel's OOM killer sends SIGKILL, which the OOM kill counters tell
+/// apart (`oom_killed`, see `cgroup::oom`).
 fn name_out_of_memory(error: String, stderr_tail: &str) -> String {
     if error.starts_with("out of memory") {
         return error;
@@ -652,6 +736,16 @@ fn name_out_of_memory(error: String, stderr_tail: &str) -> String {
         line.trim_start().starts_with(ALLOC_FAILED_PREFIX) && line.trim_end().ends_with("failed")
     });
     if let Some(line) = failed_allocation {
+        return format!("out of memory: {} ({error})", line.trim());
+    }
+    // A program's last words: Python's MemoryError, C++'s std::bad_alloc,
+    // PyTorch's OutOfMemoryError.
+    let last_line = stderr_tail.lines().rev().find(|l| !l.trim().is_empty());
+    if let Some(line) = last_line.filter(|l| {
+        PROGRAM_OUT_OF_MEMORY
+            .iter()
+            .any(|p| l.trim_start().starts_with(p) || l.contains(&format!(" {p}")))
+    }) {
         return format!("out of memory: {} ({error})", line.trim());
     }
     let lower = error.to_lowercase();
@@ -663,6 +757,18 @@ fn name_out_of_memory(error: String, stderr_tail: &str) -> String {
         return format!("out of memory: {error}");
     }
     error
+}
+
+/// `alloc_failed` for a run that failed or aborted because an allocation was
+/// refused (its error starts "out of memory", see [`name_out_of_memory`]);
+/// an OOM kill keeps its own status.
+fn allocation_failed(status: RunStatus, error: Option<&str>) -> RunStatus {
+    match (status, error) {
+        (RunStatus::Failed | RunStatus::Killed, Some(e)) if e.starts_with("out of memory") => {
+            RunStatus::AllocFailed
+        }
+        _ => status,
+    }
 }
 
 /// The status of a worker killed by a signal memrel did not send (the error names it).
@@ -766,8 +872,79 @@ mod tests {
             name_out_of_memory(refused.into(), ""),
             format!("out of memory: {refused}")
         );
+        let python =
+            "Traceback (most recent call last):\n  File \"<string>\", line 1\nMemoryError\n";
+        assert_eq!(
+            name_out_of_memory("the program exited with code 1".into(), python),
+            "out of memory: MemoryError (the program exited with code 1)"
+        );
+        let cxx = "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n";
+        assert!(name_out_of_memory("x".into(), cxx)
+            .starts_with("out of memory: what():  std::bad_alloc"));
         let other = "model.safetensors is truncated";
         assert_eq!(name_out_of_memory(other.into(), "allocation of x"), other);
+    }
+
+    #[test]
+    fn a_sigkill_while_an_oom_kill_counter_rose_is_an_oom_kill() {
+        let kill = Some(ExitStatus::from_raw(libc::SIGKILL));
+        // The counters did not move: a SIGKILL like any other.
+        let (status, _) = outcome(None, kill, &Collected::default(), TIMEOUT);
+        assert_eq!(status, RunStatus::Killed);
+        // They rose (the orchestrator read them after the worker died).
+        let watch = crate::cgroup::oom::OomWatch::with(None, Some(3));
+        let rose = watch
+            .rose_to(None, Some(4))
+            .expect("the machine's counter rose");
+        let got = Collected {
+            oom_killed: Some(format!(
+                "out of memory: {rose}; limit 512.0 MiB; last reading: RSS 511.0 MiB"
+            )),
+            ..Collected::default()
+        };
+        let (status, error) = outcome(None, kill, &got, TIMEOUT);
+        assert_eq!(status, RunStatus::OomKilled);
+        let error = error.expect("an error");
+        assert!(
+            error.contains("/proc/vmstat rose from 3 to 4") && error.contains("limit"),
+            "{error}"
+        );
+        // memrel's own kill (a timeout) stays a timeout.
+        let (status, _) = outcome(Some(Stop::Timeout), kill, &got, TIMEOUT);
+        assert_eq!(status, RunStatus::TimedOut);
+        assert_eq!(
+            serde_json::to_value(RunStatus::OomKilled).unwrap(),
+            "oom_killed"
+        );
+    }
+
+    #[test]
+    fn a_refused_allocation_has_its_own_status() {
+        let oom = Some("out of memory: memory allocation of 1 bytes failed (…)");
+        assert_eq!(
+            allocation_failed(RunStatus::Failed, oom),
+            RunStatus::AllocFailed
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::Killed, oom),
+            RunStatus::AllocFailed
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::OomKilled, oom),
+            RunStatus::OomKilled
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::Failed, Some("truncated")),
+            RunStatus::Failed
+        );
+        assert_eq!(
+            allocation_failed(RunStatus::Completed, None),
+            RunStatus::Completed
+        );
+        assert_eq!(
+            serde_json::to_value(RunStatus::AllocFailed).unwrap(),
+            "alloc_failed"
+        );
     }
 
     #[test]

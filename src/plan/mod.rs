@@ -44,6 +44,8 @@ pub struct Plan {
     /// GPUs the runs are spread over in parallel (`lanes`); fewer than two:
     /// one run at a time on the scenario's device.
     pub devices: Vec<u32>,
+    /// `--cgroup-parent` and `--memory-limit` (see `cgroup`).
+    pub cgroup: crate::cgroup::setup::Setup,
 }
 
 /// The command line as runs.json records it: each argument as text, a byte
@@ -104,12 +106,18 @@ impl Plan {
             names.to_vec()
         };
         let strategies = resolve_strategies(&names, &scenario)?;
+        let cgroup = crate::cgroup::setup::Setup::from_flags(
+            overrides.cgroup_parent.as_deref(),
+            overrides.memory_limit.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
         Ok(Plan {
             strategies,
             out_root: out_root.to_path_buf(),
             python: overrides.python.clone(),
             tree: overrides.tree,
             cwd: None,
+            cgroup,
             devices: scenario.devices.clone(),
             scenario,
         })
@@ -156,6 +164,7 @@ impl Plan {
                 models: infos,
                 program: self.program_record(&plug),
                 attached: None,
+                container: Some(self.cgroup.view()),
             },
             runs: Vec::new(),
         };
@@ -372,6 +381,7 @@ impl RunContext<'_> {
             plug,
             interval: self.interval,
             timeout: Duration::from_secs_f64(scenario.timeout_s.max(1.0)),
+            cgroup: &self.plan.cgroup,
         };
         let done_before = u64::from(run_number - 1) * cycles;
         if self.plan.devices.len() <= 1 {

@@ -178,6 +178,7 @@ mod tests {
             file_bytes: rss_bytes / 4,
             vram_bytes: i.is_multiple_of(3).then_some(i),
             gpu_vram: Default::default(),
+            container: None,
         }
     }
 

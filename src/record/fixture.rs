@@ -41,6 +41,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
         }],
         program: None,
         attached: None,
+        container: None,
     }
 }
 
@@ -64,6 +65,7 @@ pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
         anon_bytes: rss_bytes * 3 / 4,
         file_bytes: rss_bytes / 4,
         vram_bytes,
+        container_bytes: None,
     }
 }
 
@@ -77,6 +79,7 @@ pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
         file_bytes: m.file_bytes,
         vram_bytes: m.vram_bytes,
         gpu_vram: Default::default(),
+        container: None,
     }
 }
 

@@ -68,6 +68,8 @@ pub struct SampleWriter {
     cell: String,
     /// gpu_processes.csv, opened at the first per-process VRAM reading.
     processes: ProcessLog,
+    /// The latest sample written (an OOM kill's "last reading").
+    last: Option<Sample>,
 }
 
 /// Each sampled process's VRAM on each GPU (`record::gpu`), appended to
@@ -96,6 +98,7 @@ impl SampleWriter {
             error: None,
             cell: String::new(),
             processes: ProcessLog::Closed(None),
+            last: None,
         }
     }
 
@@ -130,11 +133,17 @@ impl SampleWriter {
         }
     }
 
+    /// The latest sample written.
+    pub fn last(&self) -> Option<Sample> {
+        self.last
+    }
+
     /// Writes one sample; flushes when [`FLUSH_EVERY_S`] has passed.
     pub fn write(&mut self, sample: &Sample) {
         if self.error.is_some() {
             return;
         }
+        self.last = Some(*sample);
         let (cycle, phase) = self.phase.get();
         let row = SampleRow::new(
             self.run,

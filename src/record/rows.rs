@@ -11,7 +11,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::gpu::GpuVram;
-use super::types::{round_us, Event, Record, RunMeta, Sample};
+use super::types::{round_us, ContainerSample, Event, Record, RunMeta, Sample};
 use crate::protocol::{AllocatorState, Edge, HeapStats, MemoryAtEdge, Phase, PhaseEdge};
 
 /// A samples.csv row: `SampleRow<'static>` when read back.
@@ -30,11 +30,21 @@ pub(super) struct SampleRow<'a> {
     /// VRAM per GPU where NVML sees several (`record::gpu`); empty otherwise.
     #[serde(default)]
     pub(super) gpu_vram: Option<Cow<'a, str>>,
+    /// The container's view: its working set, usage, anon and file (absent
+    /// in older records and where no cgroup could be read).
+    #[serde(default)]
+    pub(super) container_bytes: Option<u64>,
+    #[serde(default)]
+    pub(super) container_usage_bytes: Option<u64>,
+    #[serde(default)]
+    pub(super) container_anon_bytes: Option<u64>,
+    #[serde(default)]
+    pub(super) container_file_bytes: Option<u64>,
 }
 
 /// The header of samples.csv: `SampleRow`'s fields, written by hand when
 /// there is no row to serialize (a unit test keeps the two in step).
-pub(super) const SAMPLE_COLUMNS: [&str; 11] = [
+pub(super) const SAMPLE_COLUMNS: [&str; 15] = [
     "t_s",
     "run",
     "strategy",
@@ -46,10 +56,14 @@ pub(super) const SAMPLE_COLUMNS: [&str; 11] = [
     "file_bytes",
     "vram_bytes",
     "gpu_vram",
+    "container_bytes",
+    "container_usage_bytes",
+    "container_anon_bytes",
+    "container_file_bytes",
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 21] = [
+pub(super) const EVENT_COLUMNS: [&str; 22] = [
     "t_s",
     "run",
     "strategy",
@@ -70,6 +84,7 @@ pub(super) const EVENT_COLUMNS: [&str; 21] = [
     "glibc_top_releasable_bytes",
     "heap_in_use_bytes",
     "heap_held_bytes",
+    "container_bytes",
     "note",
 ];
 
@@ -99,6 +114,9 @@ pub(super) struct EventRow<'a> {
     heap_in_use_bytes: Option<u64>,
     #[serde(default)]
     heap_held_bytes: Option<u64>,
+    /// The container's working set as the parent read it at the edge.
+    #[serde(default)]
+    container_bytes: Option<u64>,
     note: Option<Cow<'a, str>>,
 }
 
@@ -127,6 +145,10 @@ impl<'a> SampleRow<'a> {
             file_bytes: sample.file_bytes,
             vram_bytes: sample.vram_bytes,
             gpu_vram: (!cell.is_empty()).then_some(Cow::Borrowed(cell.as_str())),
+            container_bytes: sample.container.map(|c| c.working_set_bytes),
+            container_usage_bytes: sample.container.map(|c| c.usage_bytes),
+            container_anon_bytes: sample.container.and_then(|c| c.anon_bytes),
+            container_file_bytes: sample.container.and_then(|c| c.file_bytes),
         }
     }
 
@@ -142,6 +164,15 @@ impl<'a> SampleRow<'a> {
             gpu_vram: match &self.gpu_vram {
                 Some(cell) => GpuVram::parse(cell)?,
                 None => GpuVram::default(),
+            },
+            container: match (self.container_bytes, self.container_usage_bytes) {
+                (Some(working_set_bytes), Some(usage_bytes)) => Some(ContainerSample {
+                    working_set_bytes,
+                    usage_bytes,
+                    anon_bytes: self.container_anon_bytes,
+                    file_bytes: self.container_file_bytes,
+                }),
+                _ => None,
             },
         })
     }
@@ -173,6 +204,7 @@ impl<'a> EventRow<'a> {
             glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
             heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
             heap_held_bytes: e.heap.map(|h| h.held_bytes),
+            container_bytes: e.memory.container_bytes,
             note: e.note.as_deref().map(Cow::Borrowed),
         }
     }
@@ -253,6 +285,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
                 anon_bytes: row.anon_bytes,
                 file_bytes: row.file_bytes,
                 vram_bytes: row.vram_bytes,
+                container_bytes: row.container_bytes,
             },
             allocator,
             heap: row.heap_held_bytes.map(|held_bytes| HeapStats {

@@ -23,6 +23,23 @@ pub struct Sample {
     /// VRAM per GPU, where NVML sees several (empty otherwise: `vram_bytes`
     /// is the run's one device).
     pub gpu_vram: GpuVram,
+    /// The container's view (`None`: not read at that instant).
+    pub container: Option<ContainerSample>,
+}
+
+/// The container's view in one sample: the cgroup the worker runs in (the
+/// whole cgroup's, memrel included, unless each worker has its own under
+/// `--cgroup-parent`; see `cgroup`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContainerSample {
+    /// usage − inactive_file, Kubernetes' working set: the resource's value.
+    pub working_set_bytes: u64,
+    /// memory.current (v2) or memory.usage_in_bytes (v1).
+    pub usage_bytes: u64,
+    /// memory.stat anon and file (v1: total_rss and total_cache), as of the
+    /// latest memory.stat read (at most 100 ms old).
+    pub anon_bytes: Option<u64>,
+    pub file_bytes: Option<u64>,
 }
 
 /// A phase edge as the parent received it, stamped on the sampler's clock.
@@ -40,9 +57,17 @@ pub enum RunStatus {
     Failed,
     /// The worker ran past the scenario's timeout and was killed.
     TimedOut,
-    /// Killed by a signal memrel did not send (an OOM kill, a user), or
+    /// Killed by a signal memrel did not send (a user; an OOM kill no
+    /// counter showed), or
     /// stopped by SIGINT/SIGTERM to memrel; the error names which.
     Killed,
+    /// Killed by the kernel's OOM killer: SIGKILL while the oom_kill counter
+    /// of its cgroup (or of the machine) rose; the error gives the counter,
+    /// the limit and the last reading.
+    OomKilled,
+    /// An allocation was refused (RLIMIT_AS, ENOMEM, a device out of
+    /// memory) and the worker failed or aborted; the error quotes it.
+    AllocFailed,
 }
 
 /// What the parent knows about one worker process.
@@ -90,6 +115,9 @@ pub struct RunMeta {
     /// The processes that took over from `pid` in turn (`respawn` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub respawned_pids: Vec<u32>,
+    /// The worker's cgroup and its counters at the run's start and end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::view::CgroupRun>,
 }
 
 impl RunMeta {
@@ -112,6 +140,7 @@ impl RunMeta {
             allocator: None,
             ignored_env: Vec::new(),
             respawned_pids: Vec::new(),
+            cgroup: None,
         }
     }
 }
@@ -197,6 +226,10 @@ pub struct Header {
     /// for runs memrel started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attached: Option<Attached>,
+    /// The container resource: which cgroup it reads, or why it cannot;
+    /// `None` where there is none (records made before memrel read cgroups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::cgroup::view::ContainerView>,
 }
 
 /// A process measured by `memrel attach`: which one, what it ran, when it

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::cgroup::probe::CgroupProbe;
 use crate::record::gpu::{GpuVram, ProcessVram};
 use crate::record::live::SampleWriter;
 use crate::record::Sample;
@@ -103,7 +104,21 @@ impl Sampler {
         clock_zero: Instant,
         vram: Option<Box<dyn VramProbe>>,
         tree: bool,
+        writer: SampleWriter,
+    ) -> io::Result<Sampler> {
+        Sampler::start_with_cgroup(pid, interval, clock_zero, vram, tree, writer, None)
+    }
+
+    /// [`Sampler::start`], also reading the worker's cgroup (`container`)
+    /// at every sample.
+    pub fn start_with_cgroup(
+        pid: u32,
+        interval: Duration,
+        clock_zero: Instant,
+        vram: Option<Box<dyn VramProbe>>,
+        tree: bool,
         mut writer: SampleWriter,
+        container: Option<CgroupProbe>,
     ) -> io::Result<Sampler> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut probe = if tree {
@@ -117,9 +132,11 @@ impl Sampler {
             .name("memrel-sampler".into())
             .spawn(move || {
                 let mut vram = vram;
+                let mut container = container;
                 sample_loop(
                     &mut probe,
                     &mut vram,
+                    &mut container,
                     &mut writer,
                     pid,
                     interval,
@@ -151,9 +168,11 @@ impl Sampler {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn sample_loop(
     probe: &mut Probe,
     vram: &mut Option<Box<dyn VramProbe>>,
+    container: &mut Option<CgroupProbe>,
     writer: &mut SampleWriter,
     pid: u32,
     interval: Duration,
@@ -175,6 +194,7 @@ fn sample_loop(
                 file_bytes: reading.file_bytes,
                 vram_bytes,
                 gpu_vram,
+                container: container.as_mut().and_then(|c| c.read(false)),
             });
             writer.write_processes(t_s, &processes);
         }

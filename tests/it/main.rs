@@ -8,12 +8,15 @@
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
 //! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`,
 //! `settle::`, `sleep::`, `pytest_plugin::`).
+//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`, `checkpoints::`,
+//! `settle::`, `sleep::`).
 
 mod common;
 
 mod attach;
 mod baseline;
 mod calibrate;
+mod cgroup;
 mod checkpoints;
 mod cli;
 mod compare;

@@ -548,7 +548,7 @@ fn draw_sub_lane(
                 .draw_series(LineSeries::new(rss, l.colour.stroke_width(1)))
                 .map_err(plot_err)?;
         }
-        Resource::Device(_) => {
+        Resource::Device(_) | Resource::Container => {
             let vram = l.series(r, axis);
             chart
                 .draw_series(std::iter::once(Polygon::new(
@@ -604,7 +604,7 @@ fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -> Vec<Strin
                         median_mib(&s.retained_bytes),
                         median_mib(&s.retained_anon_bytes)
                     ),
-                    Resource::Device(_) => format!(
+                    Resource::Device(_) | Resource::Container => format!(
                         "{prefix}retained {} MiB · peak {} MiB",
                         median_mib(&s.retained_bytes),
                         median_mib(&s.peak_bytes)
@@ -636,6 +636,7 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
             Resource::Device(_) => {
                 swatches.push((lighten(grey, 0.45), format!("{} (this process)", r.label())))
             }
+            Resource::Container => swatches.push((lighten(grey, 0.45), r.label())),
             Resource::Host => {
                 swatches.push((lighten(grey, 0.25), "RssAnon (heap, copied tensors)".into()));
                 swatches.push((lighten(grey, 0.7), "RssFile (mapped files)".into()));

@@ -78,7 +78,7 @@ pub fn panel_plan(summary: &Summary, run: &RunRecord) -> Vec<SubPanel> {
 fn sub_panel_height(panels: &[SubPanel], panel: &SubPanel) -> u32 {
     match panel {
         SubPanel::NotMeasured(..) => SUB_NOTE_HEIGHT,
-        SubPanel::Memory(Resource::Device(_)) => VRAM_HEIGHT,
+        SubPanel::Memory(Resource::Device(_) | Resource::Container) => VRAM_HEIGHT,
         SubPanel::Memory(Resource::Host) => {
             if panels.len() > 1 {
                 RSS_HEIGHT
@@ -139,6 +139,8 @@ fn draw_run_panel(
         RunStatus::Failed => " · FAILED".to_string(),
         RunStatus::TimedOut => " · TIMED OUT".to_string(),
         RunStatus::Killed => " · KILLED".to_string(),
+        RunStatus::OomKilled => " · OOM-KILLED".to_string(),
+        RunStatus::AllocFailed => " · ALLOCATION FAILED".to_string(),
     };
     let caption = format!(
         "strategy {} · run {} (repetition {}){status}",
@@ -187,7 +189,11 @@ fn draw_run_panel(
                 let top_bytes = run
                     .samples
                     .iter()
-                    .filter_map(|s| r.in_sample(s))
+                    .filter_map(|s| match r {
+                        // The container panel draws its usage above the working set.
+                        Resource::Container => s.container.map(|c| c.usage_bytes),
+                        _ => r.in_sample(s),
+                    })
                     .max()
                     .unwrap_or(1) as f64;
                 let y_max = (top_bytes / MIB * headroom).max(1.0);
@@ -334,6 +340,25 @@ fn draw_memory(
                 draw_level(chart, mib, Some((&text, LabelAt::BelowLeft)), LEVEL_GREY)?;
                 legend.push(LegendEntry::new(Swatch::Dashed(LEVEL_GREY, 1), text));
             }
+        }
+        Resource::Container => {
+            // The usage (page cache included) light, the working set strong.
+            let usage = series_mib(run, x, range, columns, |s| {
+                s.container.map(|c| c.usage_bytes)
+            });
+            let light = lighten(colour, 0.55);
+            chart
+                .draw_series(LineSeries::new(usage, light.stroke_width(1)))
+                .map_err(plot_err)?;
+            legend.push(LegendEntry::new(
+                Swatch::Line(light, 1),
+                "cgroup usage (page cache included)",
+            ));
+            let ws = series_mib(run, x, range, columns, |s| r.in_sample(s));
+            chart
+                .draw_series(LineSeries::new(ws, colour.stroke_width(line_px)))
+                .map_err(plot_err)?;
+            legend.push(LegendEntry::new(Swatch::Line(colour, 2), r.label()));
         }
     }
     // The baseline: the resource just before the first load (from the summary).
@@ -520,6 +545,7 @@ mod tests {
                     file_bytes: mib << 19,
                     vram_bytes: None,
                     gpu_vram: Default::default(),
+                    container: None,
                 }
             })
             .collect();

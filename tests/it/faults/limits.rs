@@ -132,10 +132,7 @@ fn a_worker_out_of_memory_under_an_address_space_limit_is_reported_with_its_samp
         tail.contains("address space limited to"),
         "the limit was set: {tail}"
     );
-    assert!(
-        run["status"] == "failed" || run["status"] == "killed",
-        "{run}"
-    );
+    assert!(run["status"] == "alloc_failed", "{run}");
     let error = run["error"].as_str().unwrap_or_default();
     assert!(error.starts_with("out of memory"), "{error}");
     assert!(
