@@ -77,6 +77,7 @@ fn sampler_cpu(c: &mut Criterion) {
                     None,
                     false,
                     writer,
+                    None,
                 )
                 .expect("the sampler starts");
                 std::thread::sleep(Duration::from_millis(100));

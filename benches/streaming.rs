@@ -24,6 +24,7 @@ fn sample(i: u64) -> Sample {
         anon_bytes: 900_000_000 + (i % 977) * 4096,
         file_bytes: 100_000_000,
         vram_bytes: None,
+        page_cache_bytes: None,
     }
 }
 

@@ -216,6 +216,10 @@ pub struct MemoryAtEdge {
     /// Device memory of this process above nothing (CUDA only; `None` on CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vram_bytes: Option<u64>,
+    /// The model files' bytes in the page cache, read by the parent when the
+    /// edge arrives (never sent by a worker; `None` where not available).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_bytes: Option<u64>,
 }
 
 /// glibc's `mallinfo2()`: tells "glibc holds free memory" apart from a leak.
@@ -356,6 +360,7 @@ mod tests {
                 anon_bytes: 7,
                 file_bytes: 3,
                 vram_bytes: None,
+                page_cache_bytes: None,
             },
             allocator: None,
             heap: None,

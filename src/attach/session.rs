@@ -80,8 +80,16 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     let clock_zero = Instant::now();
     let zero_mono_s = monotonic_s();
     let writer = live.samples.writer().with_context(cannot_write)?;
-    let sampler = Sampler::start(pid, interval, clock_zero, vram, job.setup.tree, writer)
-        .context("cannot start the sampler thread")?;
+    let sampler = Sampler::start(
+        pid,
+        interval,
+        clock_zero,
+        vram,
+        job.setup.tree,
+        writer,
+        None,
+    )
+    .context("cannot start the sampler thread")?;
     record.header.sampler = sampler.probe_name.to_string();
     let mut marker = Marker {
         events: &mut live.events,
@@ -303,6 +311,7 @@ impl Marker<'_> {
                 anon_bytes: reading.map_or(0, |r| r.anon_bytes),
                 file_bytes: reading.map_or(0, |r| r.file_bytes),
                 vram_bytes: self.vram.as_mut().and_then(|v| v.process_bytes(self.pid)),
+                page_cache_bytes: None,
             },
             allocator: None,
             heap: None,

@@ -392,6 +392,7 @@ mod tests {
                     anon_bytes: 0,
                     file_bytes: 0,
                     vram_bytes: Some(mib * M),
+                    page_cache_bytes: None,
                 }
             })
             .collect();

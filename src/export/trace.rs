@@ -151,6 +151,9 @@ fn tracks(resources: &[Resource]) -> Vec<Track> {
                 format!("vram {}", r.key()),
                 Box::new(move |s| r.in_sample(s)),
             )),
+            Resource::PageCache => {
+                out.push(("page cache".into(), Box::new(move |s| r.in_sample(s))))
+            }
         }
     }
     out

@@ -1,6 +1,7 @@
 //! The memory memrel measures, as resources: host memory (the worker's RSS,
-//! with its anonymous and file parts) and device memory (the worker's own
-//! VRAM on one CUDA device, `cuda:N`). Every metric, chart panel, table
+//! with its anonymous and file parts), device memory (the worker's own
+//! VRAM on one CUDA device, `cuda:N`) and the model files' page cache
+//! (`page_cache`). Every metric, chart panel, table
 //! column and gate verdict is written once and applied to each resource; this
 //! is the one place that knows where a resource's bytes live in a record.
 
@@ -19,16 +20,23 @@ pub enum Resource {
     Host,
     /// The worker's own memory on CUDA device N (per-process VRAM, NVML).
     Device(u32),
+    /// The model files' bytes in the kernel's page cache, whoever caused
+    /// them (`sampler::page_cache`): what a cgroup charges after an unload.
+    PageCache,
 }
 
 impl Resource {
-    /// The resources a record measured: the host always, and its CUDA device.
+    /// The resources a record measured: the host always, its CUDA device,
+    /// and the model files' page cache where the weights files were known.
     /// A record holds one device's readings per run (a worker uses one device);
     /// the names carry the device so records of several devices stay apart.
     pub fn of(header: &Header) -> Vec<Resource> {
         let mut out = vec![Resource::Host];
         if let Some(device) = Resource::device_of(&header.device) {
             out.push(device);
+        }
+        if header.page_cache.is_some() {
+            out.push(Resource::PageCache);
         }
         out
     }
@@ -44,17 +52,19 @@ impl Resource {
         }
     }
 
-    /// `host` or `cuda:N`.
+    /// `host`, `cuda:N` or `page_cache`.
     pub fn key(self) -> String {
         match self {
             Resource::Host => "host".to_string(),
             Resource::Device(n) => format!("cuda:{n}"),
+            Resource::PageCache => PAGE_CACHE_KEY.to_string(),
         }
     }
 
     pub fn parse(key: &str) -> Option<Resource> {
         match key {
             "host" => Some(Resource::Host),
+            PAGE_CACHE_KEY => Some(Resource::PageCache),
             other => other
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
@@ -62,19 +72,21 @@ impl Resource {
         }
     }
 
-    /// What the numbers are, for column headers: `RSS` or `VRAM`.
+    /// What the numbers are, for column headers: `RSS`, `VRAM` or `cached`.
     pub fn quantity(self) -> &'static str {
         match self {
             Resource::Host => "RSS",
             Resource::Device(_) => "VRAM",
+            Resource::PageCache => "cached",
         }
     }
 
-    /// For people: `host RSS` or `VRAM cuda:0`.
+    /// For people: `host RSS`, `VRAM cuda:0` or `page cache`.
     pub fn label(self) -> String {
         match self {
             Resource::Host => "host RSS".to_string(),
             Resource::Device(n) => format!("VRAM cuda:{n}"),
+            Resource::PageCache => "page cache".to_string(),
         }
     }
 
@@ -87,6 +99,7 @@ impl Resource {
         match self {
             Resource::Host => Some(sample.rss_bytes),
             Resource::Device(_) => sample.vram_bytes,
+            Resource::PageCache => sample.page_cache_bytes,
         }
     }
 
@@ -95,6 +108,7 @@ impl Resource {
         match self {
             Resource::Host => Some(memory.rss_bytes),
             Resource::Device(_) => memory.vram_bytes,
+            Resource::PageCache => memory.page_cache_bytes,
         }
     }
 
@@ -102,10 +116,13 @@ impl Resource {
     pub fn anon_at_edge(self, memory: &MemoryAtEdge) -> Option<u64> {
         match self {
             Resource::Host => Some(memory.anon_bytes),
-            Resource::Device(_) => None,
+            Resource::Device(_) | Resource::PageCache => None,
         }
     }
 }
+
+/// The page cache's name in every file memrel writes.
+const PAGE_CACHE_KEY: &str = "page_cache";
 
 impl fmt::Display for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -123,7 +140,7 @@ impl TryFrom<String> for Resource {
     type Error = String;
     fn try_from(key: String) -> Result<Resource, String> {
         Resource::parse(&key)
-            .ok_or_else(|| format!("unknown resource {key:?}: expected host or cuda:N"))
+            .ok_or_else(|| format!("unknown resource {key:?}: expected host, cuda:N or page_cache"))
     }
 }
 
@@ -133,7 +150,12 @@ mod tests {
 
     #[test]
     fn keys_round_trip_through_json() {
-        for r in [Resource::Host, Resource::Device(0), Resource::Device(3)] {
+        for r in [
+            Resource::Host,
+            Resource::Device(0),
+            Resource::Device(3),
+            Resource::PageCache,
+        ] {
             let json = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Resource>(&json).unwrap(), r);
         }

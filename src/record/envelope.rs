@@ -177,6 +177,7 @@ mod tests {
             anon_bytes: rss_bytes / 2,
             file_bytes: rss_bytes / 4,
             vram_bytes: i.is_multiple_of(3).then_some(i),
+            page_cache_bytes: None,
         }
     }
 

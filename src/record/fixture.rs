@@ -41,6 +41,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
         }],
         program: None,
         attached: None,
+        page_cache: None,
     }
 }
 
@@ -53,6 +54,7 @@ pub fn thresholds() -> Thresholds {
         noise_absolute_bytes: 16 * MIB,
         host: Default::default(),
         device: Default::default(),
+        page_cache: Default::default(),
     }
 }
 
@@ -64,6 +66,7 @@ pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
         anon_bytes: rss_bytes * 3 / 4,
         file_bytes: rss_bytes / 4,
         vram_bytes,
+        page_cache_bytes: None,
     }
 }
 
@@ -76,6 +79,7 @@ pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
         anon_bytes: m.anon_bytes,
         file_bytes: m.file_bytes,
         vram_bytes: m.vram_bytes,
+        page_cache_bytes: None,
     }
 }
 

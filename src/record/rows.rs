@@ -26,11 +26,14 @@ pub(super) struct SampleRow<'a> {
     pub(super) anon_bytes: u64,
     pub(super) file_bytes: u64,
     pub(super) vram_bytes: Option<u64>,
+    /// The model files' page cache (absent in older records).
+    #[serde(default)]
+    pub(super) page_cache_bytes: Option<u64>,
 }
 
 /// The header of samples.csv: `SampleRow`'s fields, written by hand when
 /// there is no row to serialize (a unit test keeps the two in step).
-pub(super) const SAMPLE_COLUMNS: [&str; 10] = [
+pub(super) const SAMPLE_COLUMNS: [&str; 11] = [
     "t_s",
     "run",
     "strategy",
@@ -41,10 +44,11 @@ pub(super) const SAMPLE_COLUMNS: [&str; 10] = [
     "anon_bytes",
     "file_bytes",
     "vram_bytes",
+    "page_cache_bytes",
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 21] = [
+pub(super) const EVENT_COLUMNS: [&str; 22] = [
     "t_s",
     "run",
     "strategy",
@@ -65,6 +69,7 @@ pub(super) const EVENT_COLUMNS: [&str; 21] = [
     "glibc_top_releasable_bytes",
     "heap_in_use_bytes",
     "heap_held_bytes",
+    "page_cache_bytes",
     "note",
 ];
 
@@ -94,6 +99,9 @@ pub(super) struct EventRow<'a> {
     heap_in_use_bytes: Option<u64>,
     #[serde(default)]
     heap_held_bytes: Option<u64>,
+    /// The model files' page cache, read by the parent (absent in older records).
+    #[serde(default)]
+    page_cache_bytes: Option<u64>,
     note: Option<Cow<'a, str>>,
 }
 
@@ -118,6 +126,7 @@ impl<'a> SampleRow<'a> {
             anon_bytes: sample.anon_bytes,
             file_bytes: sample.file_bytes,
             vram_bytes: sample.vram_bytes,
+            page_cache_bytes: sample.page_cache_bytes,
         }
     }
 
@@ -129,6 +138,7 @@ impl<'a> SampleRow<'a> {
             anon_bytes: self.anon_bytes,
             file_bytes: self.file_bytes,
             vram_bytes: self.vram_bytes,
+            page_cache_bytes: self.page_cache_bytes,
         }
     }
 }
@@ -159,6 +169,7 @@ impl<'a> EventRow<'a> {
             glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
             heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
             heap_held_bytes: e.heap.map(|h| h.held_bytes),
+            page_cache_bytes: e.memory.page_cache_bytes,
             note: e.note.as_deref().map(Cow::Borrowed),
         }
     }
@@ -237,6 +248,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
                 anon_bytes: row.anon_bytes,
                 file_bytes: row.file_bytes,
                 vram_bytes: row.vram_bytes,
+                page_cache_bytes: row.page_cache_bytes,
             },
             allocator,
             heap: row.heap_held_bytes.map(|held_bytes| HeapStats {

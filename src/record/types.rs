@@ -19,6 +19,9 @@ pub struct Sample {
     pub anon_bytes: u64,
     pub file_bytes: u64,
     pub vram_bytes: Option<u64>,
+    /// The model files' bytes in the page cache (`sampler::page_cache`):
+    /// read every 100 ms or so, `None` between readings and where not available.
+    pub page_cache_bytes: Option<u64>,
 }
 
 /// A phase edge as the parent received it, stamped on the sampler's clock.
@@ -82,6 +85,10 @@ pub struct RunMeta {
     /// The processes that took over from `pid` in turn (`respawn` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub respawned_pids: Vec<u32>,
+    /// Why the model files' page cache could not be read (from then on), if
+    /// it could not: a weights file deleted or replaced during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_note: Option<String>,
 }
 
 impl RunMeta {
@@ -103,6 +110,7 @@ impl RunMeta {
             allocator: None,
             ignored_env: Vec::new(),
             respawned_pids: Vec::new(),
+            page_cache_note: None,
         }
     }
 }
@@ -188,6 +196,10 @@ pub struct Header {
     /// for runs memrel started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attached: Option<Attached>,
+    /// The model files whose page cache was measured, and how; `None` where
+    /// no weights files were known (programs, fakes, older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<crate::sampler::page_cache::PageCacheInfo>,
 }
 
 /// A process measured by `memrel attach`: which one, what it ran, when it

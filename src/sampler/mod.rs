@@ -8,6 +8,7 @@
 //! is the one the orchestrator last heard of, made exact when the run ends.
 
 pub mod nvml;
+pub mod page_cache;
 mod portable;
 pub mod procfs;
 pub mod tree;
@@ -94,8 +95,9 @@ pub struct Sampler {
 
 impl Sampler {
     /// Starts sampling `pid` (with `tree`: its whole process tree) every
-    /// `interval`, times relative to `clock_zero`, into `writer`. `Err`: the
-    /// thread could not be started.
+    /// `interval`, times relative to `clock_zero`, into `writer`; with
+    /// `page_cache`, the model files' page cache every `page_cache::PERIOD`.
+    /// `Err`: the thread could not be started.
     pub fn start(
         pid: u32,
         interval: Duration,
@@ -103,6 +105,7 @@ impl Sampler {
         vram: Option<Box<dyn VramProbe>>,
         tree: bool,
         mut writer: SampleWriter,
+        page_cache: Option<page_cache::PageCacheProbe>,
     ) -> io::Result<Sampler> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut probe = if tree {
@@ -116,9 +119,11 @@ impl Sampler {
             .name("memrel-sampler".into())
             .spawn(move || {
                 let mut vram = vram;
+                let mut page_cache = page_cache;
                 sample_loop(
                     &mut probe,
                     &mut vram,
+                    &mut page_cache,
                     &mut writer,
                     pid,
                     interval,
@@ -153,6 +158,7 @@ impl Sampler {
 fn sample_loop(
     probe: &mut Probe,
     vram: &mut Option<Box<dyn VramProbe>>,
+    page_cache: &mut Option<page_cache::PageCacheProbe>,
     writer: &mut SampleWriter,
     pid: u32,
     interval: Duration,
@@ -171,6 +177,8 @@ fn sample_loop(
                 anon_bytes: reading.anon_bytes,
                 file_bytes: reading.file_bytes,
                 vram_bytes: vram.as_mut().and_then(|v| v.process_bytes(pid)),
+                // Every `page_cache::PERIOD` only: off the fast path.
+                page_cache_bytes: page_cache.as_mut().and_then(|p| p.due()),
             });
         }
         next += interval;

@@ -235,6 +235,10 @@ pub struct Workload {
     pub baseline_ms: u64,
     /// Run one untimed load + forward before the baseline (CUDA JIT, page cache).
     pub warmup: bool,
+    /// The parent drops the model files from the page cache
+    /// (`POSIX_FADV_DONTNEED`) before each run, so every run starts cold.
+    #[serde(default)]
+    pub evict_page_cache: bool,
 }
 
 /// Thresholds for reports and the regression gate.
@@ -248,6 +252,9 @@ pub struct Thresholds {
     pub host: Budgets,
     /// Absolute budgets for device memory (per-process VRAM; CUDA scenarios only).
     pub device: Budgets,
+    /// Absolute budgets for the model files' page cache.
+    #[serde(default)]
+    pub page_cache: Budgets,
 }
 
 /// Absolute budgets for one resource, checked on the worst run.
@@ -311,10 +318,10 @@ impl Budgets {
 impl Thresholds {
     /// The budgets of `resource`.
     pub fn budgets(&self, resource: crate::metrics::Resource) -> &Budgets {
-        if resource.is_device() {
-            &self.device
-        } else {
-            &self.host
+        match resource {
+            crate::metrics::Resource::Host => &self.host,
+            crate::metrics::Resource::Device(_) => &self.device,
+            crate::metrics::Resource::PageCache => &self.page_cache,
         }
     }
 }
@@ -366,6 +373,7 @@ impl Workload {
             settle_ms: 0,
             baseline_ms: 0,
             warmup: false,
+            evict_page_cache: false,
         }
     }
 }

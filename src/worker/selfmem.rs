@@ -16,6 +16,7 @@ pub fn memory_now() -> MemoryAtEdge {
             anon_bytes: r.anon_bytes,
             file_bytes: r.file_bytes,
             vram_bytes: None,
+            page_cache_bytes: None,
         },
         None => MemoryAtEdge::default(),
     }

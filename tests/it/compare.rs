@@ -583,6 +583,7 @@ fn fixed_header() -> Header {
         }],
         program: None,
         attached: None,
+        page_cache: None,
     }
 }
 

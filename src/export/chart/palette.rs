@@ -44,6 +44,8 @@ const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
     ("ipc-collect", RGBColor(70, 70, 70)),           // dark grey
     ("detach-release", RGBColor(46, 139, 87)),       // sea green
     ("device-reset", RGBColor(255, 20, 147)),        // deep pink
+    ("fadvise-dontneed", RGBColor(32, 178, 170)),    // light sea green
+    ("read-load", RGBColor(184, 134, 11)),           // dark goldenrod
 ];
 
 /// Colours for names not in [`STRATEGY_COLOURS`], picked by a stable hash of

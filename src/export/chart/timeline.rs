@@ -78,7 +78,7 @@ pub fn panel_plan(summary: &Summary, run: &RunRecord) -> Vec<SubPanel> {
 fn sub_panel_height(panels: &[SubPanel], panel: &SubPanel) -> u32 {
     match panel {
         SubPanel::NotMeasured(..) => SUB_NOTE_HEIGHT,
-        SubPanel::Memory(Resource::Device(_)) => VRAM_HEIGHT,
+        SubPanel::Memory(Resource::Device(_) | Resource::PageCache) => VRAM_HEIGHT,
         SubPanel::Memory(Resource::Host) => {
             if panels.len() > 1 {
                 RSS_HEIGHT
@@ -311,7 +311,7 @@ fn draw_memory(
                 .map_err(plot_err)?;
             legend.push(LegendEntry::new(Swatch::Line(colour, 2), "RSS total"));
         }
-        Resource::Device(_) => {
+        Resource::Device(_) | Resource::PageCache => {
             let vram = series_mib(run, x, range, columns, |s| r.in_sample(s));
             // Light enough that the phases show through.
             let fill = lighten(colour, 0.45);
@@ -324,10 +324,11 @@ fn draw_memory(
             chart
                 .draw_series(LineSeries::new(vram, colour.stroke_width(line_px)))
                 .map_err(plot_err)?;
-            legend.push(LegendEntry::new(
-                Swatch::Line(colour, 2),
-                format!("VRAM {} (this process)", r.key()),
-            ));
+            let name = match r {
+                Resource::PageCache => "model files in the page cache (any process's)".to_string(),
+                _ => format!("VRAM {} (this process)", r.key()),
+            };
+            legend.push(LegendEntry::new(Swatch::Line(colour, 2), name));
             if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
                 let mib = floor as f64 / MIB;
                 let text = format!("context floor {mib:.0} MiB");
@@ -519,6 +520,7 @@ mod tests {
                     anon_bytes: mib << 19,
                     file_bytes: mib << 19,
                     vram_bytes: None,
+                    page_cache_bytes: None,
                 }
             })
             .collect();
