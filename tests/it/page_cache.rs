@@ -89,7 +89,10 @@ fn drop_keeps_the_weights_cached_and_fadvise_dontneed_drops_them() {
     }
     for metric in ["loaded_bytes", "after_unload_bytes", "after_release_bytes"] {
         let v = cached(&summary, "fadvise-dontneed", metric);
-        assert!(v < near_zero, "fadvise-dontneed {metric} {v} of {file_bytes}");
+        assert!(
+            v < near_zero,
+            "fadvise-dontneed {metric} {v} of {file_bytes}"
+        );
     }
     // Every run started cold: the parent evicted the file first.
     for strategy in ["drop", "fadvise-dontneed", "read-load"] {
