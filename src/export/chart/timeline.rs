@@ -325,7 +325,7 @@ fn draw_memory(
                 .draw_series(LineSeries::new(vram, colour.stroke_width(line_px)))
                 .map_err(plot_err)?;
             let name = match r {
-                Resource::PageCache => "model files in the page cache (any process's)".to_string(),
+                Resource::PageCache => "page cache (model files)".to_string(),
                 _ => format!("VRAM {} (this process)", r.key()),
             };
             legend.push(LegendEntry::new(Swatch::Line(colour, 2), name));
