@@ -166,7 +166,11 @@ fn whole_runs(summary: &Summary) -> String {
     let one_phase: Vec<_> = summary
         .runs
         .iter()
-        .filter(|r| r.resources.iter().any(|m| m.end_bytes.is_some()))
+        .filter(|r| {
+            r.resources
+                .iter()
+                .any(|m| m.end_bytes.is_some() && m.not_measured.is_none())
+        })
         .collect();
     if one_phase.is_empty() {
         return String::new();

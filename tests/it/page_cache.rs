@@ -77,6 +77,11 @@ fn drop_keeps_the_weights_cached_and_fadvise_dontneed_drops_them() {
         CYCLE,
     );
     let (_out, dir, output) = run(&scenario).in_temp_dir("pc");
+    assert!(
+        !text(&output.stdout).contains("measured as one phase"),
+        "{}",
+        streams(&output)
+    );
     let summary = summary(&dir);
     let near_zero = file_bytes / 20.0;
     for strategy in ["drop", "read-load"] {
@@ -190,5 +195,12 @@ fn a_weights_file_deleted_during_the_run_is_not_available_and_the_run_goes_on() 
         "sampled to the end"
     );
     assert!(samples.iter().any(|s| !s["page_cache_bytes"].is_empty()));
+    // The tables say it, and the run's cycles are still cycles.
+    let shown = text(&run_ok(memrel().arg("report").arg(&dir)).stdout);
+    assert!(
+        shown.contains("page cache not available: ") && shown.contains("was deleted"),
+        "{shown}"
+    );
+    assert!(!shown.contains("measured as one phase"), "{shown}");
     assert_rerenders(&dir);
 }
