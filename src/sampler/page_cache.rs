@@ -36,6 +36,10 @@ use serde::{Deserialize, Serialize};
 /// How often the sampler reads the page cache (phase edges are read besides).
 pub const PERIOD: Duration = Duration::from_millis(100);
 
+/// Set (to anything) to read as if the kernel had no cachestat(2): memrel's
+/// own tests of the mincore path on a kernel that has it. Inert unless set.
+pub const NO_CACHESTAT_ENV: &str = "MEMREL_NO_CACHESTAT";
+
 /// `cachestat(2)`'s number: 451 in the generic syscall table every
 /// architecture shares since Linux 6.5 (libc does not name it for glibc yet).
 const SYS_CACHESTAT: libc::c_long = 451;
@@ -77,6 +81,11 @@ impl Method {
                 "mincore (no file to try cachestat on)".into(),
             );
         };
+        if std::env::var_os(NO_CACHESTAT_ENV).is_some() {
+            let enosys = io::Error::from_raw_os_error(libc::ENOSYS);
+            let note = Method::fallback_note(&enosys);
+            return (Method::Mincore, format!("{note} [{NO_CACHESTAT_ENV} set]"));
+        }
         match File::open(path).and_then(|f| cachestat_bytes(&f)) {
             Ok(_) => (Method::Cachestat, "cachestat".into()),
             Err(e) => (Method::Mincore, Method::fallback_note(&e)),

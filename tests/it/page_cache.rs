@@ -137,6 +137,34 @@ fn drop_keeps_the_weights_cached_and_fadvise_dontneed_drops_them() {
     assert_rerenders(&dir);
 }
 
+/// A kernel without cachestat(2) (simulated: `MEMREL_NO_CACHESTAT`): the
+/// page cache is read by mincore instead, the header says so and why, and
+/// the numbers are the same.
+#[test]
+fn without_cachestat_mincore_reads_the_same_and_the_header_says_why() {
+    let (tmp, model) = checkpoint();
+    let file_bytes = std::fs::metadata(model.join("model.safetensors"))
+        .expect("weights")
+        .len() as f64;
+    let scenario = page_cache_scenario(tmp.path(), &model, r#""drop""#, CYCLE);
+    let (_out, dir, _) = run(&scenario)
+        .env("MEMREL_NO_CACHESTAT", "1")
+        .in_temp_dir("pc");
+    let method = runs_json(&dir)["header"]["page_cache"]["method"]
+        .as_str()
+        .expect("method")
+        .to_string();
+    assert!(
+        method.starts_with("mincore (this kernel has no cachestat(2)"),
+        "{method}"
+    );
+    let after = cached(&summary(&dir), "drop", "after_unload_bytes");
+    assert!(
+        after >= 0.9 * file_bytes,
+        "mincore read {after} bytes of a {file_bytes}-byte file cached"
+    );
+}
+
 /// A weights file deleted while cached: the page cache is "not available"
 /// with the reason, the run completes, and the readings before are kept.
 #[test]
