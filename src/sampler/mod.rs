@@ -118,19 +118,17 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || {
-                let mut vram = vram;
-                let mut page_cache = page_cache;
+                let mut side = Side { vram, page_cache };
                 sample_loop(
                     &mut probe,
-                    &mut vram,
-                    &mut page_cache,
+                    &mut side,
                     &mut writer,
                     pid,
                     interval,
                     clock_zero,
                     &flag,
                 );
-                (writer, vram)
+                (writer, side.vram)
             })?;
         Ok(Sampler {
             stop,
@@ -155,10 +153,16 @@ impl Sampler {
     }
 }
 
+/// What the loop reads besides the process's memory: its VRAM (every tick)
+/// and the model files' page cache (every `page_cache::PERIOD`).
+struct Side {
+    vram: Option<Box<dyn VramProbe>>,
+    page_cache: Option<page_cache::PageCacheProbe>,
+}
+
 fn sample_loop(
     probe: &mut Probe,
-    vram: &mut Option<Box<dyn VramProbe>>,
-    page_cache: &mut Option<page_cache::PageCacheProbe>,
+    side: &mut Side,
     writer: &mut SampleWriter,
     pid: u32,
     interval: Duration,
@@ -176,9 +180,9 @@ fn sample_loop(
                 rss_bytes: reading.rss_bytes,
                 anon_bytes: reading.anon_bytes,
                 file_bytes: reading.file_bytes,
-                vram_bytes: vram.as_mut().and_then(|v| v.process_bytes(pid)),
+                vram_bytes: side.vram.as_mut().and_then(|v| v.process_bytes(pid)),
                 // Every `page_cache::PERIOD` only: off the fast path.
-                page_cache_bytes: page_cache.as_mut().and_then(|p| p.due()),
+                page_cache_bytes: side.page_cache.as_mut().and_then(|p| p.due()),
             });
         }
         next += interval;
