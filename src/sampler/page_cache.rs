@@ -117,7 +117,7 @@ impl Method {
 pub struct PageCacheProbe {
     files: Vec<Watched>,
     method: Method,
-    /// mincore's per-page vector, kept between readings.
+    /// mincore's per-page buffer ([`MINCORE_CHUNK_PAGES`]), made once.
     pages: Vec<u8>,
     last_read: Option<Instant>,
     failure: Arc<OnceLock<String>>,
@@ -143,7 +143,7 @@ impl PageCacheProbe {
                 })
                 .collect(),
             method,
-            pages: Vec::new(),
+            pages: vec![0; MINCORE_CHUNK_PAGES],
             last_read: None,
             failure: Arc::new(OnceLock::new()),
         }
@@ -256,15 +256,25 @@ pub fn cachestat_bytes(file: &File) -> io::Result<u64> {
     Ok(stat.nr_cache * super::procfs::page_size())
 }
 
+/// Pages mincore reports on per call (64 MiB of 4 KiB pages): the probe's
+/// one buffer, made when it is opened, whatever the size of the files. The
+/// worker reads at its edges too, and a buffer growing with the model would
+/// be memory of the worker's own, made between its phases.
+pub const MINCORE_CHUNK_PAGES: usize = 16 * 1024;
+
 /// The bytes of `file` (`len` bytes long) in the page cache, by mincore(2)
-/// over a read-only shared mapping, which faults nothing in. `pages` is the
-/// per-page vector, reused between calls.
-pub fn mincore_bytes(file: &File, len: u64, pages: &mut Vec<u8>) -> io::Result<u64> {
+/// over a read-only shared mapping, which faults nothing in, a chunk of
+/// `pages.len()` pages at a time.
+pub fn mincore_bytes(file: &File, len: u64, pages: &mut [u8]) -> io::Result<u64> {
     if len == 0 {
         return Ok(0);
     }
+    if pages.is_empty() {
+        return Err(io::Error::other(
+            "mincore needs a buffer of at least one page",
+        ));
+    }
     let page = super::procfs::page_size();
-    let n_pages = len.div_ceil(page) as usize;
     let len = usize::try_from(len).map_err(|_| io::Error::other("file too large to map"))?;
     // SAFETY: a fresh read-only shared mapping of an open file; the kernel
     // chooses the address; it is unmapped below on every path.
@@ -281,19 +291,36 @@ pub fn mincore_bytes(file: &File, len: u64, pages: &mut Vec<u8>) -> io::Result<u
     if addr == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    pages.clear();
-    pages.resize(n_pages, 0);
-    // SAFETY: `addr..addr+len` is the mapping just made; `pages` has one
-    // byte per page of it, as mincore writes.
-    let rc = unsafe { libc::mincore(addr, len, pages.as_mut_ptr()) };
-    let error = (rc != 0).then(io::Error::last_os_error);
+    let chunk_bytes = pages.len() * page as usize;
+    let mut resident = 0u64;
+    let mut error = None;
+    let mut offset = 0usize;
+    while offset < len {
+        let span = chunk_bytes.min(len - offset);
+        let n_pages = span.div_ceil(page as usize);
+        // SAFETY: `addr + offset .. + span` lies inside the mapping made above
+        // (offset is a multiple of the page size); `pages` has at least
+        // `n_pages` bytes, one per page, as mincore writes.
+        let rc = unsafe {
+            libc::mincore(
+                addr.cast::<u8>().add(offset).cast(),
+                span,
+                pages.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            error = Some(io::Error::last_os_error());
+            break;
+        }
+        resident += pages[..n_pages].iter().filter(|&&b| b & 1 == 1).count() as u64;
+        offset += span;
+    }
     // SAFETY: unmaps exactly the mapping made above; nothing points into it.
     unsafe { libc::munmap(addr, len) };
-    if let Some(e) = error {
-        return Err(e);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(resident * page),
     }
-    let resident = pages.iter().filter(|&&b| b & 1 == 1).count() as u64;
-    Ok(resident * page)
 }
 
 /// Drops `path`'s clean pages from the page cache
@@ -347,7 +374,8 @@ mod tests {
         let (_dir, path) = weights(8);
         std::fs::read(&path).unwrap();
         let file = File::open(&path).unwrap();
-        let mut pages = Vec::new();
+        // A 3-page buffer: the file is read in many chunks.
+        let mut pages = vec![0u8; 3];
         let by_mincore = mincore_bytes(&file, 8 * MIB, &mut pages).unwrap();
         assert_eq!(by_mincore, 8 * MIB, "a file just read is all cached");
         match cachestat_bytes(&file) {
