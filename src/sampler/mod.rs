@@ -118,6 +118,9 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || {
+                // A reading thread that cannot start leaves the samples
+                // without it (the edges still have it).
+                let page_cache = page_cache.and_then(|p| p.spawn().ok());
                 let mut side = Side { vram, page_cache };
                 sample_loop(
                     &mut probe,
@@ -128,6 +131,9 @@ impl Sampler {
                     clock_zero,
                     &flag,
                 );
+                if let Some(reader) = side.page_cache {
+                    reader.stop();
+                }
                 (writer, side.vram)
             })?;
         Ok(Sampler {
@@ -154,10 +160,10 @@ impl Sampler {
 }
 
 /// What the loop reads besides the process's memory: its VRAM (every tick)
-/// and the model files' page cache (every `page_cache::PERIOD`).
+/// and the model files' page cache (the latest reading of its own thread).
 struct Side {
     vram: Option<Box<dyn VramProbe>>,
-    page_cache: Option<page_cache::PageCacheProbe>,
+    page_cache: Option<page_cache::PageCacheReader>,
 }
 
 fn sample_loop(
@@ -181,8 +187,8 @@ fn sample_loop(
                 anon_bytes: reading.anon_bytes,
                 file_bytes: reading.file_bytes,
                 vram_bytes: side.vram.as_mut().and_then(|v| v.process_bytes(pid)),
-                // Every `page_cache::PERIOD` only: off the fast path.
-                page_cache_bytes: side.page_cache.as_mut().and_then(|p| p.due()),
+                // Read on its own thread every `page_cache::PERIOD`: one atomic here.
+                page_cache_bytes: side.page_cache.as_ref().and_then(|p| p.take()),
             });
         }
         next += interval;
