@@ -26,6 +26,7 @@ fn sample(i: u64) -> Sample {
         vram_bytes: None,
         gpu_vram: Default::default(),
         container: None,
+        page_cache_bytes: None,
     }
 }
 

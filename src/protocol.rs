@@ -226,6 +226,10 @@ pub struct MemoryAtEdge {
     /// edge arrived (never sent by a worker; see `cgroup`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_bytes: Option<u64>,
+    /// The model files' bytes in the page cache, read by the parent when the
+    /// edge arrives (never sent by a worker; `None` where not available).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_bytes: Option<u64>,
 }
 
 /// glibc's `mallinfo2()`: tells "glibc holds free memory" apart from a leak.
@@ -367,6 +371,7 @@ mod tests {
                 file_bytes: 3,
                 vram_bytes: None,
                 container_bytes: None,
+                page_cache_bytes: None,
             },
             allocator: None,
             heap: None,

@@ -75,6 +75,7 @@ impl Setup<'_> {
             retention_threshold_bytes: scenario.thresholds.retention_threshold_bytes,
             models: Vec::new(),
             program: None,
+            page_cache: None,
             attached: Some(Attached {
                 pid: self.target.pid,
                 argv: self.target.argv.clone(),

@@ -304,6 +304,7 @@ impl Marker<'_> {
                 file_bytes: reading.map_or(0, |r| r.file_bytes),
                 vram_bytes: self.vram.as_mut().and_then(|v| v.process_bytes(self.pid)),
                 container_bytes: None,
+                page_cache_bytes: None,
             },
             allocator: None,
             heap: None,

@@ -394,6 +394,7 @@ mod tests {
                     vram_bytes: Some(mib * M),
                     gpu_vram: Default::default(),
                     container: None,
+                    page_cache_bytes: None,
                 }
             })
             .collect();

@@ -16,7 +16,7 @@ use std::fmt::Write;
 use super::table::{
     caption, console_lines, not_measured_notes, sig, verdict_heading, verdict_lines, Layout, Line,
 };
-use crate::metrics::Summary;
+use crate::metrics::{Resource, Summary};
 use crate::textutil::MIB;
 
 /// Cycles shown at each end of the retained-by-cycle line.
@@ -166,7 +166,11 @@ fn whole_runs(summary: &Summary) -> String {
     let one_phase: Vec<_> = summary
         .runs
         .iter()
-        .filter(|r| r.resources.iter().any(|m| m.end_bytes.is_some()))
+        .filter(|r| {
+            r.resources
+                .iter()
+                .any(|m| m.end_bytes.is_some() && m.not_measured.is_none())
+        })
         .collect();
     if one_phase.is_empty() {
         return String::new();
@@ -224,7 +228,13 @@ fn whole_runs(summary: &Summary) -> String {
 fn first_loads(summary: &Summary) -> String {
     let mut out = String::new();
     for s in &summary.strategies {
-        for m in s.resources.iter().filter(|m| m.not_measured.is_none()) {
+        // The page cache is filled by the first load and kept by design: no
+        // one-time cost to explain there.
+        let shown = s
+            .resources
+            .iter()
+            .filter(|m| m.not_measured.is_none() && m.resource != Resource::PageCache);
+        for m in shown {
             let Some(first) = crate::metrics::FirstLoad::of(&m.retained_by_cycle) else {
                 continue;
             };

@@ -263,7 +263,7 @@ pub(super) fn fields(resource: Resource) -> impl Iterator<Item = &'static Field>
     FIELDS.iter().filter(move |f| match f.only {
         Only::Every => true,
         Only::Devices => resource.is_device(),
-        Only::Host => !resource.is_device(),
+        Only::Host => resource == Resource::Host,
     })
 }
 

@@ -161,6 +161,9 @@ fn tracks(resources: &[Resource]) -> Vec<Track> {
                     Box::new(|s| s.container.map(|c| c.usage_bytes)),
                 ));
             }
+            Resource::PageCache => {
+                out.push(("page cache".into(), Box::new(move |s| r.in_sample(s))))
+            }
         }
     }
     out

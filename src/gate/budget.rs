@@ -20,6 +20,14 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
         // VRAM budgets on a record without a device: say so rather than skip them.
         resources.push(Resource::device_of(&new.device).unwrap_or(Resource::Device(0)));
     }
+    let page_cache_budgeted = GateMetric::ALL
+        .iter()
+        .any(|m| m.budget(&t.page_cache).is_some());
+    if page_cache_budgeted && !resources.contains(&Resource::PageCache) {
+        // Page-cache budgets on a record without weights files (a program, fakes,
+        // an older record): an error row that says so, not a silent pass.
+        resources.push(Resource::PageCache);
+    }
     let mut out = Vec::new();
     for strategy in new.strategies.iter().map(|s| s.strategy.as_str()) {
         let runs = runs_of(new, strategy);

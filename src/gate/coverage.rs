@@ -144,6 +144,7 @@ pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Coverage
             resources.push(*r);
         }
     }
+    resources.retain(|&r| super::comparable(r, baseline.summary, new.summary));
     for s in &new.summary.strategies {
         let strategy = s.strategy.as_str();
         if !has(baseline.summary, strategy) {

@@ -97,7 +97,15 @@ fn resources(baseline: &Summary, new: &Summary) -> Vec<Resource> {
             out.push(r);
         }
     }
+    out.retain(|&r| comparable(r, baseline, new));
     out
+}
+
+/// Whether the gate judges `r` between the two sides: the page cache only
+/// where both records measured it (a record made before memrel read it has
+/// no page-cache resource at all: not a resource that vanished).
+pub(crate) fn comparable(r: Resource, baseline: &Summary, new: &Summary) -> bool {
+    r != Resource::PageCache || (baseline.resources.contains(&r) && new.resources.contains(&r))
 }
 
 /// Compares one scenario's new summary with its baseline summary: one row per

@@ -601,3 +601,54 @@ fn a_budget_nothing_could_be_checked_against_is_one_error() {
         .all(|why| why.contains("VRAM not measured")));
     assert_eq!(unchecked.count(), 2);
 }
+
+/// `record()` with the model files' page cache read at every edge: `drop`
+/// keeps 100 MiB cached from its first load on, `malloc-trim` none.
+fn with_page_cache() -> Record {
+    let mut record = record();
+    record.header.page_cache = Some(Default::default());
+    for r in &mut record.runs {
+        let keeps = r.meta.strategy == "drop";
+        for e in &mut r.events {
+            let loaded = e.edge.cycle >= 1;
+            e.edge.memory.page_cache_bytes = Some(if keeps && loaded { 100 << 20 } else { 0 });
+        }
+    }
+    record
+}
+
+#[test]
+fn a_page_cache_budget_is_checked_and_a_record_without_one_says_so() {
+    let mut t = thresholds();
+    t.page_cache.max_retained_bytes = Some(8 << 20);
+    let rows = budgets(&summarize(&with_page_cache()), &t);
+    let of = |strategy: &str| {
+        row(
+            &rows,
+            strategy,
+            Resource::PageCache,
+            GateMetric::RetainedBytes,
+        )
+    };
+    assert_eq!(of("drop").verdict, Verdict::OverBudget);
+    assert!(
+        of("drop").note.contains("max_retained_page_cache_mib"),
+        "{}",
+        of("drop").note
+    );
+    assert_eq!(of("malloc-trim").verdict, Verdict::NoChange);
+    // A record without the resource (older, or a program's): an error row each.
+    let rows = budgets(&summarize(&record()), &t);
+    assert_eq!(rows.len(), 2);
+    assert!(rows
+        .iter()
+        .all(|v| v.resource == Resource::PageCache && v.verdict == Verdict::Error));
+    // Against a baseline made before memrel read the page cache: not judged.
+    let old = summarize(&record());
+    let new = summarize(&with_page_cache());
+    let rows = compare(&old, &new, &thresholds());
+    assert!(
+        rows.iter().all(|v| v.resource == Resource::Host),
+        "{rows:#?}"
+    );
+}

@@ -129,6 +129,8 @@ pub struct BudgetKeys {
     pub host: &'static str,
     /// For device memory (VRAM).
     pub device: &'static str,
+    /// For the model files' page cache, where it has a meaning.
+    pub page_cache: Option<&'static str>,
 }
 
 /// What people and files call one metric.
@@ -196,6 +198,7 @@ pub const CATALOGUE: [MetricInfo; 21] = {
             Some(BudgetKeys {
                 host: "max_peak_mib",
                 device: "max_peak_vram_mib",
+                page_cache: Some("max_peak_page_cache_mib"),
             }),
         ),
         info(
@@ -231,6 +234,7 @@ pub const CATALOGUE: [MetricInfo; 21] = {
             Some(BudgetKeys {
                 host: "max_retained_mib",
                 device: "max_retained_vram_mib",
+                page_cache: Some("max_retained_page_cache_mib"),
             }),
         ),
         info(
@@ -250,6 +254,7 @@ pub const CATALOGUE: [MetricInfo; 21] = {
             Some(BudgetKeys {
                 host: "max_retained_slope_mib_per_cycle",
                 device: "max_retained_vram_slope_mib_per_cycle",
+                page_cache: Some("max_retained_page_cache_slope_mib_per_cycle"),
             }),
         ),
         info(
@@ -285,6 +290,7 @@ pub const CATALOGUE: [MetricInfo; 21] = {
             Some(BudgetKeys {
                 host: "max_settle_ms",
                 device: "max_settle_vram_ms",
+                page_cache: Some("max_settle_page_cache_ms"),
             }),
         ),
         info(
@@ -296,6 +302,7 @@ pub const CATALOGUE: [MetricInfo; 21] = {
             Some(BudgetKeys {
                 host: "max_late_mib",
                 device: "max_late_vram_mib",
+                page_cache: Some("max_late_page_cache_mib"),
             }),
         ),
         info(
@@ -347,6 +354,7 @@ pub const CATALOGUE: [MetricInfo; 21] = {
             Some(BudgetKeys {
                 host: "max_asleep_mib",
                 device: "max_asleep_vram_mib",
+                page_cache: None,
             }),
         ),
         info(
@@ -358,6 +366,7 @@ pub const CATALOGUE: [MetricInfo; 21] = {
             Some(BudgetKeys {
                 host: "max_wake_held_mib",
                 device: "max_wake_held_vram_mib",
+                page_cache: None,
             }),
         ),
     ]
@@ -388,28 +397,27 @@ impl MemoryMetric {
         if !resource.is_gated() {
             return None;
         }
-        self.info().budget.map(|keys| {
-            if resource.is_device() {
-                keys.device
-            } else {
-                keys.host
-            }
+        self.info().budget.and_then(|keys| match resource {
+            Resource::Host => Some(keys.host),
+            Resource::Device(_) => Some(keys.device),
+            Resource::PageCache => keys.page_cache,
+            Resource::Container => None,
         })
     }
 }
 
-/// Every `[thresholds]` budget key: (metric, for a device, key), host first.
-pub fn budget_keys() -> impl Iterator<Item = (MemoryMetric, bool, &'static str)> {
-    [false, true].into_iter().flat_map(|device| {
-        CATALOGUE.iter().filter_map(move |i| {
-            let keys = i.budget?;
-            Some((
-                i.metric,
-                device,
-                if device { keys.device } else { keys.host },
-            ))
+/// Every `[thresholds]` budget key: (metric, the resource it budgets, key),
+/// host first, then the device's (`Device(0)` stands for any device), then
+/// the page cache's.
+pub fn budget_keys() -> impl Iterator<Item = (MemoryMetric, Resource, &'static str)> {
+    [Resource::Host, Resource::Device(0), Resource::PageCache]
+        .into_iter()
+        .flat_map(|resource| {
+            CATALOGUE.iter().filter_map(move |i| {
+                let key = i.metric.budget_key(resource)?;
+                Some((i.metric, resource, key))
+            })
         })
-    })
 }
 
 #[cfg(test)]
@@ -459,8 +467,14 @@ mod tests {
                 "max_late_vram_mib",
                 "max_asleep_vram_mib",
                 "max_wake_held_vram_mib",
+                "max_peak_page_cache_mib",
+                "max_retained_page_cache_mib",
+                "max_retained_page_cache_slope_mib_per_cycle",
+                "max_settle_page_cache_ms",
+                "max_late_page_cache_mib",
             ]
         );
+        assert_eq!(MemoryMetric::Asleep.budget_key(Resource::PageCache), None);
         assert_eq!(
             MemoryMetric::Retained.budget_key(Resource::Device(1)),
             Some("max_retained_vram_mib")

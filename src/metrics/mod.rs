@@ -372,8 +372,14 @@ fn baseline_note(run: &RunRecord) -> Option<String> {
     ))
 }
 
-/// Why `resource` has no readings in `run`, `None` when it has some.
+/// Why `resource` has no readings in `run`, `None` when it has some. The
+/// page cache is "not available" once a reading failed (a weights file
+/// deleted during the run), even with readings before it: the metrics after
+/// that point would be read off a file that is gone.
 fn not_measured(run: &RunRecord, resource: Resource) -> Option<String> {
+    if let (Resource::PageCache, Some(why)) = (resource, &run.meta.page_cache_note) {
+        return Some(format!("page cache not available: {why}"));
+    }
     let read_at_edges = run
         .events
         .iter()
@@ -581,6 +587,7 @@ mod tests {
             file_bytes: 0,
             vram_bytes: None,
             container_bytes: None,
+            page_cache_bytes: None,
         };
         let mut run = crate::record::fixture::run(1, "drop", 1, &[0]);
         run.events = edges
@@ -611,6 +618,7 @@ mod tests {
                 vram_bytes: None,
                 gpu_vram: Default::default(),
                 container: None,
+                page_cache_bytes: None,
             })
             .collect();
         run

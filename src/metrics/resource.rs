@@ -1,8 +1,9 @@
 //! The memory memrel measures, as resources: host memory (the worker's RSS,
-//! with its anonymous and file parts) and device memory (the worker's own
-//! VRAM on one CUDA device, `cuda:N`) and the container's view (the working
+//! with its anonymous and file parts), device memory (the worker's own
+//! VRAM on one CUDA device, `cuda:N`), the container's view (the working
 //! set of the cgroup the worker runs in, `container`: the whole cgroup's,
-//! memrel included, unless each worker has its own). Every metric, chart panel, table
+//! memrel included, unless each worker has its own) and the model files'
+//! page cache (`page_cache`). Every metric, chart panel, table
 //! column and gate verdict is written once and applied to each resource; this
 //! is the one place that knows where a resource's bytes live in a record.
 
@@ -25,18 +26,25 @@ pub enum Resource {
     /// of the cgroup the worker runs in: the whole cgroup's, which may
     /// include memrel, unless `--cgroup-parent` gave each worker its own.
     Container,
+    /// The model files' bytes in the kernel's page cache, whoever caused
+    /// them (`sampler::page_cache`): what a cgroup charges after an unload.
+    PageCache,
 }
 
 impl Resource {
     /// The resources a record measured: the host always, its CUDA device,
     /// and the container where the record names a cgroup (even one it could
     /// not read: its columns then say why).
+    /// and the model files' page cache where the weights files were known.
     /// A record holds one device's readings per run (a worker uses one device);
     /// the names carry the device so records of several devices stay apart.
     pub fn of(header: &Header) -> Vec<Resource> {
         let mut out = vec![Resource::Host];
         if let Some(device) = Resource::device_of(&header.device) {
             out.push(device);
+        }
+        if header.page_cache.is_some() {
+            out.push(Resource::PageCache);
         }
         if header.container.is_some() {
             out.push(Resource::Container);
@@ -48,7 +56,12 @@ impl Resource {
     /// run's own device (runs spread over GPUs) and every GPU a run's samples
     /// read per GPU (a machine of several), in order.
     pub fn of_record(record: &Record) -> Vec<Resource> {
-        let mut out = Resource::of(&record.header);
+        let of_header = Resource::of(&record.header);
+        let mut devices: Vec<Resource> = of_header
+            .iter()
+            .copied()
+            .filter(|r| r.is_device())
+            .collect();
         for run in &record.runs {
             let own = run.meta.device.as_deref().and_then(Resource::device_of);
             let per_gpu = run
@@ -56,12 +69,19 @@ impl Resource {
                 .iter()
                 .flat_map(|s| s.gpu_vram.gpus().map(Resource::Device));
             for r in own.into_iter().chain(per_gpu) {
-                if !out.contains(&r) {
-                    out.push(r);
+                if !devices.contains(&r) {
+                    devices.push(r);
                 }
             }
         }
-        out[1..].sort();
+        devices.sort();
+        let mut out = vec![Resource::Host];
+        out.extend(devices);
+        out.extend(
+            of_header
+                .into_iter()
+                .filter(|r| *r != Resource::Host && !r.is_device()),
+        );
         out
     }
 
@@ -76,12 +96,13 @@ impl Resource {
         }
     }
 
-    /// `host` or `cuda:N`.
+    /// `host`, `cuda:N` or `page_cache`.
     pub fn key(self) -> String {
         match self {
             Resource::Host => "host".to_string(),
             Resource::Device(n) => format!("cuda:{n}"),
             Resource::Container => "container".to_string(),
+            Resource::PageCache => PAGE_CACHE_KEY.to_string(),
         }
     }
 
@@ -89,6 +110,7 @@ impl Resource {
         match key {
             "host" => Some(Resource::Host),
             "container" => Some(Resource::Container),
+            PAGE_CACHE_KEY => Some(Resource::PageCache),
             other => other
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
@@ -96,21 +118,23 @@ impl Resource {
         }
     }
 
-    /// What the numbers are, for column headers: `RSS`, `VRAM` or `cgroup WS`.
+    /// What the numbers are, for column headers: `RSS`, `VRAM`, `cgroup WS` or `cached`.
     pub fn quantity(self) -> &'static str {
         match self {
             Resource::Host => "RSS",
             Resource::Device(_) => "VRAM",
             Resource::Container => "cgroup WS",
+            Resource::PageCache => "cached",
         }
     }
 
-    /// For people: `host RSS`, `VRAM cuda:0` or `container working set (whole cgroup)`.
+    /// For people: `host RSS`, `VRAM cuda:0`, `container working set (whole cgroup)` or `page cache`.
     pub fn label(self) -> String {
         match self {
             Resource::Host => "host RSS".to_string(),
             Resource::Device(n) => format!("VRAM cuda:{n}"),
             Resource::Container => "container working set (whole cgroup)".to_string(),
+            Resource::PageCache => "page cache".to_string(),
         }
     }
 
@@ -132,6 +156,7 @@ impl Resource {
             Resource::Device(gpu) if sample.gpu_vram.was_read() => sample.gpu_vram.get(gpu),
             Resource::Device(_) => sample.vram_bytes,
             Resource::Container => sample.container.map(|c| c.working_set_bytes),
+            Resource::PageCache => sample.page_cache_bytes,
         }
     }
 
@@ -141,6 +166,7 @@ impl Resource {
             Resource::Host => Some(memory.rss_bytes),
             Resource::Device(_) => memory.vram_bytes,
             Resource::Container => memory.container_bytes,
+            Resource::PageCache => memory.page_cache_bytes,
         }
     }
 
@@ -148,10 +174,13 @@ impl Resource {
     pub fn anon_at_edge(self, memory: &MemoryAtEdge) -> Option<u64> {
         match self {
             Resource::Host => Some(memory.anon_bytes),
-            Resource::Device(_) | Resource::Container => None,
+            Resource::Device(_) | Resource::Container | Resource::PageCache => None,
         }
     }
 }
+
+/// The page cache's name in every file memrel writes.
+const PAGE_CACHE_KEY: &str = "page_cache";
 
 impl fmt::Display for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -168,8 +197,9 @@ impl From<Resource> for String {
 impl TryFrom<String> for Resource {
     type Error = String;
     fn try_from(key: String) -> Result<Resource, String> {
-        Resource::parse(&key)
-            .ok_or_else(|| format!("unknown resource {key:?}: expected host, cuda:N or container"))
+        Resource::parse(&key).ok_or_else(|| {
+            format!("unknown resource {key:?}: expected host, cuda:N, container or page_cache")
+        })
     }
 }
 
@@ -184,6 +214,7 @@ mod tests {
             Resource::Device(0),
             Resource::Device(3),
             Resource::Container,
+            Resource::PageCache,
         ] {
             let json = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Resource>(&json).unwrap(), r);

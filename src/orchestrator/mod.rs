@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
+use crate::sampler::page_cache::{Method, PageCacheProbe};
 use crate::sampler::procfs::StatmProbe;
 use crate::sampler::{Probe, Sampler, VramProbe};
 use crate::strategy::{self, Strategy};
@@ -286,14 +287,23 @@ impl Process<'_> {
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
         got.edge_container = cgroup.probe();
-        let sampler = match Sampler::start_with_cgroup(
+        // The model files' page cache: read by the sampler at a low rate and
+        // here at every phase edge (two probes sharing one failure note).
+        let files = self.plug.weight_files();
+        got.page_cache = (!files.is_empty()).then(|| {
+            PageCacheProbe::new(&files, Method::choose(files.first().map(|f| f.as_path())).0)
+        });
+        let sampler = match Sampler::start_with(
             pid,
             self.interval,
             self.clock_zero,
             vram,
             duties.sample_tree,
             writer,
-            cgroup.probe(),
+            crate::sampler::Extras {
+                container: cgroup.probe(),
+                page_cache: got.page_cache.clone(),
+            },
         ) {
             Ok(sampler) => sampler,
             Err(e) => {
@@ -366,6 +376,10 @@ impl Process<'_> {
             sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
         if channel_open {
             got.drain(&messages, PIPE_GRACE, meta, on_event);
+        }
+        if let Some(why) = got.page_cache.take().and_then(|p| p.failure()) {
+            // The readings before it are kept; the note says why the rest is missing.
+            meta.page_cache_note.get_or_insert(why);
         }
         if meta.vm_hwm_bytes.is_none() {
             // A program that sent no `done` (no memrel module, or one that
@@ -478,6 +492,8 @@ struct Collected {
     edge_container: Option<crate::cgroup::probe::CgroupProbe>,
     /// The worker was killed by the OOM killer: the run's error (see `cgroup::oom`).
     oom_killed: Option<String>,
+    /// The model files' page cache, read as each phase edge arrives.
+    page_cache: Option<PageCacheProbe>,
     hello: bool,
     /// Why a program's run measured something other than its strategy.
     not_in_effect: Option<String>,
@@ -530,6 +546,13 @@ impl Collected {
                 }
                 if let Some(probe) = self.edge_container.as_mut() {
                     edge.memory.container_bytes = probe.read(true).map(|c| c.working_set_bytes);
+                }
+                // memrel's worker reads it at the edge; on arrival otherwise,
+                // and to notice (and say) why a worker's reading failed.
+                if edge.memory.page_cache_bytes.is_none() {
+                    if let Some(probe) = self.page_cache.as_mut() {
+                        edge.memory.page_cache_bytes = probe.read().ok();
+                    }
                 }
                 // The sender's own stamp, on the samples' clock: an edge
                 // happened before its line arrived, never after.

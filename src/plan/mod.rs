@@ -22,6 +22,7 @@ use crate::protocol::Check;
 use crate::record::live::LiveRun;
 use crate::record::{Header, ModelInfo, Program, Record, RunMeta, RunStatus, SCHEMA_VERSION};
 use crate::results::create_out_dir;
+use crate::sampler::page_cache::{self, PageCacheInfo, WeightFile};
 use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{python_module_dir, CommandSpec};
@@ -165,6 +166,7 @@ impl Plan {
                 program: self.program_record(&plug),
                 attached: None,
                 container: Some(self.cgroup.view()),
+                page_cache: page_cache_info(&plug, scenario.workload.evict_page_cache),
             },
             runs: Vec::new(),
         };
@@ -399,6 +401,9 @@ impl RunContext<'_> {
         progress.set_message(label.clone());
         let device = plug.device().unwrap_or(scenario.device);
         let (vram, vram_missing) = vram_probe(device);
+        if scenario.workload.evict_page_cache {
+            evict_weights(plug, progress);
+        }
         let meta = RunMeta::planned(run_number, strategy.name, repetition);
         let mut live = LiveRun::begin(out_dir, record, &meta)
             .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
@@ -554,4 +559,33 @@ fn scenario_base_dir(scenario: &Scenario) -> PathBuf {
         .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The model files whose page cache the runs measure, and how (`None`: no
+/// weights files, as for programs and fakes).
+fn page_cache_info(plug: &Plug, evicted: bool) -> Option<PageCacheInfo> {
+    let files = plug.weight_files();
+    let (_, method) = page_cache::Method::choose(files.first().map(|f| f.as_path()));
+    (!files.is_empty()).then(|| PageCacheInfo {
+        method,
+        files: files
+            .iter()
+            .map(|f| WeightFile {
+                path: f.display().to_string(),
+                bytes: std::fs::metadata(f).map_or(0, |m| m.len()),
+            })
+            .collect(),
+        evicted_before_runs: evicted,
+    })
+}
+
+/// Drops the model files from the page cache before a run (the scenario's
+/// `evict_page_cache`): every run starts cold. A failure is said and the run
+/// goes on (its page cache then starts where the last run left it).
+fn evict_weights(plug: &Plug, progress: &ProgressBar) {
+    for file in plug.weight_files() {
+        if let Err(e) = page_cache::drop_cached(&file) {
+            progress.suspend(|| eprintln!("memrel: cannot evict the weights before the run: {e}"));
+        }
+    }
 }

@@ -179,6 +179,7 @@ mod tests {
             vram_bytes: i.is_multiple_of(3).then_some(i),
             gpu_vram: Default::default(),
             container: None,
+            page_cache_bytes: None,
         }
     }
 

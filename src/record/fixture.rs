@@ -42,6 +42,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
         program: None,
         attached: None,
         container: None,
+        page_cache: None,
     }
 }
 
@@ -54,6 +55,7 @@ pub fn thresholds() -> Thresholds {
         noise_absolute_bytes: 16 * MIB,
         host: Default::default(),
         device: Default::default(),
+        page_cache: Default::default(),
     }
 }
 
@@ -66,6 +68,7 @@ pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
         file_bytes: rss_bytes / 4,
         vram_bytes,
         container_bytes: None,
+        page_cache_bytes: None,
     }
 }
 
@@ -80,6 +83,7 @@ pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
         vram_bytes: m.vram_bytes,
         gpu_vram: Default::default(),
         container: None,
+        page_cache_bytes: None,
     }
 }
 

@@ -40,11 +40,14 @@ pub(super) struct SampleRow<'a> {
     pub(super) container_anon_bytes: Option<u64>,
     #[serde(default)]
     pub(super) container_file_bytes: Option<u64>,
+    /// The model files' page cache (absent in older records).
+    #[serde(default)]
+    pub(super) page_cache_bytes: Option<u64>,
 }
 
 /// The header of samples.csv: `SampleRow`'s fields, written by hand when
 /// there is no row to serialize (a unit test keeps the two in step).
-pub(super) const SAMPLE_COLUMNS: [&str; 15] = [
+pub(super) const SAMPLE_COLUMNS: [&str; 16] = [
     "t_s",
     "run",
     "strategy",
@@ -60,10 +63,11 @@ pub(super) const SAMPLE_COLUMNS: [&str; 15] = [
     "container_usage_bytes",
     "container_anon_bytes",
     "container_file_bytes",
+    "page_cache_bytes",
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 22] = [
+pub(super) const EVENT_COLUMNS: [&str; 23] = [
     "t_s",
     "run",
     "strategy",
@@ -85,6 +89,7 @@ pub(super) const EVENT_COLUMNS: [&str; 22] = [
     "heap_in_use_bytes",
     "heap_held_bytes",
     "container_bytes",
+    "page_cache_bytes",
     "note",
 ];
 
@@ -117,6 +122,9 @@ pub(super) struct EventRow<'a> {
     /// The container's working set as the parent read it at the edge.
     #[serde(default)]
     container_bytes: Option<u64>,
+    /// The model files' page cache, read by the parent (absent in older records).
+    #[serde(default)]
+    page_cache_bytes: Option<u64>,
     note: Option<Cow<'a, str>>,
 }
 
@@ -149,6 +157,7 @@ impl<'a> SampleRow<'a> {
             container_usage_bytes: sample.container.map(|c| c.usage_bytes),
             container_anon_bytes: sample.container.and_then(|c| c.anon_bytes),
             container_file_bytes: sample.container.and_then(|c| c.file_bytes),
+            page_cache_bytes: sample.page_cache_bytes,
         }
     }
 
@@ -174,6 +183,7 @@ impl<'a> SampleRow<'a> {
                 }),
                 _ => None,
             },
+            page_cache_bytes: self.page_cache_bytes,
         })
     }
 }
@@ -205,6 +215,7 @@ impl<'a> EventRow<'a> {
             heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
             heap_held_bytes: e.heap.map(|h| h.held_bytes),
             container_bytes: e.memory.container_bytes,
+            page_cache_bytes: e.memory.page_cache_bytes,
             note: e.note.as_deref().map(Cow::Borrowed),
         }
     }
@@ -286,6 +297,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
                 file_bytes: row.file_bytes,
                 vram_bytes: row.vram_bytes,
                 container_bytes: row.container_bytes,
+                page_cache_bytes: row.page_cache_bytes,
             },
             allocator,
             heap: row.heap_held_bytes.map(|held_bytes| HeapStats {

@@ -25,6 +25,9 @@ pub struct Sample {
     pub gpu_vram: GpuVram,
     /// The container's view (`None`: not read at that instant).
     pub container: Option<ContainerSample>,
+    /// The model files' bytes in the page cache (`sampler::page_cache`):
+    /// read every 100 ms or so, `None` between readings and where not available.
+    pub page_cache_bytes: Option<u64>,
 }
 
 /// The container's view in one sample: the cgroup the worker runs in (the
@@ -118,6 +121,10 @@ pub struct RunMeta {
     /// The worker's cgroup and its counters at the run's start and end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<crate::cgroup::view::CgroupRun>,
+    /// Why the model files' page cache could not be read (from then on), if
+    /// it could not: a weights file deleted or replaced during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_note: Option<String>,
 }
 
 impl RunMeta {
@@ -141,6 +148,7 @@ impl RunMeta {
             ignored_env: Vec::new(),
             respawned_pids: Vec::new(),
             cgroup: None,
+            page_cache_note: None,
         }
     }
 }
@@ -230,6 +238,10 @@ pub struct Header {
     /// `None` where there is none (records made before memrel read cgroups).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<crate::cgroup::view::ContainerView>,
+    /// The model files whose page cache was measured, and how; `None` where
+    /// no weights files were known (programs, fakes, older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<crate::sampler::page_cache::PageCacheInfo>,
 }
 
 /// A process measured by `memrel attach`: which one, what it ran, when it

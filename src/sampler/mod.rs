@@ -8,6 +8,7 @@
 //! is the one the orchestrator last heard of, made exact when the run ends.
 
 pub mod nvml;
+pub mod page_cache;
 mod portable;
 pub mod procfs;
 pub mod tree;
@@ -87,6 +88,13 @@ impl Probe {
 /// What the sampler thread hands back: the writer of its samples and the VRAM probe.
 pub type Finished = (SampleWriter, Option<Box<dyn VramProbe>>);
 
+/// What a sampler reads besides the process's memory and VRAM, where a run has it.
+#[derive(Default)]
+pub struct Extras {
+    pub container: Option<CgroupProbe>,
+    pub page_cache: Option<page_cache::PageCacheProbe>,
+}
+
 /// A running sampler thread; `stop` hands its writer back.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
@@ -96,8 +104,9 @@ pub struct Sampler {
 
 impl Sampler {
     /// Starts sampling `pid` (with `tree`: its whole process tree) every
-    /// `interval`, times relative to `clock_zero`, into `writer`. `Err`: the
-    /// thread could not be started.
+    /// `interval`, times relative to `clock_zero`, into `writer`; with
+    /// `page_cache`, the model files' page cache every `page_cache::PERIOD`.
+    /// `Err`: the thread could not be started.
     pub fn start(
         pid: u32,
         interval: Duration,
@@ -106,19 +115,27 @@ impl Sampler {
         tree: bool,
         writer: SampleWriter,
     ) -> io::Result<Sampler> {
-        Sampler::start_with_cgroup(pid, interval, clock_zero, vram, tree, writer, None)
+        Sampler::start_with(
+            pid,
+            interval,
+            clock_zero,
+            vram,
+            tree,
+            writer,
+            Extras::default(),
+        )
     }
 
-    /// [`Sampler::start`], also reading the worker's cgroup (`container`)
-    /// at every sample.
-    pub fn start_with_cgroup(
+    /// [`Sampler::start`], also reading what `extras` names: the worker's
+    /// cgroup (`container`), the model files' page cache.
+    pub fn start_with(
         pid: u32,
         interval: Duration,
         clock_zero: Instant,
         vram: Option<Box<dyn VramProbe>>,
         tree: bool,
         mut writer: SampleWriter,
-        container: Option<CgroupProbe>,
+        extras: Extras,
     ) -> io::Result<Sampler> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut probe = if tree {
@@ -131,19 +148,27 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || {
-                let mut vram = vram;
-                let mut container = container;
+                // A reading thread that cannot start leaves the samples
+                // without it (the edges still have it).
+                let page_cache = extras.page_cache.and_then(|p| p.spawn().ok());
+                let mut side = Side {
+                    vram,
+                    container: extras.container,
+                    page_cache,
+                };
                 sample_loop(
                     &mut probe,
-                    &mut vram,
-                    &mut container,
+                    &mut side,
                     &mut writer,
                     pid,
                     interval,
                     clock_zero,
                     &flag,
                 );
-                (writer, vram)
+                if let Some(reader) = side.page_cache {
+                    reader.stop();
+                }
+                (writer, side.vram)
             })?;
         Ok(Sampler {
             stop,
@@ -168,11 +193,18 @@ impl Sampler {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the loop reads besides the process's memory: its VRAM (every tick),
+/// the worker's cgroup (at most every 10 ms) and the model files' page cache
+/// (the latest reading of its own thread).
+struct Side {
+    vram: Option<Box<dyn VramProbe>>,
+    container: Option<CgroupProbe>,
+    page_cache: Option<page_cache::PageCacheReader>,
+}
+
 fn sample_loop(
     probe: &mut Probe,
-    vram: &mut Option<Box<dyn VramProbe>>,
-    container: &mut Option<CgroupProbe>,
+    side: &mut Side,
     writer: &mut SampleWriter,
     pid: u32,
     interval: Duration,
@@ -186,7 +218,7 @@ fn sample_loop(
         let t_s = clock_zero.elapsed().as_secs_f64();
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
         if reading.rss_bytes > 0 {
-            let (vram_bytes, gpu_vram) = read_vram(vram, probe, pid, &mut processes);
+            let (vram_bytes, gpu_vram) = read_vram(&mut side.vram, probe, pid, &mut processes);
             writer.write(&Sample {
                 t_s,
                 rss_bytes: reading.rss_bytes,
@@ -194,7 +226,9 @@ fn sample_loop(
                 file_bytes: reading.file_bytes,
                 vram_bytes,
                 gpu_vram,
-                container: container.as_mut().and_then(|c| c.read(false)),
+                container: side.container.as_mut().and_then(|c| c.read(false)),
+                // Read on its own thread every `page_cache::PERIOD`: one atomic here.
+                page_cache_bytes: side.page_cache.as_ref().and_then(|p| p.take()),
             });
             writer.write_processes(t_s, &processes);
         }

@@ -22,6 +22,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ),
     ("cpu-all", include_str!("../../scenarios/cpu-all.toml")),
     (
+        "cpu-page-cache",
+        include_str!("../../scenarios/cpu-page-cache.toml"),
+    ),
+    (
         "cpu-idle-release",
         include_str!("../../scenarios/cpu-idle-release.toml"),
     ),

@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::builtin::{builtin_names, builtin_text};
 use super::types::*;
 use crate::metrics::catalogue::{self, Unit};
+use crate::metrics::Resource;
 use crate::strategy;
 use crate::textutil::did_you_mean;
 
@@ -100,6 +101,8 @@ struct WorkloadFile {
     baseline_ms: u64,
     #[serde(default)]
     warmup: bool,
+    #[serde(default)]
+    evict_page_cache: bool,
 }
 
 /// `[thresholds]` as written: every key with its value and position. The
@@ -522,10 +525,11 @@ fn thresholds(
         noise_absolute_bytes: Unit::bytes_of_mib(amount("noise_mib")),
         host: Budgets::default(),
         device: Budgets::default(),
+        page_cache: Budgets::default(),
     };
-    for (metric, for_device, key) in catalogue::budget_keys() {
+    for (metric, resource, key) in catalogue::budget_keys() {
         let Some(value) = get(key) else { continue };
-        if for_device && device == DeviceSpec::Cpu {
+        if resource.is_device() && device == DeviceSpec::Cpu {
             return Err(ctx.invalid(
                 value.span(),
                 format!(
@@ -534,10 +538,12 @@ fn thresholds(
                 ),
             ));
         }
-        let budgets = if for_device {
-            &mut out.device
-        } else {
-            &mut out.host
+        let budgets = match resource {
+            Resource::Host => &mut out.host,
+            Resource::Device(_) => &mut out.device,
+            Resource::PageCache => &mut out.page_cache,
+            // No budget keys: the whole cgroup's, never judged.
+            Resource::Container => continue,
         };
         budgets.set(metric, *value.get_ref());
     }
@@ -678,6 +684,7 @@ fn parse_workload(
         settle_ms: w.settle_ms,
         baseline_ms: w.baseline_ms,
         warmup: w.warmup,
+        evict_page_cache: w.evict_page_cache,
     })
 }
 

@@ -235,6 +235,10 @@ pub struct Workload {
     pub baseline_ms: u64,
     /// Run one untimed load + forward before the baseline (CUDA JIT, page cache).
     pub warmup: bool,
+    /// The parent drops the model files from the page cache
+    /// (`POSIX_FADV_DONTNEED`) before each run, so every run starts cold.
+    #[serde(default)]
+    pub evict_page_cache: bool,
 }
 
 /// Thresholds for reports and the regression gate.
@@ -248,6 +252,9 @@ pub struct Thresholds {
     pub host: Budgets,
     /// Absolute budgets for device memory (per-process VRAM; CUDA scenarios only).
     pub device: Budgets,
+    /// Absolute budgets for the model files' page cache.
+    #[serde(default)]
+    pub page_cache: Budgets,
 }
 
 /// Absolute budgets for one resource, checked on the worst run.
@@ -269,6 +276,17 @@ pub struct Budgets {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wake_held_bytes: Option<i64>,
 }
+
+/// No budget at all (a resource the gate does not judge).
+static NO_BUDGETS: Budgets = Budgets {
+    max_retained_bytes: None,
+    max_retained_slope_bytes_per_cycle: None,
+    max_peak_bytes: None,
+    max_settle_s: None,
+    max_late_bytes: None,
+    max_asleep_bytes: None,
+    max_wake_held_bytes: None,
+};
 
 impl Budgets {
     /// The budget of `metric` in its own unit (bytes, bytes per cycle,
@@ -311,10 +329,12 @@ impl Budgets {
 impl Thresholds {
     /// The budgets of `resource`.
     pub fn budgets(&self, resource: crate::metrics::Resource) -> &Budgets {
-        if resource.is_device() {
-            &self.device
-        } else {
-            &self.host
+        match resource {
+            crate::metrics::Resource::Host => &self.host,
+            crate::metrics::Resource::Device(_) => &self.device,
+            crate::metrics::Resource::PageCache => &self.page_cache,
+            // The container is the whole cgroup's: never judged (no budget keys).
+            crate::metrics::Resource::Container => &NO_BUDGETS,
         }
     }
 }
@@ -369,6 +389,7 @@ impl Workload {
             settle_ms: 0,
             baseline_ms: 0,
             warmup: false,
+            evict_page_cache: false,
         }
     }
 }

@@ -9,7 +9,7 @@
 //! `glibc` (drop and glibc's knobs), `cuda`, `allocators` (jemalloc,
 //! tcmalloc, mimalloc preloaded), `respawn` (a new process per cycle),
 //! `sleep` (offload to the host and back, or reload: what `sleep`/`wake`
-//! steps do) and `program` (what only a measured program can do: PyTorch's
+//! steps do), `page_cache` (the weight files' cached pages) and `program` (what only a measured program can do: PyTorch's
 //! calls).
 //!
 //! A strategy applies to the candle worker and, where it has a meaning there,
@@ -20,6 +20,7 @@
 mod allocators;
 mod cuda;
 mod glibc;
+mod page_cache;
 mod preload;
 mod program;
 mod respawn;
@@ -28,6 +29,7 @@ mod sleep;
 use std::fmt;
 
 use crate::textutil::did_you_mean;
+pub use page_cache::WeightFiles;
 pub use preload::{
     clean_environment, find_library, inherited_allocator_variables, PreloadError,
     ALLOCATOR_PATH_ENV,
@@ -182,6 +184,9 @@ pub struct Strategy {
     /// Settings the worker reads back from the allocator, with the value the
     /// strategy sets: a typo in a variable shows up as a failed check.
     pub expect: &'static [(&'static str, &'static str)],
+    /// What the worker does with the weight files' page cache (the
+    /// page-cache family); candle's worker only.
+    pub weights: WeightFiles,
 }
 
 impl Strategy {
@@ -201,6 +206,7 @@ impl Strategy {
         sleep: SleepMode::None,
         allocator: Allocator::Glibc,
         expect: &[],
+        weights: WeightFiles::AsScenario,
     };
 }
 
@@ -212,6 +218,7 @@ pub fn all() -> impl Iterator<Item = &'static Strategy> {
         .chain(allocators::ALLOCATORS)
         .chain(respawn::RESPAWN)
         .chain(sleep::SLEEP)
+        .chain(page_cache::PAGE_CACHE)
         .chain(program::PROGRAM)
 }
 
@@ -283,6 +290,13 @@ impl Strategy {
     /// are; in-process actions become named steps.
     pub fn for_programs(&self) -> Result<ProgramActions, String> {
         let names = |steps: &[&str]| steps.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        if self.weights != WeightFiles::AsScenario {
+            return Err(format!(
+                "strategy {:?} changes how memrel's own worker loads the weight files; a program \
+                 loads its own (call os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED) on them there)",
+                self.name
+            ));
+        }
         let start = match self.start {
             StartAction::None => Vec::new(),
             StartAction::MalloptMmapThreshold(bytes) => {

@@ -13,8 +13,9 @@ use crate::model::{LoadedModel, ModelDir};
 use crate::protocol::{
     AllocatorReport, Check, Done, Edge, Handover, Hello, Message, Phase, Resume,
 };
+use crate::sampler::page_cache;
 use crate::scenario::{LoadThread, Step};
-use crate::strategy::{self, ReleaseAction, SleepMode, StartAction, Strategy};
+use crate::strategy::{self, ReleaseAction, SleepMode, StartAction, Strategy, WeightFiles};
 
 pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     let strategy = strategy::lookup(&spec.strategy)?;
@@ -44,6 +45,15 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     }
     let models: HashMap<&str, &ModelDir> =
         spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
+    // The weight files' page cache at every edge, read at the edge itself
+    // (the parent samples it in between).
+    let files: Vec<_> = spec
+        .models
+        .iter()
+        .flat_map(|(_, m)| m.files.clone())
+        .collect();
+    let (method, _) = page_cache::Method::choose(files.first().map(|f| f.as_path()));
+    out.page_cache = Some(page_cache::PageCacheProbe::new(&files, method));
     let w = &spec.workload;
 
     let keep_weights = device::Session::needs_weights(strategy);
@@ -107,7 +117,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                                 model,
                                 dev,
                                 w.dtype,
-                                w.load_method,
+                                strategy.weights.load_method(w.load_method),
                                 keep_weights,
                             )?,
                             LoadThread::Spawned => std::thread::scope(|s| {
@@ -116,7 +126,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                                         model,
                                         dev,
                                         w.dtype,
-                                        w.load_method,
+                                        strategy.weights.load_method(w.load_method),
                                         keep_weights,
                                     )
                                 })
@@ -125,12 +135,19 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                             })?,
                         };
                         device.synchronize()?;
+                        // The tensors are copied and the mapping is gone.
+                        let dropped = drop_cached_weights(strategy, model)?
+                            .map(|n| format!("; {n}"))
+                            .unwrap_or_default();
                         let reopened = reopened
                             .map(|n| format!("; before the load: {n}"))
                             .unwrap_or_default();
                         Ok((
                             m,
-                            Some(format!("tensor_bytes={}{reopened}", model.tensor_bytes)),
+                            Some(format!(
+                                "tensor_bytes={}{reopened}{dropped}",
+                                model.tensor_bytes
+                            )),
                         ))
                     })?;
                     if strategy.freezes_mmap_threshold && cycle >= 2 {
@@ -155,9 +172,17 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                 }
                 Step::Unload(id) => {
                     let m = loaded.remove(id.as_str()).context("unload before load")?;
+                    let model = *models
+                        .get(id.as_str())
+                        .context("scenario names an unknown model")?;
                     phase(out, Phase::Unload, cycle, Some(id), || {
                         let note = device.before_drop(strategy.release, &m)?;
                         drop(m);
+                        let dropped = drop_cached_weights(strategy, model)?;
+                        let note = match (note, dropped) {
+                            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                            (a, b) => a.or(b),
+                        };
                         Ok(((), note))
                     })?;
                 }
@@ -266,7 +291,8 @@ fn warm_up(
     let mut times = Vec::new();
     for (id, model) in &spec.models {
         let reopened = device.ensure_open()?;
-        let (mut m, load_s, forward_s) = load_and_forward(spec, device, model, keep_weights)?;
+        let (mut m, load_s, forward_s) =
+            load_and_forward(spec, device, model, strategy, keep_weights)?;
         if strategy.sleep != SleepMode::None {
             // The first sleep and wake pay one-time costs (pinned pages, kernels).
             let w = &spec.workload;
@@ -275,6 +301,7 @@ fn warm_up(
         }
         device.before_drop(strategy.release, &m)?;
         drop(m);
+        drop_cached_weights(strategy, model)?;
         let released = release(served, device, strategy.release, 0)?;
         let reopened = reopened
             .map(|n| format!(", before it: {n}"))
@@ -289,7 +316,13 @@ fn warm_up(
     let mut reset = Vec::new();
     if let Some(reopened) = device.ensure_open()? {
         for (_, model) in &spec.models {
-            drop(load_and_forward(spec, device, model, keep_weights)?);
+            drop(load_and_forward(
+                spec,
+                device,
+                model,
+                strategy,
+                keep_weights,
+            )?);
         }
         reset.push(format!("{reopened}, warmed with every model"));
     }
@@ -345,6 +378,7 @@ fn load_and_forward(
     spec: &WorkerSpec,
     device: &device::Session,
     model: &ModelDir,
+    strategy: &Strategy,
     keep_weights: bool,
 ) -> Result<(LoadedModel, f64, f64)> {
     let w = &spec.workload;
@@ -353,15 +387,33 @@ fn load_and_forward(
         model,
         device.candle()?,
         w.dtype,
-        w.load_method,
+        strategy.weights.load_method(w.load_method),
         keep_weights,
     )?;
     device.synchronize()?;
+    drop_cached_weights(strategy, model)?;
     let load_s = start.elapsed().as_secs_f64();
     m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
     device.synchronize_forward()?;
     let forward_s = start.elapsed().as_secs_f64() - load_s;
     Ok((m, load_s, forward_s))
+}
+
+/// `fadvise-dontneed`: drops `model`'s files from the page cache
+/// (`posix_fadvise(POSIX_FADV_DONTNEED)`; pages still mapped stay, so it is
+/// called once the loader's mapping is gone); `None` for other strategies.
+/// A failure ends the run: the strategy would not have taken effect.
+fn drop_cached_weights(strategy: &Strategy, model: &ModelDir) -> Result<Option<String>> {
+    if strategy.weights != WeightFiles::DropCached {
+        return Ok(None);
+    }
+    for file in &model.files {
+        crate::sampler::page_cache::drop_cached(file).map_err(anyhow::Error::msg)?;
+    }
+    Ok(Some(format!(
+        "fadvise(DONTNEED) on {} weight file(s)",
+        model.files.len()
+    )))
 }
 
 /// Checks done before anything is loaded: the strategy's variables are visible

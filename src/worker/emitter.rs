@@ -20,6 +20,9 @@ pub struct Emitter {
     hooks: hooks::Hooks,
     /// The allocator serving `malloc`, for its view of memory at each end edge.
     pub allocator: allocator::Served,
+    /// The model files' page cache, read at each edge (the candle worker
+    /// sets it; the parent reads edges that come without it on arrival).
+    pub page_cache: Option<crate::sampler::page_cache::PageCacheProbe>,
 }
 
 impl Emitter {
@@ -48,6 +51,7 @@ impl Emitter {
             channel: Some(channel),
             hooks: hooks::Hooks::from_env(),
             allocator: allocator::identify(),
+            page_cache: None,
         })
     }
 
@@ -73,6 +77,7 @@ impl Emitter {
         let mono_s = Some(monotonic_s());
         let mut memory = selfmem::memory_now();
         memory.vram_bytes = device::vram_bytes_now();
+        memory.page_cache_bytes = self.page_cache.as_mut().and_then(|p| p.read().ok());
         let note = match (note, device::crosscheck_note()) {
             (Some(n), Some(smi)) => Some(format!("{n}; {smi}")),
             (n, smi) => n.or(smi),

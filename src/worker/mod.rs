@@ -170,6 +170,19 @@ impl Plug {
         out
     }
 
+    /// The model files the process loads (their page cache is a resource):
+    /// memrel's candle worker's safetensors; none for fakes and programs.
+    pub fn weight_files(&self) -> Vec<std::path::PathBuf> {
+        match self {
+            Plug::Memrel(spec) => spec
+                .models
+                .iter()
+                .flat_map(|(_, m)| m.files.iter().cloned())
+                .collect(),
+            Plug::Command(_) => Vec::new(),
+        }
+    }
+
     /// The next process of a `respawn` run takes over at `resume`.
     pub fn resume_at(&mut self, resume: Resume) {
         if let Plug::Memrel(spec) = self {

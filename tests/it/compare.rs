@@ -584,6 +584,7 @@ fn fixed_header() -> Header {
         program: None,
         attached: None,
         container: None,
+        page_cache: None,
     }
 }
 

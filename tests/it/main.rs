@@ -6,10 +6,8 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`,
-//! `settle::`, `sleep::`, `pytest_plugin::`).
-//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`, `checkpoints::`,
-//! `settle::`, `sleep::`).
+//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
+//! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`).
 
 mod common;
 
@@ -31,6 +29,7 @@ mod hostile;
 mod launcher;
 mod machine;
 mod model_arg;
+mod page_cache;
 mod program;
 mod pytest_plugin;
 mod rerun;

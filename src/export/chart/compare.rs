@@ -548,7 +548,7 @@ fn draw_sub_lane(
                 .draw_series(LineSeries::new(rss, l.colour.stroke_width(1)))
                 .map_err(plot_err)?;
         }
-        Resource::Device(_) | Resource::Container => {
+        Resource::Device(_) | Resource::Container | Resource::PageCache => {
             let vram = l.series(r, axis);
             chart
                 .draw_series(std::iter::once(Polygon::new(
@@ -609,6 +609,11 @@ fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -> Vec<Strin
                         median_mib(&s.retained_bytes),
                         median_mib(&s.peak_bytes)
                     ),
+                    Resource::PageCache => format!(
+                        "{prefix}after unload {} MiB · after release {} MiB",
+                        median_mib(&s.after_unload_bytes),
+                        median_mib(&s.after_release_bytes)
+                    ),
                 },
                 _ => format!("{} not measured", r.quantity()),
             }
@@ -637,6 +642,9 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
                 swatches.push((lighten(grey, 0.45), format!("{} (this process)", r.label())))
             }
             Resource::Container => swatches.push((lighten(grey, 0.45), r.label())),
+            Resource::PageCache => {
+                swatches.push((lighten(grey, 0.45), "page cache (model files)".into()))
+            }
             Resource::Host => {
                 swatches.push((lighten(grey, 0.25), "RssAnon (heap, copied tensors)".into()));
                 swatches.push((lighten(grey, 0.7), "RssFile (mapped files)".into()));

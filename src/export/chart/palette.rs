@@ -44,8 +44,10 @@ const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
     ("ipc-collect", RGBColor(70, 70, 70)),           // dark grey
     ("detach-release", RGBColor(46, 139, 87)),       // sea green
     ("device-reset", RGBColor(255, 20, 147)),        // deep pink
-    ("destroy-pg", RGBColor(184, 134, 11)),          // dark goldenrod
+    ("destroy-pg", RGBColor(139, 0, 139)),           // dark magenta
     ("destroy-pg-empty-cache", RGBColor(0, 100, 0)), // dark green
+    ("fadvise-dontneed", RGBColor(32, 178, 170)),    // light sea green
+    ("read-load", RGBColor(184, 134, 11)),           // dark goldenrod
 ];
 
 /// Colours for names not in [`STRATEGY_COLOURS`], picked by a stable hash of

@@ -78,7 +78,9 @@ pub fn panel_plan(summary: &Summary, run: &RunRecord) -> Vec<SubPanel> {
 fn sub_panel_height(panels: &[SubPanel], panel: &SubPanel) -> u32 {
     match panel {
         SubPanel::NotMeasured(..) => SUB_NOTE_HEIGHT,
-        SubPanel::Memory(Resource::Device(_) | Resource::Container) => VRAM_HEIGHT,
+        SubPanel::Memory(Resource::Device(_) | Resource::Container | Resource::PageCache) => {
+            VRAM_HEIGHT
+        }
         SubPanel::Memory(Resource::Host) => {
             if panels.len() > 1 {
                 RSS_HEIGHT
@@ -317,7 +319,7 @@ fn draw_memory(
                 .map_err(plot_err)?;
             legend.push(LegendEntry::new(Swatch::Line(colour, 2), "RSS total"));
         }
-        Resource::Device(_) => {
+        Resource::Device(_) | Resource::PageCache => {
             let vram = series_mib(run, x, range, columns, |s| r.in_sample(s));
             // Light enough that the phases show through.
             let fill = lighten(colour, 0.45);
@@ -330,10 +332,11 @@ fn draw_memory(
             chart
                 .draw_series(LineSeries::new(vram, colour.stroke_width(line_px)))
                 .map_err(plot_err)?;
-            legend.push(LegendEntry::new(
-                Swatch::Line(colour, 2),
-                format!("VRAM {} (this process)", r.key()),
-            ));
+            let name = match r {
+                Resource::PageCache => "page cache (model files)".to_string(),
+                _ => format!("VRAM {} (this process)", r.key()),
+            };
+            legend.push(LegendEntry::new(Swatch::Line(colour, 2), name));
             if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
                 let mib = floor as f64 / MIB;
                 let text = format!("context floor {mib:.0} MiB");
@@ -546,6 +549,7 @@ mod tests {
                     vram_bytes: None,
                     gpu_vram: Default::default(),
                     container: None,
+                    page_cache_bytes: None,
                 }
             })
             .collect();

@@ -92,7 +92,12 @@ pub(super) fn columns(
                 ranges,
             ));
             for &r in others {
-                out.extend(memory(r, &[Metric::Retained], false));
+                // The page cache's story is what stays cached after the unload.
+                let shown = match r {
+                    Resource::PageCache => Metric::AfterUnload,
+                    _ => Metric::Retained,
+                };
+                out.extend(memory(r, &[shown], false));
             }
             out.push(Column::Checks);
         }
@@ -103,7 +108,11 @@ pub(super) fn columns(
                 .collect();
             out.extend(memory(lead, &lead_metrics, true));
             for &r in others {
-                out.extend(memory(r, &[Metric::Peak, Metric::Retained], true));
+                let shown: &[Metric] = match r {
+                    Resource::PageCache => &[Metric::AfterUnload, Metric::AfterRelease],
+                    _ => &[Metric::Peak, Metric::Retained],
+                };
+                out.extend(memory(r, shown, true));
             }
             out.extend([Column::LoadTime, Column::ForwardTime]);
             if relative {
