@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
+use crate::sampler::hwm::KernelPeak;
 use crate::sampler::procfs::StatmProbe;
 use crate::sampler::{Probe, Sampler, VramProbe};
 use crate::strategy::{self, Strategy};
@@ -262,7 +263,17 @@ impl Process<'_> {
                 .then(|| StatmProbe::open(pid).ok().map(Probe::Procfs))
                 .flatten()
         };
-        let messages = channel.start_reader(self.clock_zero, fill);
+        // The kernel's peak between edges is one process's VmHWM: not the
+        // tree's PSS sum the samples are under --tree.
+        let kernel_peak =
+            if duties.sample_tree {
+                Err("the samples are the process tree's PSS (--tree); the kernel's peak (VmHWM) is \
+                 one process's, so it is not put beside them"
+                .to_string())
+            } else {
+                KernelPeak::open(pid)
+            };
+        let messages = channel.start_reader(self.clock_zero, fill, kernel_peak);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
         let sampler = match Sampler::start(
@@ -425,8 +436,20 @@ struct Collected {
 
 impl Collected {
     fn take(&mut self, arrival: Arrival, meta: &mut RunMeta, on_event: &mut dyn FnMut(&Event)) {
-        let (arrived_s, parsed) = arrival;
+        let Arrival {
+            t_s: arrived_s,
+            parsed,
+            kernel_peak,
+        } = arrival;
         let mut t_s = arrived_s;
+        let kernel_peak_bytes = match kernel_peak {
+            Some(Ok(bytes)) => Some(bytes),
+            Some(Err(why)) => {
+                meta.kernel_peak_unavailable.get_or_insert(why);
+                None
+            }
+            None => None,
+        };
         let envelope = match parsed {
             Ok(envelope) => envelope,
             Err(e) => {
@@ -469,7 +492,11 @@ impl Collected {
                 if edge.elapsed_s.is_none() && edge.edge == Edge::End {
                     edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
                 }
-                let event = Event { t_s, edge };
+                let event = Event {
+                    t_s,
+                    edge,
+                    kernel_peak_bytes,
+                };
                 on_event(&event);
                 self.events_taken += 1;
                 self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;

@@ -44,7 +44,7 @@ pub(super) const SAMPLE_COLUMNS: [&str; 10] = [
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 21] = [
+pub(super) const EVENT_COLUMNS: [&str; 22] = [
     "t_s",
     "run",
     "strategy",
@@ -66,6 +66,7 @@ pub(super) const EVENT_COLUMNS: [&str; 21] = [
     "heap_in_use_bytes",
     "heap_held_bytes",
     "note",
+    "kernel_peak_bytes",
 ];
 
 /// An events.csv row: `EventRow<'static>` when read back.
@@ -95,6 +96,9 @@ pub(super) struct EventRow<'a> {
     #[serde(default)]
     heap_held_bytes: Option<u64>,
     note: Option<Cow<'a, str>>,
+    /// The kernel's peak since the previous edge (absent in older records).
+    #[serde(default)]
+    kernel_peak_bytes: Option<u64>,
 }
 
 impl<'a> SampleRow<'a> {
@@ -160,6 +164,7 @@ impl<'a> EventRow<'a> {
             heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
             heap_held_bytes: e.heap.map(|h| h.held_bytes),
             note: e.note.as_deref().map(Cow::Borrowed),
+            kernel_peak_bytes: event.kernel_peak_bytes,
         }
     }
 }
@@ -246,6 +251,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
             note: row.note.map(Cow::into_owned),
             mono_s: None,
         },
+        kernel_peak_bytes: row.kernel_peak_bytes,
     };
     Ok((row.run, event))
 }

@@ -26,6 +26,11 @@ pub struct Sample {
 pub struct Event {
     pub t_s: f64,
     pub edge: PhaseEdge,
+    /// The kernel's peak of the worker's RSS since its previous edge (VmHWM,
+    /// reset at each edge: `sampler::hwm`): the exact peak of the span this
+    /// edge closes, which samples can miss. `None` where it is not available
+    /// (the run's `kernel_peak_unavailable` says why) or in older records.
+    pub kernel_peak_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -82,6 +87,10 @@ pub struct RunMeta {
     /// The processes that took over from `pid` in turn (`respawn` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub respawned_pids: Vec<u32>,
+    /// Why the phase edges carry no kernel peak (`Event::kernel_peak_bytes`):
+    /// e.g. the VmHWM reset through /proc/PID/clear_refs was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_peak_unavailable: Option<String>,
 }
 
 impl RunMeta {
@@ -103,6 +112,7 @@ impl RunMeta {
             allocator: None,
             ignored_env: Vec::new(),
             respawned_pids: Vec::new(),
+            kernel_peak_unavailable: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 //! not grow with the length of a run. It never parses events: a row's phase
 //! is the one the orchestrator last heard of, made exact when the run ends.
 
+pub mod hwm;
 pub mod nvml;
 mod portable;
 pub mod procfs;

@@ -7,7 +7,7 @@
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
 //! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `model_arg::`, `checkpoints::`,
-//! `settle::`, `sleep::`).
+//! `settle::`, `sleep::`, `peaks::`).
 
 mod common;
 
@@ -26,6 +26,7 @@ mod gpu;
 mod hostile;
 mod machine;
 mod model_arg;
+mod peaks;
 mod program;
 mod rerun;
 mod run;

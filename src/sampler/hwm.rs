@@ -1,0 +1,169 @@
+//! The kernel's exact peak of a process's resident memory between two of
+//! its phase edges: VmHWM from `/proc/PID/status`, then "5" written to
+//! `/proc/PID/clear_refs`, which resets VmHWM to the current RSS.
+//!
+//! Why: a sampler that reads every 10 ms misses a spike that comes and goes
+//! between two readings; the kernel raises VmHWM whenever it unmaps or
+//! zaps pages with its RSS counters at a new high, so nothing in between
+//! escapes it. The two files are the worker's own: the parent may read the
+//! one and write the other as the same user, without a cgroup. Where the
+//! write is refused (another user, a kernel without `CONFIG_PROC_PAGE_MONITOR`,
+//! a locked-down /proc) the peak is not available and says why; the run
+//! goes on. Both files are opened once; a reading allocates nothing.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+
+/// The open status and clear_refs files of one process.
+pub struct KernelPeak {
+    pid: u32,
+    status: File,
+    clear_refs: File,
+    buf: Vec<u8>,
+    /// Why the peak stopped being available (a reset that failed once
+    /// leaves every later span's peak wrong, so none is given after it).
+    broken: Option<String>,
+}
+
+/// What /proc/PID/status is read into: the file is ~1.5 KiB.
+const STATUS_BUF_BYTES: usize = 8 * 1024;
+
+impl KernelPeak {
+    /// Opens `pid`'s files; `Err` says why its peaks cannot be had.
+    pub fn open(pid: u32) -> Result<KernelPeak, String> {
+        let status_path = format!("/proc/{pid}/status");
+        let status =
+            File::open(&status_path).map_err(|e| format!("cannot read {status_path}: {e}"))?;
+        let refs_path = format!("/proc/{pid}/clear_refs");
+        let clear_refs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&refs_path)
+            .map_err(|e| format!("cannot open {refs_path} to reset VmHWM: {e}"))?;
+        Ok(KernelPeak {
+            pid,
+            status,
+            clear_refs,
+            buf: vec![0; STATUS_BUF_BYTES],
+            broken: None,
+        })
+    }
+
+    /// VmHWM now (the peak since the process started or since the last
+    /// reset), without resetting it.
+    pub fn vm_hwm_bytes(&mut self) -> Result<u64, String> {
+        let n = self
+            .status
+            .read_at(&mut self.buf, 0)
+            .map_err(|e| format!("cannot read /proc/{}/status: {e}", self.pid))?;
+        parse_vm_hwm_bytes(&self.buf[..n])
+            .ok_or_else(|| format!("/proc/{}/status has no VmHWM line", self.pid))
+    }
+
+    /// The peak since the last reset, then a reset: the exact peak of the
+    /// span that ends now. Once a reset failed, every call says why.
+    pub fn take(&mut self) -> Result<u64, String> {
+        if let Some(why) = &self.broken {
+            return Err(why.clone());
+        }
+        let peak = self.vm_hwm_bytes();
+        let reset = (&self.clear_refs).write_all(b"5").map_err(|e| {
+            format!(
+                "writing \"5\" to /proc/{}/clear_refs (the VmHWM reset) was refused: {e}",
+                self.pid
+            )
+        });
+        if let Err(why) = reset.as_ref().and(peak.as_ref()) {
+            self.broken = Some(why.clone());
+            return Err(why.clone());
+        }
+        peak
+    }
+}
+
+/// VmHWM in bytes from the text of a /proc/PID/status.
+pub fn parse_vm_hwm_bytes(status: &[u8]) -> Option<u64> {
+    let start = find(status, b"VmHWM:")? + b"VmHWM:".len();
+    let kib = status[start..]
+        .iter()
+        .skip_while(|b| **b == b' ' || **b == b'\t')
+        .take_while(|b| b.is_ascii_digit())
+        .try_fold(None, |acc: Option<u64>, b| {
+            Some(Some(
+                acc.unwrap_or(0).checked_mul(10)? + u64::from(b - b'0'),
+            ))
+        })??;
+    kib.checked_mul(1024)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_vm_hwm() {
+        let status = b"Name:\tx\nVmPeak:\t  9000 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n";
+        assert_eq!(parse_vm_hwm_bytes(status), Some(1234 * 1024));
+        assert_eq!(parse_vm_hwm_bytes(b"Name:\tx\n"), None);
+        assert_eq!(parse_vm_hwm_bytes(b"VmHWM:\t kB\n"), None);
+    }
+
+    /// A child that touches 64 MiB, frees it and waits: the peak taken then
+    /// holds the 64 MiB; after the reset, the next span's peak is what it
+    /// holds now (well below).
+    #[test]
+    fn a_freed_block_stays_in_the_peak_until_the_reset() {
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import sys, mmap\nm = mmap.mmap(-1, 64 << 20)\nm.write(b'x' * (64 << 20))\nm.close()\n\
+                 print('freed', flush=True)\nsys.stdin.read()",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 starts (it is on PATH wherever memrel's tests run)");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            &mut line,
+        )
+        .expect("the child says it freed the block");
+        assert_eq!(line.trim(), "freed");
+        let mut peak = KernelPeak::open(child.id()).expect("the child's own files");
+        let first = peak.take().expect("a peak");
+        let second = peak.take().expect("a peak after the reset");
+        drop(child.stdin.take());
+        let _ = child.wait();
+        assert!(first >= 64 << 20, "peak {first} holds the freed 64 MiB");
+        assert!(
+            second + (48 << 20) < first,
+            "after the reset the peak is the RSS now: {second} vs {first}"
+        );
+    }
+
+    /// A reset that fails (here: a write to a file open for reading only)
+    /// makes this and every later peak unavailable, with the reason.
+    #[test]
+    fn a_refused_reset_says_why_every_time() {
+        let mut peak = KernelPeak::open(std::process::id()).expect("own files");
+        peak.clear_refs = File::open("/proc/self/status").expect("opens for reading");
+        for _ in 0..2 {
+            let err = peak.take().expect_err("the write is refused");
+            assert!(
+                err.contains("clear_refs") && err.contains("refused"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_process_that_is_gone_says_why() {
+        let err = KernelPeak::open(u32::MAX).err().expect("no such process");
+        assert!(err.contains("/proc/4294967295/status"), "{err}");
+    }
+}
