@@ -11,6 +11,7 @@ pub mod hwm;
 pub mod nvml;
 mod portable;
 pub mod procfs;
+mod tick;
 pub mod tree;
 pub mod vram;
 
@@ -89,6 +90,7 @@ pub type Finished = (SampleWriter, Option<Box<dyn VramProbe>>);
 /// A running sampler thread; `stop` hands its writer back.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
+    waker: tick::Waker,
     handle: JoinHandle<Finished>,
     pub probe_name: &'static str,
 }
@@ -113,6 +115,7 @@ impl Sampler {
         };
         let probe_name = probe.name();
         let flag = Arc::clone(&stop);
+        let (mut ticker, waker) = tick::Ticker::start(interval);
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || {
@@ -122,7 +125,7 @@ impl Sampler {
                     &mut vram,
                     &mut writer,
                     pid,
-                    interval,
+                    &mut ticker,
                     clock_zero,
                     &flag,
                 );
@@ -130,6 +133,7 @@ impl Sampler {
             })?;
         Ok(Sampler {
             stop,
+            waker,
             handle,
             probe_name,
         })
@@ -143,25 +147,29 @@ impl Sampler {
     /// Stops and returns the writer and the VRAM probe, for the next process
     /// of the same run (respawn) or for its checks. `Err`: the thread panicked.
     pub fn stop_keep_probe(self) -> io::Result<Finished> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.thread().unpark();
+        self.stop.store(true, Ordering::Release);
+        self.waker.wake(self.handle.thread());
         self.handle
             .join()
             .map_err(|_| io::Error::other("the sampler thread panicked"))
     }
 }
 
+/// Takes a reading at once and then at every tick of `ticker` (absolute
+/// deadlines: `tick`), until `stop` or the process is gone. Per tick: one
+/// `read` of the timer, one `pread` of the probe, one clock read and a row
+/// into the writer's buffer (a `write` every 100 ms).
 fn sample_loop(
     probe: &mut Probe,
     vram: &mut Option<Box<dyn VramProbe>>,
     writer: &mut SampleWriter,
     pid: u32,
-    interval: Duration,
+    ticker: &mut tick::Ticker,
     clock_zero: Instant,
     stop: &AtomicBool,
 ) {
-    let mut next = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    let stopped = || stop.load(Ordering::Acquire);
+    while !stopped() {
         let Ok(reading) = probe.read() else { break };
         let t_s = clock_zero.elapsed().as_secs_f64();
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
@@ -174,27 +182,7 @@ fn sample_loop(
                 vram_bytes: vram.as_mut().and_then(|v| v.process_bytes(pid)),
             });
         }
-        next += interval;
-        let now = Instant::now();
-        if next > now {
-            // Parked, not asleep: `stop` unparks it, so a run ends without
-            // waiting out an interval.
-            wait_until(next, stop);
-        } else {
-            // Fell behind (machine busy): skip missed ticks instead of bursting.
-            next = now;
-        }
-    }
-}
-
-/// Parks the thread until `deadline` or until `stop` is set (a spurious
-/// wake-up parks again: no sample is taken early).
-fn wait_until(deadline: Instant, stop: &AtomicBool) {
-    loop {
-        let now = Instant::now();
-        if now >= deadline || stop.load(Ordering::Relaxed) {
-            return;
-        }
-        std::thread::park_timeout(deadline - now);
+        // Fell behind (machine busy): the missed ticks are skipped, not burst.
+        ticker.wait(&stopped);
     }
 }
