@@ -68,6 +68,9 @@ fn a_spike_between_samples_is_in_the_kernels_peak_of_its_phase() {
             .all(|e| !e["kernel_peak_bytes"].is_empty()),
         "every edge carries its span's peak"
     );
+    let peaks = csv_rows(&dir.join("peaks.csv"));
+    let load_rows = peaks.iter().filter(|r| r["phase"] == "load").count();
+    assert_eq!(load_rows, 3, "peaks.csv has a row per load");
     assert_rerenders(&dir);
 }
 
@@ -97,6 +100,9 @@ fn where_the_kernels_peak_is_not_available_the_run_says_why_and_goes_on() {
         "{why}"
     );
     assert!(run.get("phase_peaks").is_none());
+    let peaks = csv_rows(&dir.join("peaks.csv"));
+    assert_eq!(peaks.len(), 1, "one row saying why");
+    assert!(peaks[0]["kernel_peak_bytes"].starts_with("not available: "));
     assert!(run["samples"].as_u64().expect("samples") > 0);
     assert_eq!(
         csv_rows(&dir.join("events.csv")).len(),
