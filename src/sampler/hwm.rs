@@ -10,6 +10,11 @@
 //! write is refused (another user, a kernel without `CONFIG_PROC_PAGE_MONITOR`,
 //! a locked-down /proc) the peak is not available and says why; the run
 //! goes on. Both files are opened once; a reading allocates nothing.
+//!
+//! The parent's event reader (`orchestrator::channel::Reader`) takes the
+//! peak as each edge's line arrives. A worker in a cgroup of its own has a
+//! second exact peak, the cgroup's `memory.peak` (page cache included);
+//! it is read at the same place and moment, beside this one.
 
 use std::fs::File;
 use std::io::Write;
