@@ -30,7 +30,8 @@ pub struct Arrival {
     pub parsed: Result<Envelope, String>,
     /// For a phase edge: the kernel's peak of the worker's RSS since its
     /// previous edge (read, then reset, as the line arrived: `sampler::hwm`),
-    /// or why there is none.
+    /// or why there is none; `None` for other lines and for an edge read
+    /// after the worker ended.
     pub kernel_peak: Option<Result<u64, String>>,
 }
 
@@ -149,10 +150,10 @@ impl Reader {
             }) = parsed.as_mut()
             {
                 // First the peak, closest to the edge: the span it closes.
-                kernel_peak = Some(match self.peak.as_mut() {
-                    Ok(peak) => peak.take(),
-                    Err(why) => Err(why.clone()),
-                });
+                kernel_peak = match self.peak.as_mut() {
+                    Ok(peak) => peak.take().transpose(),
+                    Err(why) => Some(Err(why.clone())),
+                };
                 self.fill_memory(&mut edge.memory);
             }
             let arrival = Arrival {

@@ -344,11 +344,10 @@ impl Process<'_> {
         if channel_open {
             got.drain(&messages, PIPE_GRACE, meta, on_event);
         }
-        if meta.vm_hwm_bytes.is_none() {
-            // A program that sent no `done` (no memrel module, or one that
-            // failed) still has the kernel's peak.
-            meta.vm_hwm_bytes = peak_bytes;
-        }
+        // A program that sent no `done` (no memrel module, or one that
+        // failed) still has the kernel's peak; after the last edge's reset,
+        // it is the peak since that edge, one part of the run's.
+        meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(peak_bytes);
         append_tail(
             &mut meta.stdout_tail,
             stdout.finish(PIPE_GRACE),
@@ -443,7 +442,12 @@ impl Collected {
         } = arrival;
         let mut t_s = arrived_s;
         let kernel_peak_bytes = match kernel_peak {
-            Some(Ok(bytes)) => Some(bytes),
+            Some(Ok(bytes)) => {
+                // Each reset leaves VmHWM (and wait4's ru_maxrss) the peak
+                // since the last edge only: the run's peak is the largest.
+                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(bytes));
+                Some(bytes)
+            }
             Some(Err(why)) => {
                 meta.kernel_peak_unavailable.get_or_insert(why);
                 None

@@ -9,7 +9,14 @@
 //! one and write the other as the same user, without a cgroup. Where the
 //! write is refused (another user, a kernel without `CONFIG_PROC_PAGE_MONITOR`,
 //! a locked-down /proc) the peak is not available and says why; the run
-//! goes on. Both files are opened once; a reading allocates nothing.
+//! goes on. Both files are opened once; a reading allocates nothing. The
+//! reset takes the worker's mmap lock for a moment (once per edge).
+//!
+//! A reset also resets what the worker's own VmHWM and `wait4`'s
+//! `ru_maxrss` say at its end (the peak since the last edge): the
+//! orchestrator keeps the run's `vm_hwm_bytes` as the largest of every
+//! span's peak and those. `attach` never resets: the process is not
+//! memrel's, and it or another tool may read its VmHWM.
 //!
 //! The parent's event reader (`orchestrator::channel::Reader`) takes the
 //! peak as each edge's line arrives. A worker in a cgroup of its own has a
@@ -55,34 +62,33 @@ impl KernelPeak {
     }
 
     /// VmHWM now (the peak since the process started or since the last
-    /// reset), without resetting it.
-    pub fn vm_hwm_bytes(&mut self) -> Result<u64, String> {
-        let n = self
-            .status
-            .read_at(&mut self.buf, 0)
-            .map_err(|e| format!("cannot read /proc/{}/status: {e}", self.pid))?;
+    /// reset), without resetting it; `None` once the process has ended (a
+    /// zombie's status has no memory lines; a reaped one has no status).
+    pub fn vm_hwm_bytes(&mut self) -> Option<u64> {
+        let n = self.status.read_at(&mut self.buf, 0).ok()?;
         parse_vm_hwm_bytes(&self.buf[..n])
-            .ok_or_else(|| format!("/proc/{}/status has no VmHWM line", self.pid))
     }
 
     /// The peak since the last reset, then a reset: the exact peak of the
-    /// span that ends now. Once a reset failed, every call says why.
-    pub fn take(&mut self) -> Result<u64, String> {
+    /// span that ends now; `Ok(None)` when the process has ended (an edge
+    /// read after its exit: that span has no peak, the others keep theirs).
+    /// Once a reset failed, every call says why.
+    pub fn take(&mut self) -> Result<Option<u64>, String> {
         if let Some(why) = &self.broken {
             return Err(why.clone());
         }
-        let peak = self.vm_hwm_bytes();
-        let reset = (&self.clear_refs).write_all(b"5").map_err(|e| {
-            format!(
+        let Some(peak) = self.vm_hwm_bytes() else {
+            return Ok(None);
+        };
+        if let Err(e) = (&self.clear_refs).write_all(b"5") {
+            let why = format!(
                 "writing \"5\" to /proc/{}/clear_refs (the VmHWM reset) was refused: {e}",
                 self.pid
-            )
-        });
-        if let Err(why) = reset.as_ref().and(peak.as_ref()) {
+            );
             self.broken = Some(why.clone());
-            return Err(why.clone());
+            return Err(why);
         }
-        peak
+        Ok(Some(peak))
     }
 }
 
@@ -140,10 +146,12 @@ mod tests {
         .expect("the child says it freed the block");
         assert_eq!(line.trim(), "freed");
         let mut peak = KernelPeak::open(child.id()).expect("the child's own files");
-        let first = peak.take().expect("a peak");
-        let second = peak.take().expect("a peak after the reset");
+        let first = peak.take().expect("a peak").expect("alive");
+        let second = peak.take().expect("a peak after the reset").expect("alive");
         drop(child.stdin.take());
         let _ = child.wait();
+        // Reaped: no peak, and no error either.
+        assert_eq!(peak.take(), Ok(None));
         assert!(first >= 64 << 20, "peak {first} holds the freed 64 MiB");
         assert!(
             second + (48 << 20) < first,

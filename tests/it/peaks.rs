@@ -68,6 +68,16 @@ fn a_spike_between_samples_is_in_the_kernels_peak_of_its_phase() {
             .all(|e| !e["kernel_peak_bytes"].is_empty()),
         "every edge carries its span's peak"
     );
+    // The resets do not shrink the run's VmHWM: it holds the spike too.
+    let vm_hwm = runs(&dir)[0]["vm_hwm_bytes"]
+        .as_f64()
+        .expect("vm_hwm_bytes");
+    let loaded = cycles[0]["loaded_bytes"].as_f64().expect("loaded");
+    assert!(
+        vm_hwm >= loaded + 64.0 * MIB - SLACK,
+        "VmHWM {:.1} MiB",
+        vm_hwm / MIB
+    );
     let peaks = csv_rows(&dir.join("peaks.csv"));
     let load_rows = peaks.iter().filter(|r| r["phase"] == "load").count();
     assert_eq!(load_rows, 3, "peaks.csv has a row per load");
