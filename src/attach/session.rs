@@ -314,6 +314,10 @@ impl Marker<'_> {
         self.numbering.assign(&mut edge);
         self.max_cycle = self.max_cycle.max(edge.cycle);
         self.last_t_s = t_s;
-        self.events.append(&Event { t_s, edge });
+        self.events.append(&Event {
+            t_s,
+            edge,
+            kernel_peak_bytes: None,
+        });
     }
 }

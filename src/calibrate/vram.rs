@@ -339,6 +339,7 @@ mod tests {
                 note: None,
                 mono_s: None,
             },
+            kernel_peak_bytes: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod compare_files;
 pub mod console;
 mod fields;
 pub mod markdown;
+pub mod peaks;
 pub mod sleep;
 pub mod table;
 pub mod trace;
@@ -52,6 +53,9 @@ pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary)
     write_atomic(&dir.join(SUMMARY_FILE), &summary_json(summary)?)?;
     if let Some(csv) = sleep::csv(summary)? {
         write_atomic(&dir.join(sleep::SLEEP_CSV_FILE), &csv)?;
+    }
+    if let Some(csv) = peaks::csv(summary)? {
+        write_atomic(&dir.join(peaks::PEAKS_CSV_FILE), &csv)?;
     }
     chart::timeline::write_timeline(record, summary, &dir.join(TIMELINE_FILE))?;
     Ok(())

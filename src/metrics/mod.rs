@@ -10,6 +10,7 @@ pub mod catalogue;
 pub mod comparison;
 pub mod gpu_view;
 pub mod memory;
+pub mod peaks;
 pub mod resource;
 pub mod sleep;
 
@@ -107,6 +108,14 @@ pub struct RunSummary {
     /// Each sleep of a model and its wake (`sleep`); empty when none slept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sleeps: Vec<sleep::SleepWake>,
+    /// Host memory's peak in each phase, sampled and the kernel's exact one
+    /// (`peaks`); empty when the kernel's was not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phase_peaks: Vec<peaks::PhasePeak>,
+    /// "not available: <why>" where the kernel's peaks per phase could not
+    /// be read (e.g. the VmHWM reset was refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_peak: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -309,6 +318,12 @@ fn summarize_run(
             resources.iter().copied().find(|r| r.is_device()),
             threshold,
         ),
+        phase_peaks: peaks::of_run(run),
+        kernel_peak: run
+            .meta
+            .kernel_peak_unavailable
+            .as_ref()
+            .map(|why| format!("not available: {why}")),
     }
 }
 
@@ -606,6 +621,7 @@ mod tests {
                     note: None,
                     mono_s: None,
                 },
+                kernel_peak_bytes: None,
             })
             .collect();
         run.samples = samples

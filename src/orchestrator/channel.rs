@@ -18,11 +18,22 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
 use crate::protocol::{Envelope, Message, EVENT_FD, EVENT_FD_ENV, EVENT_PIPE_ENV, MAX_LINE_BYTES};
+use crate::sampler::hwm::KernelPeak;
 use crate::sampler::Probe;
 
-/// One line of the channel: when it arrived (seconds on the run's clock) and
-/// the message, or what was wrong with it.
-pub type Arrival = (f64, Result<Envelope, String>);
+/// One line of the channel.
+#[derive(Debug)]
+pub struct Arrival {
+    /// When it arrived (seconds on the run's clock).
+    pub t_s: f64,
+    /// The message, or what was wrong with it.
+    pub parsed: Result<Envelope, String>,
+    /// For a phase edge: the kernel's peak of the worker's RSS since its
+    /// previous edge (read, then reset, as the line arrived: `sampler::hwm`),
+    /// or why there is none; `None` for other lines and for an edge read
+    /// after the worker ended.
+    pub kernel_peak: Option<Result<u64, String>>,
+}
 
 /// Both ends of the pipe, both close-on-exec in the parent.
 pub struct Channel {
@@ -68,72 +79,108 @@ impl Channel {
     /// With `fill`, a phase line that carries no memory reading gets one from
     /// it the moment the line is read (a program's; see `protocol`); a tree
     /// probe (`exec --tree`) replaces every line's reading, so phase edges are
-    /// the tree's sum like the samples.
-    pub fn start_reader(self, clock_zero: Instant, fill: Option<Probe>) -> Receiver<Arrival> {
+    /// the tree's sum like the samples. `peak` gives each phase edge the
+    /// kernel's peak since the one before (or why it cannot).
+    pub fn start_reader(
+        self,
+        clock_zero: Instant,
+        fill: Option<Probe>,
+        peak: Result<KernelPeak, String>,
+    ) -> Receiver<Arrival> {
         let Channel { read, write } = self;
         drop(write);
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || read_messages(File::from(read), clock_zero, fill, &tx));
+        std::thread::spawn(move || {
+            let reader = Reader {
+                clock_zero,
+                fill,
+                peak,
+            };
+            reader.read_messages(File::from(read), &tx)
+        });
         rx
     }
 }
 
-/// Reads lines until the end of the channel, sending each as it arrives.
-fn read_messages(
-    source: impl Read,
+/// What the reading thread adds to each line as it arrives.
+struct Reader {
     clock_zero: Instant,
-    mut fill: Option<Probe>,
-    tx: &Sender<Arrival>,
-) {
-    let mut reader = BufReader::new(source);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let limit = MAX_LINE_BYTES as u64 + 1;
-        let n = match (&mut reader).take(limit).read_until(b'\n', &mut line) {
-            Ok(n) => n,
-            Err(e) => {
-                let t_s = clock_zero.elapsed().as_secs_f64();
-                let _ = tx.send((t_s, Err(format!("cannot read the event channel: {e}"))));
+    fill: Option<Probe>,
+    peak: Result<KernelPeak, String>,
+}
+
+impl Reader {
+    /// Reads lines until the end of the channel, sending each as it arrives.
+    fn read_messages(mut self, source: impl Read, tx: &Sender<Arrival>) {
+        let mut reader = BufReader::new(source);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let limit = MAX_LINE_BYTES as u64 + 1;
+            let n = match (&mut reader).take(limit).read_until(b'\n', &mut line) {
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = tx.send(Arrival {
+                        t_s: self.clock_zero.elapsed().as_secs_f64(),
+                        parsed: Err(format!("cannot read the event channel: {e}")),
+                        kernel_peak: None,
+                    });
+                    return;
+                }
+            };
+            if n == 0 {
                 return;
             }
-        };
-        if n == 0 {
-            return;
-        }
-        let t_s = clock_zero.elapsed().as_secs_f64();
-        let mut parsed = if line.last() == Some(&b'\n') {
-            line.pop();
-            std::str::from_utf8(&line)
-                .map_err(|e| format!("a line that is not UTF-8 ({e})"))
-                .and_then(Envelope::parse_line)
-        } else if line.len() > MAX_LINE_BYTES {
-            skip_to_newline(&mut reader);
-            Err(format!("a line longer than {MAX_LINE_BYTES} bytes"))
-        } else {
-            Err(format!(
-                "a message cut off before its newline (the worker ended while writing it): {:?}",
-                String::from_utf8_lossy(&line[..line.len().min(80)])
-            ))
-        };
-        if let (
-            Some(probe),
-            Ok(Envelope {
+            let t_s = self.clock_zero.elapsed().as_secs_f64();
+            let mut parsed = if line.last() == Some(&b'\n') {
+                line.pop();
+                std::str::from_utf8(&line)
+                    .map_err(|e| format!("a line that is not UTF-8 ({e})"))
+                    .and_then(Envelope::parse_line)
+            } else if line.len() > MAX_LINE_BYTES {
+                skip_to_newline(&mut reader);
+                Err(format!("a line longer than {MAX_LINE_BYTES} bytes"))
+            } else {
+                Err(format!(
+                    "a message cut off before its newline (the worker ended while writing it): {:?}",
+                    String::from_utf8_lossy(&line[..line.len().min(80)])
+                ))
+            };
+            let mut kernel_peak = None;
+            if let Ok(Envelope {
                 message: Message::Phase(edge),
                 ..
-            }),
-        ) = (fill.as_mut(), parsed.as_mut())
-        {
-            if edge.memory.rss_bytes == 0 || matches!(probe, Probe::Tree(_)) {
-                if let Ok(reading) = probe.read() {
-                    edge.memory.rss_bytes = reading.rss_bytes;
-                    edge.memory.anon_bytes = reading.anon_bytes;
-                    edge.memory.file_bytes = reading.file_bytes;
-                }
+            }) = parsed.as_mut()
+            {
+                // First the peak, closest to the edge: the span it closes.
+                kernel_peak = match self.peak.as_mut() {
+                    Ok(peak) => peak.take().transpose(),
+                    Err(why) => Some(Err(why.clone())),
+                };
+                self.fill_memory(&mut edge.memory);
+            }
+            let arrival = Arrival {
+                t_s,
+                parsed,
+                kernel_peak,
+            };
+            if tx.send(arrival).is_err() {
+                return;
             }
         }
-        if tx.send((t_s, parsed)).is_err() {
+    }
+
+    /// Gives a phase line without a memory reading one (see `start_reader`).
+    fn fill_memory(&mut self, memory: &mut crate::protocol::MemoryAtEdge) {
+        let Some(probe) = self.fill.as_mut() else {
             return;
+        };
+        if memory.rss_bytes == 0 || matches!(probe, Probe::Tree(_)) {
+            if let Ok(reading) = probe.read() {
+                memory.rss_bytes = reading.rss_bytes;
+                memory.anon_bytes = reading.anon_bytes;
+                memory.file_bytes = reading.file_bytes;
+            }
         }
     }
 }
@@ -158,9 +205,14 @@ mod tests {
 
     fn read_all(bytes: &[u8]) -> Vec<Result<Envelope, String>> {
         let (tx, rx) = mpsc::channel();
-        read_messages(bytes, Instant::now(), None, &tx);
+        let reader = Reader {
+            clock_zero: Instant::now(),
+            fill: None,
+            peak: Err("not asked for".into()),
+        };
+        reader.read_messages(bytes, &tx);
         drop(tx);
-        rx.into_iter().map(|(_, parsed)| parsed).collect()
+        rx.into_iter().map(|a| a.parsed).collect()
     }
 
     fn done_line() -> String {
@@ -198,12 +250,12 @@ mod tests {
         command.args(["-c", &format!("echo \"$MEMREL_EVENT_FD\" >&{EVENT_FD}")]);
         channel.attach(&mut command);
         let mut child = command.spawn().expect("sh starts");
-        let rx = channel.start_reader(Instant::now(), None);
+        let rx = channel.start_reader(Instant::now(), None, Err("not asked for".into()));
         let got: Vec<Arrival> = rx.into_iter().collect();
         assert!(child.wait().expect("exit").success());
         // "3" is not a message: the line arrives as an error, and then the channel ends.
         assert_eq!(got.len(), 1);
-        let err = got[0].1.as_ref().expect_err("not a message");
+        let err = got[0].parsed.as_ref().expect_err("not a message");
         assert!(err.contains("\"3\""), "{err}");
     }
 }

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
+use crate::sampler::hwm::KernelPeak;
 use crate::sampler::page_cache::{Method, PageCacheProbe};
 use crate::sampler::procfs::StatmProbe;
 use crate::sampler::{Probe, Sampler, VramProbe};
@@ -283,7 +284,17 @@ impl Process<'_> {
                 .then(|| StatmProbe::open(pid).ok().map(Probe::Procfs))
                 .flatten()
         };
-        let messages = channel.start_reader(self.clock_zero, fill);
+        // The kernel's peak between edges is one process's VmHWM: not the
+        // tree's PSS sum the samples are under --tree.
+        let kernel_peak =
+            if duties.sample_tree {
+                Err("the samples are the process tree's PSS (--tree); the kernel's peak (VmHWM) is \
+                 one process's, so it is not put beside them"
+                .to_string())
+            } else {
+                KernelPeak::open(pid)
+            };
+        let messages = channel.start_reader(self.clock_zero, fill, kernel_peak);
         let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
         let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
         got.edge_container = cgroup.probe();
@@ -381,11 +392,10 @@ impl Process<'_> {
             // The readings before it are kept; the note says why the rest is missing.
             meta.page_cache_note.get_or_insert(why);
         }
-        if meta.vm_hwm_bytes.is_none() {
-            // A program that sent no `done` (no memrel module, or one that
-            // failed) still has the kernel's peak.
-            meta.vm_hwm_bytes = peak_bytes;
-        }
+        // A program that sent no `done` (no memrel module, or one that
+        // failed) still has the kernel's peak; after the last edge's reset,
+        // it is the peak since that edge, one part of the run's.
+        meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(peak_bytes);
         append_tail(
             &mut meta.stdout_tail,
             stdout.finish(PIPE_GRACE),
@@ -510,8 +520,25 @@ struct Collected {
 
 impl Collected {
     fn take(&mut self, arrival: Arrival, meta: &mut RunMeta, on_event: &mut dyn FnMut(&Event)) {
-        let (arrived_s, parsed) = arrival;
+        let Arrival {
+            t_s: arrived_s,
+            parsed,
+            kernel_peak,
+        } = arrival;
         let mut t_s = arrived_s;
+        let kernel_peak_bytes = match kernel_peak {
+            Some(Ok(bytes)) => {
+                // Each reset leaves VmHWM (and wait4's ru_maxrss) the peak
+                // since the last edge only: the run's peak is the largest.
+                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(bytes));
+                Some(bytes)
+            }
+            Some(Err(why)) => {
+                meta.kernel_peak_unavailable.get_or_insert(why);
+                None
+            }
+            None => None,
+        };
         let envelope = match parsed {
             Ok(envelope) => envelope,
             Err(e) => {
@@ -564,7 +591,11 @@ impl Collected {
                 if edge.elapsed_s.is_none() && edge.edge == Edge::End {
                     edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
                 }
-                let event = Event { t_s, edge };
+                let event = Event {
+                    t_s,
+                    edge,
+                    kernel_peak_bytes,
+                };
                 on_event(&event);
                 self.events_taken += 1;
                 self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;

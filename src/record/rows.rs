@@ -67,7 +67,7 @@ pub(super) const SAMPLE_COLUMNS: [&str; 16] = [
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 23] = [
+pub(super) const EVENT_COLUMNS: [&str; 24] = [
     "t_s",
     "run",
     "strategy",
@@ -91,6 +91,7 @@ pub(super) const EVENT_COLUMNS: [&str; 23] = [
     "container_bytes",
     "page_cache_bytes",
     "note",
+    "kernel_peak_bytes",
 ];
 
 /// An events.csv row: `EventRow<'static>` when read back.
@@ -126,6 +127,9 @@ pub(super) struct EventRow<'a> {
     #[serde(default)]
     page_cache_bytes: Option<u64>,
     note: Option<Cow<'a, str>>,
+    /// The kernel's peak since the previous edge (absent in older records).
+    #[serde(default)]
+    kernel_peak_bytes: Option<u64>,
 }
 
 impl<'a> SampleRow<'a> {
@@ -217,6 +221,7 @@ impl<'a> EventRow<'a> {
             container_bytes: e.memory.container_bytes,
             page_cache_bytes: e.memory.page_cache_bytes,
             note: e.note.as_deref().map(Cow::Borrowed),
+            kernel_peak_bytes: event.kernel_peak_bytes,
         }
     }
 }
@@ -307,6 +312,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
             note: row.note.map(Cow::into_owned),
             mono_s: None,
         },
+        kernel_peak_bytes: row.kernel_peak_bytes,
     };
     Ok((row.run, event))
 }

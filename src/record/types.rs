@@ -50,6 +50,11 @@ pub struct ContainerSample {
 pub struct Event {
     pub t_s: f64,
     pub edge: PhaseEdge,
+    /// The kernel's peak of the worker's RSS since its previous edge (VmHWM,
+    /// reset at each edge: `sampler::hwm`): the exact peak of the span this
+    /// edge closes, which samples can miss. `None` where it is not available
+    /// (the run's `kernel_peak_unavailable` says why) or in older records.
+    pub kernel_peak_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -125,6 +130,10 @@ pub struct RunMeta {
     /// it could not: a weights file deleted or replaced during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache_note: Option<String>,
+    /// Why the phase edges carry no kernel peak (`Event::kernel_peak_bytes`):
+    /// e.g. the VmHWM reset through /proc/PID/clear_refs was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_peak_unavailable: Option<String>,
 }
 
 impl RunMeta {
@@ -149,6 +158,7 @@ impl RunMeta {
             respawned_pids: Vec::new(),
             cgroup: None,
             page_cache_note: None,
+            kernel_peak_unavailable: None,
         }
     }
 }

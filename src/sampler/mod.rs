@@ -7,10 +7,12 @@
 //! not grow with the length of a run. It never parses events: a row's phase
 //! is the one the orchestrator last heard of, made exact when the run ends.
 
+pub mod hwm;
 pub mod nvml;
 pub mod page_cache;
 mod portable;
 pub mod procfs;
+mod tick;
 pub mod tree;
 pub mod vram;
 
@@ -98,6 +100,7 @@ pub struct Extras {
 /// A running sampler thread; `stop` hands its writer back.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
+    waker: tick::Waker,
     handle: JoinHandle<Finished>,
     pub probe_name: &'static str,
 }
@@ -145,6 +148,7 @@ impl Sampler {
         };
         let probe_name = probe.name();
         let flag = Arc::clone(&stop);
+        let (mut ticker, waker) = tick::Ticker::start(interval);
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || {
@@ -161,7 +165,7 @@ impl Sampler {
                     &mut side,
                     &mut writer,
                     pid,
-                    interval,
+                    &mut ticker,
                     clock_zero,
                     &flag,
                 );
@@ -172,6 +176,7 @@ impl Sampler {
             })?;
         Ok(Sampler {
             stop,
+            waker,
             handle,
             probe_name,
         })
@@ -185,8 +190,8 @@ impl Sampler {
     /// Stops and returns the writer and the VRAM probe, for the next process
     /// of the same run (respawn) or for its checks. `Err`: the thread panicked.
     pub fn stop_keep_probe(self) -> io::Result<Finished> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.thread().unpark();
+        self.stop.store(true, Ordering::Release);
+        self.waker.wake(self.handle.thread());
         self.handle
             .join()
             .map_err(|_| io::Error::other("the sampler thread panicked"))
@@ -202,18 +207,22 @@ struct Side {
     page_cache: Option<page_cache::PageCacheReader>,
 }
 
+/// Takes a reading at once and then at every tick of `ticker` (absolute
+/// deadlines: `tick`), until `stop` or the process is gone. Per tick: one
+/// `read` of the timer, one `pread` of the probe, one clock read and a row
+/// into the writer's buffer (a `write` every 100 ms).
 fn sample_loop(
     probe: &mut Probe,
     side: &mut Side,
     writer: &mut SampleWriter,
     pid: u32,
-    interval: Duration,
+    ticker: &mut tick::Ticker,
     clock_zero: Instant,
     stop: &AtomicBool,
 ) {
-    let mut next = Instant::now();
+    let stopped = || stop.load(Ordering::Acquire);
     let mut processes = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
+    while !stopped() {
         let Ok(reading) = probe.read() else { break };
         let t_s = clock_zero.elapsed().as_secs_f64();
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
@@ -232,16 +241,8 @@ fn sample_loop(
             });
             writer.write_processes(t_s, &processes);
         }
-        next += interval;
-        let now = Instant::now();
-        if next > now {
-            // Parked, not asleep: `stop` unparks it, so a run ends without
-            // waiting out an interval.
-            wait_until(next, stop);
-        } else {
-            // Fell behind (machine busy): skip missed ticks instead of bursting.
-            next = now;
-        }
+        // Fell behind (machine busy): the missed ticks are skipped, not burst.
+        ticker.wait(&stopped);
     }
 }
 
@@ -268,16 +269,4 @@ fn read_vram(
         .map(|touched| GpuVram::of(touched, processes))
         .unwrap_or_default();
     (root, gpus)
-}
-
-/// Parks the thread until `deadline` or until `stop` is set (a spurious
-/// wake-up parks again: no sample is taken early).
-fn wait_until(deadline: Instant, stop: &AtomicBool) {
-    loop {
-        let now = Instant::now();
-        if now >= deadline || stop.load(Ordering::Relaxed) {
-            return;
-        }
-        std::thread::park_timeout(deadline - now);
-    }
 }

@@ -5,9 +5,12 @@
 //! NVML never creates a CUDA context, so the parent can watch a worker
 //! without holding VRAM itself. In every build: nvml-wrapper opens
 //! `libnvidia-ml.so.1` with dlopen on first use, so a machine without the
-//! NVIDIA driver gets a clear error there, not a binary that fails to start. One reading costs
-//! ~40 µs (nvml-wrapper allocates the small process list each time); the
-//! measured costs are in results/reference/cuda/README.md.
+//! NVIDIA driver gets a clear error there, not a binary that fails to start.
+//! A reading is one NVML call, the process list (nvml-wrapper allocates the
+//! small list each time); the device's used memory is read beside it at
+//! most every 100 ms. `benches/nvml/run.sh` times a reading against a bare
+//! NVML call from Python; the measured costs are in
+//! results/reference/cuda/README.md.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -101,6 +104,11 @@ struct Cost {
     kept_ns: Vec<u32>,
 }
 
+/// How often the probe reads the whole device's used memory (for its
+/// check's first / max / last): not at every reading, which would make one
+/// reading two NVML calls.
+const DEVICE_READ_EVERY: Duration = Duration::from_millis(100);
+
 /// Durations kept per probe: 20 minutes at 200 Hz.
 const KEPT_DURATIONS: usize = 240_000;
 
@@ -163,6 +171,7 @@ pub struct NvmlProbe {
     device_cost: Cost,
     first_read: Option<Instant>,
     last_read: Option<Instant>,
+    device_read: Option<Instant>,
     reads: u64,
     device_used_first_bytes: Option<u64>,
     device_used_max_bytes: u64,
@@ -188,6 +197,7 @@ impl NvmlProbe {
             device_cost: Cost::new(),
             first_read: None,
             last_read: None,
+            device_read: None,
             reads: 0,
             device_used_first_bytes: None,
             device_used_max_bytes: 0,
@@ -238,7 +248,11 @@ impl VramProbe for NvmlProbe {
             self.note_error(e);
         }
         self.found = found;
-        if let Some(index) = found {
+        let device_due = self
+            .device_read
+            .is_none_or(|at| now.duration_since(at) >= DEVICE_READ_EVERY);
+        if let (Some(index), true) = (found, device_due) {
+            self.device_read = Some(now);
             self.track_device(index);
         }
         value

@@ -74,6 +74,12 @@ pub struct FakeModel {
     pub vram_bytes: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub late_free_ms: u64,
+    /// A block of this many bytes the load allocates, touches, holds for
+    /// `spike_ms` and frees before its end: a peak between two samples.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spike_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spike_ms: u64,
 }
 
 fn is_zero(bytes: &u64) -> bool {

@@ -18,6 +18,10 @@
 //! thread frees it that many ms after the cycle's release step returns (the
 //! unload's, without a release step), the way a delayed free or a child
 //! that exits late gives memory back after the call that should have.
+//!
+//! A model with `spike_bytes` maps and touches that much more inside its
+//! load, holds it `spike_ms` (5 ms by default) and unmaps it before the load
+//! ends: a peak between two 10 ms samples that only the kernel's VmHWM sees.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -234,6 +238,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
                             host_copy: None,
                         };
                         leaked.push(Region::anon(m.leak_bytes as usize)?);
+                        spike(&m)?;
                         Ok((l, Some(format!("tensor_bytes={}", m.load_bytes()))))
                     })?;
                     loaded.insert(id.as_str(), l);
@@ -331,6 +336,25 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         checks: Vec::new(),
     }));
     drop(leaked);
+    Ok(())
+}
+
+/// The model's spike: `spike_bytes` mapped and touched, held `spike_ms`,
+/// unmapped (inside the load: a peak the load's end no longer shows).
+fn spike(m: &FakeModel) -> Result<()> {
+    if m.spike_bytes == 0 {
+        return Ok(());
+    }
+    // Populated by the kernel in one call: the block is resident at once,
+    // not page by page over the next milliseconds.
+    let block = Region::map(
+        m.spike_bytes as usize,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+        -1,
+    )?;
+    std::thread::sleep(Duration::from_millis(m.spike_ms));
+    drop(block);
     Ok(())
 }
 

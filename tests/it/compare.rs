@@ -547,6 +547,8 @@ fn failed_run(strategy: &str) -> RunSummary {
         resources: Vec::new(),
         load_throughput_bytes_per_s: None,
         sleeps: Vec::new(),
+        phase_peaks: Vec::new(),
+        kernel_peak: None,
     }
 }
 

@@ -7,7 +7,8 @@
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
 //! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
-//! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`).
+//! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
+//! `peaks::`).
 
 mod common;
 
@@ -30,6 +31,7 @@ mod launcher;
 mod machine;
 mod model_arg;
 mod page_cache;
+mod peaks;
 mod program;
 mod pytest_plugin;
 mod rerun;

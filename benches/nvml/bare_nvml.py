@@ -1,0 +1,86 @@
+"""The bare cost of the NVML calls memrel's VRAM sampler makes, from Python
+(nvidia-ml-py's `pynvml`): the yardstick for issue 26's "one VRAM reading
+<= a bare NVML call" (benches/nvml/run.sh prints it beside memrel's own
+reading, `cargo bench --features cuda --bench nvml`).
+
+Why a CUDA context: NVML's process list costs more with a process in it;
+memrel's bench holds one (its own), so this script makes one too (the
+driver API through ctypes, no torch), and so both lists hold one process.
+
+  python3 benches/nvml/bare_nvml.py [--calls 20000] [--gpu 0]
+  python3 benches/nvml/bare_nvml.py --hold 5   # only hold a context 5 s
+                                               # (the program memrel samples)
+"""
+
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+
+
+def cuda_context(gpu):
+    """A CUDA context on `gpu` for this process, through libcuda."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    device = ctypes.c_int()
+    ctx = ctypes.c_void_p()
+    for name, call in (("cuInit", lambda: cuda.cuInit(0)),
+                       ("cuDeviceGet", lambda: cuda.cuDeviceGet(ctypes.byref(device), gpu)),
+                       ("cuCtxCreate", lambda: cuda.cuCtxCreate_v2(ctypes.byref(ctx), 0, device))):
+        rc = call()
+        if rc != 0:
+            raise SystemExit("bare_nvml.py: %s failed with CUDA error %d" % (name, rc))
+    return cuda, ctx
+
+
+def timed(fn, calls):
+    """Per-call µs of `calls` calls of fn (each timed alone)."""
+    out = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        out.append((time.perf_counter_ns() - t0) / 1e3)
+    return out
+
+
+def line(name, us):
+    us_sorted = sorted(us)
+    p99 = us_sorted[int(0.99 * (len(us_sorted) - 1))]
+    return "%-44s median %.1f µs, mean %.1f µs, p99 %.1f µs over %d calls" % (
+        name, statistics.median(us), statistics.fmean(us), p99, len(us))
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--calls", type=int, default=20000)
+    p.add_argument("--gpu", type=int, default=0, help="NVML and CUDA index (default 0)")
+    p.add_argument("--hold", type=float, default=None,
+                   help="only make a CUDA context and hold it this many seconds")
+    args = p.parse_args(argv)
+    if args.hold is not None:
+        _keep = cuda_context(args.gpu)
+        time.sleep(args.hold)
+        return 0
+    try:
+        import pynvml
+    except ImportError:
+        print("bare_nvml.py: pynvml is missing: pip install nvidia-ml-py", file=sys.stderr)
+        return 2
+    _keep = cuda_context(args.gpu)
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(args.gpu)
+    listed = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    print("GPU %d: %s; %d compute process(es) listed" % (
+        args.gpu, pynvml.nvmlDeviceGetName(handle), len(listed)))
+    warm = max(100, args.calls // 20)
+    timed(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle), warm)
+    print(line("python nvmlDeviceGetComputeRunningProcesses",
+               timed(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle), args.calls)))
+    print(line("python nvmlDeviceGetMemoryInfo",
+               timed(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle), args.calls)))
+    pynvml.nvmlShutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
