@@ -159,9 +159,11 @@ fn difference(scenario: &str, fact: &str, baseline: &str, new: &str) -> MachineD
 }
 
 /// The facts of one machine as `check` compares them (the full set when
-/// its record has them), for `memrel baseline show`.
+/// its record has them), then its `machine key`, for `memrel baseline show`.
 pub fn facts_of(host: &Host) -> Vec<(String, String)> {
-    facts(host, host.machine.is_some())
+    let mut out = facts(host, host.machine.is_some());
+    out.push(("machine key".into(), crate::machine::key(host)));
+    out
 }
 
 /// The compared facts of one machine, as people read them. `full`: both

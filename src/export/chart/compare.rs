@@ -287,14 +287,19 @@ fn median_mib(v: &Option<Spread>) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
-/// The machine's key at the top left of its facet's plot.
+/// The machine's key at the top left of its facet's plot, on a white box
+/// so the lines under it do not hide it.
 fn draw_facet_title(area: &Area, machine: &str) -> Result<()> {
-    area.draw_text(
-        &format!("machine {machine}"),
-        &(FONT, 16).into_font().color(&RGBColor(30, 30, 30)),
-        (Y_LABEL_AREA as i32 + 12, MARGIN as i32 + 6),
-    )
+    let text = format!("machine {machine}");
+    let font = (FONT, 16).into_font().color(&RGBColor(30, 30, 30));
+    let (w, h) = area.estimate_text_size(&text, &font).map_err(plot_err)?;
+    let (x, y) = (Y_LABEL_AREA as i32 + 40, MARGIN as i32 + 8);
+    area.draw(&Rectangle::new(
+        [(x - 6, y - 4), (x + w as i32 + 6, y + h as i32 + 4)],
+        WHITE.mix(0.9).filled(),
+    ))
     .map_err(plot_err)?;
+    area.draw_text(&text, &font, (x, y)).map_err(plot_err)?;
     Ok(())
 }
 
