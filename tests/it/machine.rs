@@ -235,4 +235,87 @@ fn a_run_records_the_machine_facts() {
     assert!(machine["cpu_model"].is_string(), "{host}");
     assert!(machine["allocators"].is_object(), "{host}");
     assert!(machine["gpus"].is_array(), "{host}");
+    // The commit memrel was built from (build.rs): this checkout is a git tree.
+    let commit = crate::common::runs_json(&dir)["header"]["memrel_commit"].clone();
+    let commit = commit
+        .as_str()
+        .unwrap_or_else(|| panic!("no memrel_commit: {commit}"));
+    assert!(
+        commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "{commit}"
+    );
+}
+
+/// `memrel compare` across machines (issue 28): the machine is a column of
+/// compare.csv and the tables, an older record is `unknown`, and one
+/// `MEMREL_MACHINE` name on two kinds of machine is an error naming both.
+#[test]
+fn compare_keys_rows_by_machine_and_refuses_a_key_clash() {
+    let work = tempfile::tempdir().unwrap();
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/baselines/ci/ci-gate");
+    let (a, b, old) = (
+        work.path().join("a"),
+        work.path().join("b"),
+        work.path().join("old"),
+    );
+    for dir in [&a, &b, &old] {
+        copy_record(&committed, dir);
+    }
+    edit_runs_json(&b, |j| j["header"]["host"]["cpus"] = 16.into());
+    edit_runs_json(&old, |j| {
+        j["header"]["host"]
+            .as_object_mut()
+            .unwrap()
+            .remove("machine");
+    });
+    let output = memrel()
+        .args(["compare", "--out"])
+        .arg(work.path().join("out"))
+        .args([&a, &b, &old])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", streams(&output));
+    let console = text(&output.stdout);
+    assert!(console.contains("machine"), "{console}");
+    let out = crate::common::only_results_dir(&work.path().join("out"), "compare");
+    let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    let machines: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(4).unwrap())
+        .collect();
+    assert!(
+        machines[0].starts_with("amd-epyc-2c-24g-glibc2.36-"),
+        "{csv}"
+    );
+    assert!(
+        machines
+            .iter()
+            .any(|m| m.starts_with("amd-epyc-16c-24g-glibc2.36-")),
+        "{csv}"
+    );
+    assert_eq!(machines.last(), Some(&"unknown"), "{csv}");
+    let json = read_json(&out.join("compare.json"));
+    assert_eq!(json["machines"].as_array().unwrap().len(), 3, "{json}");
+
+    // One name on two kinds of machine.
+    for dir in [&a, &b] {
+        edit_runs_json(dir, |j| {
+            j["header"]["host"]["machine"]["name"] = "pool-a".into()
+        });
+    }
+    let output = memrel()
+        .args(["compare", "--out"])
+        .arg(work.path().join("out"))
+        .args([&a, &b])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = text(&output.stderr);
+    assert!(err.contains("machine key clash"), "{err}");
+    assert!(
+        err.contains(&a.display().to_string()) && err.contains(&b.display().to_string()),
+        "{err}"
+    );
+    assert!(err.contains("CPUs 2 → 16"), "{err}");
 }
