@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "memrel",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MEMREL_COMMIT"), ")"),
     about = "Measures whether, how fast and at what cost ML model memory goes back to the system after a model is unloaded",
     long_about = None,
     after_help = "Examples:\n  memrel run                                   # the default scenario (cpu-trim)\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel compare --scenario cpu-trim --repeat 3  # strategies side by side: compare.png, retained.png, release.png, compare.md\n  memrel compare results/a/<stamp> results/b/<stamp>\n  memrel report results/cpu-trim/<stamp>       # re-render a saved run from its data\n  memrel list --long                           # scenarios, strategies, model presets\n  memrel model gen bert-base ./bert-base       # write a synthetic HuggingFace-layout model"
@@ -262,6 +262,9 @@ pub struct CheckArgs {
     /// Judge only the complete runs: leave out runs that failed, timed out, were killed or are incomplete (every affected verdict says so); default: such runs make the check an error (exit 2).
     #[arg(long)]
     pub complete_runs_only: bool,
+    /// Judge runs against a baseline made on another kind of machine (another `machine` key): every verdict row says so; default: such a check is an error (exit 2) naming the facts that differ.
+    #[arg(long)]
+    pub any_machine: bool,
 }
 
 #[derive(Debug, Args)]

@@ -53,6 +53,7 @@ pub fn describe() -> Host {
             gpu_driver,
             cuda,
             allocators: allocator_versions(),
+            name: crate::machine::name_from_env(),
         }),
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod attach;
 pub mod baseline;
+pub mod build_info;
 pub mod calibrate;
 pub mod cgroup;
 pub mod cli;
@@ -15,6 +16,7 @@ pub mod export;
 pub mod fsutil;
 pub mod gate;
 pub mod host;
+pub mod machine;
 pub mod metrics;
 pub mod model;
 pub mod orchestrator;

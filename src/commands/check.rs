@@ -28,6 +28,7 @@ pub fn run(args: &cli::CheckArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         results_root: args.out.clone(),
         verdict_dir: args.verdict_dir.clone(),
         broken_runs: BrokenRuns::from_flag(args.complete_runs_only),
+        any_machine: args.any_machine,
     };
     let (report, dir) = execute(&options)?;
     for w in &report.warnings {

@@ -3,6 +3,10 @@
 //! and writes the comparison into that run's results directory; with saved
 //! results directories it runs nothing and writes into `<OUT>/compare/<stamp>`.
 //!
+//! Saved directories from several machines are compared as (machine,
+//! strategy) rows; two directories that claim one `machine` key but differ
+//! in its facts are an error naming both (`machine::clashes`).
+//!
 //! Loads, summarizes and hands over to the exporters; it computes no number
 //! itself and never rewrites the saved directories it compares.
 
@@ -14,6 +18,7 @@ use anyhow::{bail, Context, Result};
 use super::{output, ExitStatus};
 use crate::cli::CompareArgs;
 use crate::export::{self, table};
+use crate::machine::{clashes, Keyed};
 use crate::metrics::comparison::Comparison;
 use crate::plan::Plan;
 use crate::record::{Record, RunStatus};
@@ -96,6 +101,18 @@ pub fn compare_saved(
         bail!("name at least one results directory, or pass --scenario to run one");
     }
     let sources = dirs.iter().map(|d| load(d)).collect::<Result<Vec<_>>>()?;
+    let keyed: Vec<Keyed> = sources
+        .iter()
+        .map(|l| Keyed {
+            who: l.dir.display().to_string(),
+            key: crate::machine::key(&l.record.header.host),
+            host: &l.record.header.host,
+        })
+        .collect();
+    let clashes = clashes(&keyed);
+    if !clashes.is_empty() {
+        bail!("{}", clashes.join("\n"));
+    }
     let comparison = compare_loaded(&sources);
     let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
     let dir = create_out_dir(out_root, "compare")?;

@@ -3,7 +3,8 @@
 //!
 //! compare.json is the [`Comparison`] as serde writes it (every resource's
 //! summary under `rows[].summary.resources`). compare.csv has the strategy's
-//! columns, then one column group per resource of `Comparison::resources`
+//! columns (since version 5 with `machine`, the source's `machine` key, so
+//! a row is keyed by (machine, strategy)), then one column group per resource of `Comparison::resources`
 //! (lead first), each prefixed by the resource key without its colon
 //! (`cuda0_…`, `host_…`), then the times once:
 //! - `<r>_baseline_bytes`, `_peak_bytes`, `_loaded_bytes`, `_after_unload_bytes`,
@@ -102,6 +103,7 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
         "source",
         "dir",
         "scenario",
+        "machine",
         "strategy",
         "runs",
         "runs_completed",
@@ -137,6 +139,7 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
             source.map(|x| x.label.clone()).unwrap_or_default(),
             source.map(|x| x.dir.clone()).unwrap_or_default(),
             source.map(|x| x.scenario.clone()).unwrap_or_default(),
+            row.machine.clone(),
             row.strategy.clone(),
             s.runs.to_string(),
             s.runs_completed.to_string(),
@@ -197,7 +200,10 @@ mod tests {
         assert_eq!(&rows[0][2], "a,b");
         let json: serde_json::Value =
             serde_json::from_slice(&comparison_json(&c).unwrap()).unwrap();
-        assert_eq!(json["schema_version"], 4);
+        assert_eq!(json["schema_version"], 5);
+        // The fixture predates the machine facts: its machine is unknown.
+        assert_eq!(&header[4], "machine");
+        assert!(rows.iter().all(|r| &r[4] == "unknown"), "{rows:?}");
         // A cpu comparison has host columns only.
         assert!(header.iter().all(|h| !h.starts_with("cuda")), "{header:?}");
     }
@@ -234,12 +240,12 @@ mod tests {
                 );
             }
         }
-        let drop = rows.iter().find(|r| &r[4] == "drop").unwrap();
+        let drop = rows.iter().find(|r| &r[5] == "drop").unwrap();
         let mib = |v: &str| v.parse::<f64>().unwrap() / (1u64 << 20) as f64;
         assert_eq!(mib(&drop[at("cuda0_retained_bytes_median")]), 416.0);
         assert_eq!(mib(&drop[at("cuda0_floor_bytes_median")]), 586.0);
         assert_eq!(&drop[at("cuda0_not_measured")], "");
-        let context = rows.iter().find(|r| &r[4] == "context-release").unwrap();
+        let context = rows.iter().find(|r| &r[5] == "context-release").unwrap();
         assert_eq!(mib(&context[at("cuda0_retained_bytes")]), -678.0);
         assert_eq!(&context[at("cuda0_after_release_bytes")], "0");
         let json: serde_json::Value =

@@ -41,6 +41,7 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
             },
             summary: s,
             relative: None,
+            machine: None,
         })
         .collect();
     let (table, ranges_left_out) = console_lines(layout, &resources, &lines, false);

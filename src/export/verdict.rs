@@ -181,6 +181,15 @@ fn headline(report: &VerdictReport) -> String {
         labels.len(),
         counts.join(" · ")
     );
+    if report.any_machine {
+        for o in &report.other_machines {
+            let _ = write!(
+                line,
+                "\n\n⚠ judged across machines (--any-machine): {}",
+                o.sentence()
+            );
+        }
+    }
     if !report.machine_differences.is_empty() {
         let _ = write!(
             line,
@@ -485,6 +494,8 @@ mod tests {
             verdicts,
             warnings: Vec::new(),
             machine_differences: Vec::new(),
+            other_machines: Vec::new(),
+            any_machine: false,
         }
     }
 

@@ -28,6 +28,9 @@ pub struct CheckOptions {
     pub verdict_dir: Option<PathBuf>,
     /// What to do with runs that failed, timed out, were killed or are incomplete.
     pub broken_runs: BrokenRuns,
+    /// Judge a baseline made on another kind of machine (every row of such
+    /// a scenario says so) instead of an error.
+    pub any_machine: bool,
 }
 
 /// Judges every directory of `options` (or fresh runs of the baseline's
@@ -53,6 +56,8 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         verdicts: Vec::new(),
         warnings: Vec::new(),
         machine_differences: Vec::new(),
+        other_machines: Vec::new(),
+        any_machine: options.any_machine,
     };
     // Where each broken run's record lives, for the error message.
     let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
@@ -107,6 +112,7 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
         let machine = super::machine::compare(&name, &base.header.host, &record.header.host);
         report.warnings.extend(machine.warnings);
         report.machine_differences.extend(machine.differences);
+        let other = super::machine::other_machine(&name, &base.header.host, &record.header.host);
         let mut base_summary = metrics::summarize(&base);
         let mut base_broken = broken_runs(&base_summary, Side::Baseline);
         attach_stderr(&mut base_broken, &base);
@@ -132,6 +138,12 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
             &new_summary,
             &new_scenario.thresholds,
         ));
+        if let Some(other) = other {
+            if options.any_machine {
+                note_across_machines(&mut verdicts, &other.row_note());
+            }
+            report.other_machines.push(other);
+        }
         finish_scenario(&mut report, verdicts, &left_out);
     }
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
@@ -140,7 +152,27 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
     report
         .errors
         .extend(report.gaps.iter().map(|g| format!("coverage: {g}")));
+    if !options.any_machine {
+        report.errors.extend(report.other_machines.iter().map(|o| {
+            format!(
+                "machine: {}: numbers from two kinds of machine are not comparable; check against a baseline made on this kind of machine (`memrel run --scenario {} --save-baseline NAME`), or pass --any-machine to judge across machines",
+                o.sentence(),
+                o.scenario
+            )
+        }));
+    }
     Ok((report, dirs))
+}
+
+/// Every row of a scenario judged across machines says so (its note).
+fn note_across_machines(verdicts: &mut [MetricVerdict], note: &str) {
+    for v in verdicts {
+        v.note = if v.note.is_empty() {
+            note.to_string()
+        } else {
+            format!("{}; {note}", v.note)
+        };
+    }
 }
 
 /// The baseline's scenarios that no checked directory holds: a gap each

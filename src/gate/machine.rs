@@ -4,9 +4,14 @@
 //! move memory numbers with no change in the code. The hostname is never
 //! one of them: CI runners get a new one every job.
 //!
-//! A difference is a warning and a line in verdict.md's headline, never a
-//! verdict: the gate still judges the numbers. Compares the records'
-//! `Host`s, nothing else; reads no files.
+//! Two levels. A baseline made on another kind of machine (another
+//! `machine` key, `crate::machine`) is [`OtherMachine`]: `memrel check`
+//! names the key facts that differ and exits 2, unless `--any-machine`,
+//! when every verdict row of the scenario says it judged across machines.
+//! Within one kind of machine, a fact outside the key that differs (the
+//! kernel's build, the full driver version, a package revision) is a
+//! warning and a line in verdict.md's headline, never a verdict. Compares
+//! the records' `Host`s, nothing else; reads no files.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +36,64 @@ pub struct MachineCheck {
 }
 
 const ABSENT: &str = "absent";
+
+/// A baseline made on another kind of machine than the runs checked.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OtherMachine {
+    pub scenario: String,
+    /// The `machine` keys of each side.
+    pub baseline_machine: String,
+    pub new_machine: String,
+    /// The key facts that differ, as (fact, baseline, new).
+    pub differences: Vec<MachineDifference>,
+}
+
+impl OtherMachine {
+    /// `scenario s: the baseline was made on machine A, these runs on B (CPUs 2 → 16)`.
+    pub fn sentence(&self) -> String {
+        let differ = if self.differences.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", describe(&self.differences))
+        };
+        format!(
+            "scenario {}: the baseline was made on machine {}, these runs on {}{differ}",
+            self.scenario, self.baseline_machine, self.new_machine
+        )
+    }
+
+    /// The note each verdict row of the scenario gets under `--any-machine`.
+    pub fn row_note(&self) -> String {
+        format!(
+            "across machines (--any-machine): baseline on {}, new on {}",
+            self.baseline_machine, self.new_machine
+        )
+    }
+}
+
+/// The baseline's machine against the new record's for `scenario`: `None`
+/// when they are one kind of machine, or when either record has no full
+/// facts (key `unknown`: [`compare`] warns about that instead).
+pub fn other_machine(scenario: &str, baseline: &Host, new: &Host) -> Option<OtherMachine> {
+    let (base_key, new_key) = (crate::machine::key(baseline), crate::machine::key(new));
+    if base_key == new_key
+        || base_key == crate::machine::UNKNOWN
+        || new_key == crate::machine::UNKNOWN
+    {
+        return None;
+    }
+    let differences = crate::machine::key_differences(baseline, new)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(fact, b, n)| difference(scenario, &fact, &b, &n))
+        .collect();
+    Some(OtherMachine {
+        scenario: scenario.to_string(),
+        baseline_machine: base_key,
+        new_machine: new_key,
+        differences,
+    })
+}
 
 /// Compares the baseline's machine with the new record's for `scenario`.
 pub fn compare(scenario: &str, baseline: &Host, new: &Host) -> MachineCheck {
@@ -96,9 +159,11 @@ fn difference(scenario: &str, fact: &str, baseline: &str, new: &str) -> MachineD
 }
 
 /// The facts of one machine as `check` compares them (the full set when
-/// its record has them), for `memrel baseline show`.
+/// its record has them), then its `machine key`, for `memrel baseline show`.
 pub fn facts_of(host: &Host) -> Vec<(String, String)> {
-    facts(host, host.machine.is_some())
+    let mut out = facts(host, host.machine.is_some());
+    out.push(("machine key".into(), crate::machine::key(host)));
+    out
 }
 
 /// The compared facts of one machine, as people read them. `full`: both
@@ -170,6 +235,7 @@ mod tests {
             allocators: [("libjemalloc2".to_string(), "5.3.0-2build1".to_string())]
                 .into_iter()
                 .collect(),
+            name: None,
         });
         host
     }
@@ -236,6 +302,36 @@ mod tests {
         assert_eq!(describe(&check.differences), "RAM 8.0 GiB → 16.0 GiB");
         assert_eq!(check.warnings.len(), 2, "{check:?}");
         assert!(check.warnings[1].contains("the baseline's record predates"));
+    }
+
+    #[test]
+    fn another_kind_of_machine_names_its_key_and_the_facts() {
+        let base = ubuntu();
+        let mut fresh = ubuntu();
+        fresh.hostname = "runner-9".into();
+        fresh.kernel = format!("{}-build2", base.kernel);
+        assert_eq!(other_machine("s", &base, &fresh), None);
+        let mut other = ubuntu();
+        other.cpus = 2;
+        let o = other_machine("s", &base, &other).expect("2 CPUs is another machine");
+        assert_ne!(o.baseline_machine, o.new_machine);
+        assert!(
+            o.baseline_machine
+                .starts_with("amd-epyc-7763-4c-8g-glibc2.39-"),
+            "{o:?}"
+        );
+        assert_eq!(describe(&o.differences), "CPUs 4 → 2");
+        assert!(o.sentence().ends_with("(CPUs 4 → 2)"), "{}", o.sentence());
+        assert!(o
+            .row_note()
+            .starts_with("across machines (--any-machine): baseline on amd-epyc-7763-4c"));
+        let mut old = ubuntu();
+        old.machine = None;
+        assert_eq!(
+            other_machine("s", &old, &other),
+            None,
+            "unknown: a warning, not this rule"
+        );
     }
 
     #[test]

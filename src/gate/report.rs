@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::coverage::CoverageGap;
-use super::machine::MachineDifference;
+use super::machine::{MachineDifference, OtherMachine};
 use super::metric::GateMetric;
 use crate::metrics::Resource;
 
@@ -20,8 +20,9 @@ use crate::metrics::Resource;
 /// other does not judge, and `machine_differences`, the facts of the
 /// machine that differ from the baseline's;
 /// 6: a broken run carries the last lines its program wrote to stderr,
-/// `stderr_tail`).
-pub const VERDICT_SCHEMA_VERSION: u32 = 6;
+/// `stderr_tail`; 7: the report lists `other_machines`, scenarios whose
+/// baseline was made on another kind of machine, and `any_machine`).
+pub const VERDICT_SCHEMA_VERSION: u32 = 7;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -231,6 +232,13 @@ pub struct VerdictReport {
     /// The machine facts that differ from the baseline's (never the hostname).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub machine_differences: Vec<MachineDifference>,
+    /// Scenarios whose baseline was made on another kind of machine (each
+    /// an error, exit 2, unless `any_machine`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_machines: Vec<OtherMachine>,
+    /// `--any-machine`: judged across machines; every row of such a scenario says so.
+    #[serde(default)]
+    pub any_machine: bool,
 }
 
 impl MetricVerdict {

@@ -1,6 +1,9 @@
 //! Strategies side by side: joins the summaries of one or more saved records
 //! into one [`Comparison`] (rows per strategy and source, forward time relative
-//! to a reference strategy, and what differs between the sources).
+//! to a reference strategy, and what differs between the sources). Every
+//! source and row carries its `machine` key, so a fleet's results read as
+//! (machine, strategy): the tables get a machine column and the charts a
+//! panel per machine when the sources span several.
 //!
 //! Pure like the rest of `metrics`: it reads summaries and headers, never
 //! files. It names what it joins (row labels, notes on what differs between
@@ -14,8 +17,11 @@ use crate::record::{Header, Host, RunStatus};
 
 /// Version of compare.json (and the columns of compare.csv): 3 added the
 /// release curve (`release_t50_s`, `release_t90_s`) per resource, 4 the
-/// release gap (`settle_s`, `late_bytes`).
-pub const COMPARE_SCHEMA_VERSION: u32 = 4;
+/// release gap (`settle_s`, `late_bytes`), 5 the `machine` key of each
+/// source and row (`crate::machine`; `unknown` for records without the
+/// machine facts), the comparison's `machines` and each source's
+/// `memrel_commit`.
+pub const COMPARE_SCHEMA_VERSION: u32 = 5;
 
 /// The strategy other rows are measured against when a source has it.
 pub const REFERENCE_STRATEGY: &str = "drop";
@@ -38,7 +44,13 @@ pub struct Source {
     pub dir: String,
     pub scenario: String,
     pub device: String,
+    /// The machine the record was made on (`crate::machine::key`).
+    #[serde(default = "unknown_machine")]
+    pub machine: String,
     pub memrel_version: String,
+    /// The commit memrel was built from; `unknown` for older records.
+    #[serde(default = "unknown_machine")]
+    pub memrel_commit: String,
     pub record_schema_version: u32,
     pub created_unix_s: u64,
     pub host: Host,
@@ -61,6 +73,9 @@ pub struct Row {
     pub label: String,
     /// Index into [`Comparison::sources`].
     pub source: usize,
+    /// The source's machine: rows are keyed by (machine, strategy).
+    #[serde(default = "unknown_machine")]
+    pub machine: String,
     pub strategy: String,
     /// Median forward time over the reference strategy's median (1.24 = 24 % slower).
     pub forward_time_relative: Option<f64>,
@@ -80,10 +95,18 @@ pub struct Comparison {
     /// the lead (a device any source read, else host) first.
     pub resources: Vec<Resource>,
     pub lead: Resource,
+    /// The distinct machines of the sources, in source order: more than one
+    /// makes `machine` a column of the tables and a facet of the charts.
+    #[serde(default)]
+    pub machines: Vec<String>,
     pub sources: Vec<Source>,
     pub rows: Vec<Row>,
     /// What differs between sources, and damage, one line each.
     pub warnings: Vec<String>,
+}
+
+fn unknown_machine() -> String {
+    crate::machine::UNKNOWN.to_string()
 }
 
 /// Joins the inputs into one comparison (rows in source order, then strategy order).
@@ -92,6 +115,7 @@ pub fn compare(inputs: &[Input]) -> Comparison {
     let mut sources = Vec::new();
     let mut rows = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
+        let machine = crate::machine::key(&input.header.host);
         let label = if many {
             source_letter(index)
         } else {
@@ -118,6 +142,7 @@ pub fn compare(inputs: &[Input]) -> Comparison {
                     s.strategy.clone()
                 },
                 source: index,
+                machine: machine.clone(),
                 strategy: s.strategy.clone(),
                 forward_time_relative,
                 notes: row_notes(input, s),
@@ -130,7 +155,9 @@ pub fn compare(inputs: &[Input]) -> Comparison {
             dir: input.dir.clone(),
             scenario: header.scenario.clone(),
             device: header.device.clone(),
+            machine,
             memrel_version: header.memrel_version.clone(),
+            memrel_commit: header.memrel_commit.clone().unwrap_or_else(unknown_machine),
             record_schema_version: header.schema_version,
             created_unix_s: header.created_unix_s,
             host: header.host.clone(),
@@ -182,6 +209,12 @@ pub fn compare(inputs: &[Input]) -> Comparison {
         .map(|i| i.summary.lead)
         .find(|r| r.is_device())
         .unwrap_or(Resource::Host);
+    let mut machines: Vec<String> = Vec::new();
+    for s in &sources {
+        if !machines.contains(&s.machine) {
+            machines.push(s.machine.clone());
+        }
+    }
     let mut resources = vec![lead];
     for input in inputs {
         for r in &input.summary.resources {
@@ -194,6 +227,7 @@ pub fn compare(inputs: &[Input]) -> Comparison {
         schema_version: COMPARE_SCHEMA_VERSION,
         resources,
         lead,
+        machines,
         scenario: scenarios.join(" vs "),
         device: devices.join(" vs "),
         retention_threshold_bytes: sources
@@ -332,9 +366,19 @@ fn differences(inputs: &[Input], sources: &[Source]) -> Vec<String> {
         );
         differ("host", host_line(&a.host), host_line(&b.host));
         differ(
+            "machine (rows are grouped by machine)",
+            sources[0].machine.clone(),
+            source.machine.clone(),
+        );
+        differ(
             "memrel version",
             a.memrel_version.clone(),
             b.memrel_version.clone(),
+        );
+        differ(
+            "memrel commit",
+            sources[0].memrel_commit.clone(),
+            source.memrel_commit.clone(),
         );
     }
     out
@@ -443,5 +487,58 @@ mod tests {
         let c = compare(&[input("a", &a.header, &sa), input("b", &b.header, &sb)]);
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         assert!(c.warnings[0].contains("ran different versions of scenario fixture"));
+    }
+
+    /// Two machines (issue 28): each row carries its source's machine, the
+    /// comparison lists both, and the sources say they differ.
+    #[test]
+    fn rows_are_keyed_by_machine_and_strategy() {
+        let mut a = fixture::record();
+        a.header.host.machine = Some(crate::record::Machine {
+            cpu_model: Some("AMD EPYC".into()),
+            ..Default::default()
+        });
+        let mut b = a.clone();
+        b.header.host.cpus = 16;
+        let old = fixture::record();
+        let (sa, sb, so) = (summarize(&a), summarize(&b), summarize(&old));
+        let input = |dir: &str, header, summary| Input {
+            dir: dir.into(),
+            header,
+            summary,
+            damage: Vec::new(),
+        };
+        let c = compare(&[
+            input("a", &a.header, &sa),
+            input("b", &b.header, &sb),
+            input("old", &old.header, &so),
+        ]);
+        assert_eq!(c.machines.len(), 3, "{:?}", c.machines);
+        assert!(
+            c.machines[0].starts_with("amd-epyc-2c-8g-glibc2.36-"),
+            "{:?}",
+            c.machines
+        );
+        assert!(
+            c.machines[1].starts_with("amd-epyc-16c-8g-glibc2.36-"),
+            "{:?}",
+            c.machines
+        );
+        assert_eq!(c.machines[2], "unknown", "a record without facts");
+        let keyed: Vec<(&str, &str)> = c
+            .rows
+            .iter()
+            .map(|r| (r.machine.as_str(), r.strategy.as_str()))
+            .collect();
+        assert_eq!(keyed[2], (c.machines[1].as_str(), "drop"));
+        assert_eq!(keyed[5], ("unknown", "malloc-trim"));
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.starts_with("A and B differ in machine")),
+            "{:?}",
+            c.warnings
+        );
+        assert_eq!(c.sources[2].memrel_commit, "unknown");
     }
 }

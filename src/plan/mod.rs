@@ -151,6 +151,7 @@ impl Plan {
             header: Header {
                 schema_version: SCHEMA_VERSION,
                 memrel_version: env!("CARGO_PKG_VERSION").to_string(),
+                memrel_commit: Some(crate::build_info::COMMIT.to_string()),
                 scenario: scenario.name.clone(),
                 scenario_origin: scenario.origin.clone(),
                 scenario_toml: scenario.toml_text.clone(),

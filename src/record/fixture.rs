@@ -12,6 +12,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
     Header {
         schema_version: SCHEMA_VERSION,
         memrel_version: "0.1.0".into(),
+        memrel_commit: None,
         scenario: scenario.into(),
         scenario_origin: "builtin".into(),
         scenario_toml: format!("cycles = {cycles}"),

@@ -214,6 +214,10 @@ pub struct Machine {
     /// the library's file name where dpkg does not know it.
     #[serde(default)]
     pub allocators: BTreeMap<String, String>,
+    /// The name `MEMREL_MACHINE` gave this machine: its `machine` key in
+    /// place of the one derived from the facts (`machine::key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// Facts about the whole invocation.
@@ -221,6 +225,11 @@ pub struct Machine {
 pub struct Header {
     pub schema_version: u32,
     pub memrel_version: String,
+    /// The git commit memrel was built from (`build_info::COMMIT`;
+    /// `unknown` when built without .git); `None` in records made before
+    /// memrel recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memrel_commit: Option<String>,
     pub scenario: String,
     /// `builtin` or the path the scenario was read from.
     pub scenario_origin: String,

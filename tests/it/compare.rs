@@ -556,6 +556,7 @@ fn fixed_header() -> Header {
     Header {
         schema_version: 1,
         memrel_version: "0.1.0".to_string(),
+        memrel_commit: None,
         scenario: "article-cpu".to_string(),
         scenario_origin: "builtin".to_string(),
         scenario_toml: "cycles = 10".to_string(),

@@ -235,7 +235,7 @@ fn keep_vram_after_release(dir: &Path, level_bytes: u64) {
 
 fn verdicts(dir: &Path) -> Vec<serde_json::Value> {
     let json = verdict_json(dir);
-    assert_eq!(json["schema_version"], 6);
+    assert_eq!(json["schema_version"], 7);
     json["verdicts"].as_array().unwrap().clone()
 }
 
@@ -624,7 +624,7 @@ fn ci_gate_with_a_1_s_timeout_fails_the_check_naming_the_runs() {
 /// The gaps verdict.json lists, as `(scenario, strategy, resource, metric, missing_in)`.
 fn gaps(dir: &Path) -> Vec<(String, String, String, String, String)> {
     let json = verdict_json(dir);
-    assert_eq!(json["schema_version"], 6);
+    assert_eq!(json["schema_version"], 7);
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_string();
     json["gaps"]
         .as_array()

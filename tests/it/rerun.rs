@@ -176,7 +176,7 @@ fn a_program_that_fails_in_the_re_run_has_its_stderr_in_the_verdict() {
     assert!(md.contains("its stderr ended:"), "{md}");
     assert!(md.contains(said), "{md}");
     let verdict = read_json(&dir.join("verdict.json"));
-    assert_eq!(verdict["schema_version"], 6);
+    assert_eq!(verdict["schema_version"], 7);
     let broken = verdict["broken_runs"].as_array().expect("broken_runs");
     assert_eq!(broken.len(), 2, "{verdict}");
     for b in broken {

@@ -15,6 +15,10 @@
 //!   as a lighter band on top), and the strategy's phases as a ribbon.
 //! - A resource no run measured ("VRAM not measured: …") is a note in place
 //!   of its panel, never a line at zero.
+//! - Sources from several machines (`Comparison::machines`): each overlay
+//!   becomes one panel per machine, titled with its `machine` key, holding
+//!   that machine's strategies, every panel on the same time axis and the
+//!   same memory scale so the machines read against each other.
 //!
 //! Draws for each strategy its representative run (`StrategySummary::
 //! representative_run`, the median retained value of the lead resource; the
@@ -124,17 +128,28 @@ pub fn write_compare_chart(
         })
         .collect();
     let axis = TimeAxis::for_plots(&runs.iter().map(|(_, r)| *r).collect::<Vec<_>>());
-    let lines: Vec<Line> = runs
-        .into_iter()
-        .map(|(row, run)| Line {
-            row,
-            run,
-            clock: axis.clock(run),
-            colour: strategy_colour(&row.strategy),
-            dashed: row.source % 2 == 1,
-        })
-        .collect();
+    let line_of = |(row, run)| line_on(&axis, row, run);
+    let lines: Vec<Line> = runs.iter().copied().map(line_of).collect();
+    // One overlay panel per machine when the sources span several.
+    let facets: Vec<(Option<&str>, Vec<Line>)> = if comparison.machines.len() > 1 {
+        comparison
+            .machines
+            .iter()
+            .map(|m| {
+                let of_machine = runs
+                    .iter()
+                    .copied()
+                    .filter(|(row, _)| row.machine == *m)
+                    .map(line_of)
+                    .collect();
+                (Some(m.as_str()), of_machine)
+            })
+            .collect()
+    } else {
+        vec![(None, runs.iter().copied().map(line_of).collect())]
+    };
     let lines = &lines;
+    let facets = &facets;
     let axis = &axis;
     let mut bands = vec![header_band(comparison, records)];
     let mut first_overlay = true;
@@ -153,12 +168,21 @@ pub fn write_compare_chart(
                 let lead = first_overlay;
                 let x_labels = !phases_follow(i);
                 first_overlay = false;
-                // Room for the legend, however many strategies there are.
-                let height = height.max(legend_height(&overlay_legend(lines, r, lead)) + 40);
-                bands.push(Band::new(height, move |plot, legend| {
-                    draw_overlay(plot, lines, axis, r, x_labels)?;
-                    draw_legend(legend, 24, &overlay_legend(lines, r, lead))
-                }));
+                // Every facet on the scale of all the drawn runs.
+                let y_max = y_max_mib(lines, r, 1.06);
+                for (machine, facet) in facets {
+                    let machine = *machine;
+                    // Room for the legend, however many strategies there are.
+                    let legend = overlay_legend(facet, r, lead, machine);
+                    let height = height.max(legend_height(&legend) + 40);
+                    bands.push(Band::new(height, move |plot, legend_area| {
+                        draw_overlay(plot, facet, axis, r, x_labels, y_max)?;
+                        if let Some(m) = machine {
+                            draw_facet_title(plot, m)?;
+                        }
+                        draw_legend(legend_area, 24, &overlay_legend(facet, r, lead, machine))
+                    }));
+                }
             }
             Panel::Phases => {
                 let height = RIBBON_PX * lines.len().max(1) as u32 + 8 + 30;
@@ -197,6 +221,17 @@ pub fn write_compare_chart(
     frame::write_chart(path, bands)
 }
 
+/// `row`'s representative `run` as drawn on `axis`.
+fn line_on<'a>(axis: &TimeAxis, row: &'a Row, run: &'a RunRecord) -> Line<'a> {
+    Line {
+        row,
+        run,
+        clock: axis.clock(run),
+        colour: strategy_colour(&row.strategy),
+        dashed: row.source % 2 == 1,
+    }
+}
+
 fn x_desc(axis: &TimeAxis) -> String {
     if axis.squeezed {
         format!(
@@ -209,16 +244,22 @@ fn x_desc(axis: &TimeAxis) -> String {
 }
 
 fn header_band<'a>(c: &Comparison, records: &[&Record]) -> Band<'a> {
-    let host = c
-        .sources
-        .first()
-        .map(|s| {
-            format!(
-                "{} ({}, {}, {} CPUs)",
-                s.host.hostname, s.host.os, s.host.libc, s.host.cpus
-            )
-        })
-        .unwrap_or_default();
+    let host = if c.machines.len() > 1 {
+        format!(
+            "{} machines, an overlay panel each on one scale",
+            c.machines.len()
+        )
+    } else {
+        c.sources
+            .first()
+            .map(|s| {
+                format!(
+                    "{} ({}, {}, {} CPUs)",
+                    s.host.hostname, s.host.os, s.host.libc, s.host.cpus
+                )
+            })
+            .unwrap_or_default()
+    };
     let interval_ms = records
         .first()
         .map(|r| r.header.interval_s * 1e3)
@@ -246,12 +287,34 @@ fn median_mib(v: &Option<Spread>) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
-fn overlay_legend(lines: &[Line], r: Resource, lead: bool) -> Vec<LegendEntry> {
+/// The machine's key at the top left of its facet's plot, on a white box
+/// so the lines under it do not hide it.
+fn draw_facet_title(area: &Area, machine: &str) -> Result<()> {
+    let text = format!("machine {machine}");
+    let font = (FONT, 16).into_font().color(&RGBColor(30, 30, 30));
+    let (w, h) = area.estimate_text_size(&text, &font).map_err(plot_err)?;
+    let (x, y) = (Y_LABEL_AREA as i32 + 40, MARGIN as i32 + 8);
+    area.draw(&Rectangle::new(
+        [(x - 6, y - 4), (x + w as i32 + 6, y + h as i32 + 4)],
+        WHITE.mix(0.9).filled(),
+    ))
+    .map_err(plot_err)?;
+    area.draw_text(&text, &font, (x, y)).map_err(plot_err)?;
+    Ok(())
+}
+
+fn overlay_legend(
+    lines: &[Line],
+    r: Resource,
+    lead: bool,
+    machine: Option<&str>,
+) -> Vec<LegendEntry> {
     let quantity = r.quantity();
-    let heading = if lead {
-        "strategy".to_string()
-    } else {
-        r.label()
+    let heading = match (machine, lead) {
+        (Some(_), true) => "strategy (this machine)".to_string(),
+        (Some(_), false) => format!("{} (this machine)", r.label()),
+        (None, true) => "strategy".to_string(),
+        (None, false) => r.label(),
     };
     let mut entries = vec![LegendEntry::new(Swatch::Heading, heading)];
     for l in lines {
@@ -336,8 +399,8 @@ fn draw_overlay(
     axis: &TimeAxis,
     r: Resource,
     x_labels: bool,
+    y_max: f64,
 ) -> Result<()> {
-    let y_max = y_max_mib(lines, r, 1.06);
     let y_desc = format!("{} (MiB)", r.label());
     let style = PanelStyle::main(&y_desc, x_labels.then_some(""));
     let mut chart = time_panel(area, axis, 0.0..y_max, style)?;
@@ -738,7 +801,7 @@ mod tests {
             dashed: false,
         };
         assert!(line.series(Resource::Device(0), &axis).is_empty());
-        let legend = overlay_legend(std::slice::from_ref(&line), Resource::Device(0), true);
+        let legend = overlay_legend(std::slice::from_ref(&line), Resource::Device(0), true, None);
         assert_eq!(legend[1].detail.as_deref(), Some("VRAM not measured"));
         let dir = tempfile::tempdir().unwrap();
         write_compare_chart(&c, &[&record], &dir.path().join("c.png")).unwrap();

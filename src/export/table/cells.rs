@@ -19,6 +19,7 @@ pub(super) fn cell(column: Column, line: &Line) -> String {
     let s = line.summary;
     match column {
         Column::Strategy => line.label.clone(),
+        Column::Machine => line.machine.clone().unwrap_or_else(|| NONE.to_string()),
         Column::Runs => format!("{}/{}", s.runs_completed, s.runs),
         Column::LoadTime => spread_cell(s.load_time_s.as_ref(), 1e3, ""),
         Column::ForwardTime => spread_cell(s.forward_time_s.as_ref(), 1e3, ""),

@@ -39,6 +39,8 @@ impl Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Column {
     Strategy,
+    /// The row's `machine` key (only in tables that span several machines).
+    Machine,
     Runs,
     /// A memory metric of a resource; `range`: retained adds its range over
     /// the runs (when there are several).
@@ -145,6 +147,7 @@ pub(super) fn names(column: Column) -> Names {
     };
     match column {
         Column::Strategy => plain("strategy", "strategy", ""),
+        Column::Machine => plain("machine", "machine", ""),
         Column::Runs => plain("runs", "runs", ""),
         Column::LoadTime => plain("load ms", "load", "ms"),
         Column::ForwardTime => plain("forward ms", "forward", "ms"),

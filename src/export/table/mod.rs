@@ -48,6 +48,9 @@ pub(super) struct Line<'a> {
     pub summary: &'a StrategySummary,
     /// The `forward vs ref` cell, for tables that have that column.
     pub relative: Option<String>,
+    /// The row's `machine` key, where the table spans several machines
+    /// (a `machine` column after the strategy's).
+    pub machine: Option<String>,
 }
 
 /// A table's cells before layout (`export::markdown` lays them out):
@@ -71,7 +74,10 @@ impl Grid {
         relative: bool,
         ranges: bool,
     ) -> Grid {
-        let columns = columns(layout, resources, relative, ranges);
+        let mut columns = columns(layout, resources, relative, ranges);
+        if lines.iter().any(|l| l.machine.is_some()) {
+            columns.insert(1, Column::Machine);
+        }
         let mut groups = Vec::new();
         let mut short = Vec::new();
         let mut long = Vec::new();
@@ -175,8 +181,10 @@ pub(super) fn not_measured_notes(resources: &[Resource], lines: &[Line]) -> Vec<
         .collect()
 }
 
-/// The rows of a comparison, in its order.
+/// The rows of a comparison, in its order; with their machine when the
+/// sources span several.
 fn comparison_lines(c: &Comparison) -> Vec<Line<'_>> {
+    let machines = c.machines.len() > 1;
     c.rows
         .iter()
         .map(|row| {
@@ -192,6 +200,7 @@ fn comparison_lines(c: &Comparison) -> Vec<Line<'_>> {
                 label,
                 summary: &row.summary,
                 relative: Some(relative_cell(row, reference)),
+                machine: machines.then(|| row.machine.clone()),
             }
         })
         .collect()
@@ -299,7 +308,7 @@ pub fn markdown(c: &Comparison) -> String {
     for s in &c.sources {
         let _ = writeln!(
             out,
-            "- {}`{}`: {} repetition(s) × {} cycle(s) per strategy; models {}; {} ({}, {}, {} CPUs); {} UTC; memrel {}",
+            "- {}`{}`: {} repetition(s) × {} cycle(s) per strategy; models {}; {} ({}, {}, {} CPUs); machine `{}`; {} UTC; memrel {} ({})",
             if c.sources.len() > 1 { format!("**{}** ", s.label) } else { String::new() },
             md_escape(&s.dir),
             s.repetitions,
@@ -309,8 +318,10 @@ pub fn markdown(c: &Comparison) -> String {
             md_escape(&s.host.os),
             md_escape(&s.host.libc),
             s.host.cpus,
+            s.machine,
             utc_readable(s.created_unix_s),
             md_escape(&s.memrel_version),
+            md_escape(&s.memrel_commit),
         );
     }
     out.push('\n');
@@ -434,6 +445,42 @@ pub(super) mod tests {
             summary: &summary,
             damage: Vec::new(),
         }])
+    }
+
+    /// Sources from two machines (issue 28): a `machine` column after the
+    /// strategy in compare.md and the console; one machine: no such column.
+    #[test]
+    fn tables_of_two_machines_have_a_machine_column() {
+        let mut a = fixture::record();
+        a.header.host.machine = Some(crate::record::Machine {
+            cpu_model: Some("AMD EPYC".into()),
+            ..Default::default()
+        });
+        let mut b = a.clone();
+        b.header.host.cpus = 16;
+        let (sa, sb) = (summarize(&a), summarize(&b));
+        let input = |dir: &str, header, summary| Input {
+            dir: dir.into(),
+            header,
+            summary,
+            damage: Vec::new(),
+        };
+        let c = compare(&[input("a", &a.header, &sa), input("b", &b.header, &sb)]);
+        let grid = cells(&c);
+        assert_eq!(&grid[0][..2], ["strategy", "machine"]);
+        assert_eq!(grid[1][1], c.machines[0]);
+        assert_eq!(grid[3][1], c.machines[1]);
+        let console = plain(&c);
+        let header = console
+            .lines()
+            .find(|l| l.trim_start().starts_with("strategy"))
+            .unwrap();
+        assert!(header.contains("machine"), "{console}");
+        assert!(console.contains(&c.machines[1]), "{console}");
+        let one = compare(&[input("a", &a.header, &sa), input("a2", &a.header, &sa)]);
+        assert_eq!(one.machines.len(), 1);
+        assert_ne!(cells(&one)[0][1], "machine");
+        assert!(markdown(&one).contains(&format!("machine `{}`", one.machines[0])));
     }
 
     /// The number a cell starts with and half its last digit (its rounding).

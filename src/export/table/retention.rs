@@ -100,6 +100,7 @@ mod tests {
                 label: s.strategy.clone(),
                 summary: s,
                 relative: None,
+                machine: None,
             })
             .collect()
     }

@@ -1,0 +1,56 @@
+//! Captures the git commit memrel is built from, for every record's header
+//! (`build_info::COMMIT`). `MEMREL_COMMIT` in the build's environment wins
+//! (a packager that builds outside git can pass it); without it and without
+//! git (a wheel or `cargo install` from a crate, a source tarball) the
+//! commit is `unknown`. Uncommitted changes are not marked: cargo reruns
+//! this script only when HEAD moves, so a `-dirty` would go stale.
+//!
+//! Runs git only; fails no build: any error gives `unknown`.
+
+use std::path::Path;
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (!text.is_empty()).then_some(text)
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=MEMREL_COMMIT");
+    let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let commit = match std::env::var("MEMREL_COMMIT") {
+        Ok(given) if !given.trim().is_empty() => given.trim().to_string(),
+        _ => from_git(&dir).unwrap_or_else(|| "unknown".to_string()),
+    };
+    println!("cargo:rustc-env=MEMREL_COMMIT={commit}");
+}
+
+/// The short commit of HEAD; reruns when HEAD or the branch it names moves.
+fn from_git(dir: &Path) -> Option<String> {
+    // Only a tree that is itself memrel's repository: a crate unpacked
+    // inside some other repository must not take that one's commit.
+    let top = git(dir, &["rev-parse", "--show-toplevel"])?;
+    if std::fs::canonicalize(&top).ok()? != std::fs::canonicalize(dir).ok()? {
+        return None;
+    }
+    for path in ["HEAD", "packed-refs"] {
+        if let Some(p) = git(dir, &["rev-parse", "--git-path", path]) {
+            println!("cargo:rerun-if-changed={}", dir.join(p).display());
+        }
+    }
+    if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"]) {
+        if let Some(p) = git(dir, &["rev-parse", "--git-path", &branch]) {
+            println!("cargo:rerun-if-changed={}", dir.join(p).display());
+        }
+    }
+    git(dir, &["rev-parse", "--short=12", "HEAD"])
+}
