@@ -259,14 +259,13 @@ fn read_vram(
     let Some(vram) = vram.as_mut() else {
         return (None, GpuVram::default());
     };
-    let root = vram.process_bytes(pid);
     let pids = match probe {
         Probe::Tree(tree) => tree.pids(),
         _ => std::slice::from_ref(&pid),
     };
-    let gpus = vram
-        .per_gpu(pids, processes)
-        .map(|touched| GpuVram::of(touched, processes))
-        .unwrap_or_default();
-    (root, gpus)
+    // Several GPUs: one pass over their process lists gives both.
+    match vram.per_gpu(pids, processes) {
+        Some((root, touched)) => (root, GpuVram::of(touched, processes)),
+        None => (vram.process_bytes(pid), GpuVram::default()),
+    }
 }

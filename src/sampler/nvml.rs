@@ -258,21 +258,30 @@ impl VramProbe for NvmlProbe {
         value
     }
 
-    fn per_gpu(&mut self, pids: &[u32], out: &mut Vec<ProcessVram>) -> Option<u8> {
+    fn per_gpu(&mut self, pids: &[u32], out: &mut Vec<ProcessVram>) -> Option<(Option<u64>, u8)> {
         out.clear();
         if self.devices.len() < 2 {
             return None;
         }
+        // One process list per GPU serves both the per-GPU sums and the
+        // root's own reading (`process_bytes` would ask the GPUs again).
+        let now = Instant::now();
+        self.first_read.get_or_insert(now);
+        self.last_read = Some(now);
+        self.reads += 1;
+        let root = pids.first().copied();
+        self.pid = root;
         let mut answered = false;
-        for (index, device) in self.devices.iter().enumerate().take(MAX_GPUS) {
+        let mut root_on: Option<(usize, u64)> = None;
+        for index in 0..self.devices.len().min(MAX_GPUS) {
+            let device = &self.devices[index];
             let list = match self
                 .process_cost
                 .time(|| device.running_compute_processes())
             {
                 Ok(list) => list,
                 Err(e) => {
-                    self.errors += 1;
-                    self.last_error = Some(format!("nvml process list of GPU {index}: {e}"));
+                    self.note_error(format!("nvml process list of GPU {index}: {e}"));
                     continue;
                 }
             };
@@ -285,10 +294,27 @@ impl VramProbe for NvmlProbe {
                         bytes,
                     });
                     self.touched |= 1 << index;
+                    if Some(p.pid) == root && root_on.is_none_or(|(i, _)| i == index) {
+                        root_on = Some((index, root_on.map_or(0, |(_, b)| b) + bytes));
+                    }
                 }
             }
         }
-        answered.then_some(self.touched)
+        if !answered {
+            return None;
+        }
+        if let Some((index, _)) = root_on {
+            self.found = Some(index);
+        }
+        let device_due = self
+            .device_read
+            .is_none_or(|at| now.duration_since(at) >= DEVICE_READ_EVERY);
+        if let (Some(index), true) = (self.found, device_due) {
+            self.device_read = Some(now);
+            self.track_device(index);
+        }
+        // A root no GPU lists holds nothing there yet: 0 (see `look_up`).
+        Some((Some(root_on.map_or(0, |(_, b)| b)), self.touched))
     }
 
     fn checks(&self) -> Vec<Check> {

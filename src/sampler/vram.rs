@@ -12,10 +12,12 @@ pub trait VramProbe: Send {
     fn process_bytes(&mut self, pid: u32) -> Option<u64>;
 
     /// Where NVML sees several GPUs: each of `pids`' bytes on each GPU into
-    /// `out` (cleared first), and the GPUs that listed one of them so far in
-    /// this run (bit N: GPU N). `None` on a machine of one GPU, or with no
-    /// reading (then the sample has no per-GPU VRAM: `record::gpu`).
-    fn per_gpu(&mut self, _pids: &[u32], _out: &mut Vec<ProcessVram>) -> Option<u8> {
+    /// `out` (cleared first); returns the first pid's own reading (as
+    /// [`VramProbe::process_bytes`] would give it, from the same lists) and
+    /// the GPUs that listed one of them so far in this run (bit N: GPU N).
+    /// `None` on a machine of one GPU, or with no reading: then the sample
+    /// has no per-GPU VRAM (`record::gpu`) and `process_bytes` reads it.
+    fn per_gpu(&mut self, _pids: &[u32], _out: &mut Vec<ProcessVram>) -> Option<(Option<u64>, u8)> {
         None
     }
 
