@@ -14,13 +14,35 @@ use std::borrow::Cow;
 
 use super::Resource;
 use crate::protocol::Edge;
-use crate::record::RunRecord;
+use crate::record::{Header, RunRecord};
 
 /// The GPU index of a device name (`cuda`, `cuda:N`).
 pub fn gpu_of(device: &str) -> Option<u32> {
     match Resource::device_of(device) {
         Some(Resource::Device(n)) => Some(n),
         _ => None,
+    }
+}
+
+/// The GPU whose edge readings in `run` (of a record with `header`) are the
+/// worker's own: memrel's worker reads its own device (the run's, else the
+/// record's); a program's edge reading is one process's, so none.
+pub fn own_gpu(header: &Header, run: &RunRecord) -> Option<u32> {
+    if header.program.is_some() {
+        return None;
+    }
+    match &run.meta.device {
+        Some(device) => gpu_of(device),
+        None => gpu_of(&header.device),
+    }
+}
+
+/// `run` as resource `r` saw it: for a GPU its [`view`], for the others the
+/// run itself. Metrics and charts read a run's GPU through this one door.
+pub fn of<'a>(header: &Header, run: &'a RunRecord, r: Resource) -> Cow<'a, RunRecord> {
+    match r {
+        Resource::Device(gpu) => view(run, gpu, own_gpu(header, run)),
+        _ => Cow::Borrowed(run),
     }
 }
 

@@ -193,11 +193,6 @@ pub fn summarize(record: &Record) -> Summary {
     let record = record.as_ref();
     let threshold = record.header.retention_threshold_bytes;
     let resources = Resource::of_record(record);
-    // memrel's worker reads its own GPU at its edges; a program's edges are
-    // read off its samples on every GPU (`gpu_view`).
-    let worker_gpu = (record.header.program.is_none())
-        .then(|| gpu_view::gpu_of(&record.header.device))
-        .map(|gpu| (gpu,));
     let model_bytes: BTreeMap<&str, u64> = record
         .header
         .models
@@ -207,7 +202,7 @@ pub fn summarize(record: &Record) -> Summary {
     let runs: Vec<RunSummary> = record
         .runs
         .iter()
-        .map(|r| summarize_run(r, &resources, threshold, &model_bytes, worker_gpu))
+        .map(|r| summarize_run(r, &record.header, &resources, threshold, &model_bytes))
         .collect();
     // A device leads when any run read it: on CUDA the device is the story.
     let lead = resources
@@ -249,16 +244,11 @@ pub fn summarize(record: &Record) -> Summary {
 
 fn summarize_run(
     run: &RunRecord,
+    header: &crate::record::Header,
     resources: &[Resource],
     threshold: u64,
     model_bytes: &BTreeMap<&str, u64>,
-    worker_gpu: Option<(Option<u32>,)>,
 ) -> RunSummary {
-    // The GPU whose edge readings are the worker's own (none for a program).
-    let own_gpu = worker_gpu.and_then(|(record_gpu,)| match &run.meta.device {
-        Some(device) => gpu_view::gpu_of(device),
-        None => record_gpu,
-    });
     let last_cycle = run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
     let cycles: Vec<u32> = if memory::effective_baseline_edge(run).is_some() {
         (1..=last_cycle)
@@ -296,7 +286,7 @@ fn summarize_run(
             .iter()
             .map(|&r| match r {
                 Resource::Device(gpu) => {
-                    let view = gpu_view::view(run, gpu, own_gpu);
+                    let view = gpu_view::of(header, run, r);
                     let elsewhere = run
                         .meta
                         .device

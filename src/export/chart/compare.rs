@@ -43,7 +43,7 @@ use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::memory::cycle_edges;
 use crate::metrics::{Resource, Spread};
 use crate::protocol::Phase;
-use crate::record::{Record, RunRecord};
+use crate::record::{Header, Record, RunRecord};
 use crate::textutil::MIB;
 
 const LEAD_OVERLAY_HEIGHT: u32 = 500;
@@ -93,6 +93,8 @@ pub fn plan(comparison: &Comparison) -> Vec<Panel> {
 struct Line<'a> {
     row: &'a Row,
     run: &'a RunRecord,
+    /// The header of the record the run is from (how its GPUs are read).
+    header: &'a Header,
     clock: RunClock,
     colour: RGBColor,
     dashed: bool,
@@ -118,17 +120,17 @@ pub fn write_compare_chart(
     records: &[&Record],
     path: &Path,
 ) -> Result<()> {
-    let runs: Vec<(&Row, &RunRecord)> = comparison
+    let runs: Vec<(&Row, &RunRecord, &Header)> = comparison
         .rows
         .iter()
         .filter_map(|row| {
             let record = records.get(row.source)?;
             let run = drawn_run(record, &row.strategy, row.summary.representative_run)?;
-            Some((row, run))
+            Some((row, run, &record.header))
         })
         .collect();
-    let axis = TimeAxis::for_plots(&runs.iter().map(|(_, r)| *r).collect::<Vec<_>>());
-    let line_of = |(row, run)| line_on(&axis, row, run);
+    let axis = TimeAxis::for_plots(&runs.iter().map(|(_, r, _)| *r).collect::<Vec<_>>());
+    let line_of = |(row, run, header)| line_on(&axis, row, run, header);
     let lines: Vec<Line> = runs.iter().copied().map(line_of).collect();
     // One overlay panel per machine when the sources span several.
     let facets: Vec<(Option<&str>, Vec<Line>)> = if comparison.machines.len() > 1 {
@@ -139,7 +141,7 @@ pub fn write_compare_chart(
                 let of_machine = runs
                     .iter()
                     .copied()
-                    .filter(|(row, _)| row.machine == *m)
+                    .filter(|(row, _, _)| row.machine == *m)
                     .map(line_of)
                     .collect();
                 (Some(m.as_str()), of_machine)
@@ -222,10 +224,11 @@ pub fn write_compare_chart(
 }
 
 /// `row`'s representative `run` as drawn on `axis`.
-fn line_on<'a>(axis: &TimeAxis, row: &'a Row, run: &'a RunRecord) -> Line<'a> {
+fn line_on<'a>(axis: &TimeAxis, row: &'a Row, run: &'a RunRecord, header: &'a Header) -> Line<'a> {
     Line {
         row,
         run,
+        header,
         clock: axis.clock(run),
         colour: strategy_colour(&row.strategy),
         dashed: row.source % 2 == 1,
@@ -466,9 +469,12 @@ fn runs_of<'a>(lines: &[Line<'a>]) -> Vec<&'a RunRecord> {
 /// edge its `after_release` value is read at (the end of its last release,
 /// settle, idle or busy step after the unload; see `metrics::memory::cycle_edges`).
 fn after_release_points(l: &Line, r: Resource) -> Vec<(f64, f64)> {
-    let last_cycle = l.run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
+    // A GPU as the metrics read it (`gpu_view`): runs spread over GPUs,
+    // programs on several.
+    let run = crate::metrics::gpu_view::of(l.header, l.run, r);
+    let last_cycle = run.events.iter().map(|e| e.edge.cycle).max().unwrap_or(0);
     (1..=last_cycle)
-        .filter_map(|c| cycle_edges(l.run, c))
+        .filter_map(|c| cycle_edges(&run, c))
         .map(|(_, _, released)| released)
         .filter(|e| e.edge.phase != Phase::Unload)
         .filter_map(|e| {
@@ -762,6 +768,24 @@ mod tests {
         );
     }
 
+    /// Runs spread over GPUs: a run's end-of-cycle dots are drawn on its own
+    /// GPU's panel only (the worker read only its own GPU at its edges).
+    #[test]
+    fn a_run_on_one_gpu_has_no_dots_on_the_other() {
+        let mut record = fixture::cuda_record();
+        record.header.device = "cuda:0,1".into();
+        for run in &mut record.runs {
+            run.meta.device = Some(format!("cuda:{}", (run.meta.run + 1) % 2));
+        }
+        let c = comparison_of(&record);
+        let run = &record.runs[0];
+        assert_eq!(run.meta.device.as_deref(), Some("cuda:0"));
+        let axis = TimeAxis::for_plots(&[run]);
+        let line = line_on(&axis, &c.rows[0], run, &record.header);
+        assert_eq!(after_release_points(&line, Resource::Device(0)).len(), 3);
+        assert!(after_release_points(&line, Resource::Device(1)).is_empty());
+    }
+
     #[test]
     fn a_cpu_comparison_plans_only_rss_panels() {
         let c = comparison_of(&fixture::record());
@@ -796,6 +820,7 @@ mod tests {
         let line = Line {
             row: &c.rows[0],
             run,
+            header: &record.header,
             clock: axis.clock(run),
             colour: BLACK,
             dashed: false,
@@ -818,6 +843,7 @@ mod tests {
             .map(|row| Line {
                 row,
                 run: &record.runs[0],
+                header: &record.header,
                 clock: axis.clock(&record.runs[0]),
                 colour: BLACK,
                 dashed: false,

@@ -172,9 +172,9 @@ pub fn write_release_chart(
 }
 
 fn line_of<'a>(row: &'a Row, records: &[&'a Record], measured: &[Resource]) -> Line<'a> {
-    let run = records
-        .get(row.source)
-        .and_then(|record| drawn_run(record, &row.strategy, row.summary.representative_run));
+    let record = records.get(row.source);
+    let run =
+        record.and_then(|record| drawn_run(record, &row.strategy, row.summary.representative_run));
     let last: Vec<Option<&LastCycle>> = measured
         .iter()
         .map(|&r| {
@@ -187,7 +187,12 @@ fn line_of<'a>(row: &'a Row, records: &[&'a Record], measured: &[Resource]) -> L
     let curves = measured
         .iter()
         .zip(&last)
-        .map(|(&r, last)| curve(run?, r, (*last)?))
+        .map(|(&r, last)| {
+            // A GPU as the metrics read it (`gpu_view`): runs spread over
+            // GPUs, programs on several.
+            let run = crate::metrics::gpu_view::of(&record?.header, run?, r);
+            curve(&run, r, (*last)?)
+        })
         .collect();
     Line {
         row,
