@@ -396,6 +396,7 @@ impl Process<'_> {
         // failed) still has the kernel's peak; after the last edge's reset,
         // it is the peak since that edge, one part of the run's.
         meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(peak_bytes);
+        got.fill_trailing_peak(peak_bytes, meta);
         append_tail(
             &mut meta.stdout_tail,
             stdout.finish(PIPE_GRACE),
@@ -606,14 +607,42 @@ impl Collected {
             }
             Message::Done(d) => {
                 meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(d.vm_hwm_bytes));
+                self.fill_trailing_peak(Some(d.vm_hwm_bytes), meta);
                 meta.checks.extend(d.checks);
                 self.done = true;
             }
             Message::Handover(h) => {
                 meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(h.vm_hwm_bytes));
+                self.fill_trailing_peak(Some(h.vm_hwm_bytes), meta);
                 self.handover = Some(h.resume);
             }
             Message::Error(e) => self.worker_error = Some(e.message),
+        }
+    }
+
+    /// Gives the last edge the peak its line came too late for. An edge
+    /// read after its process exited has no VmHWM to read (it went with
+    /// the process's memory): a worker that sends its last edge and exits
+    /// at once, on a busy machine, outruns the parent's reader. When that
+    /// edge is the only one since the last reset, `peak_bytes` (the
+    /// process's own VmHWM in its last message, `done` or `handover`, else
+    /// `wait4`'s `ru_maxrss`) is the peak from that reset to the end: the
+    /// edge's span and the moment after it, in which the process only
+    /// exits. (`ru_maxrss` also holds the peak of any child the process
+    /// waited for.) Two or more such edges share one number: none is given.
+    fn fill_trailing_peak(&mut self, peak_bytes: Option<u64>, meta: &RunMeta) {
+        let Some(peak_bytes) = peak_bytes else {
+            return;
+        };
+        if meta.kernel_peak_unavailable.is_some() {
+            return;
+        }
+        let n = self.events.len();
+        let before_has_peak = n < 2 || self.events[n - 2].kernel_peak_bytes.is_some();
+        if let Some(last) = self.events.last_mut() {
+            if last.kernel_peak_bytes.is_none() && before_has_peak {
+                last.kernel_peak_bytes = Some(peak_bytes);
+            }
         }
     }
 
@@ -862,6 +891,77 @@ mod tests {
             protocol_error_count: protocol_errors,
             ..Collected::default()
         }
+    }
+
+    fn edge_arrival(edge: Edge, kernel_peak: Option<Result<u64, String>>) -> Arrival {
+        Arrival {
+            t_s: 0.1,
+            parsed: Ok(crate::protocol::Envelope::new(Message::Phase(PhaseEdge {
+                phase: Phase::Load,
+                edge,
+                cycle: 1,
+                model: Some("a".into()),
+                elapsed_s: None,
+                memory: crate::protocol::MemoryAtEdge::default(),
+                allocator: None,
+                heap: None,
+                note: None,
+                mono_s: None,
+            }))),
+            kernel_peak,
+        }
+    }
+
+    fn done_arrival(vm_hwm_bytes: u64) -> Arrival {
+        Arrival {
+            t_s: 0.2,
+            parsed: Ok(crate::protocol::Envelope::new(Message::Done(
+                crate::protocol::Done {
+                    vm_hwm_bytes,
+                    checks: Vec::new(),
+                },
+            ))),
+            kernel_peak: None,
+        }
+    }
+
+    /// An edge whose line arrived after the worker exited gets the peak
+    /// the worker's `done` (or wait4) gives, when it is the only one since
+    /// the last reset; two such edges get none.
+    #[test]
+    fn the_last_edge_read_after_the_exit_gets_the_processs_last_peak() {
+        let mut meta = RunMeta::planned(1, "drop", 1);
+        let mut got = Collected::default();
+        got.take(
+            edge_arrival(Edge::Begin, Some(Ok(100))),
+            &mut meta,
+            &mut |_| {},
+        );
+        got.take(edge_arrival(Edge::End, None), &mut meta, &mut |_| {});
+        got.take(done_arrival(300), &mut meta, &mut |_| {});
+        let peaks: Vec<_> = got.events.iter().map(|e| e.kernel_peak_bytes).collect();
+        assert_eq!(peaks, [Some(100), Some(300)]);
+        // wait4's peak after that changes nothing.
+        got.fill_trailing_peak(Some(999), &meta);
+        assert_eq!(got.events[1].kernel_peak_bytes, Some(300));
+
+        let mut got = Collected::default();
+        got.take(edge_arrival(Edge::Begin, None), &mut meta, &mut |_| {});
+        got.take(edge_arrival(Edge::End, None), &mut meta, &mut |_| {});
+        got.take(done_arrival(300), &mut meta, &mut |_| {});
+        assert!(got.events.iter().all(|e| e.kernel_peak_bytes.is_none()));
+
+        // Where the peaks are not available at all, none is made up.
+        let mut meta = RunMeta::planned(1, "drop", 1);
+        let mut got = Collected::default();
+        got.take(
+            edge_arrival(Edge::Begin, Some(Err("refused".into()))),
+            &mut meta,
+            &mut |_| {},
+        );
+        got.take(edge_arrival(Edge::End, None), &mut meta, &mut |_| {});
+        got.fill_trailing_peak(Some(300), &meta);
+        assert!(got.events.iter().all(|e| e.kernel_peak_bytes.is_none()));
     }
 
     #[test]

@@ -292,7 +292,21 @@ impl LiveRun {
             );
         }
         drop(self.events);
+        // The orchestrator may give the last edge its kernel peak after the
+        // edge was streamed (its line arrived after the worker exited):
+        // that peak is kept over the file's empty one.
+        let late_peak = run.events.last().and_then(|e| {
+            e.kernel_peak_bytes
+                .map(|bytes| ((e.edge.cycle, e.edge.phase, e.edge.edge), bytes))
+        });
         run.events = super::salvage::read_events_of_run(&self.dir, run.meta.run)?;
+        if let (Some(last), Some((which, bytes))) = (run.events.last_mut(), late_peak) {
+            if last.kernel_peak_bytes.is_none()
+                && (last.edge.cycle, last.edge.phase, last.edge.edge) == which
+            {
+                last.kernel_peak_bytes = Some(bytes);
+            }
+        }
         finish_run(&self.dir, self.samples_from_byte, run)
     }
 }
