@@ -9,6 +9,7 @@
 
 pub mod hwm;
 pub mod nvml;
+mod nvml_list;
 pub mod page_cache;
 mod portable;
 pub mod procfs;

@@ -6,20 +6,19 @@
 //! without holding VRAM itself. In every build: nvml-wrapper opens
 //! `libnvidia-ml.so.1` with dlopen on first use, so a machine without the
 //! NVIDIA driver gets a clear error there, not a binary that fails to start.
-//! A reading is one NVML call, the process list (nvml-wrapper allocates the
-//! small list each time); the device's used memory is read beside it at
-//! most every 100 ms. `benches/nvml/run.sh` times a reading against a bare
+//! A reading is one NVML call, the process list, into a buffer the probe
+//! keeps (`nvml_list`); the device's used memory is read beside it at most
+//! every 100 ms. `benches/nvml/run.sh` times a reading against a bare
 //! NVML call from Python; the measured costs are in
 //! results/reference/cuda/README.md.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use nvml_wrapper::enums::device::UsedGpuMemory;
-
 use crate::record::gpu::{ProcessVram, MAX_GPUS};
 use nvml_wrapper::{Device, Nvml};
 
+use super::nvml_list::{Listed, ProcessList};
 use super::vram::VramProbe;
 use crate::protocol::Check;
 
@@ -71,17 +70,18 @@ pub fn device_by_uuid(uuid: &[u8; 16]) -> Result<Device<'static>, String> {
 
 /// Bytes `pid` holds on `device`, `None` when NVML does not list it among the
 /// compute processes (no CUDA context there, or a PID from another namespace).
+/// For a reading now and then (a phase edge); the sampler keeps its list.
 pub fn process_bytes(device: &Device, pid: u32) -> Result<Option<u64>, String> {
-    let list = device
-        .running_compute_processes()
-        .map_err(|e| format!("nvml process list: {e}"))?;
+    bytes_of(ProcessList::default().read(device)?, pid)
+}
+
+/// The bytes NVML lists for `pid` (summed over its entries).
+fn bytes_of(list: impl Iterator<Item = Listed>, pid: u32) -> Result<Option<u64>, String> {
     let mut total: Option<u64> = None;
-    for p in list.iter().filter(|p| p.pid == pid) {
-        match p.used_gpu_memory {
-            UsedGpuMemory::Used(bytes) => total = Some(total.unwrap_or(0) + bytes),
-            UsedGpuMemory::Unavailable => {
-                return Err("nvml reports no per-process memory on this driver".into())
-            }
+    for p in list.filter(|p| p.pid == pid) {
+        match p.used_bytes {
+            Some(bytes) => total = Some(total.unwrap_or(0) + bytes),
+            None => return Err("nvml reports no per-process memory on this driver".into()),
         }
     }
     Ok(total)
@@ -181,6 +181,8 @@ pub struct NvmlProbe {
     last_error: Option<String>,
     /// The GPUs that listed a sampled process so far (bit N: GPU N).
     touched: u8,
+    /// The process list's buffer, kept between readings.
+    list: ProcessList,
 }
 
 impl NvmlProbe {
@@ -206,6 +208,7 @@ impl NvmlProbe {
             errors: 0,
             last_error: None,
             touched: 0,
+            list: ProcessList::default(),
         })
     }
 
@@ -237,11 +240,12 @@ impl VramProbe for NvmlProbe {
         self.pid = Some(pid);
         let devices = &self.devices;
         let cost = &mut self.process_cost;
+        let list = &mut self.list;
         let mut errors = Vec::new();
         let (value, found) = look_up(
             self.found,
             devices.len(),
-            |index| cost.time(|| process_bytes(&devices[index], pid)),
+            |index| cost.time(|| bytes_of(list.read(&devices[index])?, pid)),
             &mut errors,
         );
         for e in errors {
@@ -275,28 +279,30 @@ impl VramProbe for NvmlProbe {
         let mut root_on: Option<(usize, u64)> = None;
         for index in 0..self.devices.len().min(MAX_GPUS) {
             let device = &self.devices[index];
-            let list = match self
-                .process_cost
-                .time(|| device.running_compute_processes())
-            {
-                Ok(list) => list,
-                Err(e) => {
-                    self.note_error(format!("nvml process list of GPU {index}: {e}"));
-                    continue;
-                }
-            };
+            let list = &mut self.list;
+            let listed = self.process_cost.time(|| {
+                list.read(device).map(|entries| {
+                    entries
+                        .filter(|p| pids.contains(&p.pid))
+                        .filter_map(|p| Some((p.pid, p.used_bytes?)))
+                        .for_each(|(pid, bytes)| {
+                            out.push(ProcessVram {
+                                gpu: index as u32,
+                                pid,
+                                bytes,
+                            })
+                        })
+                })
+            });
+            if let Err(e) = listed {
+                self.note_error(format!("{e} (GPU {index})"));
+                continue;
+            }
             answered = true;
-            for p in list.iter().filter(|p| pids.contains(&p.pid)) {
-                if let UsedGpuMemory::Used(bytes) = p.used_gpu_memory {
-                    out.push(ProcessVram {
-                        gpu: index as u32,
-                        pid: p.pid,
-                        bytes,
-                    });
-                    self.touched |= 1 << index;
-                    if Some(p.pid) == root && root_on.is_none_or(|(i, _)| i == index) {
-                        root_on = Some((index, root_on.map_or(0, |(_, b)| b) + bytes));
-                    }
+            for p in out.iter().filter(|p| p.gpu == index as u32) {
+                self.touched |= 1 << index;
+                if Some(p.pid) == root && root_on.is_none_or(|(i, _)| i == index) {
+                    root_on = Some((index, root_on.map_or(0, |(_, b)| b) + p.bytes));
                 }
             }
         }
