@@ -8,6 +8,14 @@ memrel's bench holds one (its own), so this script makes one too (the
 driver API through ctypes, no torch), and so both lists hold one process.
 
   python3 benches/nvml/bare_nvml.py [--calls 20000] [--gpu 0]
+  python3 benches/nvml/bare_nvml.py --pace-ms 5 --calls 1000
+                                               # one call every 5 ms, as
+                                               # memrel's sampler makes them
+
+Why paced too: a call back to back with the one before finds the driver's
+and the CPU's caches warm; a sampler's call comes after a sleep. pynvml's
+process list is two NVML calls (the count, then the list) and a Python
+list; memrel's sampler makes one call into a kept buffer.
   python3 benches/nvml/bare_nvml.py --hold 5   # only hold a context 5 s
                                                # (the program memrel samples)
 """
@@ -33,10 +41,15 @@ def cuda_context(gpu):
     return cuda, ctx
 
 
-def timed(fn, calls):
-    """Per-call µs of `calls` calls of fn (each timed alone)."""
+def timed(fn, calls, pace_s=0.0):
+    """Per-call µs of `calls` calls of fn (each timed alone), `pace_s`
+    apart (start to start) when given."""
     out = []
+    next_s = time.monotonic()
     for _ in range(calls):
+        if pace_s:
+            next_s += pace_s
+            time.sleep(max(0.0, next_s - time.monotonic()))
         t0 = time.perf_counter_ns()
         fn()
         out.append((time.perf_counter_ns() - t0) / 1e3)
@@ -54,6 +67,8 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=20000)
     p.add_argument("--gpu", type=int, default=0, help="NVML and CUDA index (default 0)")
+    p.add_argument("--pace-ms", type=float, default=0.0,
+                   help="one call every this many ms (default: back to back)")
     p.add_argument("--hold", type=float, default=None,
                    help="only make a CUDA context and hold it this many seconds")
     args = p.parse_args(argv)
@@ -74,10 +89,12 @@ def main(argv):
         args.gpu, pynvml.nvmlDeviceGetName(handle), len(listed)))
     warm = max(100, args.calls // 20)
     timed(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle), warm)
-    print(line("python nvmlDeviceGetComputeRunningProcesses",
-               timed(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle), args.calls)))
-    print(line("python nvmlDeviceGetMemoryInfo",
-               timed(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle), args.calls)))
+    pace_s = args.pace_ms / 1e3
+    paced = " (every %g ms)" % args.pace_ms if pace_s else ""
+    print(line("python nvmlDeviceGetComputeRunningProcesses" + paced,
+               timed(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle), args.calls, pace_s)))
+    print(line("python nvmlDeviceGetMemoryInfo" + paced,
+               timed(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle), args.calls, pace_s)))
     pynvml.nvmlShutdown()
     return 0
 

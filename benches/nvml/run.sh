@@ -6,7 +6,9 @@
 #   benches/nvml/run.sh [MEMREL ...]      # from the repository root
 #
 # 1. The bare calls from Python (bare_nvml.py): NVML's process list and
-#    device memory, each call timed alone, with one CUDA context listed.
+#    device memory, each call timed alone, with one CUDA context listed;
+#    back to back, then one every 5 ms (the pace of memrel's run below: a
+#    call after a sleep costs more than one right after another).
 # 2. For each memrel binary given (default: target/release/memrel, any
 #    build: NVML is loaded at run time), a real run: `memrel exec --device
 #    cuda --interval-ms 5` of a program that holds a CUDA context 5 s; its
@@ -18,8 +20,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 python="${PYTHON:-python3}"
-echo "== bare NVML from Python =="
+echo "== bare NVML from Python, back to back =="
 "$python" "$here/bare_nvml.py"
+echo "== bare NVML from Python, one call every 5 ms (memrel's pace below) =="
+"$python" "$here/bare_nvml.py" --pace-ms 5 --calls 1000
 binaries=("$@")
 if [[ ${#binaries[@]} -eq 0 ]]; then
     binaries=(target/release/memrel)
