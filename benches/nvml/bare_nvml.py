@@ -15,7 +15,10 @@ driver API through ctypes, no torch), and so both lists hold one process.
 Why paced too: a call back to back with the one before finds the driver's
 and the CPU's caches warm; a sampler's call comes after a sleep. pynvml's
 process list is two NVML calls (the count, then the list) and a Python
-list; memrel's sampler makes one call into a kept buffer.
+list; memrel's sampler makes one call into a kept buffer. So the
+process list is also timed as one call of NVML's C function into a buffer
+made once (ctypes, through pynvml's handle on the library): the barest call
+Python can make, and the same work as memrel's reading.
   python3 benches/nvml/bare_nvml.py --hold 5   # only hold a context 5 s
                                                # (the program memrel samples)
 """
@@ -56,6 +59,27 @@ def timed(fn, calls, pace_s=0.0):
     return out
 
 
+class ProcessInfo(ctypes.Structure):
+    """nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it."""
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+
+
+def one_call_list(pynvml, handle, room=64):
+    """The process list in one C call into a buffer kept between calls."""
+    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses_v3")
+    entries = (ProcessInfo * room)()
+    count = ctypes.c_uint()
+
+    def call():
+        count.value = room
+        rc = fn(handle, ctypes.byref(count), entries)
+        if rc != 0:
+            raise SystemExit("bare_nvml.py: nvmlDeviceGetComputeRunningProcesses_v3 returned %d" % rc)
+        return count.value
+    return call
+
+
 def line(name, us):
     us_sorted = sorted(us)
     p99 = us_sorted[int(0.99 * (len(us_sorted) - 1))]
@@ -93,6 +117,10 @@ def main(argv):
     paced = " (every %g ms)" % args.pace_ms if pace_s else ""
     print(line("python nvmlDeviceGetComputeRunningProcesses" + paced,
                timed(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle), args.calls, pace_s)))
+    one_call = one_call_list(pynvml, handle)
+    timed(one_call, warm)
+    print(line("C nvmlDeviceGetComputeRunningProcesses_v3, one call" + paced,
+               timed(one_call, args.calls, pace_s)))
     print(line("python nvmlDeviceGetMemoryInfo" + paced,
                timed(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle), args.calls, pace_s)))
     pynvml.nvmlShutdown()
