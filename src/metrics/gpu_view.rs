@@ -52,7 +52,13 @@ pub fn of<'a>(header: &Header, run: &'a RunRecord, r: Resource) -> Cow<'a, RunRe
 /// its own view (borrowed: nothing copied).
 pub fn view(run: &RunRecord, gpu: u32, own: Option<u32>) -> Cow<'_, RunRecord> {
     let per_gpu = run.samples.iter().any(|s| s.gpu_vram.was_read());
-    if !per_gpu && own.is_none_or(|own| own == gpu) {
+    // A program sampled as a tree on one GPU: its samples hold the tree's
+    // sum and its edges no reading of their own (one process's is not the
+    // tree's), so the edges are read off the samples.
+    let edges_from_samples = own.is_none()
+        && run.events.iter().all(|e| e.edge.memory.vram_bytes.is_none())
+        && run.samples.iter().any(|s| s.vram_bytes.is_some());
+    if !per_gpu && !edges_from_samples && own.is_none_or(|own| own == gpu) {
         return Cow::Borrowed(run);
     }
     let resource = Resource::Device(gpu);
@@ -60,6 +66,8 @@ pub fn view(run: &RunRecord, gpu: u32, own: Option<u32>) -> Cow<'_, RunRecord> {
     for sample in &mut out.samples {
         sample.vram_bytes = if per_gpu {
             resource.in_sample(sample)
+        } else if edges_from_samples {
+            sample.vram_bytes
         } else {
             None
         };
@@ -145,6 +153,37 @@ mod tests {
         let view0 = view(run, 0, Some(0));
         assert!(view0.samples.iter().all(|s| s.vram_bytes.is_none()));
         assert_eq!(view0.events, run.events);
+    }
+
+    /// `exec --tree` on one GPU: the samples hold the tree's sum, the
+    /// edges none of their own; the view reads them off the samples.
+    #[test]
+    fn a_program_trees_edges_are_read_off_its_samples() {
+        let mut record = fixture::record();
+        let run = &mut record.runs[0];
+        for (i, s) in run.samples.iter_mut().enumerate() {
+            s.vram_bytes = Some(100 * i as u64);
+        }
+        for e in &mut run.events {
+            e.edge.memory.vram_bytes = None;
+        }
+        let program = view(run, 0, None);
+        let read: Vec<(f64, u64)> = run
+            .samples
+            .iter()
+            .filter_map(|s| s.vram_bytes.map(|v| (s.t_s, v)))
+            .collect();
+        for e in &program.events {
+            assert_eq!(
+                e.edge.memory.vram_bytes,
+                at_edge(&read, e.t_s, e.edge.edge),
+                "{e:?}"
+            );
+            assert!(e.edge.memory.vram_bytes.is_some());
+        }
+        assert_eq!(program.samples, run.samples);
+        // memrel's worker keeps its own edges (none here: none made up).
+        assert!(matches!(view(run, 0, Some(0)), Cow::Borrowed(_)));
     }
 
     #[test]

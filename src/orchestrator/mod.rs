@@ -265,8 +265,9 @@ impl Process<'_> {
             numbering: CycleNumbering::default(),
             environment_checked: !duties.check_strategy,
         });
-        got.edge_vram = duties
-            .vram_at_edges
+        // Under --tree an edge's VRAM is read off the samples (the tree's
+        // sum, `metrics::gpu_view`): one process's reading is not the tree's.
+        got.edge_vram = (duties.vram_at_edges && !duties.sample_tree)
             .then(crate::sampler::vram::open_nvml)
             .flatten()
             .map(|probe| (pid, probe));

@@ -247,9 +247,10 @@ fn sample_loop(
     }
 }
 
-/// The sampled process's VRAM (the root's, on the GPU NVML lists it on) and,
-/// where NVML sees several GPUs, every sampled process's on each (into
-/// `processes`) with their sums.
+/// The sampled process's VRAM on the GPU NVML lists it on (on a machine of
+/// one GPU, a process tree's sum; on several, the root's own) and, where NVML
+/// sees several GPUs, every sampled process's on each (into `processes`)
+/// with their sums.
 fn read_vram(
     vram: &mut Option<Box<dyn VramProbe>>,
     probe: &Probe,
@@ -264,9 +265,10 @@ fn read_vram(
         Probe::Tree(tree) => tree.pids(),
         _ => std::slice::from_ref(&pid),
     };
-    // Several GPUs: one pass over their process lists gives both.
+    // Several GPUs: one pass over their process lists gives both. One GPU:
+    // the tree's sum (a launcher or server often holds no context itself).
     match vram.per_gpu(pids, processes) {
         Some((root, touched)) => (root, GpuVram::of(touched, processes)),
-        None => (vram.process_bytes(pid), GpuVram::default()),
+        None => (vram.tree_bytes(pids), GpuVram::default()),
     }
 }

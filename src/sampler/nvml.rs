@@ -77,8 +77,13 @@ pub fn process_bytes(device: &Device, pid: u32) -> Result<Option<u64>, String> {
 
 /// The bytes NVML lists for `pid` (summed over its entries).
 fn bytes_of(list: impl Iterator<Item = Listed>, pid: u32) -> Result<Option<u64>, String> {
+    bytes_of_any(list, &[pid])
+}
+
+/// The bytes NVML lists for any of `pids`, summed; `None` when it lists none.
+fn bytes_of_any(list: impl Iterator<Item = Listed>, pids: &[u32]) -> Result<Option<u64>, String> {
     let mut total: Option<u64> = None;
-    for p in list.filter(|p| p.pid == pid) {
+    for p in list.filter(|p| pids.contains(&p.pid)) {
         match p.used_bytes {
             Some(bytes) => total = Some(total.unwrap_or(0) + bytes),
             None => return Err("nvml reports no per-process memory on this driver".into()),
@@ -183,6 +188,8 @@ pub struct NvmlProbe {
     touched: u8,
     /// The process list's buffer, kept between readings.
     list: ProcessList,
+    /// Whether a reading summed a process tree (`--tree`), not one process.
+    tree: bool,
 }
 
 impl NvmlProbe {
@@ -209,6 +216,7 @@ impl NvmlProbe {
             last_error: None,
             touched: 0,
             list: ProcessList::default(),
+            tree: false,
         })
     }
 
@@ -233,11 +241,16 @@ impl NvmlProbe {
 
 impl VramProbe for NvmlProbe {
     fn process_bytes(&mut self, pid: u32) -> Option<u64> {
+        self.tree_bytes(&[pid])
+    }
+
+    fn tree_bytes(&mut self, pids: &[u32]) -> Option<u64> {
         let now = Instant::now();
         self.first_read.get_or_insert(now);
         self.last_read = Some(now);
         self.reads += 1;
-        self.pid = Some(pid);
+        self.pid = pids.first().copied();
+        self.tree |= pids.len() > 1;
         let devices = &self.devices;
         let cost = &mut self.process_cost;
         let list = &mut self.list;
@@ -245,7 +258,7 @@ impl VramProbe for NvmlProbe {
         let (value, found) = look_up(
             self.found,
             devices.len(),
-            |index| cost.time(|| bytes_of(list.read(&devices[index])?, pid)),
+            |index| cost.time(|| bytes_of_any(list.read(&devices[index])?, pids)),
             &mut errors,
         );
         for e in errors {
@@ -343,9 +356,14 @@ impl VramProbe for NvmlProbe {
         };
         let detail = match self.found {
             Some(index) => format!(
-                "nvml per-process memory of pid {pid} on nvml GPU {index}; device total {:.0} MiB, device used \
+                "nvml per-process memory of pid {pid}{} on nvml GPU {index}; device total {:.0} MiB, device used \
                  first {:.0} / max {:.0} / last {:.0} MiB; {} readings over {span_s:.1} s ({rate}); one per-process \
                  read: {}; one device-memory read: {}{errors}",
+                if self.tree {
+                    " and its process tree (summed)"
+                } else {
+                    ""
+                },
                 self.device_total_bytes as f64 / MIB,
                 self.device_used_first_bytes.unwrap_or(0) as f64 / MIB,
                 self.device_used_max_bytes as f64 / MIB,
@@ -353,6 +371,20 @@ impl VramProbe for NvmlProbe {
                 self.reads,
                 self.process_cost.describe(),
                 self.device_cost.describe(),
+            ),
+            // Under --tree a launcher (torchrun) often holds no context
+            // itself while the processes it started do: not a warning.
+            None if self.touched != 0 => format!(
+                "pid {pid} (the sampled tree's root) holds no CUDA context; processes of its tree were \
+                 listed on nvml GPU(s) {}: the samples' per-GPU columns hold them ({} readings); one \
+                 per-process read: {}{errors}",
+                (0..MAX_GPUS)
+                    .filter(|i| self.touched & (1 << i) != 0)
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.reads,
+                self.process_cost.describe(),
             ),
             None => {
                 warn_unseen(&pid);

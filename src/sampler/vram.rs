@@ -11,6 +11,13 @@ pub trait VramProbe: Send {
     /// not list it (no CUDA context there yet), `None` only when unknown.
     fn process_bytes(&mut self, pid: u32) -> Option<u64>;
 
+    /// Bytes of device memory `pids` (a process tree, root first) hold
+    /// together on the GPU that lists them, as [`VramProbe::process_bytes`]
+    /// reads one process.
+    fn tree_bytes(&mut self, pids: &[u32]) -> Option<u64> {
+        self.process_bytes(*pids.first()?)
+    }
+
     /// Where NVML sees several GPUs: each of `pids`' bytes on each GPU into
     /// `out` (cleared first); returns the first pid's own reading (as
     /// [`VramProbe::process_bytes`] would give it, from the same lists) and
