@@ -56,7 +56,10 @@ pub fn view(run: &RunRecord, gpu: u32, own: Option<u32>) -> Cow<'_, RunRecord> {
     // sum and its edges no reading of their own (one process's is not the
     // tree's), so the edges are read off the samples.
     let edges_from_samples = own.is_none()
-        && run.events.iter().all(|e| e.edge.memory.vram_bytes.is_none())
+        && run
+            .events
+            .iter()
+            .all(|e| e.edge.memory.vram_bytes.is_none())
         && run.samples.iter().any(|s| s.vram_bytes.is_some());
     if !per_gpu && !edges_from_samples && own.is_none_or(|own| own == gpu) {
         return Cow::Borrowed(run);

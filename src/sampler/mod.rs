@@ -37,6 +37,18 @@ pub struct Reading {
     pub file_bytes: u64,
 }
 
+/// The record's `sampler` when the samples are a process tree's (`--tree`).
+pub const TREE_SAMPLER: &str = "procfs-tree-pss";
+
+/// What a GPU's line shows: one process's VRAM, or a process tree's sum.
+pub fn vram_scope(sampler: &str) -> &'static str {
+    if sampler == TREE_SAMPLER {
+        "process tree"
+    } else {
+        "this process"
+    }
+}
+
 /// Where readings come from.
 pub enum Probe {
     Procfs(procfs::StatmProbe),
@@ -73,7 +85,7 @@ impl Probe {
         match self {
             Probe::Procfs(_) => "procfs-statm",
             Probe::Sysinfo(_) => "sysinfo",
-            Probe::Tree(_) => "procfs-tree-pss",
+            Probe::Tree(_) => TREE_SAMPLER,
             Probe::Unavailable => "none",
         }
     }

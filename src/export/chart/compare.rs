@@ -708,7 +708,13 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
     for r in resources {
         match r {
             Resource::Device(_) => {
-                swatches.push((lighten(grey, 0.45), format!("{} (this process)", r.label())))
+                // Every line from process trees: "process tree", else one process.
+                let tree = !lines.is_empty()
+                    && lines
+                        .iter()
+                        .all(|l| l.header.sampler == crate::sampler::TREE_SAMPLER);
+                let scope = if tree { "process tree" } else { "this process" };
+                swatches.push((lighten(grey, 0.45), format!("{} ({scope})", r.label())))
             }
             Resource::Container => swatches.push((lighten(grey, 0.45), r.label())),
             Resource::PageCache => {

@@ -120,7 +120,7 @@ pub fn write_timeline(record: &Record, summary: &Summary, path: &Path) -> Result
                 .sum::<u32>();
         let of_run = summary.runs.iter().find(|r| r.run == run.meta.run);
         bands.push(Band::new(height, move |plot, legend| {
-            let entries = draw_run_panel(plot, run, of_run, &panels, axis)?;
+            let entries = draw_run_panel(plot, run, of_run, &panels, axis, &record.header.sampler)?;
             draw_legend(legend, 44, &entries)
         }));
     }
@@ -134,6 +134,7 @@ fn draw_run_panel(
     of_run: Option<&RunSummary>,
     panels: &[SubPanel],
     axis: &TimeAxis,
+    sampler: &str,
 ) -> Result<Vec<LegendEntry>> {
     let colour = strategy_colour(&run.meta.strategy);
     let status = match run.meta.status {
@@ -226,6 +227,7 @@ fn draw_run_panel(
                     axis,
                     colour,
                     several: measured.len() > 1,
+                    sampler,
                 };
                 legend.extend(draw_memory(&mut chart, &drawn, *r, resource)?);
             }
@@ -252,6 +254,8 @@ struct Drawn<'a> {
     colour: RGBColor,
     /// The panel shows more than one resource (labels then name theirs).
     several: bool,
+    /// How the samples were read (`header.sampler`): one process or a tree.
+    sampler: &'a str,
 }
 
 /// Samples per pixel column above which the memory line is drawn 1 px wide.
@@ -271,6 +275,7 @@ fn draw_memory(
         axis,
         colour,
         several,
+        sampler,
     } = *drawn;
     let columns = WIDTH as usize;
     let c = clock;
@@ -334,7 +339,7 @@ fn draw_memory(
                 .map_err(plot_err)?;
             let name = match r {
                 Resource::PageCache => "page cache (model files)".to_string(),
-                _ => format!("VRAM {} (this process)", r.key()),
+                _ => format!("VRAM {} ({})", r.key(), crate::sampler::vram_scope(sampler)),
             };
             legend.push(LegendEntry::new(Swatch::Line(colour, 2), name));
             if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
