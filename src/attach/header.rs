@@ -86,7 +86,8 @@ impl Setup<'_> {
                 log: self.log.clone(),
                 ended: String::new(),
             }),
-            container: None,
+            // The whole cgroup the process runs in (read only).
+            container: Some(crate::cgroup::setup::whole_cgroup_of(self.target.pid)),
         })
     }
 }

@@ -80,8 +80,27 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     let clock_zero = Instant::now();
     let zero_mono_s = monotonic_s();
     let writer = live.samples.writer().with_context(cannot_write)?;
-    let sampler = Sampler::start(pid, interval, clock_zero, vram, job.setup.tree, writer)
-        .context("cannot start the sampler thread")?;
+    // The whole cgroup the process runs in, read only: sampled, at every
+    // edge, and its counters at the start and the end (runs.json).
+    let cgroup = crate::cgroup::locate(pid);
+    let cgroup_at_start = cgroup
+        .as_ref()
+        .ok()
+        .and_then(|at| crate::cgroup::read(at).ok());
+    let container = || crate::cgroup::setup::whole_cgroup_probe(pid).ok();
+    let sampler = Sampler::start_with(
+        pid,
+        interval,
+        clock_zero,
+        vram,
+        job.setup.tree,
+        writer,
+        crate::sampler::Extras {
+            container: container(),
+            page_cache: None,
+        },
+    )
+    .context("cannot start the sampler thread")?;
     record.header.sampler = sampler.probe_name.to_string();
     let mut marker = Marker {
         events: &mut live.events,
@@ -93,10 +112,12 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         } else {
             Probe::open(pid)
         },
-        vram: device
-            .is_cuda()
+        // Under --tree an edge's VRAM is read off the samples (the tree's
+        // sum, `metrics::gpu_view`): one process's reading is not the tree's.
+        vram: (device.is_cuda() && !job.setup.tree)
             .then(crate::sampler::vram::open_nvml)
             .flatten(),
+        container: container(),
         pid,
         max_cycle: 0,
     };
@@ -137,6 +158,25 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     meta.checks
         .extend(vram.map(|v| v.checks()).unwrap_or_default());
     meta.duration_s = end_s;
+    meta.cgroup = Some(match &cgroup {
+        Ok(at) => {
+            let at_end = crate::cgroup::read(at);
+            crate::cgroup::view::CgroupRun {
+                dir: at.dir.display().to_string(),
+                version: Some(at.version),
+                at_start: cgroup_at_start,
+                at_end: at_end.as_ref().ok().copied(),
+                error: at_end.err(),
+            }
+        }
+        Err(why) => crate::cgroup::view::CgroupRun {
+            dir: String::new(),
+            version: None,
+            at_start: None,
+            at_end: None,
+            error: Some(why.clone()),
+        },
+    });
     meta.status = RunStatus::Completed;
     if let Some(e) = sample_error {
         meta.status = RunStatus::Failed;
@@ -217,6 +257,7 @@ struct Marker<'a> {
     /// Reads the memory at each edge (as the channel does for a program).
     probe: Probe,
     vram: Option<Box<dyn VramProbe>>,
+    container: Option<crate::cgroup::probe::CgroupProbe>,
     pid: u32,
     max_cycle: u32,
 }
@@ -303,7 +344,11 @@ impl Marker<'_> {
                 anon_bytes: reading.map_or(0, |r| r.anon_bytes),
                 file_bytes: reading.map_or(0, |r| r.file_bytes),
                 vram_bytes: self.vram.as_mut().and_then(|v| v.process_bytes(self.pid)),
-                container_bytes: None,
+                container_bytes: self
+                    .container
+                    .as_mut()
+                    .and_then(|c| c.read(true))
+                    .map(|c| c.working_set_bytes),
                 page_cache_bytes: None,
             },
             allocator: None,

@@ -56,14 +56,11 @@ impl Setup {
             view.version = Some(super::Version::V2);
             return view;
         }
-        match locate(std::process::id()).and_then(|at| CgroupProbe::open(&at).map(|_| at)) {
-            Ok(at) => {
-                view.dir = at.dir.display().to_string();
-                view.version = Some(at.version);
-            }
-            Err(why) => view.unavailable = Some(why),
+        ContainerView {
+            memory_limit_bytes: self.memory_limit_bytes,
+            limit: self.limit_kind(),
+            ..whole_cgroup_of(std::process::id())
         }
-        view
     }
 
     /// Gets the cgroup side of one worker process ready, before its spawn:
@@ -93,6 +90,33 @@ impl Setup {
             limit_bytes: self.memory_limit_bytes,
         })
     }
+}
+
+/// The whole cgroup `pid` runs in, as the record's header names it (or why
+/// it cannot be read): memrel's own, which its workers inherit, or the
+/// process `attach` watches.
+pub fn whole_cgroup_of(pid: u32) -> ContainerView {
+    let mut view = ContainerView {
+        scope: Scope::WholeCgroup,
+        dir: String::new(),
+        version: None,
+        unavailable: None,
+        memory_limit_bytes: None,
+        limit: None,
+    };
+    match locate(pid).and_then(|at| CgroupProbe::open(&at).map(|_| at)) {
+        Ok(at) => {
+            view.dir = at.dir.display().to_string();
+            view.version = Some(at.version);
+        }
+        Err(why) => view.unavailable = Some(why),
+    }
+    view
+}
+
+/// A reader of the whole cgroup `pid` runs in, or why there is none.
+pub fn whole_cgroup_probe(pid: u32) -> Result<CgroupProbe, String> {
+    locate(pid).and_then(|at| CgroupProbe::open(&at))
 }
 
 /// One worker process's cgroup side.

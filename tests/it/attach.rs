@@ -212,6 +212,44 @@ fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exi
     assert!(argv.contains("prog.py"), "{argv}");
     assert_eq!(header["attached"]["tree"], true);
     assert_eq!(runs(&results)[0]["status"], "completed");
+    // The container: the whole cgroup the program runs in, read only (the
+    // tests' own, readable wherever they run): sampled, at every edge, and
+    // its counters at the start and the end; the 200 MiB are charged to it.
+    assert_eq!(header["container"]["scope"], "whole_cgroup", "{header}");
+    assert!(header["container"]["unavailable"].is_null(), "{header}");
+    let events = csv_rows(&results.join("events.csv"));
+    assert!(
+        events.iter().all(|e| !e["container_bytes"].is_empty()),
+        "every edge reads the cgroup"
+    );
+    // The cgroup is shared with whatever else runs (other tests): its level,
+    // not its rise, is what the program's 200 MiB of anon pages bound.
+    let loaded_ws: f64 = events
+        .iter()
+        .find(|e| e["phase"] == "load" && e["edge"] == "end")
+        .and_then(|e| e["container_bytes"].parse().ok())
+        .expect("a working set at the load's end");
+    assert!(
+        loaded_ws >= 195.0 * MIB,
+        "the cgroup's working set {loaded_ws} holds the program's 200 MiB"
+    );
+    assert!(csv_rows(&results.join("samples.csv"))
+        .iter()
+        .any(|s| !s["container_bytes"].is_empty()));
+    let cgroup = &runs(&results)[0]["cgroup"];
+    assert!(
+        cgroup["at_start"]["usage_bytes"].as_u64().is_some(),
+        "{cgroup}"
+    );
+    assert!(
+        cgroup["at_end"]["usage_bytes"].as_u64().is_some(),
+        "{cgroup}"
+    );
+    assert!(summary(&results)["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .any(|r| r == "container"));
     let record = assert_intact(&results, 1);
     assert_eq!(record.header.sampler, "procfs-tree-pss");
     // The live file is gone with the measurement: a late mark is refused.
