@@ -76,6 +76,11 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 /// When the parent looks at a program's environment and mappings.
 const PROGRAM_LOOK_AFTER: Duration = Duration::from_millis(50);
 
+/// Until when it looks again while a check fails: on a busy machine the
+/// process may not have reached its `exec` (or its loader its preloads) by
+/// the first look.
+const PROGRAM_LOOK_UNTIL: Duration = Duration::from_secs(2);
+
 /// How many of a run's latest phase edges the orchestrator keeps (to time
 /// an end edge from its begin); all of them are on disk.
 const EVENTS_KEPT: usize = 1024;
@@ -264,6 +269,7 @@ impl Process<'_> {
         got.program = duties.complete_edges.then(|| ProgramState {
             numbering: CycleNumbering::default(),
             environment_checked: !duties.check_strategy,
+            failed_checks: Vec::new(),
         });
         // Under --tree an edge's VRAM is read off the samples (the tree's
         // sum, `metrics::gpu_view`): one process's reading is not the tree's.
@@ -352,9 +358,14 @@ impl Process<'_> {
             // (the dynamic loader has mapped what was preloaded).
             if let Some(program) = got.program.as_mut().filter(|p| !p.environment_checked) {
                 if spawned.elapsed() >= PROGRAM_LOOK_AFTER || got.events_taken > 0 {
-                    program.environment_checked = true;
-                    meta.checks
-                        .extend(environment_checks(pid, self.strategy, self.preload));
+                    let checks = environment_checks(pid, self.strategy, self.preload);
+                    if checks.iter().all(|c| c.ok) || spawned.elapsed() >= PROGRAM_LOOK_UNTIL {
+                        program.environment_checked = true;
+                        meta.checks.extend(checks);
+                    } else {
+                        // Kept for a program that ends before the next look.
+                        program.failed_checks = checks;
+                    }
                 }
             }
             if let Some(sig) = signals::received() {
@@ -364,6 +375,11 @@ impl Process<'_> {
                 break Some(Stop::Timeout);
             }
         };
+        // A program that ended while a check still failed: its last look.
+        if let Some(program) = got.program.as_mut().filter(|p| !p.environment_checked) {
+            program.environment_checked = true;
+            meta.checks.append(&mut program.failed_checks);
+        }
         // The worker is a zombie or about to be killed: its group id is still
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);
@@ -472,6 +488,8 @@ fn append_tail(tail: &mut String, more: String, process: u32) {
 struct ProgramState {
     numbering: CycleNumbering,
     environment_checked: bool,
+    /// The latest look's checks while one fails (`PROGRAM_LOOK_UNTIL`).
+    failed_checks: Vec<Check>,
 }
 
 impl ProgramState {
