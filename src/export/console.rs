@@ -15,6 +15,7 @@ use std::fmt::Write;
 
 use super::table::{
     caption, console_lines, not_measured_notes, sig, verdict_heading, verdict_lines, Layout, Line,
+    COMPACT_MAX_CHARS,
 };
 use crate::metrics::{Resource, Summary};
 use crate::textutil::MIB;
@@ -44,17 +45,14 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
             machine: None,
         })
         .collect();
-    let (table, ranges_left_out) = console_lines(layout, &resources, &lines, false);
+    let (table, fit) = console_lines(layout, &resources, &lines, false);
     let mut out = String::new();
     let _ = writeln!(
         out,
         "memrel run: {} on {}",
         summary.scenario, summary.device
     );
-    for line in caption(layout, ranges_left_out, &lines)
-        .iter()
-        .chain(&table)
-    {
+    for line in caption(layout, fit, &lines).iter().chain(&table) {
         let _ = writeln!(out, "{line}");
     }
     for &r in &resources {
@@ -87,12 +85,18 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
         if measured.is_empty() {
             continue;
         }
-        let _ = writeln!(
-            out,
-            "\n{} retained MiB after each cycle (median over runs; retaining = above {:.0} MiB):",
-            r.label(),
+        let heading = format!("{} retained MiB after each cycle", r.label());
+        let legend = format!(
+            "(median over runs; retaining = above {:.0} MiB):",
             summary.retention_threshold_bytes as f64 / MIB
         );
+        // On two lines where one would pass 100 characters (the container's long name).
+        let gap = if heading.chars().count() + 1 + legend.chars().count() <= COMPACT_MAX_CHARS {
+            " "
+        } else {
+            "\n"
+        };
+        let _ = writeln!(out, "\n{heading}{gap}{legend}");
         for (s, m) in measured {
             let cell = |c: &crate::metrics::memory::CycleSpread| {
                 format!("{:>7}", sig(c.spread.median / MIB))

@@ -36,6 +36,16 @@ impl Layout {
     }
 }
 
+/// How much the compact layout gives up to fit [`COMPACT_MAX_CHARS`], in
+/// turn: nothing, the retained ranges, then also the lead's "after release"
+/// (baseline + retained) and the long resource names over the columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fit {
+    Full,
+    NoRanges,
+    Slim,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Column {
     Strategy,
@@ -58,14 +68,15 @@ pub(super) enum Column {
     Checks,
 }
 
-/// The columns of `layout`; `resources` lead first. `ranges: false` leaves
-/// the retained ranges out (the compact layout's fallback to fit its width).
+/// The columns of `layout`; `resources` lead first; `fit` what the compact
+/// layout leaves out to fit its width (the others always have everything).
 pub(super) fn columns(
     layout: Layout,
     resources: &[Resource],
     relative: bool,
-    ranges: bool,
+    fit: Fit,
 ) -> Vec<Column> {
+    let ranges = fit == Fit::Full;
     let mut out = vec![Column::Strategy, Column::Runs];
     let Some((&lead, others)) = resources.split_first() else {
         return out;
@@ -82,17 +93,17 @@ pub(super) fn columns(
     };
     match layout {
         Layout::Compact => {
-            out.extend(memory(
-                lead,
-                &[
-                    Metric::Baseline,
-                    Metric::AfterRelease,
-                    Metric::Retained,
-                    Metric::Released,
-                    Metric::CyclesRetaining,
-                ],
-                ranges,
-            ));
+            let lead_metrics: Vec<Metric> = [
+                Metric::Baseline,
+                Metric::AfterRelease,
+                Metric::Retained,
+                Metric::Released,
+                Metric::CyclesRetaining,
+            ]
+            .into_iter()
+            .filter(|m| fit != Fit::Slim || *m != Metric::AfterRelease)
+            .collect();
+            out.extend(memory(lead, &lead_metrics, ranges));
             for &r in others {
                 // The page cache's story is what stays cached after the unload.
                 let shown = match r {

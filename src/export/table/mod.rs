@@ -37,7 +37,7 @@ use crate::textutil::MIB;
 pub(in crate::export) use cells::sig;
 use cells::{cell, relative_cell};
 use columns::{columns, names, prefix, Column};
-pub use columns::{Layout, COMPACT_MAX_CHARS};
+pub use columns::{Fit, Layout, COMPACT_MAX_CHARS};
 pub use retention::RUNS_TO_CONCLUDE;
 pub(super) use retention::{too_few_runs, verdict, verdict_heading, verdict_lines};
 
@@ -72,9 +72,9 @@ impl Grid {
         resources: &[Resource],
         lines: &[Line],
         relative: bool,
-        ranges: bool,
+        fit: Fit,
     ) -> Grid {
-        let mut columns = columns(layout, resources, relative, ranges);
+        let mut columns = columns(layout, resources, relative, fit);
         if lines.iter().any(|l| l.machine.is_some()) {
             columns.insert(1, Column::Machine);
         }
@@ -88,7 +88,11 @@ impl Grid {
                 Column::Memory { resource, .. } => Some(resource),
                 _ => None,
             };
-            groups.push(resource.map(|r| r.label()));
+            groups.push(resource.map(|r| match (fit, r) {
+                // Slim: the caption says it is the whole cgroup's.
+                (Fit::Slim, Resource::Container) => "container WS".to_string(),
+                _ => r.label(),
+            }));
             let words: Vec<String> = [
                 resource.map(|r| prefix(r, resources)).unwrap_or_default(),
                 names.markdown.to_string(),
@@ -136,24 +140,26 @@ impl Grid {
     }
 }
 
-/// The console table of `lines`: in the compact layout, the retained range is
-/// left out when the table would not fit [`COMPACT_MAX_CHARS`] with it (the
-/// second value says so).
+/// The console table of `lines`: in the compact layout, what it gives up to
+/// fit [`COMPACT_MAX_CHARS`] (the first [`Fit`] that fits, else the last),
+/// which the second value says.
 pub(super) fn console_lines(
     layout: Layout,
     resources: &[Resource],
     lines: &[Line],
     relative: bool,
-) -> (Vec<String>, bool) {
-    let full = Grid::new(layout, resources, lines, relative, true).plain_lines();
-    let fits = full.iter().all(|l| l.chars().count() <= COMPACT_MAX_CHARS);
-    if layout != Layout::Compact || fits {
-        return (full, false);
+) -> (Vec<String>, Fit) {
+    let plain = |fit| Grid::new(layout, resources, lines, relative, fit).plain_lines();
+    let full = plain(Fit::Full);
+    let fits = |t: &[String]| t.iter().all(|l| l.chars().count() <= COMPACT_MAX_CHARS);
+    if layout != Layout::Compact || fits(&full) {
+        return (full, Fit::Full);
     }
-    (
-        Grid::new(layout, resources, lines, relative, false).plain_lines(),
-        true,
-    )
+    let no_ranges = plain(Fit::NoRanges);
+    if fits(&no_ranges) {
+        return (no_ranges, Fit::NoRanges);
+    }
+    (plain(Fit::Slim), Fit::Slim)
 }
 
 /// One line per resource that some strategies did not measure, saying why
@@ -209,7 +215,7 @@ fn comparison_lines(c: &Comparison) -> Vec<Line<'_>> {
 /// The cells of compare.md's table, header first (for tests and other formats).
 pub fn cells(c: &Comparison) -> Vec<Vec<String>> {
     let lines = comparison_lines(c);
-    let table = Grid::new(Layout::Markdown, &c.resources, &lines, true, true);
+    let table = Grid::new(Layout::Markdown, &c.resources, &lines, true, Fit::Full);
     let mut out = vec![table.long.clone()];
     out.extend(table.rows);
     out
@@ -217,18 +223,24 @@ pub fn cells(c: &Comparison) -> Vec<Vec<String>> {
 
 /// What the console caption says about the aggregation, and whether `lines`
 /// have runs enough to conclude (each line ≤ 100 chars).
-pub(super) fn caption(layout: Layout, ranges_left_out: bool, lines: &[Line]) -> Vec<String> {
+pub(super) fn caption(layout: Layout, fit: Fit, lines: &[Line]) -> Vec<String> {
     let mut out = vec![
         "memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs"
             .to_string(),
     ];
     out.extend(too_few_runs(lines));
     match layout {
-        Layout::Compact => out.push(if ranges_left_out {
-            "ranges left out to fit 100 columns; --wide shows every column".to_string()
-        } else {
-            "--wide shows every column".to_string()
-        }),
+        Layout::Compact => match fit {
+            Fit::Full => out.push("--wide shows every column".to_string()),
+            Fit::NoRanges => out
+                .push("ranges left out to fit 100 columns; --wide shows every column".to_string()),
+            Fit::Slim => out.extend([
+                "ranges and after release (= baseline + retained) left out to fit 100 columns;"
+                    .to_string(),
+                "container WS = the whole cgroup's working set; --wide shows every column"
+                    .to_string(),
+            ]),
+        },
         Layout::Markdown | Layout::Wide => out.push(
             "growth: median over runs; latency, t50, t90, settle, late, times: median (min–max) \
              over every cycle"
@@ -332,7 +344,7 @@ pub fn markdown(c: &Comparison) -> String {
     if let Some(few) = too_few_runs(&lines) {
         let _ = writeln!(out, "> **warning:** {}\n", md_escape(&few));
     }
-    let table = Grid::new(Layout::Markdown, &c.resources, &lines, true, true);
+    let table = Grid::new(Layout::Markdown, &c.resources, &lines, true, Fit::Full);
     out.push_str(&table.markdown());
     for line in verdict_blocks(c, &lines, true) {
         let _ = writeln!(out, "{line}");
@@ -355,17 +367,22 @@ pub fn plain(c: &Comparison) -> String {
 
 /// The console's comparison table in `layout` (`Layout::console(wide)`).
 pub fn plain_as(c: &Comparison, layout: Layout) -> String {
-    let lines = comparison_lines(c);
-    let (table, ranges_left_out) = console_lines(layout, &c.resources, &lines, true);
+    let mut lines = comparison_lines(c);
+    // A machine key is ~50 characters: the compact table says under it
+    // which machine made each source (--wide and compare.md keep a column).
+    let machine_names = if layout == Layout::Compact {
+        machines_by_source(c, &mut lines)
+    } else {
+        Vec::new()
+    };
+    let (mut table, fit) = console_lines(layout, &c.resources, &lines, true);
+    table.extend(machine_names);
     let mut out = String::new();
     let _ = writeln!(out, "memrel compare: {} on {}", c.scenario, c.device);
     for w in &c.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    for line in caption(layout, ranges_left_out, &lines)
-        .iter()
-        .chain(&table)
-    {
+    for line in caption(layout, fit, &lines).iter().chain(&table) {
         let _ = writeln!(out, "{line}");
     }
     for line in verdict_blocks(c, &lines, false) {
@@ -375,6 +392,22 @@ pub fn plain_as(c: &Comparison, layout: Layout) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// The compact table's machines: each source (`A`, `B`, …, in the rows'
+/// labels) is one record made on one machine, so the column gives way to a
+/// line per source under the table saying which machine made it.
+fn machines_by_source(c: &Comparison, lines: &mut [Line]) -> Vec<String> {
+    if lines.iter().all(|l| l.machine.is_none()) {
+        return Vec::new();
+    }
+    for line in lines.iter_mut() {
+        line.machine = None;
+    }
+    c.sources
+        .iter()
+        .map(|s| format!("  {} = machine {}", s.label, s.machine))
+        .collect()
 }
 
 /// Per measured resource: a blank line, the heading, and each row's
@@ -470,13 +503,26 @@ pub(super) mod tests {
         assert_eq!(&grid[0][..2], ["strategy", "machine"]);
         assert_eq!(grid[1][1], c.machines[0]);
         assert_eq!(grid[3][1], c.machines[1]);
+        // The compact console table says which machine made each source
+        // under it (a key is ~50 characters); --wide keeps the column.
         let console = plain(&c);
         let header = console
             .lines()
             .find(|l| l.trim_start().starts_with("strategy"))
             .unwrap();
-        assert!(header.contains("machine"), "{console}");
-        assert!(console.contains(&c.machines[1]), "{console}");
+        assert!(!header.contains("machine"), "{console}");
+        for (source, machine) in ["A", "B"].iter().zip(&c.machines) {
+            assert!(
+                console.contains(&format!("  {source} = machine {machine}")),
+                "{console}"
+            );
+        }
+        let wide = plain_as(&c, Layout::Wide);
+        let header = wide
+            .lines()
+            .find(|l| l.trim_start().starts_with("strategy"))
+            .unwrap();
+        assert!(header.contains("machine"), "{wide}");
         let one = compare(&[input("a", &a.header, &sa), input("a2", &a.header, &sa)]);
         assert_eq!(one.machines.len(), 1);
         assert_ne!(cells(&one)[0][1], "machine");
@@ -605,7 +651,7 @@ pub(super) mod tests {
                 );
             }
             let wide = plain_as(&c, Layout::Wide);
-            let columns = columns(Layout::Wide, &c.resources, true, true);
+            let columns = columns(Layout::Wide, &c.resources, true, Fit::Full);
             // Strategy, runs, 15 host metrics (+ 16 device ones), 6 time and check columns.
             let device = usize::from(c.lead.is_device());
             assert_eq!(columns.len(), 2 + 15 + device * 16 + 6);
@@ -631,6 +677,53 @@ pub(super) mod tests {
                 "{wide}"
             );
         }
+    }
+
+    /// VRAM, host and the container, two sources: without ranges still too
+    /// wide, so the compact table also leaves out the lead's after release
+    /// and names the container short, and says so.
+    #[test]
+    fn a_compact_table_of_three_resources_fits_by_slimming() {
+        let mut record = fixture::cuda_record();
+        record.header.container = Some(crate::cgroup::setup::whole_cgroup_of(std::process::id()));
+        record.header.container.as_mut().unwrap().unavailable = None;
+        for run in &mut record.runs {
+            for s in &mut run.samples {
+                s.container = Some(crate::record::ContainerSample {
+                    working_set_bytes: s.rss_bytes + 300 * 1024 * 1024,
+                    usage_bytes: s.rss_bytes + 400 * 1024 * 1024,
+                    anon_bytes: None,
+                    file_bytes: None,
+                });
+            }
+            for e in &mut run.events {
+                e.edge.memory.container_bytes = Some(e.edge.memory.rss_bytes + 300 * 1024 * 1024);
+            }
+        }
+        let summary = summarize(&record);
+        assert_eq!(summary.resources.len(), 3, "{:?}", summary.resources);
+        let input = |dir: &str| Input {
+            dir: dir.into(),
+            header: &record.header,
+            summary: &summary,
+            damage: Vec::new(),
+        };
+        let c = compare(&[input("a"), input("b")]);
+        let lines = comparison_lines(&c);
+        let (_, fit) = console_lines(Layout::Compact, &c.resources, &lines, true);
+        assert_eq!(fit, Fit::Slim);
+        let compact = plain(&c);
+        assert!(
+            compact
+                .lines()
+                .all(|l| l.chars().count() <= COMPACT_MAX_CHARS),
+            "{compact}"
+        );
+        assert!(compact.contains("container WS"), "{compact}");
+        assert!(
+            compact.contains("after release (= baseline + retained) left out"),
+            "{compact}"
+        );
     }
 
     #[test]

@@ -64,12 +64,18 @@ pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(Str
 }
 
 /// What [`verdict`] means, for the line above a block of verdicts.
+/// On two lines where one would pass 100 characters (the container's long name).
 pub(in crate::export) fn verdict_heading(resource: Resource, threshold_bytes: u64) -> String {
-    format!(
-        "{} per run (retaining = a cycle above {:.0} MiB; retained: last cycle, median (min–max)):",
-        resource.label(),
+    let legend = format!(
+        "(retaining = a cycle above {:.0} MiB; retained: last cycle, median (min–max)):",
         threshold_bytes as f64 / MIB
-    )
+    );
+    let one_line = format!("{} per run {legend}", resource.label());
+    if one_line.chars().count() <= super::COMPACT_MAX_CHARS {
+        one_line
+    } else {
+        format!("{} per run\n{legend}", resource.label())
+    }
 }
 
 /// The verdict lines of `lines` for `resource`, aligned: `  drop  retains
