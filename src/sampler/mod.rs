@@ -37,6 +37,9 @@ pub struct Reading {
     pub file_bytes: u64,
 }
 
+/// How long [`Probe::open_tree`] tries a process whose tree cannot be read yet.
+const TREE_OPEN_RETRY: Duration = Duration::from_millis(200);
+
 /// The record's `sampler` when the samples are a process tree's (`--tree`).
 pub const TREE_SAMPLER: &str = "procfs-tree-pss";
 
@@ -73,11 +76,20 @@ impl Probe {
 
     /// The process tree of `pid` (PSS, see `tree`); procfs only. A reading
     /// costs ~17 µs per resident MiB (the kernel walks the page tables): the
-    /// loop skips the ticks it cannot keep.
+    /// loop skips the ticks it cannot keep. A process opened just after its
+    /// spawn may still be in its `exec` (whose `smaps_rollup` can refuse
+    /// a reader for that moment): tried again for up to
+    /// [`TREE_OPEN_RETRY`] before falling back to the process alone.
     pub fn open_tree(pid: u32) -> Probe {
-        match tree::TreeProbe::open(pid) {
-            Ok(p) => Probe::Tree(p),
-            Err(_) => Probe::open(pid),
+        let until = Instant::now() + TREE_OPEN_RETRY;
+        loop {
+            match tree::TreeProbe::open(pid) {
+                Ok(p) => return Probe::Tree(p),
+                Err(_) if Instant::now() < until && procfs::StatmProbe::open(pid).is_ok() => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(_) => return Probe::open(pid),
+            }
         }
     }
 

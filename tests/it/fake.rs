@@ -142,14 +142,21 @@ fn the_gate_calls_a_new_leak_of_exact_size_a_regression() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).expect("verdict"))
             .expect("json");
     assert_eq!(verdict["regressed"], true, "{verdict}");
-    // The retained row is the exact leak: 3 cycles × 32 MiB.
+    // The retained row is the leak: 3 cycles × 32 MiB, within what the
+    // kernel's per-CPU RSS counters may be off by when read (statm: up to
+    // 32 pages per CPU each way since Linux 6.2, at each end of the cycle).
     let md = std::fs::read_to_string(dir.join("verdict.md")).expect("verdict.md");
     let retained = md
         .lines()
         .find(|l| l.contains("| retained |") && l.contains(" … "))
         .expect("retained row");
+    let cells: Vec<&str> = retained.split('|').map(str::trim).collect();
+    let now_mib: f64 = cells[6]
+        .strip_suffix(" MiB")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a MiB value in {retained}"));
     assert!(
-        retained.contains("| 96.0 MiB |") && retained.contains("regressed"),
+        (now_mib - 96.0).abs() <= 1.0 && retained.contains("regressed"),
         "{retained}"
     );
 }
