@@ -43,9 +43,14 @@ const TREE_OPEN_RETRY: Duration = Duration::from_millis(200);
 /// The record's `sampler` when the samples are a process tree's (`--tree`).
 pub const TREE_SAMPLER: &str = "procfs-tree-pss";
 
-/// What a GPU's line shows: one process's VRAM, or a process tree's sum.
-pub fn vram_scope(sampler: &str) -> &'static str {
-    if sampler == TREE_SAMPLER {
+/// Whether samples recorded with `sampler` are a process tree's.
+pub fn is_tree(sampler: &str) -> bool {
+    sampler == TREE_SAMPLER
+}
+
+/// What a GPU's line shows: a process tree's sum, or one process's VRAM.
+pub fn vram_scope(tree: bool) -> &'static str {
+    if tree {
         "process tree"
     } else {
         "this process"

@@ -72,12 +72,7 @@ pub fn device_by_uuid(uuid: &[u8; 16]) -> Result<Device<'static>, String> {
 /// compute processes (no CUDA context there, or a PID from another namespace).
 /// For a reading now and then (a phase edge); the sampler keeps its list.
 pub fn process_bytes(device: &Device, pid: u32) -> Result<Option<u64>, String> {
-    bytes_of(ProcessList::default().read(device)?, pid)
-}
-
-/// The bytes NVML lists for `pid` (summed over its entries).
-fn bytes_of(list: impl Iterator<Item = Listed>, pid: u32) -> Result<Option<u64>, String> {
-    bytes_of_any(list, &[pid])
+    bytes_of_any(ProcessList::default().read(device)?, &[pid])
 }
 
 /// The bytes NVML lists for any of `pids`, summed; `None` when it lists none.

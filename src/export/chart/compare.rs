@@ -709,11 +709,12 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
         match r {
             Resource::Device(_) => {
                 // Every line from process trees: "process tree", else one process.
-                let tree = !lines.is_empty()
-                    && lines
-                        .iter()
-                        .all(|l| l.header.sampler == crate::sampler::TREE_SAMPLER);
-                let scope = if tree { "process tree" } else { "this process" };
+                let scope = crate::sampler::vram_scope(
+                    !lines.is_empty()
+                        && lines
+                            .iter()
+                            .all(|l| crate::sampler::is_tree(&l.header.sampler)),
+                );
                 swatches.push((lighten(grey, 0.45), format!("{} ({scope})", r.label())))
             }
             Resource::Container => swatches.push((lighten(grey, 0.45), r.label())),

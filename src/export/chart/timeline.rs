@@ -339,7 +339,11 @@ fn draw_memory(
                 .map_err(plot_err)?;
             let name = match r {
                 Resource::PageCache => "page cache (model files)".to_string(),
-                _ => format!("VRAM {} ({})", r.key(), crate::sampler::vram_scope(sampler)),
+                _ => format!(
+                    "VRAM {} ({})",
+                    r.key(),
+                    crate::sampler::vram_scope(crate::sampler::is_tree(sampler))
+                ),
             };
             legend.push(LegendEntry::new(Swatch::Line(colour, 2), name));
             if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
