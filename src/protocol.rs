@@ -11,13 +11,19 @@
 //! Every memory reading in a message is the worker's own `/proc/self/statm` at
 //! the instant of the phase edge, so phase-point metrics carry no sampling lag.
 //!
-//! Any program speaks the same protocol (the README's "Phase markers" has the
-//! short version for C, C++ and Rust): a `phase` line needs only `phase` and
-//! `edge`. Without `cycle` the parent numbers cycles (a load that begins after
-//! an unload, release or settle starts the next one; baseline and warm-up are
-//! cycle 0); without `memory` the parent reads the program's memory when the
-//! line arrives. `hello` and `done` are optional for a program, required of
-//! memrel's own workers.
+//! Any program speaks the same protocol (docs/guide.md's "Phase markers" has
+//! the short version for C, C++ and Rust): a `phase` line needs only `phase`
+//! and `edge`. Without `cycle` the parent numbers cycles (a load that begins
+//! after an unload, release or settle starts the next one; baseline and
+//! warm-up are cycle 0); without `memory` the parent reads the program's
+//! memory when the line arrives. `hello` and `done` are optional for a
+//! program, required of memrel's own workers.
+//!
+//! The handshake: once the parent has read every resource at a phase edge it
+//! writes one byte on a second pipe, the descriptor [`ACK_FD`] named in
+//! [`ACK_FD_ENV`]. A sender that reads that byte after each phase line before
+//! going on (memrel's workers and the Python module do) cannot act before its
+//! edge is read; one that does not is measured as before.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +41,20 @@ pub const EVENT_FD_ENV: &str = "MEMREL_EVENT_FD";
 /// launch) finds the pipe again in an ancestor's /proc/PID/fd (the Python
 /// module does, in the process of rank 0 only).
 pub const EVENT_PIPE_ENV: &str = "MEMREL_EVENT_PIPE";
+
+/// The worker's file descriptor of the acknowledgements' read end: one byte
+/// per phase line, written once the parent has read the edge.
+pub const ACK_FD: i32 = 4;
+
+/// The environment variable that names [`ACK_FD`].
+pub const ACK_FD_ENV: &str = "MEMREL_ACK_FD";
+
+/// The acknowledgements' identity, as [`EVENT_PIPE_ENV`] for the channel.
+pub const ACK_PIPE_ENV: &str = "MEMREL_ACK_PIPE";
+
+/// How long a sender waits for an edge's acknowledgement before going on
+/// without it (the parent is stuck or gone; the edge is still sent).
+pub const ACK_TIMEOUT_S: f64 = 10.0;
 
 /// The longest line the parent accepts; a longer one is a protocol error (a
 /// real message is a few hundred bytes: this bounds the parent's memory).

@@ -23,6 +23,11 @@ under 4096 bytes, written with one ``os.write`` (atomic on a pipe). Types:
 exit, from atexit) and ``error`` (an uncaught exception). Nothing else is
 written on the descriptor.
 
+The handshake: after each ``phase`` line the module waits (at most 10 s) for
+one byte on the descriptor named in ``MEMREL_ACK_FD``, which memrel writes
+once it has read every resource at that edge; so what the program does right
+after ``begin``/``end`` returns cannot leak into the edge's reading.
+
 Standard library only. torch is used only when the program has imported it
 (``sys.modules``); this module never imports it.
 """
@@ -122,8 +127,11 @@ class _Channel(object):
 
     def __init__(self):
         self.fd = None
+        self.ack = None
         self.lock = threading.Lock()
         self.owner = os.getpid()
+        ack_raw = os.environ.pop("MEMREL_ACK_FD", None)
+        ack_pipe = os.environ.pop("MEMREL_ACK_PIPE", None)
         raw = os.environ.pop("MEMREL_EVENT_FD", None)
         # Popped: a child process started from here must not take an unrelated
         # descriptor with the same number for memrel's channel.
@@ -152,8 +160,30 @@ class _Channel(object):
         except OSError:
             pass
         self.fd = fd
+        self.ack = self._open_ack(ack_raw, ack_pipe)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
+
+    @classmethod
+    def _open_ack(cls, raw, pipe):
+        """The acknowledgements' descriptor, or None (an older memrel, or
+        a launcher that closed it and no ancestor holds it)."""
+        try:
+            fd = int(raw)
+        except (TypeError, ValueError):
+            return None
+        if pipe and not cls._is_pipe(fd, pipe):
+            if os.environ.get("RANK", "0") != "0":
+                return None
+            fd = cls._reopen(fd, pipe, os.O_RDONLY)
+            if fd is None:
+                return None
+        try:
+            os.fstat(fd)
+            os.set_inheritable(fd, False)
+        except OSError:
+            return None
+        return fd
 
     @staticmethod
     def _is_pipe(fd, pipe):
@@ -163,7 +193,7 @@ class _Channel(object):
             return False
 
     @staticmethod
-    def _reopen(fd, pipe):
+    def _reopen(fd, pipe, flags=os.O_WRONLY):
         """The pipe ``pipe`` (``pipe:[INODE]``) as a new descriptor, opened
         through the first ancestor that holds it as ``fd``; None if none does."""
         pid = os.getppid()
@@ -173,7 +203,7 @@ class _Channel(object):
             path = "/proc/%d/fd/%d" % (pid, fd)
             try:
                 if os.readlink(path) == pipe:
-                    return os.open(path, os.O_WRONLY)
+                    return os.open(path, flags)
             except OSError:
                 pass
             try:
@@ -194,12 +224,35 @@ class _Channel(object):
         # A forked child (a DataLoader worker, say) is not the measured
         # process: it must neither write phases nor keep the pipe open.
         fd, self.fd = self.fd, None
+        ack, self.ack = self.ack, None
         self.lock = threading.Lock()
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for d in (fd, ack):
+            if d is not None:
+                try:
+                    os.close(d)
+                except OSError:
+                    pass
+
+    def _wait_for_ack(self):
+        """Waits until memrel has read the edge just sent (the handshake);
+        without an answer in 10 s it stops waiting for later ones."""
+        ack = self.ack
+        if ack is None:
+            return
+        import select
+
+        try:
+            while True:
+                try:
+                    ready, _, _ = select.select([ack], [], [], 10.0)
+                except InterruptedError:
+                    continue
+                if ready and os.read(ack, 1):
+                    return
+                break
+        except OSError:
+            pass
+        self.ack = None
 
     def send(self, kind, data):
         if self.fd is None or os.getpid() != self.owner:
@@ -222,6 +275,8 @@ class _Channel(object):
                         select.select([], [fd], [], 5.0)
                         continue
                     view = view[n:]
+                if kind == "phase":
+                    self._wait_for_ack()
                 return True
             except OSError as e:
                 # memrel is gone (EPIPE) or the descriptor broke: stop writing.

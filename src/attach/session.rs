@@ -22,9 +22,11 @@ use super::header::{Setup, STRATEGY};
 use super::live::{LiveDir, MarkLine, MarkPhase};
 use crate::export;
 use crate::metrics::{self, Summary};
+use crate::orchestrator::edges::EdgeReader;
 use crate::orchestrator::signals;
 use crate::protocol::{monotonic_s, Check, Edge, MemoryAtEdge, Phase, PhaseEdge, CYCLE_UNSET};
 use crate::record::live::{EventLog, LiveRun};
+use crate::record::Sample;
 use crate::record::{Event, Record, RunMeta, RunRecord, RunStatus};
 use crate::sampler::{Probe, Sampler, VramProbe};
 use crate::worker::command::CycleNumbering;
@@ -102,26 +104,30 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     )
     .context("cannot start the sampler thread")?;
     record.header.sampler = sampler.probe_name.to_string();
+    // The one edge reader (as a run's): every resource at each mark, the
+    // tree's sum under --tree, VRAM per GPU.
+    let edges = EdgeReader::new(pid)
+        .host(Some(if job.setup.tree {
+            Probe::open_tree(pid)
+        } else {
+            Probe::open(pid)
+        }))
+        .vram(
+            device
+                .is_cuda()
+                .then(crate::sampler::vram::open_nvml)
+                .flatten(),
+        )
+        .container(container());
     let mut marker = Marker {
         events: &mut live.events,
         numbering: CycleNumbering::default(),
         open: None,
         last_t_s: 0.0,
-        probe: if job.setup.tree {
-            Probe::open_tree(pid)
-        } else {
-            Probe::open(pid)
-        },
-        // Under --tree an edge's VRAM is read off the samples (the tree's
-        // sum, `metrics::gpu_view`): one process's reading is not the tree's.
-        vram: (device.is_cuda() && !job.setup.tree)
-            .then(crate::sampler::vram::open_nvml)
-            .flatten(),
-        container: container(),
-        pid,
+        edges,
         max_cycle: 0,
     };
-    announce(&job, &dir);
+    announce(&job, &dir, sampler.probe_name);
     let now_s = || clock_zero.elapsed().as_secs_f64();
     let ended = loop {
         marker.take_marks(marks.take(), zero_mono_s, now_s());
@@ -143,16 +149,24 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         std::thread::sleep(TICK);
     };
     let end_s = now_s();
-    let (sample_error, vram) = match sampler.stop_keep_probe() {
-        Ok((writer, vram)) => (writer.finish(), vram),
-        Err(e) => (Some(e.to_string()), None),
+    let (sample_error, vram, last_sample) = match sampler.stop_keep_probe() {
+        Ok((writer, vram)) => {
+            let last = writer.last();
+            (writer.finish(), vram, last)
+        }
+        Err(e) => (Some(e.to_string()), None, None),
     };
     // Marks that came in as it ended are kept: after this, `mark` refuses.
     marker.take_marks(marks.close(), zero_mono_s, now_s());
     if let Some(log) = job.log.as_mut() {
         marker.take_log(log, &job.rules, &mut meta, now_s());
     }
-    marker.close_open(end_s, "the measurement ended");
+    match (&ended, last_sample) {
+        // The process is gone: a phase still open closes on its last
+        // reading while alive (the last sample), never on 0.
+        (Ended::Exited, Some(last)) => marker.close_on_sample(&last, "the process exited"),
+        _ => marker.close_open(end_s, "the measurement ended"),
+    }
     let cycles = marker.max_cycle.max(1);
     drop(marker);
     meta.checks
@@ -212,13 +226,18 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
 }
 
 /// What memrel tells on stderr once the measurement runs: another program
-/// waits for the `live` file instead.
-fn announce(job: &Job, dir: &Path) {
+/// waits for the `live` file instead. `probe` is the sampler's probe, so
+/// the scope said is the one sampled (a tree that could not be read is
+/// sampled as the process alone).
+fn announce(job: &Job, dir: &Path, probe: &str) {
     let target = job.setup.target;
-    let what = if job.setup.tree {
-        "its process tree (PSS)"
-    } else {
-        "the process alone"
+    let what = match probe {
+        crate::sampler::TREE_SAMPLER => "its process tree (PSS)".to_string(),
+        "procfs-statm" if job.setup.tree => {
+            "the process alone (statm): its smaps_rollup is not readable".to_string()
+        }
+        "procfs-statm" => "the process alone (statm)".to_string(),
+        other => format!("the process alone ({other})"),
     };
     eprintln!(
         "memrel: attached to pid {} ({}), sampling {what} every {} ms\n\
@@ -254,11 +273,8 @@ struct Marker<'a> {
     open: Option<(Phase, f64, Option<String>)>,
     /// Edges never go back in time (the marks file and the log are two sources).
     last_t_s: f64,
-    /// Reads the memory at each edge (as the channel does for a program).
-    probe: Probe,
-    vram: Option<Box<dyn VramProbe>>,
-    container: Option<crate::cgroup::probe::CgroupProbe>,
-    pid: u32,
+    /// Reads every resource at each edge (as the channel does for a run).
+    edges: EdgeReader,
     max_cycle: u32,
 }
 
@@ -323,6 +339,36 @@ impl Marker<'_> {
         }
     }
 
+    /// Ends the phase a mark opened, if any, on `last`: the last sample of a
+    /// process that exited (its reading and its time).
+    fn close_on_sample(&mut self, last: &Sample, note: &str) {
+        if let Some((p, begun_s, model)) = self.open.take() {
+            let t_s = last.t_s.max(self.last_t_s);
+            let memory = MemoryAtEdge {
+                rss_bytes: last.rss_bytes,
+                anon_bytes: last.anon_bytes,
+                file_bytes: last.file_bytes,
+                vram_bytes: last.vram_bytes,
+                container_bytes: last.container.map(|c| c.working_set_bytes),
+                page_cache_bytes: last.page_cache_bytes,
+            };
+            let note = format!("{note}: closed on its last sample");
+            let edge = PhaseEdge {
+                phase: p,
+                edge: Edge::End,
+                cycle: CYCLE_UNSET,
+                model,
+                elapsed_s: Some(t_s - begun_s),
+                memory,
+                allocator: None,
+                heap: None,
+                note: Some(note),
+                mono_s: None,
+            };
+            self.append(edge, t_s, last.gpu_vram);
+        }
+    }
+
     fn edge(
         &mut self,
         phase: Phase,
@@ -332,30 +378,25 @@ impl Marker<'_> {
         model: Option<String>,
         note: String,
     ) {
-        let reading = self.probe.read().ok();
-        let mut edge = PhaseEdge {
+        let mut memory = MemoryAtEdge::default();
+        let extras = self.edges.read(&mut memory);
+        let edge = PhaseEdge {
             phase,
             edge,
             cycle: CYCLE_UNSET,
             model,
             elapsed_s,
-            memory: MemoryAtEdge {
-                rss_bytes: reading.map_or(0, |r| r.rss_bytes),
-                anon_bytes: reading.map_or(0, |r| r.anon_bytes),
-                file_bytes: reading.map_or(0, |r| r.file_bytes),
-                vram_bytes: self.vram.as_mut().and_then(|v| v.process_bytes(self.pid)),
-                container_bytes: self
-                    .container
-                    .as_mut()
-                    .and_then(|c| c.read(true))
-                    .map(|c| c.working_set_bytes),
-                page_cache_bytes: None,
-            },
+            memory,
             allocator: None,
             heap: None,
             note: Some(note),
             mono_s: None,
         };
+        self.append(edge, t_s, extras.gpu_vram);
+    }
+
+    /// Numbers `edge`'s cycle and appends it to events.csv.
+    fn append(&mut self, mut edge: PhaseEdge, t_s: f64, gpu_vram: crate::record::gpu::GpuVram) {
         self.numbering.assign(&mut edge);
         self.max_cycle = self.max_cycle.max(edge.cycle);
         self.last_t_s = t_s;
@@ -363,6 +404,7 @@ impl Marker<'_> {
             t_s,
             edge,
             kernel_peak_bytes: None,
+            gpu_vram,
         });
     }
 }

@@ -340,6 +340,7 @@ mod tests {
                 mono_s: None,
             },
             kernel_peak_bytes: None,
+            gpu_vram: Default::default(),
         }
     }
 

@@ -5,10 +5,12 @@
 //! Every metric is written for a run whose device readings are one number
 //! per sample and per phase edge. This module gives that to them: a view of
 //! the run in which `vram_bytes` is GPU N's, so the metrics stay as they
-//! are. memrel's worker reads its own GPU at its edges; other GPUs' edges,
-//! and every edge of a program (whose edge reading is one process's, not
-//! its tree's), are read off the samples: a begin edge the last sample at
-//! or before it, an end edge the first at or after it (what the phase left).
+//! are. memrel's worker reads its own GPU at its edges; the parent reads
+//! every GPU at every edge (`orchestrator::edges`: the process's or the
+//! tree's sum per GPU, the edge's `gpu_vram`). Only records made before
+//! that have edges without such a reading: theirs are read off the samples,
+//! a begin edge the last sample at or before it, an end edge the first at
+//! or after it.
 
 use std::borrow::Cow;
 
@@ -82,7 +84,12 @@ pub fn view(run: &RunRecord, gpu: u32, own: Option<u32>) -> Cow<'_, RunRecord> {
             .filter_map(|s| s.vram_bytes.map(|v| (s.t_s, v)))
             .collect();
         for event in &mut out.events {
-            event.edge.memory.vram_bytes = at_edge(&read, event.t_s, event.edge.edge);
+            event.edge.memory.vram_bytes = if event.gpu_vram.was_read() {
+                // Read at the edge: a GPU that lists none of the processes holds 0.
+                Some(event.gpu_vram.get(gpu).unwrap_or(0))
+            } else {
+                at_edge(&read, event.t_s, event.edge.edge)
+            };
         }
     }
     Cow::Owned(out)
@@ -187,6 +194,49 @@ mod tests {
         assert_eq!(program.samples, run.samples);
         // memrel's worker keeps its own edges (none here: none made up).
         assert!(matches!(view(run, 0, Some(0)), Cow::Borrowed(_)));
+    }
+
+    /// Issue 35's `exec --tree` on two GPUs: rank 0 allocates 1 GiB right
+    /// after each phase begins, so the first sample after a begin edge
+    /// already holds the next phase. An edge read at the edge keeps its own
+    /// value; the samples do not replace it.
+    #[test]
+    fn an_edges_own_per_gpu_reading_wins_over_the_next_sample() {
+        const MIB: u64 = 1024 * 1024;
+        let mut record = fixture::record();
+        let run = &mut record.runs[0];
+        for s in run.samples.iter_mut() {
+            // Every sample sees the 1 GiB the phase allocated right after its edge.
+            let on = [ProcessVram {
+                gpu: 0,
+                pid: 7,
+                bytes: 1636 * MIB,
+            }];
+            s.gpu_vram = GpuVram::of(0b11, &on);
+        }
+        for e in &mut run.events {
+            let on = [
+                ProcessVram {
+                    gpu: 0,
+                    pid: 7,
+                    bytes: 612 * MIB,
+                },
+                ProcessVram {
+                    gpu: 1,
+                    pid: 8,
+                    bytes: 500 * MIB,
+                },
+            ];
+            e.gpu_vram = GpuVram::of(0b11, &on);
+        }
+        for (gpu, expected) in [(0, 612 * MIB), (1, 500 * MIB)] {
+            let v = view(run, gpu, None);
+            assert!(v
+                .events
+                .iter()
+                .all(|e| e.edge.memory.vram_bytes == Some(expected)));
+            assert!(v.samples.iter().all(|s| s.vram_bytes.is_some()));
+        }
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The private worker → parent channel: a pipe made here, whose write end the
 //! worker inherits as file descriptor [`EVENT_FD`], and the thread that reads
-//! it, stamps each line on arrival and parses it.
+//! it, stamps each line on arrival, parses it and reads every resource at each
+//! phase edge (`edges`). A second pipe runs back ([`ACK_FD`]): one byte for
+//! each phase line once its reading is taken, so a sender that waits for it
+//! (the handshake) cannot act before its edge is read.
 //!
 //! Nothing but the worker's emitter writes on this pipe, so every line that is
 //! not a valid message (junk, a line cut off by the worker's death, a line
@@ -17,9 +20,12 @@ use std::process::Command;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
-use crate::protocol::{Envelope, Message, EVENT_FD, EVENT_FD_ENV, EVENT_PIPE_ENV, MAX_LINE_BYTES};
+use super::edges::{EdgeExtras, EdgeReader};
+use crate::protocol::{
+    Envelope, Message, ACK_FD, ACK_FD_ENV, ACK_PIPE_ENV, EVENT_FD, EVENT_FD_ENV, EVENT_PIPE_ENV,
+    MAX_LINE_BYTES,
+};
 use crate::sampler::hwm::KernelPeak;
-use crate::sampler::Probe;
 
 /// One line of the channel.
 #[derive(Debug)]
@@ -33,12 +39,18 @@ pub struct Arrival {
     /// or why there is none; `None` for other lines and for an edge read
     /// after the worker ended.
     pub kernel_peak: Option<Result<u64, String>>,
+    /// For a phase edge: what its reading gives beyond the line's memory
+    /// (VRAM per GPU), read as the line arrived.
+    pub extras: EdgeExtras,
 }
 
-/// Both ends of the pipe, both close-on-exec in the parent.
+/// Both ends of the event pipe and of the acknowledgement pipe, all
+/// close-on-exec in the parent.
 pub struct Channel {
     read: OwnedFd,
     write: OwnedFd,
+    ack_read: OwnedFd,
+    ack_write: OwnedFd,
 }
 
 impl Channel {
@@ -48,70 +60,102 @@ impl Channel {
         // the child's stdio set-up cannot overwrite it and dup2 never sees
         // source == target (which would keep close-on-exec set).
         let write = rustix::io::fcntl_dupfd_cloexec(&low_write, 10)?;
-        Ok(Channel { read, write })
+        // The acknowledgements: the parent never waits to write one (a
+        // sender that does not read them only fills the pipe's buffer).
+        let (low_ack_read, ack_write) = rustix::pipe::pipe_with(
+            rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+        )?;
+        let ack_read = rustix::io::fcntl_dupfd_cloexec(&low_ack_read, 10)?;
+        // The child's end blocks: a sender waits on it (with its own timeout).
+        rustix::fs::fcntl_setfl(&ack_read, rustix::fs::OFlags::empty())?;
+        Ok(Channel {
+            read,
+            write,
+            ack_read,
+            ack_write,
+        })
     }
 
-    /// Makes `command` hand the write end to the worker as [`EVENT_FD`] (the
-    /// only descriptor beyond stdio it inherits) and name it in [`EVENT_FD_ENV`].
+    /// Makes `command` hand the write end to the worker as [`EVENT_FD`] and
+    /// the acknowledgements' read end as [`ACK_FD`] (the only descriptors
+    /// beyond stdio it inherits), named in [`EVENT_FD_ENV`] and [`ACK_FD_ENV`].
     pub fn attach(&self, command: &mut Command) {
         let source = self.write.as_raw_fd();
+        let ack_source = self.ack_read.as_raw_fd();
         command.env(EVENT_FD_ENV, EVENT_FD.to_string());
+        command.env(ACK_FD_ENV, ACK_FD.to_string());
         if let Ok(stat) = rustix::fs::fstat(&self.write) {
             command.env(EVENT_PIPE_ENV, format!("pipe:[{}]", stat.st_ino));
         }
+        if let Ok(stat) = rustix::fs::fstat(&self.ack_read) {
+            command.env(ACK_PIPE_ENV, format!("pipe:[{}]", stat.st_ino));
+        }
         // SAFETY: `pre_exec` is unsafe because its closure runs between fork
-        // and exec: this one makes one raw syscall (dup2, async-signal-safe)
-        // and allocates nothing. The target is wrapped without being owned
-        // (ManuallyDrop: nothing closes it); dup2's copy does not inherit
-        // close-on-exec.
+        // and exec: this one makes two raw syscalls (dup2, async-signal-safe)
+        // and allocates nothing. The targets are wrapped without being owned
+        // (ManuallyDrop: nothing closes them); dup2's copies do not inherit
+        // close-on-exec. Both sources sit at 10 or above, so neither dup2
+        // overwrites the other's source.
         unsafe {
             command.pre_exec(move || {
-                let source = BorrowedFd::borrow_raw(source);
-                let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(EVENT_FD));
-                rustix::io::dup2(source, &mut target)?;
+                for (from, to) in [(source, EVENT_FD), (ack_source, ACK_FD)] {
+                    let from = BorrowedFd::borrow_raw(from);
+                    let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(to));
+                    rustix::io::dup2(from, &mut target)?;
+                }
                 Ok(())
             });
         }
     }
 
-    /// Closes the parent's copy of the write end (so the channel ends when the
-    /// worker and everything that inherited it are gone) and reads on a thread.
-    /// With `fill`, a phase line that carries no memory reading gets one from
-    /// it the moment the line is read (a program's; see `protocol`); a tree
-    /// probe (`exec --tree`) replaces every line's reading, so phase edges are
-    /// the tree's sum like the samples. `peak` gives each phase edge the
-    /// kernel's peak since the one before (or why it cannot).
+    /// Closes the parent's copies of the child's ends (so the channel ends
+    /// when the worker and everything that inherited it are gone) and reads
+    /// on a thread. Each phase line is read by `edges` the moment it is read
+    /// (every resource the run samples; see `edges`) and then acknowledged.
+    /// `peak` gives each phase edge the kernel's peak since the one before
+    /// (or why it cannot). The reader is handed back when the channel ends.
     pub fn start_reader(
         self,
         clock_zero: Instant,
-        fill: Option<Probe>,
+        edges: EdgeReader,
         peak: Result<KernelPeak, String>,
-    ) -> Receiver<Arrival> {
-        let Channel { read, write } = self;
+    ) -> (Receiver<Arrival>, std::thread::JoinHandle<EdgeReader>) {
+        let Channel {
+            read,
+            write,
+            ack_read,
+            ack_write,
+        } = self;
         drop(write);
+        drop(ack_read);
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let reader = Reader {
+        let handle = std::thread::spawn(move || {
+            let mut reader = Reader {
                 clock_zero,
-                fill,
+                edges,
                 peak,
+                ack: Some(File::from(ack_write)),
             };
-            reader.read_messages(File::from(read), &tx)
+            reader.read_messages(File::from(read), &tx);
+            reader.edges
         });
-        rx
+        (rx, handle)
     }
 }
 
 /// What the reading thread adds to each line as it arrives.
 struct Reader {
     clock_zero: Instant,
-    fill: Option<Probe>,
+    edges: EdgeReader,
     peak: Result<KernelPeak, String>,
+    /// The acknowledgements' write end (non-blocking); `None` once the
+    /// sender is gone.
+    ack: Option<File>,
 }
 
 impl Reader {
     /// Reads lines until the end of the channel, sending each as it arrives.
-    fn read_messages(mut self, source: impl Read, tx: &Sender<Arrival>) {
+    fn read_messages(&mut self, source: impl Read, tx: &Sender<Arrival>) {
         let mut reader = BufReader::new(source);
         let mut line = Vec::new();
         loop {
@@ -124,6 +168,7 @@ impl Reader {
                         t_s: self.clock_zero.elapsed().as_secs_f64(),
                         parsed: Err(format!("cannot read the event channel: {e}")),
                         kernel_peak: None,
+                        extras: EdgeExtras::default(),
                     });
                     return;
                 }
@@ -147,6 +192,7 @@ impl Reader {
                 ))
             };
             let mut kernel_peak = None;
+            let mut extras = EdgeExtras::default();
             if let Ok(Envelope {
                 message: Message::Phase(edge),
                 ..
@@ -157,12 +203,14 @@ impl Reader {
                     Ok(peak) => peak.take().transpose(),
                     Err(why) => Some(Err(why.clone())),
                 };
-                self.fill_memory(&mut edge.memory);
+                extras = self.edges.read(&mut edge.memory);
+                self.acknowledge();
             }
             let arrival = Arrival {
                 t_s,
                 parsed,
                 kernel_peak,
+                extras,
             };
             if tx.send(arrival).is_err() {
                 return;
@@ -170,16 +218,16 @@ impl Reader {
         }
     }
 
-    /// Gives a phase line without a memory reading one (see `start_reader`).
-    fn fill_memory(&mut self, memory: &mut crate::protocol::MemoryAtEdge) {
-        let Some(probe) = self.fill.as_mut() else {
-            return;
-        };
-        if memory.rss_bytes == 0 || matches!(probe, Probe::Tree(_)) {
-            if let Ok(reading) = probe.read() {
-                memory.rss_bytes = reading.rss_bytes;
-                memory.anon_bytes = reading.anon_bytes;
-                memory.file_bytes = reading.file_bytes;
+    /// Tells the sender its edge is read: one byte, never waited for (a
+    /// sender that does not take them fills the pipe, then they are dropped).
+    fn acknowledge(&mut self) {
+        use std::io::Write;
+        if let Some(ack) = self.ack.as_mut() {
+            match ack.write(b"k") {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // EPIPE: nobody holds the read end any more.
+                Err(_) => self.ack = None,
             }
         }
     }
@@ -205,10 +253,11 @@ mod tests {
 
     fn read_all(bytes: &[u8]) -> Vec<Result<Envelope, String>> {
         let (tx, rx) = mpsc::channel();
-        let reader = Reader {
+        let mut reader = Reader {
             clock_zero: Instant::now(),
-            fill: None,
+            edges: EdgeReader::new(0),
             peak: Err("not asked for".into()),
+            ack: None,
         };
         reader.read_messages(bytes, &tx);
         drop(tx);
@@ -250,7 +299,11 @@ mod tests {
         command.args(["-c", &format!("echo \"$MEMREL_EVENT_FD\" >&{EVENT_FD}")]);
         channel.attach(&mut command);
         let mut child = command.spawn().expect("sh starts");
-        let rx = channel.start_reader(Instant::now(), None, Err("not asked for".into()));
+        let (rx, _) = channel.start_reader(
+            Instant::now(),
+            EdgeReader::new(0),
+            Err("not asked for".into()),
+        );
         let got: Vec<Arrival> = rx.into_iter().collect();
         assert!(child.wait().expect("exit").success());
         // "3" is not a message: the line arrives as an error, and then the channel ends.

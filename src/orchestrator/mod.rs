@@ -23,6 +23,7 @@
 mod channel;
 mod child;
 mod drain;
+pub mod edges;
 pub mod signals;
 
 use std::path::Path;
@@ -271,19 +272,14 @@ impl Process<'_> {
             environment_checked: !duties.check_strategy,
             failed_checks: Vec::new(),
         });
-        // Under --tree an edge's VRAM is read off the samples (the tree's
-        // sum, `metrics::gpu_view`): one process's reading is not the tree's.
-        got.edge_vram = (duties.vram_at_edges && !duties.sample_tree)
-            .then(crate::sampler::vram::open_nvml)
-            .flatten()
-            .map(|probe| (pid, probe));
         if meta.pid == 0 {
             meta.pid = pid;
         } else {
             meta.respawned_pids.push(pid);
         }
-        // Under --tree a phase edge is read like the samples: the tree's sum.
-        let fill = if duties.complete_edges && duties.sample_tree {
+        // Under --tree a phase edge is read like the samples: the tree's sum
+        // (host memory and VRAM per GPU).
+        let host = if duties.complete_edges && duties.sample_tree {
             Some(Probe::open_tree(pid))
         } else {
             duties
@@ -301,16 +297,25 @@ impl Process<'_> {
             } else {
                 KernelPeak::open(pid)
             };
-        let messages = channel.start_reader(self.clock_zero, fill, kernel_peak);
-        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
-        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
-        got.edge_container = cgroup.probe();
         // The model files' page cache: read by the sampler at a low rate and
-        // here at every phase edge (two probes sharing one failure note).
+        // at every phase edge (probes sharing one failure note).
         let files = self.plug.weight_files();
         got.page_cache = (!files.is_empty()).then(|| {
             PageCacheProbe::new(&files, Method::choose(files.first().map(|f| f.as_path())).0)
         });
+        let edges = edges::EdgeReader::new(pid)
+            .host(host)
+            .vram(
+                duties
+                    .vram_at_edges
+                    .then(crate::sampler::vram::open_nvml)
+                    .flatten(),
+            )
+            .container(cgroup.probe())
+            .page_cache(got.page_cache.clone());
+        let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
+        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
+        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
         let sampler = match Sampler::start_with(
             pid,
             self.interval,
@@ -515,14 +520,10 @@ struct Collected {
     needs_done: bool,
     /// Set while the run's process is a program (see [`ProgramState`]).
     program: Option<ProgramState>,
-    /// On a CUDA device: the process and NVML, for a phase line without
-    /// VRAM (a program's, or a worker's before its device opened).
-    edge_vram: Option<(u32, Box<dyn VramProbe>)>,
-    /// The worker's cgroup, read as each edge arrives (the container resource).
-    edge_container: Option<crate::cgroup::probe::CgroupProbe>,
     /// The worker was killed by the OOM killer: the run's error (see `cgroup::oom`).
     oom_killed: Option<String>,
-    /// The model files' page cache, read as each phase edge arrives.
+    /// The model files' page cache (the edge reader and the sampler hold
+    /// clones): why its readings stopped, if they did.
     page_cache: Option<PageCacheProbe>,
     hello: bool,
     /// Why a program's run measured something other than its strategy.
@@ -544,6 +545,7 @@ impl Collected {
             t_s: arrived_s,
             parsed,
             kernel_peak,
+            extras,
         } = arrival;
         let mut t_s = arrived_s;
         let kernel_peak_bytes = match kernel_peak {
@@ -586,21 +588,6 @@ impl Collected {
                 if let Some(program) = self.program.as_mut() {
                     program.complete(&mut edge);
                 }
-                if edge.memory.vram_bytes.is_none() {
-                    if let Some((pid, probe)) = self.edge_vram.as_mut() {
-                        edge.memory.vram_bytes = probe.process_bytes(*pid);
-                    }
-                }
-                if let Some(probe) = self.edge_container.as_mut() {
-                    edge.memory.container_bytes = probe.read(true).map(|c| c.working_set_bytes);
-                }
-                // memrel's worker reads it at the edge; on arrival otherwise,
-                // and to notice (and say) why a worker's reading failed.
-                if edge.memory.page_cache_bytes.is_none() {
-                    if let Some(probe) = self.page_cache.as_mut() {
-                        edge.memory.page_cache_bytes = probe.read().ok();
-                    }
-                }
                 // The sender's own stamp, on the samples' clock: an edge
                 // happened before its line arrived, never after.
                 if let Some(sent_s) = edge.mono_s.map(|m| m - self.zero_mono_s) {
@@ -615,6 +602,7 @@ impl Collected {
                     t_s,
                     edge,
                     kernel_peak_bytes,
+                    gpu_vram: extras.gpu_vram,
                 };
                 on_event(&event);
                 self.events_taken += 1;
@@ -928,6 +916,7 @@ mod tests {
                 mono_s: None,
             }))),
             kernel_peak,
+            extras: Default::default(),
         }
     }
 
@@ -941,6 +930,7 @@ mod tests {
                 },
             ))),
             kernel_peak: None,
+            extras: Default::default(),
         }
     }
 

@@ -105,6 +105,7 @@ pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge
             mono_s: None,
         },
         kernel_peak_bytes: None,
+        gpu_vram: Default::default(),
     }
 }
 

@@ -67,7 +67,7 @@ pub(super) const SAMPLE_COLUMNS: [&str; 16] = [
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 24] = [
+pub(super) const EVENT_COLUMNS: [&str; 25] = [
     "t_s",
     "run",
     "strategy",
@@ -92,6 +92,7 @@ pub(super) const EVENT_COLUMNS: [&str; 24] = [
     "page_cache_bytes",
     "note",
     "kernel_peak_bytes",
+    "gpu_vram",
 ];
 
 /// An events.csv row: `EventRow<'static>` when read back.
@@ -130,6 +131,10 @@ pub(super) struct EventRow<'a> {
     /// The kernel's peak since the previous edge (absent in older records).
     #[serde(default)]
     kernel_peak_bytes: Option<u64>,
+    /// VRAM per GPU at the edge where NVML sees several (`record::gpu`);
+    /// empty otherwise and in older records.
+    #[serde(default)]
+    gpu_vram: Option<Cow<'a, str>>,
 }
 
 impl<'a> SampleRow<'a> {
@@ -222,6 +227,11 @@ impl<'a> EventRow<'a> {
             page_cache_bytes: e.memory.page_cache_bytes,
             note: e.note.as_deref().map(Cow::Borrowed),
             kernel_peak_bytes: event.kernel_peak_bytes,
+            gpu_vram: {
+                let mut cell = String::new();
+                event.gpu_vram.write_cell(&mut cell);
+                (!cell.is_empty()).then_some(Cow::Owned(cell))
+            },
         }
     }
 }
@@ -313,6 +323,10 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
             mono_s: None,
         },
         kernel_peak_bytes: row.kernel_peak_bytes,
+        gpu_vram: match &row.gpu_vram {
+            Some(cell) => GpuVram::parse(cell)?,
+            None => GpuVram::default(),
+        },
     };
     Ok((row.run, event))
 }

@@ -55,6 +55,10 @@ pub struct Event {
     /// edge closes, which samples can miss. `None` where it is not available
     /// (the run's `kernel_peak_unavailable` says why) or in older records.
     pub kernel_peak_bytes: Option<u64>,
+    /// VRAM per GPU of the measured process (or tree) read by the parent at
+    /// the edge, where NVML sees several GPUs (`record::gpu`); not read in
+    /// older records (a GPU's edge is then read off the samples).
+    pub gpu_vram: super::gpu::GpuVram,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

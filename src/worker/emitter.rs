@@ -10,13 +10,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{allocator, device, glibc, hooks, selfmem};
-use crate::protocol::{monotonic_s, Edge, Envelope, Message, Phase, PhaseEdge, EVENT_FD_ENV};
+use crate::protocol::{
+    monotonic_s, Edge, Envelope, Message, Phase, PhaseEdge, ACK_FD_ENV, ACK_TIMEOUT_S, EVENT_FD_ENV,
+};
 
 /// Writes protocol lines on the private event channel, one write per line
 /// (unbuffered, so the parent stamps each edge when it happens).
 pub struct Emitter {
     /// The channel's write end; `None` once a test hook closed it.
     channel: Option<File>,
+    /// The parent's acknowledgements (`protocol`'s handshake): after each
+    /// phase line the worker waits until its edge is read; `None` without.
+    ack: Option<File>,
     hooks: hooks::Hooks,
     /// The allocator serving `malloc`, for its view of memory at each end edge.
     pub allocator: allocator::Served,
@@ -49,6 +54,7 @@ impl Emitter {
         let channel = unsafe { File::from_raw_fd(fd) };
         Ok(Emitter {
             channel: Some(channel),
+            ack: ack_from_env(),
             hooks: hooks::Hooks::from_env(),
             allocator: allocator::identify(),
             page_cache: None,
@@ -102,8 +108,58 @@ impl Emitter {
             note,
             mono_s,
         }));
+        self.wait_for_ack();
         self.hooks.after_edge(phase, edge, &mut self.channel);
     }
+
+    /// Waits (at most `ACK_TIMEOUT_S`) until the parent has read the edge
+    /// just sent; without an answer it stops waiting for later ones.
+    fn wait_for_ack(&mut self) {
+        use std::io::Read;
+        let Some(ack) = self.ack.as_mut() else {
+            return;
+        };
+        if self.channel.is_none() {
+            return;
+        }
+        let timeout = rustix::time::Timespec {
+            tv_sec: ACK_TIMEOUT_S as i64,
+            tv_nsec: 0,
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &*ack,
+            rustix::event::PollFlags::IN,
+        )];
+        let mut byte = [0u8; 1];
+        let answered = loop {
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Ok(n) if n > 0 => break matches!(ack.read(&mut byte), Ok(1)),
+                _ => break false,
+            }
+        };
+        if !answered {
+            self.ack = None;
+        }
+    }
+}
+
+/// The acknowledgements' read end the parent named in `MEMREL_ACK_FD`, made
+/// close-on-exec; `None` when it is not set or not open (an older parent).
+fn ack_from_env() -> Option<File> {
+    let fd: i32 = std::env::var(ACK_FD_ENV)
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|fd| *fd > 2)?;
+    // SAFETY: fcntl on a descriptor number only sets its flags (and tells
+    // whether it is open at all).
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return None;
+    }
+    // SAFETY: the descriptor is open, was made for this process by the
+    // parent, and nothing else in the worker uses it.
+    Some(unsafe { File::from_raw_fd(fd) })
 }
 
 /// Runs a phase: begin edge, the work, end edge with its worker-measured time.

@@ -8,7 +8,7 @@
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
 //! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`).
+//! `peaks::`, `edges::`).
 
 mod common;
 
@@ -20,6 +20,7 @@ mod checkpoints;
 mod cli;
 mod compare;
 mod cuda_cli;
+mod edges;
 mod exec_unmarked;
 mod fake;
 mod faults;
