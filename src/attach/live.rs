@@ -32,6 +32,14 @@ pub const LIVE_FILE: &str = "live";
 /// The marks `memrel mark` appends, one JSON line each.
 pub const MARKS_FILE: &str = "marks.jsonl";
 
+/// How many bytes of [`MARKS_FILE`] the attach has read and taken the edges
+/// of (a decimal number, rewritten after each): `memrel mark` waits until
+/// its line is in it (the handshake), at most [`MARK_ACK_TIMEOUT`].
+pub const MARKS_ACKED_FILE: &str = "marks.acked";
+
+/// How long `memrel mark` waits for the attach to take its mark's reading.
+pub const MARK_ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What a mark asks: a phase begins (ending the one a mark opened before),
 /// or the open phase ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +112,8 @@ pub struct LiveDir {
     marks: File,
     /// Bytes of an unfinished last line.
     pending: Vec<u8>,
+    /// Bytes of the marks file read in complete lines (what `acknowledge` says).
+    taken_bytes: u64,
 }
 
 impl LiveDir {
@@ -144,12 +154,25 @@ impl LiveDir {
             .and_then(|()| live.write_all(format!("{info}\n").as_bytes()))
             .and_then(|()| std::fs::rename(&tmp, &live_path))
             .with_context(|| format!("cannot write {}", live_path.display()))?;
-        Ok(LiveDir {
+        let taken_bytes = marks.stream_position().unwrap_or(0);
+        let live_dir = LiveDir {
             dir: dir.to_path_buf(),
             live,
             marks,
             pending: Vec::new(),
-        })
+            taken_bytes,
+        };
+        live_dir.acknowledge();
+        Ok(live_dir)
+    }
+
+    /// Tells `memrel mark` that every mark taken so far has its edge read.
+    pub fn acknowledge(&self) {
+        let path = self.dir.join(MARKS_ACKED_FILE);
+        let tmp = self.dir.join(format!(".{MARKS_ACKED_FILE}.tmp"));
+        // A mark that sees no acknowledgement only waits its timeout.
+        let _ = std::fs::write(&tmp, self.taken_bytes.to_string())
+            .and_then(|()| std::fs::rename(&tmp, &path));
     }
 
     /// The marks appended since the last call.
@@ -166,6 +189,7 @@ impl LiveDir {
             return Vec::new();
         };
         let complete: Vec<u8> = self.pending.drain(..=last_newline).collect();
+        self.taken_bytes += complete.len() as u64;
         String::from_utf8_lossy(&complete)
             .lines()
             .filter(|l| !l.trim().is_empty())
@@ -178,6 +202,7 @@ impl LiveDir {
     pub fn close(mut self) -> Vec<MarkLine> {
         let locked = self.marks.lock();
         let mut last = self.take();
+        self.acknowledge();
         if let Err(e) = std::fs::remove_file(self.dir.join(LIVE_FILE)) {
             last.push(Err(format!(
                 "cannot remove {}: {e} (memrel mark will see no lock on it and refuse)",
@@ -243,8 +268,39 @@ pub fn append_mark(dir: &Path, phase: MarkPhase, model: Option<&str>) -> Result<
         .write_all(&line)
         .and_then(|()| marks.sync_data())
         .with_context(|| format!("cannot append to {}", marks_path.display()))?;
+    let end = marks.stream_position().ok();
     let _ = marks.unlock();
+    // The handshake: back only once the attach has read the edge, so what
+    // the caller does next cannot leak into it.
+    if let Some(end) = end {
+        if !wait_for_ack(dir, end) {
+            eprintln!(
+                "memrel: warning: the attach did not confirm the {} mark within {} s \
+                 (it is busy); it is recorded, its reading may come late",
+                phase.as_str(),
+                MARK_ACK_TIMEOUT.as_secs()
+            );
+        }
+    }
     Ok(())
+}
+
+/// Waits until the attach of `dir` has taken the marks file up to `end`.
+fn wait_for_ack(dir: &Path, end: u64) -> bool {
+    let path = dir.join(MARKS_ACKED_FILE);
+    let until = std::time::Instant::now() + MARK_ACK_TIMEOUT;
+    loop {
+        let acked = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        if acked.is_some_and(|a| a >= end) {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
 }
 
 /// Ok while an attach holds `dir`'s `live` lock.

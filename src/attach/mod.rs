@@ -5,7 +5,8 @@
 //! Parts: `target` (which process, may memrel read it, has it ended),
 //! `live` (how `memrel mark DIR PHASE` reaches the live attach), `follow`
 //! (a log file followed like `tail -F`, `--mark-on` rules), `header` (the
-//! record header and scenario text), `session` (the measuring loop). The
+//! record header and scenario text), `watch` (wakes the loop as a mark or a
+//! log line is written), `session` (the measuring loop). The
 //! sampler, the record writer and the exporters are the ones every run uses.
 
 pub mod follow;
@@ -13,3 +14,4 @@ pub mod header;
 pub mod live;
 pub mod session;
 pub mod target;
+pub mod watch;

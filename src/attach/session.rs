@@ -126,11 +126,40 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         last_t_s: 0.0,
         edges,
         max_cycle: 0,
+        woke: None,
     };
     announce(&job, &dir, sampler.probe_name);
     let now_s = || clock_zero.elapsed().as_secs_f64();
+    // Woken as a mark or a log line is written: its edge is read at once.
+    let log_dir = job
+        .log
+        .as_ref()
+        .and_then(|log| log.path().parent().map(Path::to_path_buf))
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p
+            }
+        });
+    let mut watched: Vec<&Path> = vec![&dir];
+    watched.extend(log_dir.as_deref());
+    let watch = super::watch::Watch::new(&watched);
+    if !watch.active() {
+        eprintln!(
+            "memrel: warning: cannot watch {} with inotify: marks and log lines are read \
+             every {} ms (each edge's note says how late)",
+            watched
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" and "),
+            TICK.as_millis()
+        );
+    }
     let ended = loop {
         marker.take_marks(marks.take(), zero_mono_s, now_s());
+        marks.acknowledge();
         if let Some(log) = job.log.as_mut() {
             marker.take_log(log, &job.rules, &mut meta, now_s());
         }
@@ -146,7 +175,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         if job.duration.is_some_and(|d| clock_zero.elapsed() >= d) {
             break Ended::Duration;
         }
-        std::thread::sleep(TICK);
+        marker.woke = watch.wait(TICK);
     };
     let end_s = now_s();
     let (sample_error, vram, last_sample) = match sampler.stop_keep_probe() {
@@ -276,6 +305,8 @@ struct Marker<'a> {
     /// Reads every resource at each edge (as the channel does for a run).
     edges: EdgeReader,
     max_cycle: u32,
+    /// When a write in a watched directory last woke the loop (`watch`).
+    woke: Option<Instant>,
 }
 
 impl Marker<'_> {
@@ -284,7 +315,10 @@ impl Marker<'_> {
             match line {
                 Ok(mark) => {
                     let t_s = (mark.mono_s - zero_mono_s).clamp(0.0, now_s);
-                    self.mark(mark.phase, t_s, mark.model, "memrel mark".to_string());
+                    // The mark's own time: its reading's lag is exact.
+                    let lag_ms = (now_s - t_s) * 1e3;
+                    let note = format!("memrel mark; read {lag_ms:.1} ms after it was written");
+                    self.mark(mark.phase, t_s, mark.model, note);
                 }
                 Err(e) => eprintln!("memrel: warning: {e} (skipped)"),
             }
@@ -306,8 +340,15 @@ impl Marker<'_> {
         for line in polled.lines {
             if let Some((phase, i)) = Rule::first_match(rules, &line) {
                 let quoted: String = line.chars().take(NOTE_LINE_CHARS).collect();
+                let lag = match self.woke {
+                    Some(woke) => format!(
+                        "read {:.1} ms after the write woke memrel",
+                        woke.elapsed().as_secs_f64() * 1e3
+                    ),
+                    None => format!("read at a {} ms tick", TICK.as_millis()),
+                };
                 let note = format!(
-                    "--mark-on #{} /{}/ matched log line {quoted:?}",
+                    "--mark-on #{} /{}/ matched log line {quoted:?}; {lag}",
                     i + 1,
                     rules[i].regex.as_str()
                 );

@@ -17,21 +17,26 @@
 //! (`Plug::duties`): completing a program's phase lines, checking that the
 //! strategy reached it, whether `done` is required, sampling its tree.
 //!
-//! Parts: `child` (process group, bounded waits), `channel` (the event pipe),
-//! `drain` (output tails), `signals` (Ctrl-C and SIGTERM to memrel).
+//! Parts, by job: this file runs the processes (spawn, sample, wait);
+//! `edges` reads every resource at a phase edge (the one edge reader, also
+//! attach's); `channel` (the event pipe and its acknowledgements); `intake`
+//! (what arrives on it, taken in); `outcome` (how the run ended); `child`
+//! (process group, bounded waits); `drain` (output tails); `signals` (Ctrl-C
+//! and SIGTERM to memrel).
 
 mod channel;
 mod child;
 mod drain;
 pub mod edges;
+mod intake;
+mod outcome;
 pub mod signals;
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
 use crate::sampler::hwm::KernelPeak;
@@ -41,7 +46,9 @@ use crate::sampler::{Probe, Sampler, VramProbe};
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{environment_checks, CycleNumbering};
 use crate::worker::Plug;
-use channel::{Arrival, Channel};
+use channel::Channel;
+use intake::{Collected, ProgramState};
+use outcome::{allocation_failed, name_out_of_memory, outcome};
 
 /// Everything needed to execute one run.
 pub struct RunPlan<'a> {
@@ -91,7 +98,7 @@ const PROTOCOL_ERRORS_QUOTED: usize = 3;
 
 /// Why memrel itself stopped the worker.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Stop {
+pub(super) enum Stop {
     Timeout,
     Signal(i32),
 }
@@ -489,388 +496,6 @@ fn append_tail(tail: &mut String, more: String, process: u32) {
     }
 }
 
-/// What the parent completes for a program's phase lines.
-struct ProgramState {
-    numbering: CycleNumbering,
-    environment_checked: bool,
-    /// The latest look's checks while one fails (`PROGRAM_LOOK_UNTIL`).
-    failed_checks: Vec<Check>,
-}
-
-impl ProgramState {
-    /// Gives a program's phase line its cycle where it left it out (its
-    /// host memory was read as the line arrived: `channel`).
-    fn complete(&mut self, edge: &mut PhaseEdge) {
-        self.numbering.assign(edge);
-    }
-}
-
-/// What arrived on the channel (of every process of the run).
-#[derive(Default)]
-struct Collected {
-    /// The latest edges (at most [`EVENTS_KEPT`]): each is also handed to
-    /// `on_event`, which writes it to events.csv, where the record's full
-    /// list is read back from; a run of any length keeps memory flat.
-    events: Vec<Event>,
-    events_taken: usize,
-    /// A release phase ended (a program's release steps ran).
-    released: bool,
-    done: bool,
-    /// memrel's workers must end with `done`; a program need not.
-    needs_done: bool,
-    /// Set while the run's process is a program (see [`ProgramState`]).
-    program: Option<ProgramState>,
-    /// The worker was killed by the OOM killer: the run's error (see `cgroup::oom`).
-    oom_killed: Option<String>,
-    /// The model files' page cache (the edge reader and the sampler hold
-    /// clones): why its readings stopped, if they did.
-    page_cache: Option<PageCacheProbe>,
-    hello: bool,
-    /// Why a program's run measured something other than its strategy.
-    not_in_effect: Option<String>,
-    /// The run's clock zero on `CLOCK_MONOTONIC`, for edges that carry `mono_s`.
-    zero_mono_s: f64,
-    /// The process ended at a release step; the next one resumes here.
-    handover: Option<Resume>,
-    /// Processes started after the first (respawn).
-    processes: u32,
-    worker_error: Option<String>,
-    protocol_errors: Vec<String>,
-    protocol_error_count: usize,
-}
-
-impl Collected {
-    fn take(&mut self, arrival: Arrival, meta: &mut RunMeta, on_event: &mut dyn FnMut(&Event)) {
-        let Arrival {
-            t_s: arrived_s,
-            parsed,
-            kernel_peak,
-            extras,
-        } = arrival;
-        let mut t_s = arrived_s;
-        let kernel_peak_bytes = match kernel_peak {
-            Some(Ok(bytes)) => {
-                // Each reset leaves VmHWM (and wait4's ru_maxrss) the peak
-                // since the last edge only: the run's peak is the largest.
-                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(bytes));
-                Some(bytes)
-            }
-            Some(Err(why)) => {
-                meta.kernel_peak_unavailable.get_or_insert(why);
-                None
-            }
-            None => None,
-        };
-        let envelope = match parsed {
-            Ok(envelope) => envelope,
-            Err(e) => {
-                self.protocol_error_count += 1;
-                if self.protocol_errors.len() < PROTOCOL_ERRORS_QUOTED {
-                    self.protocol_errors.push(format!("at {t_s:.3} s: {e}"));
-                }
-                return;
-            }
-        };
-        match envelope.message {
-            Message::Hello(hello) => {
-                self.hello = true;
-                if self.processes == 0 {
-                    meta.vram_floor_bytes = hello.vram_floor_bytes;
-                    meta.allocator = hello.allocator;
-                    meta.checks.extend(hello.checks);
-                } else {
-                    // A respawned process repeats the checks: keep what failed.
-                    meta.checks
-                        .extend(hello.checks.into_iter().filter(|c| !c.ok));
-                }
-            }
-            Message::Phase(mut edge) => {
-                if let Some(program) = self.program.as_mut() {
-                    program.complete(&mut edge);
-                }
-                // The sender's own stamp, on the samples' clock: an edge
-                // happened before its line arrived, never after.
-                if let Some(sent_s) = edge.mono_s.map(|m| m - self.zero_mono_s) {
-                    if (0.0..=arrived_s).contains(&sent_s) {
-                        t_s = sent_s;
-                    }
-                }
-                if edge.elapsed_s.is_none() && edge.edge == Edge::End {
-                    edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
-                }
-                let event = Event {
-                    t_s,
-                    edge,
-                    kernel_peak_bytes,
-                    gpu_vram: extras.gpu_vram,
-                };
-                on_event(&event);
-                self.events_taken += 1;
-                self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;
-                if self.events.len() >= EVENTS_KEPT {
-                    self.events.drain(..EVENTS_KEPT / 2);
-                }
-                self.events.push(event);
-            }
-            Message::Done(d) => {
-                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(d.vm_hwm_bytes));
-                self.fill_trailing_peak(Some(d.vm_hwm_bytes), meta);
-                meta.checks.extend(d.checks);
-                self.done = true;
-            }
-            Message::Handover(h) => {
-                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(h.vm_hwm_bytes));
-                self.fill_trailing_peak(Some(h.vm_hwm_bytes), meta);
-                self.handover = Some(h.resume);
-            }
-            Message::Error(e) => self.worker_error = Some(e.message),
-        }
-    }
-
-    /// Gives the last edge the peak its line came too late for. An edge
-    /// read after its process exited has no VmHWM to read (it went with
-    /// the process's memory): a worker that sends its last edge and exits
-    /// at once, on a busy machine, outruns the parent's reader. When that
-    /// edge is the only one since the last reset, `peak_bytes` (the
-    /// process's own VmHWM in its last message, `done` or `handover`, else
-    /// `wait4`'s `ru_maxrss`) is the peak from that reset to the end: the
-    /// edge's span and the moment after it, in which the process only
-    /// exits. (`ru_maxrss` also holds the peak of any child the process
-    /// waited for.) Two or more such edges share one number: none is given.
-    fn fill_trailing_peak(&mut self, peak_bytes: Option<u64>, meta: &RunMeta) {
-        let Some(peak_bytes) = peak_bytes else {
-            return;
-        };
-        if meta.kernel_peak_unavailable.is_some() {
-            return;
-        }
-        let n = self.events.len();
-        let before_has_peak = n < 2 || self.events[n - 2].kernel_peak_bytes.is_some();
-        if let Some(last) = self.events.last_mut() {
-            if last.kernel_peak_bytes.is_none() && before_has_peak {
-                last.kernel_peak_bytes = Some(peak_bytes);
-            }
-        }
-    }
-
-    /// When the phase `end` closes began, on the run's clock: for an end edge
-    /// sent by another process than its begin (a respawn's release), whose
-    /// duration only the parent's clock can give.
-    fn began(&self, end: &PhaseEdge) -> Option<f64> {
-        self.events
-            .iter()
-            .rev()
-            .find(|e| e.edge.phase == end.phase && e.edge.cycle == end.cycle)
-            .filter(|e| e.edge.edge == Edge::Begin)
-            .map(|e| e.t_s)
-    }
-
-    /// Takes what is still in the channel until it ends or `grace` passes.
-    fn drain(
-        &mut self,
-        messages: &Receiver<Arrival>,
-        grace: Duration,
-        meta: &mut RunMeta,
-        on_event: &mut dyn FnMut(&Event),
-    ) {
-        let deadline = Instant::now() + grace;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match messages.recv_timeout(left) {
-                Ok(arrival) => self.take(arrival, meta, on_event),
-                Err(RecvTimeoutError::Disconnected) => return,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.worker_error.get_or_insert_with(|| {
-                        format!(
-                            "the event channel stayed open {:.0} s after the worker ended \
-                             (a process outside its group holds it)",
-                            grace.as_secs_f64()
-                        )
-                    });
-                    return;
-                }
-            }
-        }
-    }
-
-    /// A program's run measures its strategy only if the strategy reached it:
-    /// its environment and allocator (the parent's checks), its start steps
-    /// (`import memrel`: a hello) and its release steps (a release phase).
-    fn judge_program(&mut self, strategy: &Strategy, checks: &[Check]) {
-        let actions = strategy.for_programs().unwrap_or_default();
-        let released = self.released;
-        self.not_in_effect = if let Some(c) = checks.iter().find(|c| !c.ok) {
-            Some(format!(
-                "strategy {:?} did not take effect in the program: {} ({})",
-                strategy.name, c.name, c.detail
-            ))
-        } else if !actions.start.is_empty() && !self.hello {
-            Some(format!(
-                "strategy {:?} has steps the program must take at start ({}), but it never imported \
-                 memrel (no hello on the channel): add `import memrel` at its top",
-                strategy.name,
-                actions.start.join(", ")
-            ))
-        } else if !actions.release.is_empty() && !released {
-            Some(format!(
-                "strategy {:?} releases inside the program ({}), but the program never called \
-                 memrel.release() (no release phase arrived): call it where the program frees its models",
-                strategy.name,
-                actions.release.join(", ")
-            ))
-        } else {
-            None
-        };
-    }
-
-    /// The protocol errors as one sentence, if there were any.
-    fn protocol_error(&self) -> Option<String> {
-        if self.protocol_error_count == 0 {
-            return None;
-        }
-        let more = self.protocol_error_count - self.protocol_errors.len();
-        let more = if more > 0 {
-            format!(" (and {more} more)")
-        } else {
-            String::new()
-        };
-        Some(format!(
-            "{} bad line(s) on the worker's event channel{more}: {}",
-            self.protocol_error_count,
-            self.protocol_errors.join("; ")
-        ))
-    }
-}
-
-/// The run's status and error from why it stopped, how the worker ended and
-/// what it said. A protocol error fails a run that would otherwise complete:
-/// its events cannot be trusted to be all there.
-fn outcome(
-    stop: Option<Stop>,
-    status: Option<ExitStatus>,
-    got: &Collected,
-    timeout: Duration,
-) -> (RunStatus, Option<String>) {
-    let (run_status, primary) = match stop {
-        Some(Stop::Timeout) => (
-            RunStatus::TimedOut,
-            Some(format!(
-                "worker ran past the scenario's timeout_s ({:.0} s) and was killed with its process group",
-                timeout.as_secs_f64()
-            )),
-        ),
-        Some(Stop::Signal(sig)) => (
-            interrupted_status(),
-            Some(format!(
-                "interrupted: memrel received {} and killed the worker's process group",
-                child::signal_name(sig)
-            )),
-        ),
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            let clean = status.is_some_and(|s| s.success()) && (got.done || !got.needs_done);
-            if clean && got.protocol_error_count == 0 && got.not_in_effect.is_none() {
-                return (RunStatus::Completed, None);
-            }
-            let killed = status.is_some_and(|s| s.signal().is_some());
-            if let (true, Some(oom)) = (killed, &got.oom_killed) {
-                return (RunStatus::OomKilled, Some(oom.clone()));
-            }
-            let primary = if clean {
-                got.not_in_effect.clone()
-            } else if killed {
-                Some(child::describe_exit(status, REAP_GRACE, got.program.is_some()))
-            } else {
-                got.worker_error
-                    .clone()
-                    .or_else(|| Some(child::describe_exit(status, REAP_GRACE, got.program.is_some())))
-            };
-            let run_status = if killed {
-                killed_status()
-            } else {
-                RunStatus::Failed
-            };
-            (run_status, primary)
-        }
-    };
-    let error = match (primary, got.protocol_error()) {
-        (Some(p), Some(e)) => Some(format!("{p}; also {e}")),
-        (p, e) => p.or(e),
-    };
-    (run_status, error)
-}
-
-/// How a program's last stderr line says an allocation was refused.
-const PROGRAM_OUT_OF_MEMORY: [&str; 4] = [
-    "MemoryError",
-    "std::bad_alloc",
-    "torch.OutOfMemoryError",
-    "torch.cuda.OutOfMemoryError",
-];
-
-/// What Rust's allocation-failure handler prints before it aborts the worker.
-const ALLOC_FAILED_PREFIX: &str = "memory allocation of ";
-
-/// Says "out of memory" first in the error of a worker that ran out of it:
-/// an allocation that failed (Rust's handler named it on stderr, then
-/// aborted) or a mapping or device allocation refused with ENOMEM or
-/// CUDA_ERROR_OUT_OF_MEMORY (the worker's own error names it). A limit on the
-/// worker (RLIMIT_AS, a cgroup) shows up as one of these (`alloc_failed`);
-/// the kernel's OOM killer sends SIGKILL, which the OOM kill counters tell
-/// apart (`oom_killed`, see `cgroup::oom`).
-fn name_out_of_memory(error: String, stderr_tail: &str) -> String {
-    if error.starts_with("out of memory") {
-        return error;
-    }
-    let failed_allocation = stderr_tail.lines().rev().find(|line| {
-        line.trim_start().starts_with(ALLOC_FAILED_PREFIX) && line.trim_end().ends_with("failed")
-    });
-    if let Some(line) = failed_allocation {
-        return format!("out of memory: {} ({error})", line.trim());
-    }
-    // A program's last words: Python's MemoryError, C++'s std::bad_alloc,
-    // PyTorch's OutOfMemoryError.
-    let last_line = stderr_tail.lines().rev().find(|l| !l.trim().is_empty());
-    if let Some(line) = last_line.filter(|l| {
-        PROGRAM_OUT_OF_MEMORY
-            .iter()
-            .any(|p| l.trim_start().starts_with(p) || l.contains(&format!(" {p}")))
-    }) {
-        return format!("out of memory: {} ({error})", line.trim());
-    }
-    let lower = error.to_lowercase();
-    if lower.contains("os error 12")
-        || lower.contains("cannot allocate memory")
-        || lower.contains("out_of_memory")
-        || lower.contains("out of memory")
-    {
-        return format!("out of memory: {error}");
-    }
-    error
-}
-
-/// `alloc_failed` for a run that failed or aborted because an allocation was
-/// refused (its error starts "out of memory", see [`name_out_of_memory`]);
-/// an OOM kill keeps its own status.
-fn allocation_failed(status: RunStatus, error: Option<&str>) -> RunStatus {
-    match (status, error) {
-        (RunStatus::Failed | RunStatus::Killed, Some(e)) if e.starts_with("out of memory") => {
-            RunStatus::AllocFailed
-        }
-        _ => status,
-    }
-}
-
-/// The status of a worker killed by a signal memrel did not send (the error names it).
-fn killed_status() -> RunStatus {
-    RunStatus::Killed
-}
-
-/// The status of a run cut short by SIGINT/SIGTERM to memrel (the error says so).
-fn interrupted_status() -> RunStatus {
-    RunStatus::Killed
-}
-
 fn empty_record(meta: RunMeta) -> RunRecord {
     RunRecord {
         meta,
@@ -882,7 +507,10 @@ fn empty_record(meta: RunMeta) -> RunRecord {
 
 #[cfg(test)]
 mod tests {
+    use super::channel::Arrival;
+    use super::outcome::*;
     use super::*;
+    use crate::protocol::{Edge, Message, Phase, PhaseEdge};
     use std::os::unix::process::ExitStatusExt;
 
     const TIMEOUT: Duration = Duration::from_secs(7);

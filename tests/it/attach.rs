@@ -195,7 +195,9 @@ fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exi
         phase_edges(&results),
         ["load begin", "load end", "unload begin", "unload end"]
     );
-    assert!(edges(&results).iter().all(|e| e.3 == "memrel mark"));
+    assert!(edges(&results).iter().all(
+        |e| e.3.starts_with("memrel mark; read ") && e.3.ends_with(" ms after it was written")
+    ));
     let models: Vec<String> = csv_rows(&results.join("events.csv"))
         .into_iter()
         .map(|r| r["model"].clone())

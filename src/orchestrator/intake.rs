@@ -1,0 +1,274 @@
+//! What arrives on a run's event channel, taken in: phase edges stamped on
+//! the run's clock (their readings were taken by `edges` as each line was
+//! read), a program's phase lines numbered, hello/done/handover/error
+//! messages, protocol errors counted, and the kernel's peak given to the
+//! edge it belongs to. It reads no memory itself and decides no outcome.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::channel::Arrival;
+use super::{EVENTS_KEPT, PROTOCOL_ERRORS_QUOTED};
+use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
+use crate::record::{Event, RunMeta};
+use crate::sampler::page_cache::PageCacheProbe;
+use crate::strategy::Strategy;
+use crate::worker::command::CycleNumbering;
+
+/// What the parent completes for a program's phase lines.
+pub(super) struct ProgramState {
+    pub(super) numbering: CycleNumbering,
+    pub(super) environment_checked: bool,
+    /// The latest look's checks while one fails (`PROGRAM_LOOK_UNTIL`).
+    pub(super) failed_checks: Vec<Check>,
+}
+
+impl ProgramState {
+    /// Gives a program's phase line its cycle where it left it out (its
+    /// host memory was read as the line arrived: `channel`).
+    pub(super) fn complete(&mut self, edge: &mut PhaseEdge) {
+        self.numbering.assign(edge);
+    }
+}
+
+/// What arrived on the channel (of every process of the run).
+#[derive(Default)]
+pub(super) struct Collected {
+    /// The latest edges (at most [`EVENTS_KEPT`]): each is also handed to
+    /// `on_event`, which writes it to events.csv, where the record's full
+    /// list is read back from; a run of any length keeps memory flat.
+    pub(super) events: Vec<Event>,
+    pub(super) events_taken: usize,
+    /// A release phase ended (a program's release steps ran).
+    pub(super) released: bool,
+    pub(super) done: bool,
+    /// memrel's workers must end with `done`; a program need not.
+    pub(super) needs_done: bool,
+    /// Set while the run's process is a program (see [`ProgramState`]).
+    pub(super) program: Option<ProgramState>,
+    /// The worker was killed by the OOM killer: the run's error (see `cgroup::oom`).
+    pub(super) oom_killed: Option<String>,
+    /// The model files' page cache (the edge reader and the sampler hold
+    /// clones): why its readings stopped, if they did.
+    pub(super) page_cache: Option<PageCacheProbe>,
+    pub(super) hello: bool,
+    /// Why a program's run measured something other than its strategy.
+    pub(super) not_in_effect: Option<String>,
+    /// The run's clock zero on `CLOCK_MONOTONIC`, for edges that carry `mono_s`.
+    pub(super) zero_mono_s: f64,
+    /// The process ended at a release step; the next one resumes here.
+    pub(super) handover: Option<Resume>,
+    /// Processes started after the first (respawn).
+    pub(super) processes: u32,
+    pub(super) worker_error: Option<String>,
+    pub(super) protocol_errors: Vec<String>,
+    pub(super) protocol_error_count: usize,
+}
+
+impl Collected {
+    pub(super) fn take(
+        &mut self,
+        arrival: Arrival,
+        meta: &mut RunMeta,
+        on_event: &mut dyn FnMut(&Event),
+    ) {
+        let Arrival {
+            t_s: arrived_s,
+            parsed,
+            kernel_peak,
+            extras,
+        } = arrival;
+        let mut t_s = arrived_s;
+        let kernel_peak_bytes = match kernel_peak {
+            Some(Ok(bytes)) => {
+                // Each reset leaves VmHWM (and wait4's ru_maxrss) the peak
+                // since the last edge only: the run's peak is the largest.
+                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(bytes));
+                Some(bytes)
+            }
+            Some(Err(why)) => {
+                meta.kernel_peak_unavailable.get_or_insert(why);
+                None
+            }
+            None => None,
+        };
+        let envelope = match parsed {
+            Ok(envelope) => envelope,
+            Err(e) => {
+                self.protocol_error_count += 1;
+                if self.protocol_errors.len() < PROTOCOL_ERRORS_QUOTED {
+                    self.protocol_errors.push(format!("at {t_s:.3} s: {e}"));
+                }
+                return;
+            }
+        };
+        match envelope.message {
+            Message::Hello(hello) => {
+                self.hello = true;
+                if self.processes == 0 {
+                    meta.vram_floor_bytes = hello.vram_floor_bytes;
+                    meta.allocator = hello.allocator;
+                    meta.checks.extend(hello.checks);
+                } else {
+                    // A respawned process repeats the checks: keep what failed.
+                    meta.checks
+                        .extend(hello.checks.into_iter().filter(|c| !c.ok));
+                }
+            }
+            Message::Phase(mut edge) => {
+                if let Some(program) = self.program.as_mut() {
+                    program.complete(&mut edge);
+                }
+                // The sender's own stamp, on the samples' clock: an edge
+                // happened before its line arrived, never after.
+                if let Some(sent_s) = edge.mono_s.map(|m| m - self.zero_mono_s) {
+                    if (0.0..=arrived_s).contains(&sent_s) {
+                        t_s = sent_s;
+                    }
+                }
+                if edge.elapsed_s.is_none() && edge.edge == Edge::End {
+                    edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
+                }
+                let event = Event {
+                    t_s,
+                    edge,
+                    kernel_peak_bytes,
+                    gpu_vram: extras.gpu_vram,
+                };
+                on_event(&event);
+                self.events_taken += 1;
+                self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;
+                if self.events.len() >= EVENTS_KEPT {
+                    self.events.drain(..EVENTS_KEPT / 2);
+                }
+                self.events.push(event);
+            }
+            Message::Done(d) => {
+                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(d.vm_hwm_bytes));
+                self.fill_trailing_peak(Some(d.vm_hwm_bytes), meta);
+                meta.checks.extend(d.checks);
+                self.done = true;
+            }
+            Message::Handover(h) => {
+                meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(h.vm_hwm_bytes));
+                self.fill_trailing_peak(Some(h.vm_hwm_bytes), meta);
+                self.handover = Some(h.resume);
+            }
+            Message::Error(e) => self.worker_error = Some(e.message),
+        }
+    }
+
+    /// Gives the last edge the peak its line came too late for. An edge
+    /// read after its process exited has no VmHWM to read (it went with
+    /// the process's memory): a worker that sends its last edge and exits
+    /// at once, on a busy machine, outruns the parent's reader. When that
+    /// edge is the only one since the last reset, `peak_bytes` (the
+    /// process's own VmHWM in its last message, `done` or `handover`, else
+    /// `wait4`'s `ru_maxrss`) is the peak from that reset to the end: the
+    /// edge's span and the moment after it, in which the process only
+    /// exits. (`ru_maxrss` also holds the peak of any child the process
+    /// waited for.) Two or more such edges share one number: none is given.
+    pub(super) fn fill_trailing_peak(&mut self, peak_bytes: Option<u64>, meta: &RunMeta) {
+        let Some(peak_bytes) = peak_bytes else {
+            return;
+        };
+        if meta.kernel_peak_unavailable.is_some() {
+            return;
+        }
+        let n = self.events.len();
+        let before_has_peak = n < 2 || self.events[n - 2].kernel_peak_bytes.is_some();
+        if let Some(last) = self.events.last_mut() {
+            if last.kernel_peak_bytes.is_none() && before_has_peak {
+                last.kernel_peak_bytes = Some(peak_bytes);
+            }
+        }
+    }
+
+    /// When the phase `end` closes began, on the run's clock: for an end edge
+    /// sent by another process than its begin (a respawn's release), whose
+    /// duration only the parent's clock can give.
+    pub(super) fn began(&self, end: &PhaseEdge) -> Option<f64> {
+        self.events
+            .iter()
+            .rev()
+            .find(|e| e.edge.phase == end.phase && e.edge.cycle == end.cycle)
+            .filter(|e| e.edge.edge == Edge::Begin)
+            .map(|e| e.t_s)
+    }
+
+    /// Takes what is still in the channel until it ends or `grace` passes.
+    pub(super) fn drain(
+        &mut self,
+        messages: &Receiver<Arrival>,
+        grace: Duration,
+        meta: &mut RunMeta,
+        on_event: &mut dyn FnMut(&Event),
+    ) {
+        let deadline = Instant::now() + grace;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match messages.recv_timeout(left) {
+                Ok(arrival) => self.take(arrival, meta, on_event),
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.worker_error.get_or_insert_with(|| {
+                        format!(
+                            "the event channel stayed open {:.0} s after the worker ended \
+                             (a process outside its group holds it)",
+                            grace.as_secs_f64()
+                        )
+                    });
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A program's run measures its strategy only if the strategy reached it:
+    /// its environment and allocator (the parent's checks), its start steps
+    /// (`import memrel`: a hello) and its release steps (a release phase).
+    pub(super) fn judge_program(&mut self, strategy: &Strategy, checks: &[Check]) {
+        let actions = strategy.for_programs().unwrap_or_default();
+        let released = self.released;
+        self.not_in_effect = if let Some(c) = checks.iter().find(|c| !c.ok) {
+            Some(format!(
+                "strategy {:?} did not take effect in the program: {} ({})",
+                strategy.name, c.name, c.detail
+            ))
+        } else if !actions.start.is_empty() && !self.hello {
+            Some(format!(
+                "strategy {:?} has steps the program must take at start ({}), but it never imported \
+                 memrel (no hello on the channel): add `import memrel` at its top",
+                strategy.name,
+                actions.start.join(", ")
+            ))
+        } else if !actions.release.is_empty() && !released {
+            Some(format!(
+                "strategy {:?} releases inside the program ({}), but the program never called \
+                 memrel.release() (no release phase arrived): call it where the program frees its models",
+                strategy.name,
+                actions.release.join(", ")
+            ))
+        } else {
+            None
+        };
+    }
+
+    /// The protocol errors as one sentence, if there were any.
+    pub(super) fn protocol_error(&self) -> Option<String> {
+        if self.protocol_error_count == 0 {
+            return None;
+        }
+        let more = self.protocol_error_count - self.protocol_errors.len();
+        let more = if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{} bad line(s) on the worker's event channel{more}: {}",
+            self.protocol_error_count,
+            self.protocol_errors.join("; ")
+        ))
+    }
+}
