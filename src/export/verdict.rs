@@ -12,9 +12,10 @@ use anyhow::Result;
 
 use super::markdown::{Align, Table};
 use crate::gate::{
-    machine, rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport,
-    RATE_ALPHA, RATE_BAND,
+    rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport, RATE_ALPHA,
+    RATE_BAND,
 };
+use crate::machine::facts::describe;
 
 /// The most lines verdict.md shows before its `<details>` block.
 const SUMMARY_LINES: usize = 25;
@@ -194,7 +195,7 @@ fn headline(report: &VerdictReport) -> String {
         let _ = write!(
             line,
             "\n\n⚠ machine differs from the baseline's: {}",
-            machine::describe(&report.machine_differences)
+            describe(&report.machine_differences)
         );
     }
     line
