@@ -14,9 +14,8 @@ use rustix::fs::{renameat_with, RenameFlags, CWD};
 
 use super::coverage::Coverage;
 use super::{entry_dir, load, validate_name};
-use crate::export::SUMMARY_FILE;
 use crate::metrics;
-use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
+use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
 
 /// What a save did.
 #[derive(Debug)]
