@@ -22,9 +22,12 @@ use crate::model::synth::cache_dir;
 use crate::orchestrator::{self, RunPlan};
 use crate::protocol::Check;
 use crate::record::live::LiveRun;
-use crate::record::{Header, ModelInfo, Program, Record, RunMeta, RunStatus, SCHEMA_VERSION};
+use crate::record::{
+    Header, ModelInfo, PageCacheInfo, Program, Record, RunMeta, RunStatus, WeightFile,
+    SCHEMA_VERSION,
+};
 use crate::results::create_out_dir;
-use crate::sampler::page_cache::{self, PageCacheInfo, WeightFile};
+use crate::sampler::page_cache;
 use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{python_module_dir, CommandSpec};
