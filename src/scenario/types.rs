@@ -233,6 +233,20 @@ impl Budgets {
 }
 
 impl Thresholds {
+    /// The scenario defaults of the gate's thresholds, for tests: 16 MiB
+    /// retention threshold, 5 % / 16 MiB noise, no budgets.
+    #[cfg(test)]
+    pub(crate) fn fixture() -> Thresholds {
+        Thresholds {
+            retention_threshold_bytes: 16 << 20,
+            noise_relative: 0.05,
+            noise_absolute_bytes: 16 << 20,
+            host: Budgets::default(),
+            device: Budgets::default(),
+            page_cache: Budgets::default(),
+        }
+    }
+
     /// The budgets of `resource`.
     pub fn budgets(&self, resource: crate::metrics::Resource) -> &Budgets {
         match resource {
