@@ -6,10 +6,9 @@
 //! `assess` loads the records it is pointed at), and it runs nothing:
 //! `memrel check` without directories re-runs the baseline's scenarios
 //! first (`plan::rerun`) and hands the gate the directories that come back.
-//! Every resource a record measured (host RSS,
-//! VRAM of `cuda:N`) is judged by the same code, on the same metrics:
-//! retained after the last cycle, peak, retained slope, release latency and
-//! the retention rate.
+//! Every resource a record measured (host RSS, VRAM of `cuda:N`) is judged
+//! by the same code, on the same metrics: retained after the last cycle,
+//! peak, retained slope, release latency and the retention rate.
 //!
 //! Broken evidence never passes: [`broken_runs`] names every run of either
 //! side that failed, timed out, was killed or measured fewer cycles than
