@@ -71,7 +71,7 @@ impl EntrySummary {
             created_unix_s: record.header.created_unix_s,
             memrel_version: record.header.memrel_version.clone(),
             command: record.header.command.clone(),
-            machine: crate::gate::machine::facts_of(&record.header.host),
+            machine: crate::machine::facts::facts_of(&record.header.host),
         }
     }
 }

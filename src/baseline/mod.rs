@@ -124,8 +124,7 @@ pub fn load(root: &Path, name: &str, scenario: &str) -> Result<Option<Record>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::SUMMARY_FILE;
-    use crate::record::{fixture, RunStatus};
+    use crate::record::{fixture, RunStatus, SUMMARY_FILE};
 
     /// A results directory whose runs.json names `scenario` (as a damaged or
     /// hand-edited record could).

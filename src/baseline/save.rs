@@ -14,9 +14,8 @@ use rustix::fs::{renameat_with, RenameFlags, CWD};
 
 use super::coverage::Coverage;
 use super::{entry_dir, load, validate_name};
-use crate::export::SUMMARY_FILE;
-use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE};
-use crate::{gate, metrics};
+use crate::metrics;
+use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
 
 /// What a save did.
 #[derive(Debug)]
@@ -128,7 +127,7 @@ fn swap_in(tmp: &Path, entry: &Path) -> Result<()> {
 /// A baseline is only made from sound evidence: at least one run, and every
 /// run completed with every cycle asked for (a failed, timed-out, killed or
 /// cut-short run measured something else). The same rule as the gate's
-/// ([`gate::broken_runs`]).
+/// ([`metrics::Summary::broken_runs`]).
 fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
     if record.runs.is_empty() {
         bail!(
@@ -137,9 +136,10 @@ fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
         );
     }
     let summary = metrics::summarize(record);
-    let unsound: Vec<String> = gate::broken_runs(&summary, gate::Side::New)
+    let unsound: Vec<String> = summary
+        .broken_runs()
         .iter()
-        .map(|b| format!("run {} ({}) {}: {}", b.run, b.strategy, b.status, b.why))
+        .map(|(run, b)| format!("run {} ({}) {}: {}", run.run, run.strategy, b.status, b.why))
         .collect();
     if !unsound.is_empty() {
         bail!(

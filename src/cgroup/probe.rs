@@ -17,8 +17,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
+use super::view::ContainerSample;
 use super::{stat_value, v1, v2, working_set, Located, Version};
-use crate::record::ContainerSample;
 
 /// How old the memory.stat values of a sample may be.
 pub const STAT_EVERY: Duration = Duration::from_millis(100);

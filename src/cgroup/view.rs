@@ -1,11 +1,27 @@
 //! What the record keeps of the container's view: which cgroup the
-//! `container` resource is (per invocation, in the header) and each run's
-//! full counter sets (in runs.json), or why they could not be read.
+//! `container` resource is (per invocation, in the header), one reading per
+//! sample ([`ContainerSample`], which the sampler's probe reads) and each
+//! run's full counter sets (in runs.json), or why they could not be read.
 
 use serde::{Deserialize, Serialize};
 
 use super::limit::LimitKind;
 use super::{Counters, Version};
+
+/// The container's view in one sample: the cgroup the worker runs in (the
+/// whole cgroup's, memrel included, unless each worker has its own under
+/// `--cgroup-parent`; see `cgroup`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContainerSample {
+    /// usage − inactive_file, Kubernetes' working set: the resource's value.
+    pub working_set_bytes: u64,
+    /// memory.current (v2) or memory.usage_in_bytes (v1).
+    pub usage_bytes: u64,
+    /// memory.stat anon and file (v1: total_rss and total_cache), as of the
+    /// latest memory.stat read (at most 100 ms old).
+    pub anon_bytes: Option<u64>,
+    pub file_bytes: Option<u64>,
+}
 
 /// Whose memory the `container` resource counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

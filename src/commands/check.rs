@@ -3,9 +3,11 @@
 //! verdict.json and verdict.md. Exit code 1 on a regression or a blown
 //! budget; an error (exit 2) when the evidence is broken.
 //!
-//! The judging is `gate::assess`; this file turns the flags into options,
-//! writes the verdict files (always, so a CI job summary shows why even when
-//! the check is an error), prints verdict.md and says how the check ended.
+//! Without directories the baseline's scenarios run again first
+//! (`plan::rerun`); the judging of the directories is `gate::assess`, which
+//! only reads them. This file turns the flags into options, writes the
+//! verdict files (always, so a CI job summary shows why even when the check
+//! is an error), prints verdict.md and says how the check ended.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,20 +19,20 @@ use crate::cli;
 use crate::export::verdict::{verdict_json, verdict_markdown};
 use crate::fsutil::write_atomic;
 use crate::gate::{assess, BrokenRuns, CheckOptions, VerdictReport};
+use crate::plan::rerun::run_baseline_scenarios;
 
 /// `memrel check` as the command line asks: runs the gate, prints its
 /// warnings (stderr) and verdict.md (`out`), and says how it ended.
 pub fn run(args: &cli::CheckArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let options = CheckOptions {
         baseline: args.baseline.clone(),
-        dirs: args.dirs.clone(),
         lenient: args.lenient,
         results_root: args.out.clone(),
         verdict_dir: args.verdict_dir.clone(),
         broken_runs: BrokenRuns::from_flag(args.complete_runs_only),
         any_machine: args.any_machine,
     };
-    let (report, dir) = execute(&options)?;
+    let (report, dir) = execute(&options, &args.dirs)?;
     for w in &report.warnings {
         eprintln!("memrel: warning: {w}");
     }
@@ -46,11 +48,17 @@ pub fn run(args: &cli::CheckArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     })
 }
 
-/// Runs the gate and writes its verdict files; returns the report and the
+/// Runs the gate over `dirs` (none: fresh runs of the baseline's scenarios,
+/// made first) and writes its verdict files; returns the report and the
 /// directory holding them. An error when the evidence is broken, after the
 /// verdict files are written.
-pub fn execute(options: &CheckOptions) -> Result<(VerdictReport, PathBuf)> {
-    let (report, dirs) = assess(options)?;
+pub fn execute(options: &CheckOptions, dirs: &[PathBuf]) -> Result<(VerdictReport, PathBuf)> {
+    let dirs = if dirs.is_empty() {
+        run_baseline_scenarios(&options.baseline, &options.results_root)?
+    } else {
+        dirs.to_vec()
+    };
+    let report = assess(options, &dirs)?;
     let out = match &options.verdict_dir {
         Some(dir) => dir.clone(),
         None => match dirs.as_slice() {

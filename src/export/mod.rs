@@ -22,9 +22,8 @@ use anyhow::Result;
 use crate::fsutil::write_atomic;
 use crate::metrics::comparison::Comparison;
 use crate::metrics::Summary;
-use crate::record::Record;
+use crate::record::{Record, SUMMARY_FILE};
 
-pub const SUMMARY_FILE: &str = "summary.json";
 pub const TIMELINE_FILE: &str = "timeline.png";
 pub const COMPARE_CSV_FILE: &str = "compare.csv";
 pub const COMPARE_JSON_FILE: &str = "compare.json";

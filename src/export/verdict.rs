@@ -12,9 +12,10 @@ use anyhow::Result;
 
 use super::markdown::{Align, Table};
 use crate::gate::{
-    machine, rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport,
-    RATE_ALPHA, RATE_BAND,
+    rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport, RATE_ALPHA,
+    RATE_BAND,
 };
+use crate::machine::facts::describe;
 
 /// The most lines verdict.md shows before its `<details>` block.
 const SUMMARY_LINES: usize = 25;
@@ -194,7 +195,7 @@ fn headline(report: &VerdictReport) -> String {
         let _ = write!(
             line,
             "\n\n⚠ machine differs from the baseline's: {}",
-            machine::describe(&report.machine_differences)
+            describe(&report.machine_differences)
         );
     }
     line
@@ -469,7 +470,7 @@ mod tests {
         VERDICT_SCHEMA_VERSION,
     };
     use crate::metrics::{summarize, Summary};
-    use crate::record::fixture::{cuda_record, record, run, thresholds, with_vram};
+    use crate::record::fixture::{cuda_record, record, run, with_vram};
     use crate::record::{Record, RunStatus};
     use crate::scenario::Thresholds;
 
@@ -526,7 +527,7 @@ mod tests {
 
     #[test]
     fn a_healthy_change_shows_a_headline_and_folds_the_tables() {
-        let mut t = thresholds();
+        let mut t = Thresholds::fixture();
         t.device.max_retained_bytes = Some(500 << 20);
         let md = verdict_markdown(&report(&cuda_record(), &cuda_record(), &t));
         insta::assert_snapshot!(md, @r#"
@@ -608,7 +609,11 @@ A resource that was not measured is never judged as zero.
 
     #[test]
     fn a_regression_leads_with_its_rows_and_how_to_accept_it() {
-        let md = summary_of(&report(&cuda_record(), &sync_keeping_vram(), &thresholds()));
+        let md = summary_of(&report(
+            &cuda_record(),
+            &sync_keeping_vram(),
+            &Thresholds::fixture(),
+        ));
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ❌ memory regression (baseline `gpu`)
 
@@ -626,7 +631,7 @@ If the change is intended, accept it by re-saving the baseline: `memrel run --sc
 
     #[test]
     fn a_budget_failure_names_its_key_and_what_to_raise() {
-        let mut t = thresholds();
+        let mut t = Thresholds::fixture();
         t.device.max_retained_bytes = Some(300 << 20);
         let md = summary_of(&report(&cuda_record(), &cuda_record(), &t));
         insta::assert_snapshot!(md, @r#"
@@ -649,7 +654,7 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
             broken.runs[i].meta.status = RunStatus::Failed;
             broken.runs[i].meta.error = Some("worker exited with status 1".into());
         }
-        let mut t = thresholds();
+        let mut t = Thresholds::fixture();
         t.host.max_peak_bytes = Some(200 << 20);
         let md = summary_of(&report(&record(), &broken, &t));
         insta::assert_snapshot!(md, @r#"
@@ -686,7 +691,7 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
         broken.runs[1].meta.status = RunStatus::Failed;
         broken.runs[1].meta.error = Some("the program exited with code 1".into());
         broken.runs[1].meta.stderr_tail = (1..=25).map(|i| format!("line {i}\n")).collect();
-        let t = thresholds();
+        let t = Thresholds::fixture();
         let mut r = report(&record(), &broken, &t);
         let summary = summarize(&broken);
         let mut runs = broken_runs(&summary, Side::New);
@@ -715,7 +720,7 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
 
     #[test]
     fn the_full_tables_keep_every_row_with_units_and_counts() {
-        let mut t = thresholds();
+        let mut t = Thresholds::fixture();
         t.device.max_retained_bytes = Some(300 << 20);
         let report = report(&cuda_record(), &cuda_record(), &t);
         let md = verdict_markdown(&report);

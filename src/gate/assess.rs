@@ -1,16 +1,19 @@
 //! One `memrel check` over saved results: loads each record, its scenario
 //! and the baseline's entry for it, judges them (`compare`, `budgets`) and
 //! gathers the report with every error that makes the check exit 2. It
-//! writes nothing; `commands::check` writes the verdict files.
+//! reads results directories and runs nothing (`commands::check` re-runs the
+//! baseline's scenarios first when given no directories) and writes
+//! nothing; `commands::check` writes the verdict files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 use super::coverage::{gaps, CoverageGap, Covered};
 use super::evidence::{attach_stderr, errors, BrokenRuns};
+use super::program::program_differences;
 use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
-use super::{broken_runs, budgets, compare, complete_only, note_left_out, rerun};
+use super::{broken_runs, budgets, compare, complete_only, note_left_out};
 use crate::baseline;
 use crate::metrics;
 use crate::record::Record;
@@ -18,8 +21,6 @@ use crate::scenario;
 
 pub struct CheckOptions {
     pub baseline: String,
-    /// Saved results to check; empty: run the baseline's scenarios now.
-    pub dirs: Vec<PathBuf>,
     /// Skip scenarios the baseline lacks (with a warning) instead of failing.
     pub lenient: bool,
     /// Results root: baselines live in `<root>/baselines`, new runs in `<root>/<scenario>`.
@@ -33,17 +34,12 @@ pub struct CheckOptions {
     pub any_machine: bool,
 }
 
-/// Judges every directory of `options` (or fresh runs of the baseline's
-/// scenarios) against the baseline; returns the report and the directories
-/// judged. The report's `errors` say why the evidence cannot be judged.
-pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
+/// Judges every results directory of `dirs` against the baseline of
+/// `options`; returns the report. The report's `errors` say why the evidence
+/// cannot be judged.
+pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport> {
     baseline::validate_name(&options.baseline)?;
     let root = baseline::root(&options.results_root);
-    let dirs = if options.dirs.is_empty() {
-        rerun::run_baseline_scenarios(&options.baseline, &root, &options.results_root)?
-    } else {
-        options.dirs.clone()
-    };
     let leave_out = options.broken_runs == BrokenRuns::LeaveOut;
     let mut report = VerdictReport {
         schema_version: VERDICT_SCHEMA_VERSION,
@@ -62,7 +58,7 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
     // Where each broken run's record lives, for the error message.
     let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
     let mut judged: Vec<String> = Vec::new();
-    for dir in &dirs {
+    for dir in dirs {
         let record = Record::load(dir)?;
         let name = record.header.scenario.clone();
         judged.push(name.clone());
@@ -104,11 +100,9 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
                 "scenario {name}: the scenario file differs from the baseline's (compare runs.json scenario_toml)"
             ));
         }
-        report.warnings.extend(rerun::program_differences(
-            &name,
-            &base.header,
-            &record.header,
-        ));
+        report
+            .warnings
+            .extend(program_differences(&name, &base.header, &record.header));
         let machine = super::machine::compare(&name, &base.header.host, &record.header.host);
         report.warnings.extend(machine.warnings);
         report.machine_differences.extend(machine.differences);
@@ -161,7 +155,7 @@ pub fn assess(options: &CheckOptions) -> Result<(VerdictReport, Vec<PathBuf>)> {
             )
         }));
     }
-    Ok((report, dirs))
+    Ok(report)
 }
 
 /// Every row of a scenario judged across machines says so (its note).
@@ -179,7 +173,7 @@ fn note_across_machines(verdicts: &mut [MetricVerdict], note: &str) {
 /// (with `--lenient`, a warning each).
 fn missing_scenarios(
     options: &CheckOptions,
-    root: &std::path::Path,
+    root: &Path,
     judged: &[String],
     report: &mut VerdictReport,
 ) {

@@ -1,5 +1,6 @@
 //! Which runs count as evidence: runs that failed, timed out, were killed
-//! or measured too few cycles are broken ([`broken_runs`]); the policy for
+//! or measured too few cycles are broken ([`broken_runs`], the rule is
+//! `Summary::broken`, which a baseline's save reads too); the policy for
 //! them ([`BrokenRuns`]: an error, or left out with every affected row
 //! saying so); and the errors that make `memrel check` exit 2 (broken runs,
 //! unchecked budgets, strategies with nothing to judge). It decides no
@@ -8,8 +9,8 @@
 use std::path::PathBuf;
 
 use super::report::{BrokenRun, MetricVerdict, Side, Verdict};
-use crate::metrics::{RunSummary, Summary};
-use crate::record::{Record, RunStatus};
+use crate::metrics::Summary;
+use crate::record::Record;
 use crate::textutil::last_stderr_lines;
 
 /// What the gate does with runs that failed, timed out, were killed or are incomplete.
@@ -32,60 +33,21 @@ impl BrokenRuns {
     }
 }
 
-/// The run's status as runs.json spells it.
-fn status_name(status: RunStatus) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{status:?}"))
-}
-
-/// Cycles each run of `strategy` was asked for.
-fn cycles_per_run(summary: &Summary, strategy: &str) -> Option<u32> {
-    summary
-        .strategies
-        .iter()
-        .find(|s| s.strategy == strategy && s.runs > 0)
-        .map(|s| s.cycles_expected / s.runs)
-}
-
-/// Why a run's evidence is broken, `None` when it is complete.
-fn broken(summary: &Summary, run: &RunSummary) -> Option<(String, String)> {
-    if run.status != RunStatus::Completed {
-        let why = run
-            .error
-            .clone()
-            .unwrap_or_else(|| "no error recorded (see runs.json)".to_string());
-        return Some((status_name(run.status), why));
-    }
-    let expected = cycles_per_run(summary, &run.strategy)?;
-    let measured = run.cycles.len() as u32;
-    (measured < expected).then(|| {
-        (
-            "incomplete".to_string(),
-            format!("measured {measured} of {expected} cycles"),
-        )
-    })
-}
-
 /// Every run of `summary` that failed, timed out, was killed or measured
 /// fewer cycles than asked for.
 pub fn broken_runs(summary: &Summary, side: Side) -> Vec<BrokenRun> {
     summary
-        .runs
-        .iter()
-        .filter_map(|run| {
-            let (status, why) = broken(summary, run)?;
-            Some(BrokenRun {
-                scenario: summary.scenario.clone(),
-                side,
-                run: run.run,
-                strategy: run.strategy.clone(),
-                repetition: run.repetition,
-                status,
-                why,
-                stderr_tail: String::new(),
-            })
+        .broken_runs()
+        .into_iter()
+        .map(|(run, broken)| BrokenRun {
+            scenario: summary.scenario.clone(),
+            side,
+            run: run.run,
+            strategy: run.strategy.clone(),
+            repetition: run.repetition,
+            status: broken.status,
+            why: broken.why,
+            stderr_tail: String::new(),
         })
         .collect()
 }
@@ -105,7 +67,7 @@ pub fn attach_stderr(broken: &mut [BrokenRun], record: &Record) {
 /// strategy without a complete run is reported, not dropped).
 pub fn complete_only(summary: &Summary) -> Summary {
     let mut out = summary.clone();
-    out.runs.retain(|r| broken(summary, r).is_none());
+    out.runs.retain(|r| summary.broken(r).is_none());
     out
 }
 

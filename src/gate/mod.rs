@@ -3,11 +3,12 @@
 //! absolute budgets the scenario declares.
 //!
 //! The judging reads summaries, nothing else: no sampling, no files (only
-//! `assess` loads the records it is pointed at, and `rerun` runs the
-//! baseline's scenarios when it is pointed at none). Every resource a record measured (host RSS,
-//! VRAM of `cuda:N`) is judged by the same code, on the same metrics:
-//! retained after the last cycle, peak, retained slope, release latency and
-//! the retention rate.
+//! `assess` loads the records it is pointed at), and it runs nothing:
+//! `memrel check` without directories re-runs the baseline's scenarios
+//! first (`plan::rerun`) and hands the gate the directories that come back.
+//! Every resource a record measured (host RSS, VRAM of `cuda:N`) is judged
+//! by the same code, on the same metrics: retained after the last cycle,
+//! peak, retained slope, release latency and the retention rate.
 //!
 //! Broken evidence never passes: [`broken_runs`] names every run of either
 //! side that failed, timed out, was killed or measured fewer cycles than
@@ -57,9 +58,10 @@
 //! budgets), `evidence` (which runs count, and the errors that make the
 //! check exit 2) and `coverage` (what one side covers that the other does
 //! not judge) build on them; `machine` (which facts of the machine differ
-//! from the baseline's) is a leaf the report names; `assess` gathers one `memrel check` over
-//! saved directories and `rerun` re-runs a baseline's scenarios; this file
-//! holds the comparison loop.
+//! from the baseline's) is a leaf the report names; `program` (what a
+//! program run did differently, warnings) reads two headers; `assess`
+//! gathers one `memrel check` over saved directories; this file holds the
+//! comparison loop.
 
 mod assess;
 mod budget;
@@ -68,8 +70,8 @@ mod decide;
 mod evidence;
 pub mod machine;
 mod metric;
+mod program;
 mod report;
-mod rerun;
 #[cfg(test)]
 mod tests;
 

@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::coverage::CoverageGap;
-use super::machine::{MachineDifference, OtherMachine};
+use super::machine::OtherMachine;
 use super::metric::GateMetric;
+use crate::machine::facts::MachineDifference;
 use crate::metrics::Resource;
 
 /// Bumped when verdict.json changes shape (2: rows name their resource, say

@@ -5,7 +5,7 @@ use super::decide::{judge, RATE_ALPHA};
 use super::*;
 use crate::metrics::summarize;
 use crate::protocol::Check;
-use crate::record::fixture::{cuda_record, record, run, thresholds, with_vram};
+use crate::record::fixture::{cuda_record, record, run, with_vram};
 use crate::record::{Record, RunStatus};
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -19,7 +19,7 @@ fn judged(metric: GateMetric, baseline: &[f64], new: &[f64]) -> MetricVerdict {
         metric,
         &Observations::per_run(baseline),
         &Observations::per_run(new),
-        &thresholds(),
+        &Thresholds::fixture(),
     )
 }
 
@@ -95,7 +95,7 @@ fn latency_verdict(base_kept_mib: &[u64], new_kept_mib: &[u64]) -> MetricVerdict
     compare(
         &summary(base_kept_mib),
         &summary(new_kept_mib),
-        &thresholds(),
+        &Thresholds::fixture(),
     )
     .into_iter()
     .find(|v| v.metric == GateMetric::ReleaseLatencyS)
@@ -136,7 +136,7 @@ fn many_timed_cycles_of_one_run_are_still_one_run() {
         GateMetric::ReleaseLatencyS,
         &Observations::per_run(&[0.01, 0.011]),
         &one_run,
-        &thresholds(),
+        &Thresholds::fixture(),
     );
     assert_eq!(v.verdict, Verdict::Inconclusive);
     assert!(v.note.contains("would be regressed"), "{}", v.note);
@@ -193,7 +193,7 @@ fn drop_runs(kept_mib: &[&[u64]]) -> Summary {
 }
 
 fn rate_row(baseline: &Summary, new: &Summary) -> MetricVerdict {
-    compare(baseline, new, &thresholds())
+    compare(baseline, new, &Thresholds::fixture())
         .into_iter()
         .find(|v| v.metric == GateMetric::RetentionRate)
         .unwrap()
@@ -263,7 +263,7 @@ fn no_change_in_the_rate_needs_enough_cycles() {
             GateMetric::RetentionRate,
             &zeros(n),
             &zeros(n),
-            &thresholds(),
+            &Thresholds::fixture(),
         )
         .verdict
     };
@@ -314,7 +314,7 @@ fn complete_runs_only_judges_what_is_left_and_says_so() {
     let base = summarize(&record());
     let new = summarize(&broken_record());
     let left_out = broken_runs(&new, Side::New);
-    let mut rows = compare(&base, &complete_only(&new), &thresholds());
+    let mut rows = compare(&base, &complete_only(&new), &Thresholds::fixture());
     note_left_out(&mut rows, &left_out);
     // malloc-trim lost both runs: nothing to judge is an error, not a pass.
     let trim = row(
@@ -341,7 +341,7 @@ fn complete_runs_only_judges_what_is_left_and_says_so() {
         drop.note
     );
     // Budgets of a strategy without a complete run have no observation: an error.
-    let mut t = thresholds();
+    let mut t = Thresholds::fixture();
     t.host.max_retained_bytes = Some(64 << 20);
     let budget = budgets(&complete_only(&new), &t);
     let trim = budget.iter().find(|v| v.strategy == "malloc-trim").unwrap();
@@ -357,7 +357,7 @@ fn welch_interval_contains_the_true_difference() {
 #[test]
 fn an_unchanged_cuda_record_passes_with_every_metric_on_every_resource() {
     let summary = summarize(&cuda_record());
-    let rows = compare(&summary, &summary, &thresholds());
+    let rows = compare(&summary, &summary, &Thresholds::fixture());
     assert_eq!(failing(&rows), []);
     // 3 strategies × 2 resources × 7 metrics (the sleep metrics only where
     // a model slept), VRAM (the lead) first.
@@ -382,7 +382,7 @@ fn an_unchanged_cuda_record_passes_with_every_metric_on_every_resource() {
 fn vram_kept_after_sync_regresses_vram_retained_and_not_host() {
     let baseline = summarize(&cuda_record());
     let new = summarize(&cuda_keeping("sync", 416));
-    let rows = compare(&baseline, &new, &thresholds());
+    let rows = compare(&baseline, &new, &Thresholds::fixture());
     // Every cycle of both runs now retains, where none did: the rate regresses too.
     let regressed = |metric: GateMetric| ("sync".to_string(), VRAM, metric, Verdict::Regressed);
     assert_eq!(
@@ -424,7 +424,7 @@ fn vram_kept_after_sync_regresses_vram_retained_and_not_host() {
 
 #[test]
 fn a_vram_budget_below_what_drop_keeps_is_over_budget_for_drop_only() {
-    let mut t = thresholds();
+    let mut t = Thresholds::fixture();
     t.device.max_retained_bytes = Some(300 << 20);
     t.host.max_retained_bytes = Some(64 << 20);
     let rows = budgets(&summarize(&cuda_record()), &t);
@@ -462,7 +462,7 @@ fn a_vram_budget_below_what_drop_keeps_is_over_budget_for_drop_only() {
 
 #[test]
 fn a_vram_peak_budget_is_checked_on_the_worst_run() {
-    let mut t = thresholds();
+    let mut t = Thresholds::fixture();
     t.device.max_peak_bytes = Some(1000 << 20);
     let rows = budgets(&summarize(&cuda_record()), &t);
     assert_eq!(rows.len(), 3);
@@ -482,7 +482,7 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
     let unmeasured = summarize(&cuda_unmeasured());
     let why = "VRAM not measured: nvml: driver not loaded";
 
-    let rows = compare(&measured, &unmeasured, &thresholds());
+    let rows = compare(&measured, &unmeasured, &Thresholds::fixture());
     for v in rows.iter().filter(|v| v.resource == VRAM) {
         assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
         assert_eq!(v.new_n, 0);
@@ -498,7 +498,7 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
     let host = row(&rows, "drop", Resource::Host, GateMetric::RetainedBytes);
     assert_eq!(host.verdict, Verdict::NoChange);
 
-    let rows = compare(&unmeasured, &measured, &thresholds());
+    let rows = compare(&unmeasured, &measured, &Thresholds::fixture());
     let v = row(&rows, "sync", VRAM, GateMetric::RetainedBytes);
     assert_eq!(v.verdict, Verdict::Inconclusive);
     assert!(
@@ -507,7 +507,7 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
         v.note
     );
 
-    let rows = compare(&unmeasured, &unmeasured, &thresholds());
+    let rows = compare(&unmeasured, &unmeasured, &Thresholds::fixture());
     let v = row(&rows, "sync", VRAM, GateMetric::ReleaseLatencyS);
     assert_eq!(v.verdict, Verdict::Inconclusive, "not a no-change: {v:?}");
     assert!(v.note.contains("on either side"), "{}", v.note);
@@ -515,7 +515,7 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
 
 #[test]
 fn a_budget_with_nothing_to_check_is_an_error_not_a_pass() {
-    let mut t = thresholds();
+    let mut t = Thresholds::fixture();
     t.device.max_retained_bytes = Some(300 << 20);
     let rows = budgets(&summarize(&cuda_unmeasured()), &t);
     assert_eq!(rows.len(), 3);
@@ -541,7 +541,7 @@ fn a_budget_with_nothing_to_check_is_an_error_not_a_pass() {
 #[test]
 fn a_cpu_record_is_judged_on_host_memory_only() {
     let summary = summarize(&record());
-    let rows = compare(&summary, &summary, &thresholds());
+    let rows = compare(&summary, &summary, &Thresholds::fixture());
     assert_eq!(rows.len(), 2 * 7);
     assert!(rows.iter().all(|v| v.resource == Resource::Host));
     assert_eq!(failing(&rows), []);
@@ -550,7 +550,7 @@ fn a_cpu_record_is_judged_on_host_memory_only() {
 #[test]
 fn verdict_json_names_the_resource_and_what_one_observation_is() {
     let summary = summarize(&cuda_record());
-    let rows = compare(&summary, &summary, &thresholds());
+    let rows = compare(&summary, &summary, &Thresholds::fixture());
     let json = serde_json::to_value(&rows).unwrap();
     let latency = json
         .as_array()
@@ -577,7 +577,7 @@ fn metric_names_are_the_catalogue_s_and_serde_s() {
 
 #[test]
 fn a_budget_nothing_could_be_checked_against_is_one_error() {
-    let mut t = thresholds();
+    let mut t = Thresholds::fixture();
     t.device.max_retained_bytes = Some(300 << 20);
     t.host.max_retained_bytes = Some(64 << 20);
     // A record without VRAM readings: the host budget is checked, the VRAM one cannot be.
@@ -619,7 +619,7 @@ fn with_page_cache() -> Record {
 
 #[test]
 fn a_page_cache_budget_is_checked_and_a_record_without_one_says_so() {
-    let mut t = thresholds();
+    let mut t = Thresholds::fixture();
     t.page_cache.max_retained_bytes = Some(8 << 20);
     let rows = budgets(&summarize(&with_page_cache()), &t);
     let of = |strategy: &str| {
@@ -646,7 +646,7 @@ fn a_page_cache_budget_is_checked_and_a_record_without_one_says_so() {
     // Against a baseline made before memrel read the page cache: not judged.
     let old = summarize(&record());
     let new = summarize(&with_page_cache());
-    let rows = compare(&old, &new, &thresholds());
+    let rows = compare(&old, &new, &Thresholds::fixture());
     assert!(
         rows.iter().all(|v| v.resource == Resource::Host),
         "{rows:#?}"

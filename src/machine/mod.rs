@@ -34,6 +34,7 @@
 //! environment, at record time).
 
 mod clash;
+pub mod facts;
 
 pub use clash::{clashes, Keyed};
 
@@ -84,7 +85,8 @@ pub struct KeyFacts {
     pub allocators: BTreeMap<String, String>,
 }
 
-const ABSENT: &str = "absent";
+/// A fact a record does not have, as people read it.
+pub const ABSENT: &str = "absent";
 
 impl KeyFacts {
     /// The key facts of `host`; `None` for a record without the full facts.

@@ -13,6 +13,7 @@ pub mod memory;
 pub mod peaks;
 pub mod resource;
 pub mod sleep;
+mod soundness;
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::stats::{slope, spread, Spread};
 pub use memory::{CycleMemory, CycleSpread, FirstLoad, LastCycle, ResourceRun, ResourceSummary};
 pub use resource::Resource;
+pub use soundness::Broken;
 
 use crate::protocol::{Edge, Phase};
 use crate::record::{Record, RunRecord, RunStatus};

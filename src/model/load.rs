@@ -17,7 +17,7 @@ use super::backend::{head_name, Recording, Renamed};
 use super::config;
 use super::inspect::ModelDir;
 use super::net::Net;
-use crate::scenario::{Dtype, LoadMethod};
+use super::spec::{Dtype, LoadMethod};
 
 /// A model in memory, ready for a forward pass.
 pub struct LoadedModel {

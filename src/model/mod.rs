@@ -16,6 +16,7 @@ pub mod net;
 pub mod normalise;
 pub mod preset;
 pub mod source;
+pub mod spec;
 pub mod synth;
 
 pub use arch::Architecture;

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use super::inspect::ModelDir;
+use super::spec::ModelSource;
 use super::{preset, synth};
-use crate::scenario::ModelSource;
 
 /// Resolves and inspects a model; `base` is the directory relative paths start from.
 pub fn resolve(source: &ModelSource, base: &Path, cache: &Path) -> Result<ModelDir> {

@@ -3,7 +3,9 @@
 //! and `exec`). Each run is a fresh process of the scenario's worker plug
 //! (candle, fake or a program); samples and phase edges go to disk as they
 //! are taken (`record::live`) and every output is written after every run,
-//! so a crash, a kill or Ctrl-C never loses what was measured.
+//! so a crash, a kill or Ctrl-C never loses what was measured. `lanes`
+//! spreads runs over several GPUs; `rerun` makes again the runs a baseline
+//! was saved from, for `memrel check` without directories.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,15 +22,19 @@ use crate::model::synth::cache_dir;
 use crate::orchestrator::{self, RunPlan};
 use crate::protocol::Check;
 use crate::record::live::LiveRun;
-use crate::record::{Header, ModelInfo, Program, Record, RunMeta, RunStatus, SCHEMA_VERSION};
+use crate::record::{
+    Header, ModelInfo, PageCacheInfo, Program, Record, RunMeta, RunStatus, WeightFile,
+    SCHEMA_VERSION,
+};
 use crate::results::create_out_dir;
-use crate::sampler::page_cache::{self, PageCacheInfo, WeightFile};
+use crate::sampler::page_cache;
 use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{python_module_dir, CommandSpec};
 use crate::worker::{Plug, WorkerSpec};
 
 mod lanes;
+pub mod rerun;
 
 /// What will run, fully validated before anything starts.
 pub struct Plan {

@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::protocol::{Check, Edge, MemoryAtEdge, Phase, PhaseEdge};
-use crate::scenario::Thresholds;
 
 pub const MIB: u64 = 1 << 20;
 
@@ -44,19 +43,6 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
         attached: None,
         container: None,
         page_cache: None,
-    }
-}
-
-/// The scenario defaults of the gate's thresholds: 16 MiB retention
-/// threshold, 5 % / 16 MiB noise, no budgets.
-pub fn thresholds() -> Thresholds {
-    Thresholds {
-        retention_threshold_bytes: 16 * MIB,
-        noise_relative: 0.05,
-        noise_absolute_bytes: 16 * MIB,
-        host: Default::default(),
-        device: Default::default(),
-        page_cache: Default::default(),
     }
 }
 

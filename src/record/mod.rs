@@ -30,7 +30,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::fsutil::write_atomic;
-pub use schema::{EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION};
+pub use schema::{EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION, SUMMARY_FILE};
 pub use types::*;
 
 impl Record {

@@ -15,6 +15,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const SAMPLES_FILE: &str = "samples.csv";
 pub const EVENTS_FILE: &str = "events.csv";
 pub const RUNS_FILE: &str = "runs.json";
+/// The record's summary (`metrics`), written beside it by `export` and kept
+/// with it in a baseline.
+pub const SUMMARY_FILE: &str = "summary.json";
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RunsFile {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::gpu::GpuVram;
+pub use crate::cgroup::view::ContainerSample;
 use crate::protocol::{AllocatorReport, Check, Edge, Phase, PhaseEdge};
 
 /// One reading of the worker's memory by the parent's sampler.
@@ -28,21 +29,6 @@ pub struct Sample {
     /// The model files' bytes in the page cache (`sampler::page_cache`):
     /// read every 100 ms or so, `None` between readings and where not available.
     pub page_cache_bytes: Option<u64>,
-}
-
-/// The container's view in one sample: the cgroup the worker runs in (the
-/// whole cgroup's, memrel included, unless each worker has its own under
-/// `--cgroup-parent`; see `cgroup`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ContainerSample {
-    /// usage − inactive_file, Kubernetes' working set: the resource's value.
-    pub working_set_bytes: u64,
-    /// memory.current (v2) or memory.usage_in_bytes (v1).
-    pub usage_bytes: u64,
-    /// memory.stat anon and file (v1: total_rss and total_cache), as of the
-    /// latest memory.stat read (at most 100 ms old).
-    pub anon_bytes: Option<u64>,
-    pub file_bytes: Option<u64>,
 }
 
 /// A phase edge as the parent received it, stamped on the sampler's clock.
@@ -264,7 +250,28 @@ pub struct Header {
     /// The model files whose page cache was measured, and how; `None` where
     /// no weights files were known (programs, fakes, older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_cache: Option<crate::sampler::page_cache::PageCacheInfo>,
+    pub page_cache: Option<PageCacheInfo>,
+}
+
+/// What the page cache of a run's weight files is, for the record's header
+/// (`sampler::page_cache` reads it and chooses the method).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PageCacheInfo {
+    /// `cachestat` or `mincore`, with why cachestat was not used.
+    pub method: String,
+    /// The weight files measured, with their sizes when the run began.
+    pub files: Vec<WeightFile>,
+    /// The parent dropped the files from the page cache before each run
+    /// (the scenario's `evict_page_cache`), so every run starts cold.
+    #[serde(default)]
+    pub evicted_before_runs: bool,
+}
+
+/// One model file whose cached bytes are counted.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WeightFile {
+    pub path: String,
+    pub bytes: u64,
 }
 
 /// A process measured by `memrel attach`: which one, what it ran, when it

@@ -35,8 +35,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 /// How often the sampler reads the page cache (phase edges are read besides).
 pub const PERIOD: Duration = Duration::from_millis(100);
 
@@ -47,26 +45,6 @@ pub const NO_CACHESTAT_ENV: &str = "MEMREL_NO_CACHESTAT";
 /// `cachestat(2)`'s number: 451 in the generic syscall table every
 /// architecture shares since Linux 6.5 (libc does not name it for glibc yet).
 const SYS_CACHESTAT: libc::c_long = 451;
-
-/// What the page cache of a run's weight files is, for the record's header.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct PageCacheInfo {
-    /// `cachestat` or `mincore`, with why cachestat was not used.
-    pub method: String,
-    /// The weight files measured, with their sizes when the run began.
-    pub files: Vec<WeightFile>,
-    /// The parent dropped the files from the page cache before each run
-    /// (the scenario's `evict_page_cache`), so every run starts cold.
-    #[serde(default)]
-    pub evicted_before_runs: bool,
-}
-
-/// One model file whose cached bytes are counted.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct WeightFile {
-    pub path: String,
-    pub bytes: u64,
-}
 
 /// Which system call reads a file's cached bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! parent measures the files' cached bytes (`sampler::page_cache`).
 
 use super::{DeviceKind, Strategy};
-use crate::scenario::LoadMethod;
+use crate::model::spec::LoadMethod;
 
 /// What the candle worker does with the weight files besides loading them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
