@@ -28,9 +28,11 @@ pub fn gpu_of(device: &str) -> Option<u32> {
 
 /// The GPU whose edge readings in `run` (of a record with `header`) are the
 /// worker's own: memrel's worker reads its own device (the run's, else the
-/// record's); a program's edge reading is one process's, so none.
+/// record's); a program's or an attached process's edge reading is the
+/// parent's (its own `vram_bytes` the root process's, every GPU's in
+/// `gpu_vram`), so none.
 pub fn own_gpu(header: &Header, run: &RunRecord) -> Option<u32> {
-    if header.program.is_some() {
+    if header.program.is_some() || header.attached.is_some() {
         return None;
     }
     match &run.meta.device {

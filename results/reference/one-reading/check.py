@@ -1,8 +1,9 @@
 """Holds memrel's phase edges against nvidia-smi's per-process list, polled
-beside the run every 50 ms: for each edge, every nvidia-smi poll in the
-0.4 s before it (the phase's memory had settled by then and nothing acts
-until memrel has read the edge) is summed per GPU and compared with the
-edge's per-GPU VRAM in events.csv, in MiB (nvidia-smi's unit).
+beside the run every 50 ms: for each edge, nvidia-smi's last poll before it
+(summed per GPU over the processes it lists) is compared with the edge's
+per-GPU VRAM in events.csv, in MiB (nvidia-smi's unit). The polls of the
+0.4 s before the edge are listed beside it (where they differ, memory was
+still moving then). A poll with no process on a GPU reads 0 there.
 
 Usage: check.py EVENTS_CSV EDGE_TIMES SMI_CSV GPUS_CSV
   EDGE_TIMES: ranks.py's JSON list, or a server.py log (wall time first)."""
@@ -10,11 +11,12 @@ Usage: check.py EVENTS_CSV EDGE_TIMES SMI_CSV GPUS_CSV
 import csv
 import datetime
 import json
+import re
 import sys
 from collections import defaultdict
 
 MIB = 1 << 20
-WINDOW_S = (0.4, 0.02)
+WINDOW_S = (0.4, 0.0)
 
 
 def edge_times(path):
@@ -25,17 +27,27 @@ def edge_times(path):
 
 
 def smi_polls(path, gpus):
-    polls = defaultdict(lambda: defaultdict(int))
+    """nvidia-smi's polls, each {gpu: MiB summed over its processes}: the
+    rows of one poll carry stamps a few ms apart, so a poll is a run of rows
+    less than 20 ms from the one before (the polls are 50 ms apart)."""
+    rows = []
     for row in csv.reader(open(path)):
         if len(row) < 4:
             continue
         stamp, uuid, _pid, used = (c.strip() for c in row[:4])
         try:
             t = datetime.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            polls[t][gpus[uuid]] += int(used)
+            rows.append((t, gpus[uuid], int(used)))
         except (ValueError, KeyError):
             continue
-    return sorted(polls.items())
+    rows.sort()
+    polls = []
+    for t, gpu, used in rows:
+        if not polls or t - polls[-1][2] > 0.020:
+            polls.append([t, defaultdict(int), t])
+        polls[-1][1][gpu] += used
+        polls[-1][2] = t
+    return [(start, dict(per_gpu)) for start, per_gpu, _ in polls]
 
 
 def main():
@@ -47,17 +59,19 @@ def main():
     events = list(csv.DictReader(open(events_csv)))
     walls = edge_times(times)
     polls = smi_polls(smi_csv, gpus)
-    # Log-marked (attach): one edge pair per mark; the times are the marks'.
-    if len(walls) != len(events):
-        begins = [e for e in events if e["edge"] == "begin"]
-        if len(begins) == len(walls):
-            pairs = list(zip(begins, walls))
-        else:
-            sys.exit("%d edges in events.csv, %d times: cannot pair them" % (len(events), len(walls)))
-    else:
+    if len(walls) == len(events):
         pairs = list(zip(events, walls))
+    else:
+        # Log-marked (attach): each edge's note quotes the log line that
+        # marked it, whose first word is its wall time; an edge that no
+        # line marked (the close at the end) is left out.
+        pairs = []
+        for e in events:
+            stamp = re.search(r'log line "+([0-9]+[.][0-9]+) ', e.get("note") or "")
+            if stamp:
+                pairs.append((e, float(stamp.group(1))))
     bad = 0
-    print("phase     edge   gpu  memrel MiB  nvidia-smi MiB (polls in the 0.4 s before)  equal")
+    print("phase     edge   gpu  memrel MiB  nvidia-smi MiB  (its polls of the 0.4 s before)  equal")
     for e, wall in pairs:
         cell = e.get("gpu_vram") or ""
         per_gpu = {}
@@ -66,13 +80,16 @@ def main():
             per_gpu[int(g)] = int(b)
         if not per_gpu and e.get("vram_bytes"):
             per_gpu[0] = int(e["vram_bytes"])
-        window = [p for t, p in polls if wall - WINDOW_S[0] <= t <= wall - WINDOW_S[1]]
+        window = [p for t, p in polls if wall - WINDOW_S[0] <= t <= wall]
+        last = window[-1] if window else None
         for g in sorted(set(gpus.values())):
             mine = per_gpu.get(g, 0) / MIB
             seen = sorted({p.get(g, 0) for p in window})
-            ok = bool(seen) and all(abs(mine - s) < 1 for s in seen)
+            at = None if last is None else last.get(g, 0)
+            ok = at is not None and abs(mine - at) < 1
             bad += not ok
-            print("%-9s %-6s %3d %11.1f  %-45s %s" % (e["phase"], e["edge"], g, mine, seen, "yes" if ok else "NO"))
+            print("%-9s %-6s %3d %11.1f  %14s  %-32s %s"
+                  % (e["phase"], e["edge"], g, mine, at, seen, "yes" if ok else "NO"))
     print("%d of %d readings differ" % (bad, len(pairs) * len(set(gpus.values()))))
 
 

@@ -39,13 +39,14 @@ python3 $HERE/server.py "$R/server.log" 3 > "$R/server.stdout" 2> "$R/server.std
 SERVER=$!
 sleep 1
 $M attach $SERVER --device cuda --interval-ms 20 --log "$R/server.log" \
-  --mark-on 'loading model=load' --mark-on 'serving requests=forward' \
-  --mark-on 'unloading model=unload' --mark-on ' idle$=settle' \
+  --mark-on '^[0-9.]+ loading model$=load' --mark-on '^[0-9.]+ serving requests$=forward' \
+  --mark-on '^[0-9.]+ unloading model$=unload' --mark-on '^[0-9.]+ idle$=settle' \
+  --mark-on '^[0-9.]+ shutting down$=end' \
   --name attach --dir "$R/attach" > "$R/attach.stdout" 2> "$R/attach.stderr"
 echo "attach rc=$?" >> "$R/steps.log"
 wait $SERVER; echo "server rc=$?" >> "$R/steps.log"
 sleep 0.3; kill $SMI
 python3 $HERE/check.py "$R/attach/events.csv" "$R/server.log" "$R/attach.smi.csv" "$R/gpus.csv" > "$R/attach.check.txt" 2>&1
 cat "$R/steps.log" "$R/exec-tree.check.txt" "$R/attach.check.txt"
-tail -5 "$R/exec-tree.stderr" "$R/attach.stderr"
+tail -n 5 "$R/exec-tree.stderr" "$R/attach.stderr"
 tar -C /tmp -czf "$OUT/results.tar.gz" results

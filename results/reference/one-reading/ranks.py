@@ -33,6 +33,7 @@ def edge(kind, phase):
     dist.barrier()
 
 
+time.sleep(HOLD_S)  # the contexts settle before the first edge
 dist.barrier()
 edge("begin", "baseline")
 time.sleep(HOLD_S)

@@ -60,6 +60,8 @@ def main():
         step("unloading model", "unload")
         log.write("%.6f idle\n" % time.time())
         time.sleep(0.8)
+    log.write("%.6f shutting down\n" % time.time())
+    time.sleep(0.3)
     parent.send("exit")
     parent.recv()
     proc.join()
