@@ -89,6 +89,11 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         .as_ref()
         .ok()
         .and_then(|at| crate::cgroup::read(at).ok());
+    // Anything in it besides memrel and the attached tree makes its lane context.
+    let other_processes = cgroup
+        .as_ref()
+        .ok()
+        .and_then(|at| crate::cgroup::others::count(&at.dir, &[std::process::id(), pid]));
     let container = || crate::cgroup::setup::whole_cgroup_probe(pid).ok();
     let sampler = Sampler::start_with(
         pid,
@@ -210,6 +215,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
                 at_start: cgroup_at_start,
                 at_end: at_end.as_ref().ok().copied(),
                 error: at_end.err(),
+                other_processes,
             }
         }
         Err(why) => crate::cgroup::view::CgroupRun {
@@ -218,6 +224,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
             at_start: None,
             at_end: None,
             error: Some(why.clone()),
+            other_processes: None,
         },
     });
     meta.status = RunStatus::Completed;

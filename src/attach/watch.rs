@@ -86,7 +86,9 @@ mod tests {
         writer.join().expect("writer");
         assert!(woke.is_some());
         assert!(start.elapsed() < Duration::from_secs(20));
-        // Nothing more written: the tick ends the wait.
-        assert_eq!(watch.wait(Duration::from_millis(10)), None);
+        // The write's later events (modify, close) may wake it again; once
+        // they are read away and nothing more is written, the tick ends it.
+        let quiet = (0..10).any(|_| watch.wait(Duration::from_millis(10)).is_none());
+        assert!(quiet);
     }
 }

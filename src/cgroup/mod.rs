@@ -17,6 +17,7 @@
 pub mod delegate;
 pub mod limit;
 pub mod oom;
+pub mod others;
 pub mod probe;
 pub mod setup;
 pub mod v1;

@@ -88,6 +88,7 @@ impl Setup {
                 _ => None,
             },
             limit_bytes: self.memory_limit_bytes,
+            other_processes: None,
         })
     }
 }
@@ -127,6 +128,7 @@ pub struct Prepared {
     at_start: Option<Counters>,
     rlimit_as_bytes: Option<u64>,
     limit_bytes: Option<u64>,
+    other_processes: Option<u32>,
 }
 
 impl Prepared {
@@ -137,6 +139,14 @@ impl Prepared {
         }
         if let Some(bytes) = self.rlimit_as_bytes {
             limit::rlimit_as_at_exec(command, bytes);
+        }
+    }
+
+    /// Counts the processes in the cgroup that are not memrel's (memrel and
+    /// its descendants: the worker just started is one), for the record.
+    pub fn count_others(&mut self) {
+        if let Ok(at) = &self.located {
+            self.other_processes = super::others::count(&at.dir, &[std::process::id()]);
         }
     }
 
@@ -188,6 +198,7 @@ impl Prepared {
             at_start: self.at_start,
             at_end,
             error: error.or(removed),
+            other_processes: self.other_processes,
         }
     }
 }

@@ -68,4 +68,9 @@ pub struct CgroupRun {
     /// Why a reading is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Processes in the cgroup that were neither memrel nor the measured
+    /// tree, counted as the process started (`cgroup::others`): where there
+    /// are any, the cgroup is shared and its lane is context only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_processes: Option<u32>,
 }

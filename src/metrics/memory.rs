@@ -163,6 +163,10 @@ pub struct ResourceSummary {
     pub processes_retaining: u32,
     /// Retained after each cycle, median and range over the runs that reached it.
     pub retained_by_cycle: Vec<CycleSpread>,
+    /// Why this resource is shown as context and not judged (a cgroup shared
+    /// with other processes: "shared cgroup: 3 other processes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
 }
 
 fn edges<'a>(
@@ -586,6 +590,7 @@ pub fn resource_summary(
             .filter(|(r, _, _)| r.cycles_retaining > 0)
             .count() as u32,
         retained_by_cycle,
+        context: None,
     }
 }
 

@@ -57,6 +57,7 @@ static NO_HOST: ResourceSummary = ResourceSummary {
     cycles_total: 0,
     processes_retaining: 0,
     retained_by_cycle: Vec::new(),
+    context: None,
 };
 
 /// What a cycle cost in time, whatever the resource.
@@ -88,6 +89,10 @@ pub struct RunSummary {
     pub checks_passed: bool,
     /// The kernel's VmHWM, a cross-check of the host peak that no sampling can miss.
     pub vm_hwm_bytes: Option<u64>,
+    /// Processes in the run's cgroup other than memrel and the measured
+    /// tree (`cgroup::others`); `None` where not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_other_processes: Option<u32>,
     /// Samples the run took (rows of samples.csv).
     pub samples: usize,
     /// How metrics and charts stand for a run longer than memory keeps
@@ -277,6 +282,7 @@ fn summarize_run(
         error: run.meta.error.clone(),
         checks_passed: run.meta.checks.iter().all(|c| c.ok),
         vm_hwm_bytes: run.meta.vm_hwm_bytes,
+        cgroup_other_processes: run.meta.cgroup.as_ref().and_then(|c| c.other_processes),
         samples: run
             .decimation
             .map_or(run.samples.len(), |d| d.samples_taken as usize),
@@ -340,7 +346,8 @@ fn envelope_note(
 
 /// What a run without phase markers lacks, and how to get it.
 pub const UNMARKED: &str =
-    "the program marked no phases, so the run is one phase: baseline (first sample), peak, \
+    "the program marked no phases, so the run is one phase: baseline (the first reading after \
+    the program's exec), peak, \
     end of run and held (end − baseline) are measured; loaded, retained, released and the \
     release times need markers (import memrel; with memrel.phase(\"load\"): …; memrel.release(): \
     docs/guide.md, Phase markers)";
@@ -499,8 +506,29 @@ fn summarize_strategy(
         representative_run: representative,
         resources: resources
             .iter()
-            .map(|&r| memory::resource_summary(r, &of(r), representative))
+            .map(|&r| {
+                let mut m = memory::resource_summary(r, &of(r), representative);
+                if r == Resource::Container {
+                    shared_cgroup(&mut m, runs);
+                }
+                m
+            })
             .collect(),
+    }
+}
+
+/// A cgroup that held other processes during the runs (a shared machine's
+/// session or container) rises and falls with their work: its lane is
+/// context, said as such, and no run is counted as retaining in it.
+fn shared_cgroup(m: &mut ResourceSummary, runs: &[&RunSummary]) {
+    let others = runs.iter().filter_map(|r| r.cgroup_other_processes).max();
+    if let Some(n) = others.filter(|n| *n > 0) {
+        m.context = Some(format!(
+            "shared cgroup: {n} other process{}",
+            if n == 1 { "" } else { "es" }
+        ));
+        m.processes_retaining = 0;
+        m.cycles_retaining = 0;
     }
 }
 

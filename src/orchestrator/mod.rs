@@ -261,7 +261,7 @@ impl Process<'_> {
         meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
         channel.attach(&mut command);
         child::configure(&mut command);
-        let cgroup = self.cgroup.prepare(&self.cgroup_name)?;
+        let mut cgroup = self.cgroup.prepare(&self.cgroup_name)?;
         cgroup.apply(&mut command);
         let spawned_child = command.spawn();
         let mut child = match spawned_child {
@@ -273,6 +273,7 @@ impl Process<'_> {
         };
         let pid = child.id();
         let spawned = Instant::now();
+        cgroup.count_others();
         let duties = self.plug.duties();
         got.program = duties.complete_edges.then(|| ProgramState {
             numbering: CycleNumbering::default(),
@@ -344,9 +345,19 @@ impl Process<'_> {
         };
         let probe_name = sampler.probe_name;
 
+        // A program's own peak, read (never reset) at every tick while it
+        // runs: wait4's ru_maxrss would also hold a child's it waited for,
+        // which is not the scope of the samples (the process alone).
+        let mut own_peak = (duties.complete_edges && !duties.sample_tree)
+            .then(|| KernelPeak::open(pid).ok())
+            .flatten();
+        let mut own_peak_bytes = None;
         let mut channel_open = true;
         let mut channel_closed_at: Option<Instant> = None;
         let stop = loop {
+            if let Some(peak) = own_peak.as_mut() {
+                own_peak_bytes = peak.vm_hwm_bytes().or(own_peak_bytes);
+            }
             if channel_open {
                 match messages.recv_timeout(TICK) {
                     Ok(arrival) => got.take(arrival, meta, on_event),
@@ -395,7 +406,17 @@ impl Process<'_> {
         // The worker is a zombie or about to be killed: its group id is still
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);
-        let (status, peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
+        let (status, waited_peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
+        // The process's own peak, in the scope of the samples: memrel's
+        // worker holds no child, so wait4's is its own; a program's is read
+        // while it ran; a tree has no VmHWM (its samples are PSS sums).
+        let peak_bytes = if duties.sample_tree {
+            None
+        } else if duties.complete_edges {
+            own_peak_bytes
+        } else {
+            waited_peak_bytes
+        };
         let (sample_error, vram, last) = match sampler.stop_keep_probe() {
             Ok((writer, vram)) => {
                 let last = writer.last();

@@ -508,6 +508,7 @@ fn host_memory(retained_mib: f64, failed: bool) -> ResourceSummary {
                 },
             },
         ],
+        context: None,
     }
 }
 
@@ -539,6 +540,7 @@ fn failed_run(strategy: &str) -> RunSummary {
         error: Some("worker killed by signal 9 (SIGKILL)".to_string()),
         checks_passed: true,
         vm_hwm_bytes: None,
+        cgroup_other_processes: None,
         samples: 0,
         envelope: None,
         unmarked: None,

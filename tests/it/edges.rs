@@ -122,3 +122,165 @@ fn exec_tree_reads_each_edge_before_the_program_acts() {
     let (edges, own) = edges_and_own(&["--tree"], "anon_bytes");
     assert_edges_are_the_programs_own(&edges, &own, |o| o.3);
 }
+
+/// Started outside memrel and measured by `memrel attach`: two cycles of
+/// load (64 MiB allocated at once after the mark) and unload (freed at once),
+/// then `end`. Its own anonymous memory (`Pss_Anon`) before each mark, once
+/// per edge the mark makes (it ends the open phase and begins its own), goes
+/// to `expected.json`. Mode `mark`: it asks the test to run `memrel mark`
+/// and acts as soon as that returns (the mark's handshake). Mode `log`: it
+/// writes a log line and acts 0.2 s later (a log line has no handshake).
+const MARKED_FROM_OUTSIDE: &str = r#"
+import json, os, sys, time
+d, mode = sys.argv[1], sys.argv[2]
+
+def own_anon():
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss_Anon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+def wait(name):
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.002)
+
+def say(name):
+    open(os.path.join(d, name), "w").close()
+
+expected, open_phase, n = [], None, 0
+
+def mark(phase):
+    global open_phase, n
+    anon = own_anon()
+    if open_phase:
+        expected.append([open_phase, "end", anon])
+    if phase != "end":
+        expected.append([phase, "begin", anon])
+    open_phase = None if phase == "end" else phase
+    n += 1
+    if mode == "mark":
+        say("mark-%d-%s" % (n, phase))
+        wait("marked-%d" % n)
+    else:
+        with open(os.path.join(d, "app.log"), "a") as f:
+            f.write("EDGE %s\n" % phase)
+        time.sleep(0.2)
+
+say("ready")
+wait("go")
+blob = None
+for cycle in range(2):
+    mark("load")
+    blob = bytearray(64 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+    mark("unload")
+    blob = None
+mark("end")
+with open(os.path.join(d, "expected.json"), "w") as f:
+    json.dump(expected, f)
+say("done")
+wait("exit")
+"#;
+
+/// Attaches to [`MARKED_FROM_OUTSIDE`] in `mode`; returns memrel's edges
+/// (phase, edge, anon bytes) and the program's own, in order.
+fn attached(mode: &str) -> (Vec<(String, String, f64)>, Vec<(String, String, f64, f64)>) {
+    use std::process::{Command, Stdio};
+    let work = tempfile::tempdir().expect("tempdir");
+    let d = work.path();
+    let results = d.join("results");
+    std::fs::write(d.join("app.log"), "").expect("app.log");
+    std::fs::write(d.join("prog.py"), MARKED_FROM_OUTSIDE).expect("prog.py");
+    let mut program = Command::new("python3")
+        .arg(d.join("prog.py"))
+        .arg(d)
+        .arg(mode)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("python3 starts");
+    wait_for("the program to start", || d.join("ready").exists());
+    let mut attach = memrel();
+    attach
+        .arg("attach")
+        .arg("--dir")
+        .arg(&results)
+        .args(["--interval-ms", "20"]);
+    if mode == "log" {
+        attach.arg("--log").arg(d.join("app.log"));
+        for phase in ["load", "unload", "end"] {
+            attach
+                .arg("--mark-on")
+                .arg(format!("^EDGE {phase}$={phase}"));
+        }
+    }
+    let attach = attach
+        .arg(program.id().to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("memrel starts");
+    wait_for("memrel attach to go live", || results.join("live").exists());
+    std::fs::write(d.join("go"), "").expect("go");
+    let mut n = 0;
+    while !d.join("done").exists() {
+        let next = ["load", "unload", "end"]
+            .into_iter()
+            .find(|p| d.join(format!("mark-{}-{p}", n + 1)).exists());
+        match next {
+            Some(phase) if mode == "mark" => {
+                let output = memrel()
+                    .arg("mark")
+                    .arg(&results)
+                    .arg(phase)
+                    .output()
+                    .expect("memrel mark starts");
+                assert!(output.status.success(), "{}", streams(&output));
+                n += 1;
+                std::fs::write(d.join(format!("marked-{n}")), "").expect("marked");
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(2)),
+        }
+    }
+    std::fs::write(d.join("exit"), "").expect("exit");
+    let mut attach = attach;
+    wait_with_limit(&mut attach, std::time::Duration::from_secs(60));
+    let output = attach.wait_with_output().expect("memrel's output");
+    program.wait().expect("the program ends");
+    assert!(output.status.success(), "{}", streams(&output));
+    let edges = csv_rows(&results.join("events.csv"))
+        .into_iter()
+        .map(|r| {
+            let bytes: f64 = r["anon_bytes"].parse().expect("anon_bytes");
+            (r["phase"].clone(), r["edge"].clone(), bytes)
+        })
+        .collect();
+    let own = read_json(&d.join("expected.json"))
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| {
+            let s = |i: usize| r[i].as_str().expect("a string").to_string();
+            let anon = r[2].as_f64().expect("bytes");
+            (s(0), s(1), anon, anon)
+        })
+        .collect();
+    (edges, own)
+}
+
+/// `memrel mark` returns once the attach has read its edge: the program
+/// allocates (or frees) as soon as it returns, and no edge holds it.
+#[test]
+fn attach_with_memrel_mark_reads_each_edge_before_the_program_acts() {
+    let (edges, own) = attached("mark");
+    assert_edges_are_the_programs_own(&edges, &own, |o| o.2);
+}
+
+/// A log line wakes the attach at once (inotify): read well before the
+/// program acts 0.2 s later, however busy the machine.
+#[test]
+fn attach_with_log_marks_reads_each_edge_as_the_line_is_written() {
+    let (edges, own) = attached("log");
+    assert_edges_are_the_programs_own(&edges, &own, |o| o.2);
+}

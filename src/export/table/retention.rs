@@ -43,11 +43,13 @@ pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(Str
     let m = s
         .resource(resource)
         .filter(|m| m.not_measured.is_none() && m.cycles_total > 0)?;
-    let text = match (m.processes_retaining > 0, s.runs) {
-        (true, 1) => "retains in its one run".to_string(),
-        (false, 1) => "gives back in its one run".to_string(),
-        (true, n) => format!("retains in {} of {n} runs", m.processes_retaining),
-        (false, n) => format!("gives back in all {n} runs"),
+    let text = match (&m.context, m.processes_retaining > 0, s.runs) {
+        // Not judged: the reading moves with other processes' work.
+        (Some(context), _, _) => format!("not judged, {context}"),
+        (None, true, 1) => "retains in its one run".to_string(),
+        (None, false, 1) => "gives back in its one run".to_string(),
+        (None, true, n) => format!("retains in {} of {n} runs", m.processes_retaining),
+        (None, false, n) => format!("gives back in all {n} runs"),
     };
     let spread = match &m.retained_bytes {
         Some(r) => {
