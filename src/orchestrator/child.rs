@@ -62,6 +62,39 @@ pub fn has_exited(pid: u32) -> bool {
 
 /// SIGKILL to every process in the worker's group (the worker and whatever it
 /// started). Call it before the worker is reaped: the group id is its pid.
+/// The processes of `tree` (a tree's pids at its last reading) other than
+/// `root` that are still alive outside `root`'s process group (which
+/// [`kill_group`] has just ended): they left it (`setsid`, a daemon) and
+/// outlive the program, holding what they hold.
+pub fn outlived(tree: &[u32], root: u32) -> Vec<crate::record::Outlived> {
+    tree.iter()
+        .filter(|&&pid| pid != root)
+        .filter_map(|&pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+            let state = fields.next()?;
+            let group: u32 = fields.nth(1)?.parse().ok()?;
+            if state == "Z" || state == "X" || group == root {
+                return None;
+            }
+            let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+            let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let command: String = String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .trim()
+                .chars()
+                .take(120)
+                .collect();
+            Some(crate::record::Outlived {
+                pid,
+                command,
+                rss_bytes: pages * rustix::param::page_size() as u64,
+            })
+        })
+        .collect()
+}
+
 pub fn kill_group(pid: u32) {
     if let Some(group) = rustix::process::Pid::from_raw(pid as i32) {
         // The group is gone already when this fails: nothing left to kill.

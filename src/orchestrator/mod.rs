@@ -81,6 +81,10 @@ const REAP_GRACE: Duration = Duration::from_secs(5);
 /// to end (only a process that left the worker's group can hold them open).
 const PIPE_GRACE: Duration = Duration::from_secs(2);
 
+/// The same, where a descendant is known to outlive the program (it holds
+/// them open for as long as it lives): a moment for what is in flight.
+const OUTLIVED_PIPE_GRACE: Duration = Duration::from_millis(200);
+
 /// When the parent looks at a program's environment and mappings.
 const PROGRAM_LOOK_AFTER: Duration = Duration::from_millis(50);
 
@@ -344,6 +348,7 @@ impl Process<'_> {
             }
         };
         let probe_name = sampler.probe_name;
+        let tree_pids = std::sync::Arc::clone(&sampler.tree_pids);
 
         // A program's own peak, read (never reset) at every tick while it
         // runs: wait4's ru_maxrss would also hold a child's it waited for,
@@ -407,6 +412,28 @@ impl Process<'_> {
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);
         let (status, waited_peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
+        // A descendant that left the group outlives the program: named, with
+        // what it holds; its pipes are given a moment, not the full grace.
+        let outlived = tree_pids
+            .lock()
+            .map(|tree| child::outlived(&tree, pid))
+            .unwrap_or_default();
+        for o in &outlived {
+            eprintln!(
+                "memrel: warning: run {}: process {} ({}) that the program started outlived it, \
+                 holding {:.1} MiB; memrel does not wait for it: end it in the program, or kill it",
+                meta.run,
+                o.pid,
+                o.command,
+                o.rss_bytes as f64 / (1024.0 * 1024.0)
+            );
+        }
+        let pipe_grace = if outlived.is_empty() {
+            PIPE_GRACE
+        } else {
+            OUTLIVED_PIPE_GRACE
+        };
+        meta.outlived.extend(outlived);
         // The process's own peak, in the scope of the samples: memrel's
         // worker holds no child, so wait4's is its own; a program's is read
         // while it ran; a tree has no VmHWM (its samples are PSS sums).
@@ -436,7 +463,7 @@ impl Process<'_> {
         let sample_error =
             sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
         if channel_open {
-            got.drain(&messages, PIPE_GRACE, meta, on_event);
+            got.drain(&messages, pipe_grace, meta, on_event);
         }
         if let Some(why) = got.page_cache.take().and_then(|p| p.failure()) {
             // The readings before it are kept; the note says why the rest is missing.
@@ -449,12 +476,12 @@ impl Process<'_> {
         got.fill_trailing_peak(peak_bytes, meta);
         append_tail(
             &mut meta.stdout_tail,
-            stdout.finish(PIPE_GRACE),
+            stdout.finish(pipe_grace),
             got.processes,
         );
         append_tail(
             &mut meta.stderr_tail,
-            stderr.finish(PIPE_GRACE),
+            stderr.finish(pipe_grace),
             got.processes,
         );
         Ok(Ended {

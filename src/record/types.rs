@@ -124,6 +124,21 @@ pub struct RunMeta {
     /// e.g. the VmHWM reset through /proc/PID/clear_refs was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_peak_unavailable: Option<String>,
+    /// Processes of the measured tree still alive after the program ended
+    /// (they left its process group: `setsid`, a daemon); memrel names them
+    /// and does not wait for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outlived: Vec<Outlived>,
+}
+
+/// A descendant that outlived the measured program.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Outlived {
+    pub pid: u32,
+    /// Its command line (the first 120 characters).
+    pub command: String,
+    /// Its resident memory when memrel saw it outlive the program.
+    pub rss_bytes: u64,
 }
 
 impl RunMeta {
@@ -149,6 +164,7 @@ impl RunMeta {
             cgroup: None,
             page_cache_note: None,
             kernel_peak_unavailable: None,
+            outlived: Vec::new(),
         }
     }
 }

@@ -19,7 +19,7 @@ pub mod vram;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -133,6 +133,9 @@ pub struct Sampler {
     waker: tick::Waker,
     handle: JoinHandle<Finished>,
     pub probe_name: &'static str,
+    /// The process tree at the latest reading, root first (a tree's
+    /// sampler only; empty otherwise): who may outlive the root.
+    pub tree_pids: Arc<Mutex<Vec<u32>>>,
 }
 
 impl Sampler {
@@ -177,6 +180,8 @@ impl Sampler {
             Probe::open(pid)
         };
         let probe_name = probe.name();
+        let tree_pids = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&tree_pids);
         let flag = Arc::clone(&stop);
         let (mut ticker, waker) = tick::Ticker::start(interval);
         let handle = std::thread::Builder::new()
@@ -198,6 +203,7 @@ impl Sampler {
                     &mut ticker,
                     clock_zero,
                     &flag,
+                    &seen,
                 );
                 if let Some(reader) = side.page_cache {
                     reader.stop();
@@ -209,6 +215,7 @@ impl Sampler {
             waker,
             handle,
             probe_name,
+            tree_pids,
         })
     }
 
@@ -240,7 +247,9 @@ struct Side {
 /// Takes a reading at once and then at every tick of `ticker` (absolute
 /// deadlines: `tick`), until `stop` or the process is gone. Per tick: one
 /// `read` of the timer, one `pread` of the probe, one clock read and a row
-/// into the writer's buffer (a `write` every 100 ms).
+/// into the writer's buffer (a `write` every 100 ms); a tree's pids are
+/// copied into `tree_pids` (no allocation once it has grown).
+#[allow(clippy::too_many_arguments)]
 fn sample_loop(
     probe: &mut Probe,
     side: &mut Side,
@@ -249,12 +258,19 @@ fn sample_loop(
     ticker: &mut tick::Ticker,
     clock_zero: Instant,
     stop: &AtomicBool,
+    tree_pids: &Mutex<Vec<u32>>,
 ) {
     let stopped = || stop.load(Ordering::Acquire);
     let mut processes = Vec::new();
     while !stopped() {
         let Ok(reading) = probe.read() else { break };
         let t_s = clock_zero.elapsed().as_secs_f64();
+        if let (Probe::Tree(tree), Ok(mut seen)) = (&*probe, tree_pids.lock()) {
+            if reading.rss_bytes > 0 {
+                seen.clear();
+                seen.extend_from_slice(tree.pids());
+            }
+        }
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
         if reading.rss_bytes > 0 {
             let (vram_bytes, gpu_vram) = read_vram(&mut side.vram, probe, pid, &mut processes);

@@ -7,6 +7,12 @@
 
 use super::common::*;
 
+/// memrel's edge: (phase, edge, bytes).
+type EdgeRead = (String, String, f64);
+
+/// The program's own reading before an edge: (phase, edge, rss, pss_anon).
+type OwnRead = (String, String, f64, f64);
+
 /// The program: two cycles of load (64 MiB allocated at once after the
 /// begin edge) and unload (freed at once after its begin edge); its own
 /// readings (statm RSS and smaps_rollup's Pss_Anon, bytes) before each edge
@@ -51,10 +57,7 @@ with open(os.path.join(os.path.dirname(sys.argv[0]), "readings.json"), "w") as f
 /// Runs the program under `memrel exec ARGS`; returns memrel's edges
 /// (phase, edge, `column` bytes) and the program's own readings (phase,
 /// edge, rss, pss_anon), in order.
-fn edges_and_own(
-    args: &[&str],
-    column: &str,
-) -> (Vec<(String, String, f64)>, Vec<(String, String, f64, f64)>) {
+fn edges_and_own(args: &[&str], column: &str) -> (Vec<EdgeRead>, Vec<OwnRead>) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = tmp.path().join("prog.py");
     std::fs::write(&path, ACTS_RIGHT_AFTER_EACH_EDGE).expect("write prog.py");
@@ -89,9 +92,9 @@ fn edges_and_own(
 /// PSS) within 1 MiB; a reading taken after the program acted would be
 /// 64 MiB off.
 fn assert_edges_are_the_programs_own(
-    edges: &[(String, String, f64)],
-    own: &[(String, String, f64, f64)],
-    pick: impl Fn(&(String, String, f64, f64)) -> f64,
+    edges: &[EdgeRead],
+    own: &[OwnRead],
+    pick: impl Fn(&OwnRead) -> f64,
 ) {
     assert_eq!(edges.len(), own.len(), "{edges:?}\n{own:?}");
     for (e, o) in edges.iter().zip(own) {
@@ -186,7 +189,7 @@ wait("exit")
 
 /// Attaches to [`MARKED_FROM_OUTSIDE`] in `mode`; returns memrel's edges
 /// (phase, edge, anon bytes) and the program's own, in order.
-fn attached(mode: &str) -> (Vec<(String, String, f64)>, Vec<(String, String, f64, f64)>) {
+fn attached(mode: &str) -> (Vec<EdgeRead>, Vec<OwnRead>) {
     use std::process::{Command, Stdio};
     let work = tempfile::tempdir().expect("tempdir");
     let d = work.path();

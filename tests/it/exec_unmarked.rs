@@ -257,3 +257,42 @@ fn failed_checks_make_exec_exit_2() {
         assert!(err.contains("check 'vram sampler (nvml)' failed"), "{err}");
     }
 }
+
+/// A grandchild that leaves the program's process group (`setsid`) and
+/// holds 80 MiB after the program ends is named in the run's record with
+/// what it held, and said on stderr; memrel does not wait for it.
+#[test]
+fn under_tree_a_descendant_that_outlives_the_program_is_named() {
+    let program = r#"
+import os, subprocess, sys, time
+HOLD = "b = bytearray(80 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('ready', flush=True)\nimport time; time.sleep(60)"
+child = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, start_new_session=True)
+child.stdout.readline()
+time.sleep(0.5)
+os._exit(0)
+"#;
+    let (_tmp, dir, output) = exec_program(&["--tree", "--interval-ms", "20"], program);
+    let runs = runs(&dir);
+    let outlived = runs[0]["outlived"].as_array().cloned().unwrap_or_default();
+    for o in &outlived {
+        // Clean up first, whatever the assertions say.
+        if let Some(pid) = o["pid"].as_i64() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+    assert!(output.status.success(), "{}", streams(&output));
+    assert_eq!(outlived.len(), 1, "{:?}", runs[0]);
+    let held = mib(&outlived[0]["rss_bytes"]);
+    assert!(held > 75.0, "{held} MiB: {:?}", outlived[0]);
+    assert!(
+        outlived[0]["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("bytearray")),
+        "{:?}",
+        outlived[0]
+    );
+    let err = stderr(&output);
+    assert!(err.contains("outlived it, holding"), "{err}");
+}
