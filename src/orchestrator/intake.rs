@@ -44,6 +44,9 @@ pub(super) struct Collected {
     pub(super) done: bool,
     /// memrel's workers must end with `done`; a program need not.
     pub(super) needs_done: bool,
+    /// The samples are a process tree's (`--tree`): a process's own VmHWM
+    /// (in `done`) is not their scope, so the run keeps none.
+    pub(super) tree: bool,
     /// Set while the run's process is a program (see [`ProgramState`]).
     pub(super) program: Option<ProgramState>,
     /// The worker was killed by the OOM killer: the run's error (see `cgroup::oom`).
@@ -142,6 +145,10 @@ impl Collected {
                     self.events.drain(..EVENTS_KEPT / 2);
                 }
                 self.events.push(event);
+            }
+            Message::Done(d) if self.tree => {
+                meta.checks.extend(d.checks);
+                self.done = true;
             }
             Message::Done(d) => {
                 meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(Some(d.vm_hwm_bytes));

@@ -141,6 +141,7 @@ pub fn execute(
     let mut plug = plan.plug.clone();
     let duties = plug.duties();
     got.needs_done = duties.require_done;
+    got.tree = duties.sample_tree;
     let (stop, status) = loop {
         let process = Process {
             exe,
