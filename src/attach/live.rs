@@ -114,6 +114,8 @@ pub struct LiveDir {
     pending: Vec<u8>,
     /// Bytes of the marks file read in complete lines (what `acknowledge` says).
     taken_bytes: u64,
+    /// What the last acknowledgement said (written again only when it grows).
+    acked_bytes: Option<u64>,
 }
 
 impl LiveDir {
@@ -155,19 +157,25 @@ impl LiveDir {
             .and_then(|()| std::fs::rename(&tmp, &live_path))
             .with_context(|| format!("cannot write {}", live_path.display()))?;
         let taken_bytes = marks.stream_position().unwrap_or(0);
-        let live_dir = LiveDir {
+        let mut live_dir = LiveDir {
             dir: dir.to_path_buf(),
             live,
             marks,
             pending: Vec::new(),
             taken_bytes,
+            acked_bytes: None,
         };
         live_dir.acknowledge();
         Ok(live_dir)
     }
 
-    /// Tells `memrel mark` that every mark taken so far has its edge read.
-    pub fn acknowledge(&self) {
+    /// Tells `memrel mark` that every mark taken so far has its edge read
+    /// (a write only when more were taken since the last one).
+    pub fn acknowledge(&mut self) {
+        if self.acked_bytes == Some(self.taken_bytes) {
+            return;
+        }
+        self.acked_bytes = Some(self.taken_bytes);
         let path = self.dir.join(MARKS_ACKED_FILE);
         let tmp = self.dir.join(format!(".{MARKS_ACKED_FILE}.tmp"));
         // A mark that sees no acknowledgement only waits its timeout.
