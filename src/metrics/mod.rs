@@ -347,7 +347,7 @@ fn envelope_note(
 /// What a run without phase markers lacks, and how to get it.
 pub const UNMARKED: &str =
     "the program marked no phases, so the run is one phase: baseline (the first reading after \
-    the program's exec), peak, \
+    the program's exec, or after memrel attached), peak, \
     end of run and held (end − baseline) are measured; loaded, retained, released and the \
     release times need markers (import memrel; with memrel.phase(\"load\"): …; memrel.release(): \
     docs/guide.md, Phase markers)";
