@@ -184,27 +184,43 @@ impl Sampler {
         let seen = Arc::clone(&tree_pids);
         let flag = Arc::clone(&stop);
         let (mut ticker, waker) = tick::Ticker::start(interval);
+        // A reading thread that cannot start leaves the samples without it
+        // (the edges still have it).
+        let page_cache = extras.page_cache.and_then(|p| p.spawn().ok());
+        let mut side = Side {
+            vram,
+            container: extras.container,
+            page_cache,
+        };
+        // The first reading is taken here, before the thread exists: every
+        // run has one at its start however busy the machine is (a thread
+        // not yet scheduled when a short program ends would have none).
+        let mut processes = Vec::new();
+        let mut reading = Reader {
+            probe: &mut probe,
+            side: &mut side,
+            writer: &mut writer,
+            pid,
+            clock_zero,
+            processes: &mut processes,
+            tree_pids: &tree_pids,
+        };
+        let alive = reading.once();
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || {
-                // A reading thread that cannot start leaves the samples
-                // without it (the edges still have it).
-                let page_cache = extras.page_cache.and_then(|p| p.spawn().ok());
-                let mut side = Side {
-                    vram,
-                    container: extras.container,
-                    page_cache,
-                };
-                sample_loop(
-                    &mut probe,
-                    &mut side,
-                    &mut writer,
-                    pid,
-                    &mut ticker,
-                    clock_zero,
-                    &flag,
-                    &seen,
-                );
+                if alive {
+                    let mut reading = Reader {
+                        probe: &mut probe,
+                        side: &mut side,
+                        writer: &mut writer,
+                        pid,
+                        clock_zero,
+                        processes: &mut processes,
+                        tree_pids: &seen,
+                    };
+                    sample_loop(&mut reading, &mut ticker, &flag);
+                }
                 if let Some(reader) = side.page_cache {
                     reader.stop();
                 }
@@ -244,28 +260,28 @@ struct Side {
     page_cache: Option<page_cache::PageCacheReader>,
 }
 
-/// Takes a reading at once and then at every tick of `ticker` (absolute
-/// deadlines: `tick`), until `stop` or the process is gone. Per tick: one
-/// `read` of the timer, one `pread` of the probe, one clock read and a row
-/// into the writer's buffer (a `write` every 100 ms); a tree's pids are
-/// copied into `tree_pids` (no allocation once it has grown).
-#[allow(clippy::too_many_arguments)]
-fn sample_loop(
-    probe: &mut Probe,
-    side: &mut Side,
-    writer: &mut SampleWriter,
+/// What one reading needs: the probes, where it goes, and a tree's pids
+/// (copied into `tree_pids` at each reading, no allocation once grown).
+struct Reader<'a> {
+    probe: &'a mut Probe,
+    side: &'a mut Side,
+    writer: &'a mut SampleWriter,
     pid: u32,
-    ticker: &mut tick::Ticker,
     clock_zero: Instant,
-    stop: &AtomicBool,
-    tree_pids: &Mutex<Vec<u32>>,
-) {
-    let stopped = || stop.load(Ordering::Acquire);
-    let mut processes = Vec::new();
-    while !stopped() {
-        let Ok(reading) = probe.read() else { break };
-        let t_s = clock_zero.elapsed().as_secs_f64();
-        if let (Probe::Tree(tree), Ok(mut seen)) = (&*probe, tree_pids.lock()) {
+    processes: &'a mut Vec<ProcessVram>,
+    tree_pids: &'a Mutex<Vec<u32>>,
+}
+
+impl Reader<'_> {
+    /// One reading into one row: one `pread` of the probe, one clock read
+    /// and a row into the writer's buffer (a `write` every 100 ms). `false`:
+    /// the process is gone.
+    fn once(&mut self) -> bool {
+        let Ok(reading) = self.probe.read() else {
+            return false;
+        };
+        let t_s = self.clock_zero.elapsed().as_secs_f64();
+        if let (Probe::Tree(tree), Ok(mut seen)) = (&*self.probe, self.tree_pids.lock()) {
             if reading.rss_bytes > 0 {
                 seen.clear();
                 seen.extend_from_slice(tree.pids());
@@ -273,21 +289,36 @@ fn sample_loop(
         }
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
         if reading.rss_bytes > 0 {
-            let (vram_bytes, gpu_vram) = read_vram(&mut side.vram, probe, pid, &mut processes);
-            writer.write(&Sample {
+            let (vram_bytes, gpu_vram) =
+                read_vram(&mut self.side.vram, self.probe, self.pid, self.processes);
+            self.writer.write(&Sample {
                 t_s,
                 rss_bytes: reading.rss_bytes,
                 anon_bytes: reading.anon_bytes,
                 file_bytes: reading.file_bytes,
                 vram_bytes,
                 gpu_vram,
-                container: side.container.as_mut().and_then(|c| c.read(false)),
+                container: self.side.container.as_mut().and_then(|c| c.read(false)),
                 // Read on its own thread every `page_cache::PERIOD`: one atomic here.
-                page_cache_bytes: side.page_cache.as_ref().and_then(|p| p.take()),
+                page_cache_bytes: self.side.page_cache.as_ref().and_then(|p| p.take()),
             });
-            writer.write_processes(t_s, &processes);
+            self.writer.write_processes(t_s, self.processes);
         }
-        // Fell behind (machine busy): the missed ticks are skipped, not burst.
+        true
+    }
+}
+
+/// After the first reading (taken by `Sampler::start_with`), one at every
+/// tick of `ticker` (absolute deadlines: `tick`), until `stop` or the
+/// process is gone; per tick also one `read` of the timer.
+fn sample_loop(reading: &mut Reader, ticker: &mut tick::Ticker, stop: &AtomicBool) {
+    let stopped = || stop.load(Ordering::Acquire);
+    // Fell behind (machine busy): the missed ticks are skipped, not burst.
+    ticker.wait(&stopped);
+    while !stopped() {
+        if !reading.once() {
+            break;
+        }
         ticker.wait(&stopped);
     }
 }

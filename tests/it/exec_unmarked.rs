@@ -296,3 +296,14 @@ os._exit(0)
     let err = stderr(&output);
     assert!(err.contains("outlived it, holding"), "{err}");
 }
+
+/// A 0.2 s program under `--tree` has a reading at its start however busy
+/// the machine is: the first one is taken before the sampler's thread
+/// exists (a loaded 2-core machine once gave such a program none).
+#[test]
+fn a_short_program_under_tree_has_a_reading_at_its_start() {
+    let (_tmp, dir, output) = exec_program(&["--tree"], "import time\ntime.sleep(0.2)\n");
+    assert!(output.status.success(), "{}", streams(&output));
+    let samples = csv_rows(&dir.join("samples.csv"));
+    assert!(!samples.is_empty(), "no reading of a 0.2 s program");
+}
