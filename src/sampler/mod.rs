@@ -170,61 +170,49 @@ impl Sampler {
         clock_zero: Instant,
         vram: Option<Box<dyn VramProbe>>,
         tree: bool,
-        mut writer: SampleWriter,
+        writer: SampleWriter,
         extras: Extras,
     ) -> io::Result<Sampler> {
         let stop = Arc::new(AtomicBool::new(false));
-        let mut probe = if tree {
+        let probe = if tree {
             Probe::open_tree(pid)
         } else {
             Probe::open(pid)
         };
         let probe_name = probe.name();
         let tree_pids = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&tree_pids);
         let flag = Arc::clone(&stop);
         let (mut ticker, waker) = tick::Ticker::start(interval);
         // A reading thread that cannot start leaves the samples without it
         // (the edges still have it).
         let page_cache = extras.page_cache.and_then(|p| p.spawn().ok());
-        let mut side = Side {
-            vram,
-            container: extras.container,
-            page_cache,
+        let mut reader = Reader {
+            probe,
+            side: Side {
+                vram,
+                container: extras.container,
+                page_cache,
+            },
+            writer,
+            pid,
+            clock_zero,
+            processes: Vec::new(),
+            tree_pids: Arc::clone(&tree_pids),
         };
         // The first reading is taken here, before the thread exists: every
         // run has one at its start however busy the machine is (a thread
         // not yet scheduled when a short program ends would have none).
-        let mut processes = Vec::new();
-        let mut reading = Reader {
-            probe: &mut probe,
-            side: &mut side,
-            writer: &mut writer,
-            pid,
-            clock_zero,
-            processes: &mut processes,
-            tree_pids: &tree_pids,
-        };
-        let alive = reading.once();
+        let alive = reader.once();
         let handle = std::thread::Builder::new()
             .name("memrel-sampler".into())
             .spawn(move || {
                 if alive {
-                    let mut reading = Reader {
-                        probe: &mut probe,
-                        side: &mut side,
-                        writer: &mut writer,
-                        pid,
-                        clock_zero,
-                        processes: &mut processes,
-                        tree_pids: &seen,
-                    };
-                    sample_loop(&mut reading, &mut ticker, &flag);
+                    sample_loop(&mut reader, &mut ticker, &flag);
                 }
-                if let Some(reader) = side.page_cache {
-                    reader.stop();
+                if let Some(page_cache) = reader.side.page_cache {
+                    page_cache.stop();
                 }
-                (writer, side.vram)
+                (reader.writer, reader.side.vram)
             })?;
         Ok(Sampler {
             stop,
@@ -260,19 +248,21 @@ struct Side {
     page_cache: Option<page_cache::PageCacheReader>,
 }
 
-/// What one reading needs: the probes, where it goes, and a tree's pids
+/// What the readings need: the probes, where they go, and a tree's pids
 /// (copied into `tree_pids` at each reading, no allocation once grown).
-struct Reader<'a> {
-    probe: &'a mut Probe,
-    side: &'a mut Side,
-    writer: &'a mut SampleWriter,
+/// The first reading is taken by the caller, the rest by the thread it
+/// moves into.
+struct Reader {
+    probe: Probe,
+    side: Side,
+    writer: SampleWriter,
     pid: u32,
     clock_zero: Instant,
-    processes: &'a mut Vec<ProcessVram>,
-    tree_pids: &'a Mutex<Vec<u32>>,
+    processes: Vec<ProcessVram>,
+    tree_pids: Arc<Mutex<Vec<u32>>>,
 }
 
-impl Reader<'_> {
+impl Reader {
     /// One reading into one row: one `pread` of the probe, one clock read
     /// and a row into the writer's buffer (a `write` every 100 ms). `false`:
     /// the process is gone.
@@ -281,7 +271,7 @@ impl Reader<'_> {
             return false;
         };
         let t_s = self.clock_zero.elapsed().as_secs_f64();
-        if let (Probe::Tree(tree), Ok(mut seen)) = (&*self.probe, self.tree_pids.lock()) {
+        if let (Probe::Tree(tree), Ok(mut seen)) = (&self.probe, self.tree_pids.lock()) {
             if reading.rss_bytes > 0 {
                 seen.clear();
                 seen.extend_from_slice(tree.pids());
@@ -289,8 +279,12 @@ impl Reader<'_> {
         }
         // A zombie (exited, not yet reaped) reads as 0: not a real value.
         if reading.rss_bytes > 0 {
-            let (vram_bytes, gpu_vram) =
-                read_vram(&mut self.side.vram, self.probe, self.pid, self.processes);
+            let (vram_bytes, gpu_vram) = read_vram(
+                &mut self.side.vram,
+                &self.probe,
+                self.pid,
+                &mut self.processes,
+            );
             self.writer.write(&Sample {
                 t_s,
                 rss_bytes: reading.rss_bytes,
@@ -302,7 +296,7 @@ impl Reader<'_> {
                 // Read on its own thread every `page_cache::PERIOD`: one atomic here.
                 page_cache_bytes: self.side.page_cache.as_ref().and_then(|p| p.take()),
             });
-            self.writer.write_processes(t_s, self.processes);
+            self.writer.write_processes(t_s, &self.processes);
         }
         true
     }
