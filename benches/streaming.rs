@@ -27,6 +27,7 @@ fn sample(i: u64) -> Sample {
         gpu_vram: Default::default(),
         container: None,
         page_cache_bytes: None,
+        readings: Default::default(),
     }
 }
 

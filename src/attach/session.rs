@@ -105,6 +105,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         crate::sampler::Extras {
             container: container(),
             page_cache: None,
+            resources: crate::sampler::resources::open_all(pid),
         },
     )
     .context("cannot start the sampler thread")?;
@@ -413,7 +414,7 @@ impl Marker<'_> {
                 note: Some(note),
                 mono_s: None,
             };
-            self.append(edge, t_s, last.gpu_vram);
+            self.append(edge, t_s, last.gpu_vram, last.readings.clone());
         }
     }
 
@@ -440,11 +441,17 @@ impl Marker<'_> {
             note: Some(note),
             mono_s: None,
         };
-        self.append(edge, t_s, extras.gpu_vram);
+        self.append(edge, t_s, extras.gpu_vram, extras.readings);
     }
 
     /// Numbers `edge`'s cycle and appends it to events.csv.
-    fn append(&mut self, mut edge: PhaseEdge, t_s: f64, gpu_vram: crate::record::gpu::GpuVram) {
+    fn append(
+        &mut self,
+        mut edge: PhaseEdge,
+        t_s: f64,
+        gpu_vram: crate::record::gpu::GpuVram,
+        readings: crate::record::Readings,
+    ) {
         self.numbering.assign(&mut edge);
         self.max_cycle = self.max_cycle.max(edge.cycle);
         self.last_t_s = t_s;
@@ -453,6 +460,7 @@ impl Marker<'_> {
             edge,
             kernel_peak_bytes: None,
             gpu_vram,
+            readings,
         });
     }
 }

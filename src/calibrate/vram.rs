@@ -341,6 +341,7 @@ mod tests {
             },
             kernel_peak_bytes: None,
             gpu_vram: Default::default(),
+            readings: Default::default(),
         }
     }
 
@@ -397,6 +398,7 @@ mod tests {
                     gpu_vram: Default::default(),
                     container: None,
                     page_cache_bytes: None,
+                    readings: Default::default(),
                 }
             })
             .collect();

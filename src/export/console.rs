@@ -197,7 +197,8 @@ fn whole_runs(summary: &Summary) -> String {
         .chain(std::iter::once(("VmHWM MiB".to_string(), Align::Right))),
     );
     for r in &one_phase {
-        for m in r.resources.iter().filter(|m| m.not_measured.is_none()) {
+        let shown = r.resources.iter().filter(|m| m.not_measured.is_none());
+        for m in shown {
             table.row([
                 r.run.to_string(),
                 r.strategy.clone(),

@@ -164,6 +164,7 @@ fn tracks(resources: &[Resource]) -> Vec<Track> {
             Resource::PageCache => {
                 out.push(("page cache".into(), Box::new(move |s| r.in_sample(s))))
             }
+            Resource::Probed(_) => out.push((r.label(), Box::new(move |s| r.in_sample(s)))),
         }
     }
     out

@@ -528,7 +528,8 @@ mod tests {
     #[test]
     fn a_healthy_change_shows_a_headline_and_folds_the_tables() {
         let mut t = Thresholds::fixture();
-        t.device.max_retained_bytes = Some(500 << 20);
+        t.budgets_mut(crate::metrics::Resource::Device(0))
+            .max_retained_bytes = Some(500 << 20);
         let md = verdict_markdown(&report(&cuda_record(), &cuda_record(), &t));
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ✅ no memory regression (baseline `gpu`)
@@ -632,7 +633,8 @@ If the change is intended, accept it by re-saving the baseline: `memrel run --sc
     #[test]
     fn a_budget_failure_names_its_key_and_what_to_raise() {
         let mut t = Thresholds::fixture();
-        t.device.max_retained_bytes = Some(300 << 20);
+        t.budgets_mut(crate::metrics::Resource::Device(0))
+            .max_retained_bytes = Some(300 << 20);
         let md = summary_of(&report(&cuda_record(), &cuda_record(), &t));
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ❌ memory regression (baseline `gpu`)
@@ -655,7 +657,7 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
             broken.runs[i].meta.error = Some("worker exited with status 1".into());
         }
         let mut t = Thresholds::fixture();
-        t.host.max_peak_bytes = Some(200 << 20);
+        t.budgets_mut(crate::metrics::Resource::Host).max_peak_bytes = Some(200 << 20);
         let md = summary_of(&report(&record(), &broken, &t));
         insta::assert_snapshot!(md, @r#"
 ### memrel check: ⛔ broken evidence, the gate cannot pass (baseline `gpu`)
@@ -721,7 +723,8 @@ A budget is absolute: to accept more, raise its key in the scenario's `[threshol
     #[test]
     fn the_full_tables_keep_every_row_with_units_and_counts() {
         let mut t = Thresholds::fixture();
-        t.device.max_retained_bytes = Some(300 << 20);
+        t.budgets_mut(crate::metrics::Resource::Device(0))
+            .max_retained_bytes = Some(300 << 20);
         let report = report(&cuda_record(), &cuda_record(), &t);
         let md = verdict_markdown(&report);
         let details = md.split("<details>").nth(1).unwrap();

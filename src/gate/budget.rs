@@ -1,10 +1,14 @@
 //! The scenario's absolute budgets (`[thresholds]` `max_*` keys), checked
 //! on the worst run of each strategy and resource. A budget with nothing to
-//! check it against is an `error` row with the reason, never a pass.
+//! check it against is an `error` row with the reason, never a pass. A
+//! catalogued resource that stayed still over the whole record
+//! (`Summary::still`) is judged on its range: what it could have retained,
+//! grown or given back late is less than that range, its peak is its
+//! highest reading.
 
 use super::metric::{runs_of, GateMetric, Observations};
 use super::report::{BudgetCheck, MetricVerdict, Statistic, Verdict};
-use crate::metrics::{Resource, Summary};
+use crate::metrics::{Resource, Still, Summary};
 use crate::scenario::Thresholds;
 
 /// Absolute budgets declared by the scenario, per resource, checked on the
@@ -12,22 +16,22 @@ use crate::scenario::Thresholds;
 /// with the reason, never a pass.
 pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
     let mut resources = new.shown();
-    // Which metrics a scenario can budget is the catalogue's to say (a budget key).
-    let device_budgeted = GateMetric::ALL
-        .iter()
-        .any(|m| m.budget(&t.device).is_some());
-    if device_budgeted && !resources.iter().any(|r| r.is_device()) {
-        // VRAM budgets on a record without a device: say so rather than skip them.
-        resources.push(Resource::device_of(&new.device).unwrap_or(Resource::Device(0)));
+    let still = |r: Resource| new.still.iter().find(|s| s.resource == r);
+    for budgeted in t.budgeted() {
+        let had = |r: &Resource| r.budget_class() == budgeted;
+        if !resources.iter().any(had) && still(budgeted).is_none() {
+            // Budgets of a resource the record did not measure (VRAM on a
+            // CPU record, the page cache without weights files, an older
+            // record): an error row that says so, not a silent pass.
+            resources.push(match budgeted {
+                Resource::Device(_) => {
+                    Resource::device_of(&new.device).unwrap_or(Resource::Device(0))
+                }
+                other => other,
+            });
+        }
     }
-    let page_cache_budgeted = GateMetric::ALL
-        .iter()
-        .any(|m| m.budget(&t.page_cache).is_some());
-    if page_cache_budgeted && !resources.contains(&Resource::PageCache) {
-        // Page-cache budgets on a record without weights files (a program, fakes,
-        // an older record): an error row that says so, not a silent pass.
-        resources.push(Resource::PageCache);
-    }
+    resources.extend(new.still.iter().map(|s| s.resource));
     let mut out = Vec::new();
     for strategy in new.strategies.iter().map(|s| s.strategy.as_str()) {
         let runs = runs_of(new, strategy);
@@ -39,18 +43,56 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
                 ) else {
                     continue;
                 };
-                out.push(budget_verdict(
+                let observed = match still(resource) {
+                    Some(s) => of_still(metric, s, runs.len()),
+                    None => Observations::of(metric, resource, &runs),
+                };
+                let mut v = budget_verdict(
                     &new.scenario,
                     strategy,
                     resource,
                     metric,
-                    (key, limit),
-                    &Observations::of(metric, resource, &runs),
-                ));
+                    (&key, limit),
+                    &observed,
+                );
+                if let Some(s) = still(resource) {
+                    v.note.push_str(&format!(
+                        " ({resource} stayed within {:.1} to {:.1} MiB over the whole record)",
+                        s.low_bytes as f64 / MIB,
+                        s.high_bytes as f64 / MIB
+                    ));
+                }
+                out.push(v);
             }
         }
     }
     out
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// What a still resource's range bounds: its peak is its highest reading;
+/// retained and late bytes are at most the range, growth at most twice it;
+/// nothing moved to settle. Its sleep metrics have no budget keys (`budget_key`).
+fn of_still(metric: GateMetric, still: &Still, runs: usize) -> Observations {
+    let range = (still.high_bytes - still.low_bytes) as f64;
+    let value = match metric {
+        GateMetric::PeakBytes => Some(still.high_bytes as f64),
+        GateMetric::RetainedBytes | GateMetric::LateBytes => Some(range),
+        // Retained values lie within ±range: no fit through them is steeper
+        // than 2 × range per cycle (two cycles, one at each end).
+        GateMetric::RetainedSlopeBytesPerCycle => Some(2.0 * range),
+        GateMetric::SettleS => Some(0.0),
+        _ => None,
+    };
+    Observations {
+        values: value.into_iter().collect(),
+        runs,
+        runs_nonzero: 0,
+        not_measured: value
+            .is_none()
+            .then(|| format!("{} stayed still", still.resource)),
+    }
 }
 
 fn budget_verdict(

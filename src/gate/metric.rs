@@ -173,7 +173,7 @@ impl GateMetric {
     }
 
     /// The `[thresholds]` key of the scenario file that sets [`Self::budget`].
-    pub fn budget_key(self, resource: Resource) -> Option<&'static str> {
+    pub fn budget_key(self, resource: Resource) -> Option<String> {
         self.memory().budget_key(resource)
     }
 

@@ -342,7 +342,8 @@ fn complete_runs_only_judges_what_is_left_and_says_so() {
     );
     // Budgets of a strategy without a complete run have no observation: an error.
     let mut t = Thresholds::fixture();
-    t.host.max_retained_bytes = Some(64 << 20);
+    t.budgets_mut(crate::metrics::Resource::Host)
+        .max_retained_bytes = Some(64 << 20);
     let budget = budgets(&complete_only(&new), &t);
     let trim = budget.iter().find(|v| v.strategy == "malloc-trim").unwrap();
     assert_eq!(trim.verdict, Verdict::Error, "{trim:?}");
@@ -425,8 +426,10 @@ fn vram_kept_after_sync_regresses_vram_retained_and_not_host() {
 #[test]
 fn a_vram_budget_below_what_drop_keeps_is_over_budget_for_drop_only() {
     let mut t = Thresholds::fixture();
-    t.device.max_retained_bytes = Some(300 << 20);
-    t.host.max_retained_bytes = Some(64 << 20);
+    t.budgets_mut(crate::metrics::Resource::Device(0))
+        .max_retained_bytes = Some(300 << 20);
+    t.budgets_mut(crate::metrics::Resource::Host)
+        .max_retained_bytes = Some(64 << 20);
     let rows = budgets(&summarize(&cuda_record()), &t);
     assert_eq!(
         failing(&rows),
@@ -463,12 +466,14 @@ fn a_vram_budget_below_what_drop_keeps_is_over_budget_for_drop_only() {
 #[test]
 fn a_vram_peak_budget_is_checked_on_the_worst_run() {
     let mut t = Thresholds::fixture();
-    t.device.max_peak_bytes = Some(1000 << 20);
+    t.budgets_mut(crate::metrics::Resource::Device(0))
+        .max_peak_bytes = Some(1000 << 20);
     let rows = budgets(&summarize(&cuda_record()), &t);
     assert_eq!(rows.len(), 3);
     assert!(rows.iter().all(|v| v.verdict == Verdict::OverBudget
         && v.budget.as_ref().unwrap().key == "max_peak_vram_mib"));
-    t.device.max_peak_bytes = Some(1100 << 20);
+    t.budgets_mut(crate::metrics::Resource::Device(0))
+        .max_peak_bytes = Some(1100 << 20);
     let rows = budgets(&summarize(&cuda_record()), &t);
     assert!(
         rows.iter().all(|v| v.verdict == Verdict::NoChange),
@@ -516,7 +521,8 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
 #[test]
 fn a_budget_with_nothing_to_check_is_an_error_not_a_pass() {
     let mut t = Thresholds::fixture();
-    t.device.max_retained_bytes = Some(300 << 20);
+    t.budgets_mut(crate::metrics::Resource::Device(0))
+        .max_retained_bytes = Some(300 << 20);
     let rows = budgets(&summarize(&cuda_unmeasured()), &t);
     assert_eq!(rows.len(), 3);
     for v in &rows {
@@ -578,8 +584,10 @@ fn metric_names_are_the_catalogue_s_and_serde_s() {
 #[test]
 fn a_budget_nothing_could_be_checked_against_is_one_error() {
     let mut t = Thresholds::fixture();
-    t.device.max_retained_bytes = Some(300 << 20);
-    t.host.max_retained_bytes = Some(64 << 20);
+    t.budgets_mut(crate::metrics::Resource::Device(0))
+        .max_retained_bytes = Some(300 << 20);
+    t.budgets_mut(crate::metrics::Resource::Host)
+        .max_retained_bytes = Some(64 << 20);
     // A record without VRAM readings: the host budget is checked, the VRAM one cannot be.
     let summary = summarize(&record());
     let rows = budgets(&summary, &t);
@@ -620,7 +628,8 @@ fn with_page_cache() -> Record {
 #[test]
 fn a_page_cache_budget_is_checked_and_a_record_without_one_says_so() {
     let mut t = Thresholds::fixture();
-    t.page_cache.max_retained_bytes = Some(8 << 20);
+    t.budgets_mut(crate::metrics::Resource::PageCache)
+        .max_retained_bytes = Some(8 << 20);
     let rows = budgets(&summarize(&with_page_cache()), &t);
     let of = |strategy: &str| {
         row(

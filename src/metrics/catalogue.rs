@@ -393,25 +393,47 @@ impl MemoryMetric {
 
     /// The `[thresholds]` key that budgets this metric of `resource`.
     /// The container has none: the gate does not judge it (`Resource::is_gated`).
-    pub fn budget_key(self, resource: Resource) -> Option<&'static str> {
+    /// A catalogued resource's keys are the host's with its key after the
+    /// metric's word (`max_retained_shm_mib`), where the page cache has one
+    /// (the metrics of a machine-wide resource: no sleep metrics).
+    pub fn budget_key(self, resource: Resource) -> Option<String> {
         if !resource.is_gated() {
             return None;
         }
-        self.info().budget.and_then(|keys| match resource {
-            Resource::Host => Some(keys.host),
-            Resource::Device(_) => Some(keys.device),
-            Resource::PageCache => keys.page_cache,
+        let keys = self.info().budget?;
+        match resource {
+            Resource::Host => Some(keys.host.to_string()),
+            Resource::Device(_) => Some(keys.device.to_string()),
+            Resource::PageCache => keys.page_cache.map(str::to_string),
             Resource::Container => None,
-        })
+            Resource::Probed(_) => {
+                keys.page_cache?;
+                Some(with_infix(keys.host, &resource.budget_infix()?))
+            }
+        }
     }
+}
+
+/// A host budget key with a resource's word after the metric's:
+/// `max_retained_slope_mib_per_cycle` with `shm` is
+/// `max_retained_shm_slope_mib_per_cycle` (as the VRAM and page-cache keys
+/// are spelled: tested).
+fn with_infix(host_key: &str, infix: &str) -> String {
+    let at = ["_slope", "_mib", "_ms"]
+        .iter()
+        .filter_map(|tail| host_key.find(tail))
+        .min()
+        .unwrap_or(host_key.len());
+    format!("{}_{infix}{}", &host_key[..at], &host_key[at..])
 }
 
 /// Every `[thresholds]` budget key: (metric, the resource it budgets, key),
 /// host first, then the device's (`Device(0)` stands for any device), then
-/// the page cache's.
-pub fn budget_keys() -> impl Iterator<Item = (MemoryMetric, Resource, &'static str)> {
+/// the page cache's, then each catalogued resource's.
+pub fn budget_keys() -> impl Iterator<Item = (MemoryMetric, Resource, String)> {
     [Resource::Host, Resource::Device(0), Resource::PageCache]
         .into_iter()
+        .chain(Resource::probed())
         .flat_map(|resource| {
             CATALOGUE.iter().filter_map(move |i| {
                 let key = i.metric.budget_key(resource)?;
@@ -448,8 +470,22 @@ mod tests {
     }
 
     #[test]
+    fn the_vram_and_page_cache_keys_follow_the_catalogued_resources_rule() {
+        for info in CATALOGUE.iter() {
+            let Some(keys) = info.budget else { continue };
+            assert_eq!(with_infix(keys.host, "vram"), keys.device);
+            if let Some(page_cache) = keys.page_cache {
+                assert_eq!(with_infix(keys.host, "page_cache"), page_cache);
+            }
+        }
+    }
+
+    #[test]
     fn budget_keys_are_host_first_and_each_spelled_once() {
-        let keys: Vec<&str> = budget_keys().map(|(_, _, k)| k).collect();
+        let keys: Vec<String> = budget_keys()
+            .filter(|(_, r, _)| r.def().is_none())
+            .map(|(_, _, k)| k)
+            .collect();
         assert_eq!(
             keys,
             [
@@ -475,8 +511,25 @@ mod tests {
             ]
         );
         assert_eq!(MemoryMetric::Asleep.budget_key(Resource::PageCache), None);
+        // A catalogued resource's: the page cache's metrics, its key as the infix.
+        for r in Resource::probed() {
+            let infix = r.key();
+            let of = |m: MemoryMetric| m.budget_key(r);
+            assert_eq!(
+                of(MemoryMetric::Retained),
+                Some(format!("max_retained_{infix}_mib"))
+            );
+            assert_eq!(of(MemoryMetric::Asleep), None);
+        }
+        let mut all: Vec<String> = budget_keys().map(|(_, _, k)| k).collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n, "a budget key spelled twice");
         assert_eq!(
-            MemoryMetric::Retained.budget_key(Resource::Device(1)),
+            MemoryMetric::Retained
+                .budget_key(Resource::Device(1))
+                .as_deref(),
             Some("max_retained_vram_mib")
         );
         assert_eq!(

@@ -217,9 +217,9 @@ pub fn compare(inputs: &[Input]) -> Comparison {
     }
     let mut resources = vec![lead];
     for input in inputs {
-        for r in &input.summary.resources {
-            if !resources.contains(r) {
-                resources.push(*r);
+        for r in input.summary.shown() {
+            if !resources.contains(&r) {
+                resources.push(r);
             }
         }
     }

@@ -262,7 +262,7 @@ pub fn resource_run(
     not_measured: Option<String>,
 ) -> ResourceRun {
     let baseline = effective_baseline_edge(run);
-    let baseline_bytes = baseline.and_then(|e| resource.at_edge(&e.edge.memory));
+    let baseline_bytes = baseline.and_then(|e| resource.at_event(e));
     let memory: Vec<CycleMemory> = match (baseline, baseline_bytes) {
         (Some(base), Some(base_bytes)) => cycles
             .iter()
@@ -326,9 +326,9 @@ fn cycle_memory(
     threshold: u64,
 ) -> Option<CycleMemory> {
     let (loaded, unloaded, released) = cycle_edges(run, cycle)?;
-    let loaded_bytes = resource.at_edge(&loaded.edge.memory)?;
-    let after_unload_bytes = resource.at_edge(&unloaded.edge.memory)?;
-    let after_release_bytes = resource.at_edge(&released.edge.memory)?;
+    let loaded_bytes = resource.at_event(loaded)?;
+    let after_unload_bytes = resource.at_event(unloaded)?;
+    let after_release_bytes = resource.at_event(released)?;
     let retained = after_release_bytes as i64 - baseline_bytes as i64;
     let denominator = loaded_bytes as f64 - baseline_bytes as f64;
     let released_fraction = (denominator > 0.0)
@@ -391,8 +391,8 @@ pub fn release_time_s(
     threshold: u64,
     fraction: f64,
 ) -> Option<f64> {
-    let loaded_bytes = resource.at_edge(&loaded.edge.memory)?;
-    let released_bytes = resource.at_edge(&released.edge.memory)?;
+    let loaded_bytes = resource.at_event(loaded)?;
+    let released_bytes = resource.at_event(released)?;
     let came_back_bytes = loaded_bytes.saturating_sub(released_bytes);
     if came_back_bytes < threshold || came_back_bytes == 0 {
         return None;
@@ -473,8 +473,8 @@ pub fn settle_between(
     if to.t_s <= from.t_s {
         return None;
     }
-    let start = resource.at_edge(&from.edge.memory)?;
-    let end = resource.at_edge(&to.edge.memory)?;
+    let start = resource.at_event(from)?;
+    let end = resource.at_event(to)?;
     let outside = |v: u64| v.abs_diff(end) > threshold;
     let mut settled_t_s = from.t_s;
     let mut out = outside(start);

@@ -163,8 +163,22 @@ pub struct Summary {
     /// The resources measured, host first; `lead` is the one reports lead with.
     pub resources: Vec<Resource>,
     pub lead: Resource,
+    /// Catalogued resources (`sampler::resources`) read but within
+    /// `resource::MOVED_BYTES` over the whole record: not summarized nor
+    /// shown; their range is what a budget judges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub still: Vec<Still>,
     pub runs: Vec<RunSummary>,
     pub strategies: Vec<StrategySummary>,
+}
+
+/// A catalogued resource that stayed within `resource::MOVED_BYTES` over a
+/// whole record: its lowest and highest reading.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Still {
+    pub resource: Resource,
+    pub low_bytes: u64,
+    pub high_bytes: u64,
 }
 
 impl RunSummary {
@@ -242,6 +256,17 @@ pub fn summarize(record: &Record) -> Summary {
         memrel_version: record.header.memrel_version.clone(),
         created_unix_s: record.header.created_unix_s,
         retention_threshold_bytes: threshold,
+        still: Resource::probed()
+            .filter(|r| !resources.contains(r))
+            .filter_map(|resource| {
+                let (low_bytes, high_bytes) = resource.range_in(record)?;
+                Some(Still {
+                    resource,
+                    low_bytes,
+                    high_bytes,
+                })
+            })
+            .collect(),
         resources,
         lead,
         runs,
@@ -394,10 +419,7 @@ fn not_measured(run: &RunRecord, resource: Resource) -> Option<String> {
     if let (Resource::PageCache, Some(why)) = (resource, &run.meta.page_cache_note) {
         return Some(format!("page cache not available: {why}"));
     }
-    let read_at_edges = run
-        .events
-        .iter()
-        .any(|e| resource.at_edge(&e.edge.memory).is_some());
+    let read_at_edges = run.events.iter().any(|e| resource.at_event(e).is_some());
     let sampled = run.samples.iter().any(|s| resource.in_sample(s).is_some());
     if read_at_edges || sampled {
         return None;
@@ -643,6 +665,7 @@ mod tests {
                 },
                 kernel_peak_bytes: None,
                 gpu_vram: Default::default(),
+                readings: Default::default(),
             })
             .collect();
         run.samples = samples
@@ -656,6 +679,7 @@ mod tests {
                 gpu_vram: Default::default(),
                 container: None,
                 page_cache_bytes: None,
+                readings: Default::default(),
             })
             .collect();
         run

@@ -11,14 +11,17 @@
 //! - VRAM: the process's (or the tree's) on the GPU that lists it, and on a
 //!   machine of several GPUs every GPU's sum over the same processes, as
 //!   the samples read them (`sampler::read_vram`);
-//! - the container's working set and the model files' page cache.
+//! - the container's working set and the model files' page cache;
+//! - every catalogued resource (`sampler::resources`), into the edge's readings.
 //!
 //! It must not parse events or write anything: it fills a reading in.
 
 use crate::cgroup::probe::CgroupProbe;
 use crate::protocol::MemoryAtEdge;
 use crate::record::gpu::{GpuVram, ProcessVram};
+use crate::record::Readings;
 use crate::sampler::page_cache::PageCacheProbe;
+use crate::sampler::resources::{self, ResourceDef};
 use crate::sampler::{Probe, Reading, VramProbe};
 
 /// Reads every resource at a phase edge (see the module's doc).
@@ -30,6 +33,8 @@ pub struct EdgeReader {
     vram: Option<Box<dyn VramProbe>>,
     container: Option<CgroupProbe>,
     page_cache: Option<PageCacheProbe>,
+    /// The catalogued resources' probes (its own: the sampler has others).
+    resources: Vec<(&'static ResourceDef, Box<dyn resources::Probe>)>,
     /// Per-GPU readings (a buffer kept between edges).
     processes: Vec<ProcessVram>,
     /// The last host reading of a live process: what an edge taken after the
@@ -38,16 +43,19 @@ pub struct EdgeReader {
 }
 
 /// What one edge reading gives besides the line's own [`MemoryAtEdge`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EdgeExtras {
     /// VRAM per GPU where NVML sees several (empty otherwise).
     pub gpu_vram: GpuVram,
+    /// The catalogued resources (`sampler::resources`).
+    pub readings: Readings,
     /// The process was gone: the host reading is its last one while alive.
     pub after_exit: bool,
 }
 
 impl EdgeReader {
-    /// A reader for `pid` with nothing to read yet; add what the run samples.
+    /// A reader for `pid` that reads the catalogued resources; add what
+    /// else the run samples.
     pub fn new(pid: u32) -> EdgeReader {
         EdgeReader {
             pid,
@@ -55,6 +63,7 @@ impl EdgeReader {
             vram: None,
             container: None,
             page_cache: None,
+            resources: resources::open_all(pid),
             processes: Vec::new(),
             last_host: None,
         }
@@ -115,11 +124,12 @@ impl EdgeReader {
                 }
             }
         }
+        let pids = match &self.host {
+            Some(Probe::Tree(t)) if !t.pids().is_empty() => t.pids(),
+            _ => std::slice::from_ref(&self.pid),
+        };
+        resources::read_all(&mut self.resources, pids, &mut extras.readings);
         if let Some(vram) = self.vram.as_mut() {
-            let pids = match &self.host {
-                Some(Probe::Tree(t)) if !t.pids().is_empty() => t.pids(),
-                _ => std::slice::from_ref(&self.pid),
-            };
             match vram.per_gpu(pids, &mut self.processes) {
                 Some((root, touched)) => {
                     extras.gpu_vram = GpuVram::of(touched, &self.processes);

@@ -137,6 +137,7 @@ impl Collected {
                     edge,
                     kernel_peak_bytes,
                     gpu_vram: extras.gpu_vram,
+                    readings: extras.readings,
                 };
                 on_event(&event);
                 self.events_taken += 1;

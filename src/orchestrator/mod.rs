@@ -339,6 +339,7 @@ impl Process<'_> {
             crate::sampler::Extras {
                 container: cgroup.probe(),
                 page_cache: got.page_cache.clone(),
+                resources: crate::sampler::resources::open_all(pid),
             },
         ) {
             Ok(sampler) => sampler,

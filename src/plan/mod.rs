@@ -174,6 +174,7 @@ impl Plan {
                 attached: None,
                 container: Some(self.cgroup.view()),
                 page_cache: page_cache_info(&plug, scenario.workload.evict_page_cache),
+                probed: crate::sampler::resources::probed(),
             },
             runs: Vec::new(),
         };

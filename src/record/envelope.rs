@@ -68,7 +68,7 @@ impl Envelope {
                 self.close_open_bucket();
             }
         }
-        self.open.take(index, sample);
+        self.open.take(index, sample.clone());
         self.last = Some((index, sample));
         if self.kept.len() > self.cap {
             self.coarsen();
@@ -105,8 +105,12 @@ impl Envelope {
             let b = self.bucket_samples;
             let mut merged = Vec::with_capacity(self.kept.len() / 2 + 16);
             let mut group = Extremes::default();
-            for &(index, sample) in &self.kept {
-                if group.first.is_some_and(|(first, _)| first / b != index / b) {
+            for (index, sample) in std::mem::take(&mut self.kept) {
+                if group
+                    .first
+                    .as_ref()
+                    .is_some_and(|(first, _)| first / b != index / b)
+                {
                     std::mem::take(&mut group).append_to(&mut merged);
                 }
                 group.take(index, sample);
@@ -140,17 +144,17 @@ fn series(s: &Sample) -> [Option<u64>; SERIES] {
 
 impl Extremes {
     fn take(&mut self, index: u64, sample: Sample) {
-        self.first.get_or_insert((index, sample));
         for (i, value) in series(&sample).into_iter().enumerate() {
             let Some(value) = value else { continue };
-            let of = |k: &Option<(u64, Sample)>| k.and_then(|(_, s)| series(&s)[i]);
+            let of = |k: &Option<(u64, Sample)>| k.as_ref().and_then(|(_, s)| series(s)[i]);
             if of(&self.lows[i]).is_none_or(|low| value < low) {
-                self.lows[i] = Some((index, sample));
+                self.lows[i] = Some((index, sample.clone()));
             }
             if of(&self.highs[i]).is_none_or(|high| value > high) {
-                self.highs[i] = Some((index, sample));
+                self.highs[i] = Some((index, sample.clone()));
             }
         }
+        self.first.get_or_insert((index, sample));
     }
 
     /// Appends the kept samples in time order, each once.
@@ -180,6 +184,7 @@ mod tests {
             gpu_vram: Default::default(),
             container: None,
             page_cache_bytes: None,
+            readings: Default::default(),
         }
     }
 
@@ -187,7 +192,7 @@ mod tests {
     fn a_run_that_fits_keeps_every_sample() {
         let mut envelope = Envelope::with_capacity(1000);
         let samples: Vec<Sample> = (0..1000).map(|i| sample(i, 7 * i % 13)).collect();
-        samples.iter().for_each(|s| envelope.push(*s));
+        samples.iter().for_each(|s| envelope.push(s.clone()));
         assert_eq!(envelope.finish(), (samples, None));
     }
 

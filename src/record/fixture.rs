@@ -43,6 +43,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
         attached: None,
         container: None,
         page_cache: None,
+        probed: Vec::new(),
     }
 }
 
@@ -71,6 +72,7 @@ pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
         gpu_vram: Default::default(),
         container: None,
         page_cache_bytes: None,
+        readings: Default::default(),
     }
 }
 
@@ -92,6 +94,7 @@ pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge
         },
         kernel_peak_bytes: None,
         gpu_vram: Default::default(),
+        readings: Default::default(),
     }
 }
 

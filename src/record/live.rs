@@ -135,7 +135,7 @@ impl SampleWriter {
 
     /// The latest sample written.
     pub fn last(&self) -> Option<Sample> {
-        self.last
+        self.last.clone()
     }
 
     /// Writes one sample; flushes when [`FLUSH_EVERY_S`] has passed.
@@ -143,7 +143,7 @@ impl SampleWriter {
         if self.error.is_some() {
             return;
         }
-        self.last = Some(*sample);
+        self.last = Some(sample.clone());
         let (cycle, phase) = self.phase.get();
         let row = SampleRow::new(
             self.run,

@@ -16,6 +16,7 @@
 pub mod envelope;
 pub mod gpu;
 pub mod live;
+mod readings;
 mod rows;
 mod salvage;
 mod schema;
@@ -30,6 +31,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::fsutil::write_atomic;
+pub use readings::is_key as is_reading_key;
 pub use schema::{EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION, SUMMARY_FILE};
 pub use types::*;
 

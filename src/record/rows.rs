@@ -11,7 +11,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::gpu::GpuVram;
-use super::types::{round_us, ContainerSample, Event, Record, RunMeta, Sample};
+use super::types::{round_us, ContainerSample, Event, Readings, Record, RunMeta, Sample};
 use crate::protocol::{AllocatorState, Edge, HeapStats, MemoryAtEdge, Phase, PhaseEdge};
 
 /// A samples.csv row: `SampleRow<'static>` when read back.
@@ -43,11 +43,14 @@ pub(super) struct SampleRow<'a> {
     /// The model files' page cache (absent in older records).
     #[serde(default)]
     pub(super) page_cache_bytes: Option<u64>,
+    /// The catalogued resources (`record::readings`; absent in older records).
+    #[serde(default)]
+    pub(super) readings: Option<Cow<'a, str>>,
 }
 
 /// The header of samples.csv: `SampleRow`'s fields, written by hand when
 /// there is no row to serialize (a unit test keeps the two in step).
-pub(super) const SAMPLE_COLUMNS: [&str; 16] = [
+pub(super) const SAMPLE_COLUMNS: [&str; 17] = [
     "t_s",
     "run",
     "strategy",
@@ -64,10 +67,11 @@ pub(super) const SAMPLE_COLUMNS: [&str; 16] = [
     "container_anon_bytes",
     "container_file_bytes",
     "page_cache_bytes",
+    "readings",
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 25] = [
+pub(super) const EVENT_COLUMNS: [&str; 26] = [
     "t_s",
     "run",
     "strategy",
@@ -93,6 +97,7 @@ pub(super) const EVENT_COLUMNS: [&str; 25] = [
     "note",
     "kernel_peak_bytes",
     "gpu_vram",
+    "readings",
 ];
 
 /// An events.csv row: `EventRow<'static>` when read back.
@@ -135,6 +140,9 @@ pub(super) struct EventRow<'a> {
     /// empty otherwise and in older records.
     #[serde(default)]
     gpu_vram: Option<Cow<'a, str>>,
+    /// The catalogued resources at the edge (absent in older records).
+    #[serde(default)]
+    readings: Option<Cow<'a, str>>,
 }
 
 impl<'a> SampleRow<'a> {
@@ -167,6 +175,7 @@ impl<'a> SampleRow<'a> {
             container_anon_bytes: sample.container.and_then(|c| c.anon_bytes),
             container_file_bytes: sample.container.and_then(|c| c.file_bytes),
             page_cache_bytes: sample.page_cache_bytes,
+            readings: (!sample.readings.is_empty()).then(|| Cow::Owned(sample.readings.cell())),
         }
     }
 
@@ -193,6 +202,10 @@ impl<'a> SampleRow<'a> {
                 _ => None,
             },
             page_cache_bytes: self.page_cache_bytes,
+            readings: match &self.readings {
+                Some(cell) => Readings::parse(cell)?,
+                None => Readings::default(),
+            },
         })
     }
 }
@@ -232,6 +245,7 @@ impl<'a> EventRow<'a> {
                 event.gpu_vram.write_cell(&mut cell);
                 (!cell.is_empty()).then_some(Cow::Owned(cell))
             },
+            readings: (!event.readings.is_empty()).then(|| Cow::Owned(event.readings.cell())),
         }
     }
 }
@@ -326,6 +340,10 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
         gpu_vram: match &row.gpu_vram {
             Some(cell) => GpuVram::parse(cell)?,
             None => GpuVram::default(),
+        },
+        readings: match &row.readings {
+            Some(cell) => Readings::parse(cell)?,
+            None => Readings::default(),
         },
     };
     Ok((row.run, event))

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::gpu::GpuVram;
+pub use super::readings::Readings;
 pub use crate::cgroup::view::ContainerSample;
 use crate::protocol::{AllocatorReport, Check, Edge, Phase, PhaseEdge};
 
 /// One reading of the worker's memory by the parent's sampler.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// Seconds since the worker was spawned (parent's monotonic clock).
     pub t_s: f64,
@@ -29,6 +30,8 @@ pub struct Sample {
     /// The model files' bytes in the page cache (`sampler::page_cache`):
     /// read every 100 ms or so, `None` between readings and where not available.
     pub page_cache_bytes: Option<u64>,
+    /// The catalogued resources' bytes (`sampler::resources`: `shm`, …).
+    pub readings: Readings,
 }
 
 /// A phase edge as the parent received it, stamped on the sampler's clock.
@@ -45,6 +48,8 @@ pub struct Event {
     /// the edge, where NVML sees several GPUs (`record::gpu`); not read in
     /// older records (a GPU's edge is then read off the samples).
     pub gpu_vram: super::gpu::GpuVram,
+    /// The catalogued resources' bytes, read by the parent at the edge.
+    pub readings: Readings,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -267,6 +272,19 @@ pub struct Header {
     /// no weights files were known (programs, fakes, older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<PageCacheInfo>,
+    /// The catalogued resources the runs read (`sampler::resources`), and
+    /// how; empty in records made before memrel had them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probed: Vec<Probed>,
+}
+
+/// A catalogued resource a record read, for its header.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Probed {
+    /// Its key (`shm`): the readings' key, budget keys and columns name it.
+    pub key: String,
+    /// What was read, for people: `/dev/shm in use (statvfs)`.
+    pub how: String,
 }
 
 /// What the page cache of a run's weight files is, for the record's header

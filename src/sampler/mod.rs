@@ -13,6 +13,7 @@ mod nvml_list;
 pub mod page_cache;
 mod portable;
 pub mod procfs;
+pub mod resources;
 mod tick;
 pub mod tree;
 pub mod vram;
@@ -125,6 +126,8 @@ pub type Finished = (SampleWriter, Option<Box<dyn VramProbe>>);
 pub struct Extras {
     pub container: Option<CgroupProbe>,
     pub page_cache: Option<page_cache::PageCacheProbe>,
+    /// The catalogued resources' probes (`resources::open_all`), every tick.
+    pub resources: Vec<(&'static resources::ResourceDef, Box<dyn resources::Probe>)>,
 }
 
 /// A running sampler thread; `stop` hands its writer back.
@@ -192,6 +195,7 @@ impl Sampler {
                 vram,
                 container: extras.container,
                 page_cache,
+                resources: extras.resources,
             },
             writer,
             pid,
@@ -240,12 +244,14 @@ impl Sampler {
 }
 
 /// What the loop reads besides the process's memory: its VRAM (every tick),
-/// the worker's cgroup (at most every 10 ms) and the model files' page cache
-/// (the latest reading of its own thread).
+/// the worker's cgroup (at most every 10 ms), the model files' page cache
+/// (the latest reading of its own thread) and the catalogued resources
+/// (every tick).
 struct Side {
     vram: Option<Box<dyn VramProbe>>,
     container: Option<CgroupProbe>,
     page_cache: Option<page_cache::PageCacheReader>,
+    resources: Vec<(&'static resources::ResourceDef, Box<dyn resources::Probe>)>,
 }
 
 /// What the readings need: the probes, where they go, and a tree's pids
@@ -285,6 +291,14 @@ impl Reader {
                 self.pid,
                 &mut self.processes,
             );
+            let mut readings = crate::record::Readings::default();
+            if !self.side.resources.is_empty() {
+                let pids = match &self.probe {
+                    Probe::Tree(tree) => tree.pids(),
+                    _ => std::slice::from_ref(&self.pid),
+                };
+                resources::read_all(&mut self.side.resources, pids, &mut readings);
+            }
             self.writer.write(&Sample {
                 t_s,
                 rss_bytes: reading.rss_bytes,
@@ -295,6 +309,7 @@ impl Reader {
                 container: self.side.container.as_mut().and_then(|c| c.read(false)),
                 // Read on its own thread every `page_cache::PERIOD`: one atomic here.
                 page_cache_bytes: self.side.page_cache.as_ref().and_then(|p| p.take()),
+                readings,
             });
             self.writer.write_processes(t_s, &self.processes);
         }

@@ -10,7 +10,6 @@ use toml::Spanned;
 use super::builtin::{builtin_names, builtin_text};
 use super::types::*;
 use crate::metrics::catalogue::{self, Unit};
-use crate::metrics::Resource;
 use crate::strategy;
 use crate::textutil::did_you_mean;
 
@@ -477,12 +476,12 @@ fn check_amounts(t: &ThresholdsFile, ctx: &Ctx) -> Result<(), ScenarioError> {
     for (key, value) in entries {
         let key_name = key.get_ref().as_str();
         let known = THRESHOLD_KEYS.iter().any(|(k, _)| *k == key_name)
-            || budget_keys.iter().any(|(_, _, k)| *k == key_name);
+            || budget_keys.iter().any(|(_, _, k)| k == key_name);
         if !known {
             let expected: Vec<String> = THRESHOLD_KEYS
                 .iter()
                 .map(|(k, _)| *k)
-                .chain(budget_keys.iter().map(|(_, _, k)| *k))
+                .chain(budget_keys.iter().map(|(_, _, k)| k.as_str()))
                 .map(|k| format!("`{k}`"))
                 .collect();
             return Err(ctx.invalid(
@@ -525,12 +524,10 @@ fn thresholds(
         retention_threshold_bytes: Unit::bytes_of_mib(amount("retention_mib")),
         noise_relative: amount("noise_percent") / 100.0,
         noise_absolute_bytes: Unit::bytes_of_mib(amount("noise_mib")),
-        host: Budgets::default(),
-        device: Budgets::default(),
-        page_cache: Budgets::default(),
+        budgets: Default::default(),
     };
     for (metric, resource, key) in catalogue::budget_keys() {
-        let Some(value) = get(key) else { continue };
+        let Some(value) = get(&key) else { continue };
         if resource.is_device() && device == DeviceSpec::Cpu {
             return Err(ctx.invalid(
                 value.span(),
@@ -540,14 +537,7 @@ fn thresholds(
                 ),
             ));
         }
-        let budgets = match resource {
-            Resource::Host => &mut out.host,
-            Resource::Device(_) => &mut out.device,
-            Resource::PageCache => &mut out.page_cache,
-            // No budget keys: the whole cgroup's, never judged.
-            Resource::Container => continue,
-        };
-        budgets.set(metric, *value.get_ref());
+        out.budgets_mut(resource).set(metric, *value.get_ref());
     }
     Ok(out)
 }
@@ -866,8 +856,18 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
             panic!("{:?}", s.models)
         };
         assert_eq!((m.anon_bytes, m.late_free_ms), (8 << 20, 300));
-        assert_eq!(s.thresholds.host.max_settle_s, Some(0.25));
-        assert_eq!(s.thresholds.host.max_late_bytes, Some(4 << 20));
+        assert_eq!(
+            s.thresholds
+                .budgets(crate::metrics::Resource::Host)
+                .max_settle_s,
+            Some(0.25)
+        );
+        assert_eq!(
+            s.thresholds
+                .budgets(crate::metrics::Resource::Host)
+                .max_late_bytes,
+            Some(4 << 20)
+        );
         let err = parse_str("t", "t.toml", &fake("fake_late_free_ms = 90000"))
             .unwrap_err()
             .to_string();
@@ -926,16 +926,25 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
         );
         let s = parse_str("t", "t.toml", &text).unwrap();
         let t = &s.thresholds;
-        assert_eq!(t.device.max_retained_bytes, Some(300 << 20));
         assert_eq!(
-            t.device.max_peak_bytes,
+            t.budgets(Resource::Device(0)).max_retained_bytes,
+            Some(300 << 20)
+        );
+        assert_eq!(
+            t.budgets(Resource::Device(0)).max_peak_bytes,
             Some((1200.5 * 1024.0 * 1024.0) as u64)
         );
-        assert_eq!(t.device.max_retained_slope_bytes_per_cycle, Some(8 << 20));
-        assert_eq!(t.host.max_retained_bytes, Some(64 << 20));
-        assert_eq!(t.host.max_peak_bytes, None);
-        assert_eq!(t.budgets(Resource::Device(0)), &t.device);
-        assert_eq!(t.budgets(Resource::Host), &t.host);
+        assert_eq!(
+            t.budgets(Resource::Device(0))
+                .max_retained_slope_bytes_per_cycle,
+            Some(8 << 20)
+        );
+        assert_eq!(t.budgets(Resource::Host).max_retained_bytes, Some(64 << 20));
+        assert_eq!(t.budgets(Resource::Host).max_peak_bytes, None);
+        assert_eq!(
+            t.budgets(Resource::Device(3)),
+            t.budgets(Resource::Device(0))
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::catalogue::MemoryMetric;
+use crate::metrics::Resource;
 pub use crate::model::spec::{Dtype, FakeModel, LoadMethod, LoadThread, ModelSource};
 
 /// Where a run's tensors live.
@@ -154,13 +155,9 @@ pub struct Thresholds {
     pub retention_threshold_bytes: u64,
     pub noise_relative: f64,
     pub noise_absolute_bytes: u64,
-    /// Absolute budgets for host memory (RSS).
-    pub host: Budgets,
-    /// Absolute budgets for device memory (per-process VRAM; CUDA scenarios only).
-    pub device: Budgets,
-    /// Absolute budgets for the model files' page cache.
-    #[serde(default)]
-    pub page_cache: Budgets,
+    /// Absolute budgets per resource (`Resource::budget_class`: every
+    /// device shares `Device(0)`'s); a resource without an entry has none.
+    pub budgets: BTreeMap<Resource, Budgets>,
 }
 
 /// Absolute budgets for one resource, checked on the worst run.
@@ -241,21 +238,28 @@ impl Thresholds {
             retention_threshold_bytes: 16 << 20,
             noise_relative: 0.05,
             noise_absolute_bytes: 16 << 20,
-            host: Budgets::default(),
-            device: Budgets::default(),
-            page_cache: Budgets::default(),
+            budgets: BTreeMap::new(),
         }
     }
 
-    /// The budgets of `resource`.
-    pub fn budgets(&self, resource: crate::metrics::Resource) -> &Budgets {
-        match resource {
-            crate::metrics::Resource::Host => &self.host,
-            crate::metrics::Resource::Device(_) => &self.device,
-            crate::metrics::Resource::PageCache => &self.page_cache,
-            // The container is the whole cgroup's: never judged (no budget keys).
-            crate::metrics::Resource::Container => &NO_BUDGETS,
-        }
+    /// The budgets of `resource` (none for the container, which has no keys).
+    pub fn budgets(&self, resource: Resource) -> &Budgets {
+        self.budgets
+            .get(&resource.budget_class())
+            .unwrap_or(&NO_BUDGETS)
+    }
+
+    /// The budgets of `resource`, to set one.
+    pub fn budgets_mut(&mut self, resource: Resource) -> &mut Budgets {
+        self.budgets.entry(resource.budget_class()).or_default()
+    }
+
+    /// The resources some budget names, by class (`Device(0)` for any device).
+    pub fn budgeted(&self) -> impl Iterator<Item = Resource> + '_ {
+        self.budgets
+            .iter()
+            .filter(|(_, b)| **b != NO_BUDGETS)
+            .map(|(r, _)| *r)
     }
 }
 

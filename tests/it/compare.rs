@@ -590,6 +590,7 @@ fn fixed_header() -> Header {
         attached: None,
         container: None,
         page_cache: None,
+        probed: Vec::new(),
     }
 }
 
@@ -599,6 +600,7 @@ fn fixed_comparison() -> Comparison {
         schema_version: SUMMARY_SCHEMA_VERSION,
         scenario: header.scenario.clone(),
         device: header.device.clone(),
+        still: Vec::new(),
         memrel_version: header.memrel_version.clone(),
         created_unix_s: header.created_unix_s,
         retention_threshold_bytes: header.retention_threshold_bytes,

@@ -477,10 +477,7 @@ fn after_release_points(l: &Line, r: Resource) -> Vec<(f64, f64)> {
         .filter_map(|c| cycle_edges(&run, c))
         .map(|(_, _, released)| released)
         .filter(|e| e.edge.phase != Phase::Unload)
-        .filter_map(|e| {
-            r.at_edge(&e.edge.memory)
-                .map(|v| (l.clock.x(e.t_s), v as f64 / MIB))
-        })
+        .filter_map(|e| r.at_event(e).map(|v| (l.clock.x(e.t_s), v as f64 / MIB)))
         .collect()
 }
 
@@ -617,7 +614,7 @@ fn draw_sub_lane(
                 .draw_series(LineSeries::new(rss, l.colour.stroke_width(1)))
                 .map_err(plot_err)?;
         }
-        Resource::Device(_) | Resource::Container | Resource::PageCache => {
+        Resource::Device(_) | Resource::Container | Resource::PageCache | Resource::Probed(_) => {
             let vram = l.series(r, axis);
             chart
                 .draw_series(std::iter::once(Polygon::new(
@@ -673,7 +670,7 @@ fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -> Vec<Strin
                         median_mib(&s.retained_bytes),
                         median_mib(&s.retained_anon_bytes)
                     ),
-                    Resource::Device(_) | Resource::Container => format!(
+                    Resource::Device(_) | Resource::Container | Resource::Probed(_) => format!(
                         "{prefix}retained {} MiB · peak {} MiB",
                         median_mib(&s.retained_bytes),
                         median_mib(&s.peak_bytes)
@@ -717,7 +714,9 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
                 );
                 swatches.push((lighten(grey, 0.45), format!("{} ({scope})", r.label())))
             }
-            Resource::Container => swatches.push((lighten(grey, 0.45), r.label())),
+            Resource::Container | Resource::Probed(_) => {
+                swatches.push((lighten(grey, 0.45), r.label()))
+            }
             Resource::PageCache => {
                 swatches.push((lighten(grey, 0.45), "page cache (model files)".into()))
             }

@@ -95,14 +95,14 @@ pub fn curve(run: &RunRecord, r: Resource, row: &LastCycle) -> Option<Curve> {
     let (t0, t1) = (loaded.t_s, released.t_s);
     let base = row.baseline_bytes as f64;
     let mib = |bytes: u64| (bytes as f64 - base) / MIB;
-    let mut points = vec![(0.0, mib(r.at_edge(&loaded.edge.memory)?))];
+    let mut points = vec![(0.0, mib(r.at_event(loaded)?))];
     points.extend(
         run.samples
             .iter()
             .filter(|s| s.t_s >= t0 && s.t_s <= t1)
             .filter_map(|s| r.in_sample(s).map(|v| (s.t_s - t0, mib(v)))),
     );
-    points.push((t1 - t0, mib(r.at_edge(&released.edge.memory)?)));
+    points.push((t1 - t0, mib(r.at_event(released)?)));
     let release_end_s = run
         .events
         .iter()

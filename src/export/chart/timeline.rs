@@ -78,9 +78,9 @@ pub fn panel_plan(summary: &Summary, run: &RunRecord) -> Vec<SubPanel> {
 fn sub_panel_height(panels: &[SubPanel], panel: &SubPanel) -> u32 {
     match panel {
         SubPanel::NotMeasured(..) => SUB_NOTE_HEIGHT,
-        SubPanel::Memory(Resource::Device(_) | Resource::Container | Resource::PageCache) => {
-            VRAM_HEIGHT
-        }
+        SubPanel::Memory(
+            Resource::Device(_) | Resource::Container | Resource::PageCache | Resource::Probed(_),
+        ) => VRAM_HEIGHT,
         SubPanel::Memory(Resource::Host) => {
             if panels.len() > 1 {
                 RSS_HEIGHT
@@ -324,7 +324,7 @@ fn draw_memory(
                 .map_err(plot_err)?;
             legend.push(LegendEntry::new(Swatch::Line(colour, 2), "RSS total"));
         }
-        Resource::Device(_) | Resource::PageCache => {
+        Resource::Device(_) | Resource::PageCache | Resource::Probed(_) => {
             let vram = series_mib(run, x, range, columns, |s| r.in_sample(s));
             // Light enough that the phases show through.
             let fill = lighten(colour, 0.45);
@@ -339,6 +339,7 @@ fn draw_memory(
                 .map_err(plot_err)?;
             let name = match r {
                 Resource::PageCache => "page cache (model files)".to_string(),
+                Resource::Probed(_) => r.label(),
                 _ => format!(
                     "VRAM {} ({})",
                     r.key(),
@@ -559,6 +560,7 @@ mod tests {
                     gpu_vram: Default::default(),
                     container: None,
                     page_cache_bytes: None,
+                    readings: Default::default(),
                 }
             })
             .collect();
