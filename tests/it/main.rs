@@ -38,4 +38,5 @@ mod pytest_plugin;
 mod rerun;
 mod run;
 mod settle;
+mod shm;
 mod sleep;

@@ -8,6 +8,8 @@
 //! per process, the container's counters, the page cache's files) have their
 //! own probes in `sampler/` and their own fields in the record.
 
+mod shm;
+
 /// One catalogued resource: its names and how to open its probe.
 pub struct ResourceDef {
     /// The key of its readings, columns and budgets (`max_retained_<key>_mib`):
@@ -32,7 +34,7 @@ pub trait Probe: Send {
 }
 
 /// Every catalogued resource, in the order reports show them.
-pub const CATALOGUE: &[&ResourceDef] = &[];
+pub const CATALOGUE: &[&ResourceDef] = &[&shm::SHM];
 
 /// The catalogued resource named `key`.
 pub fn find(key: &str) -> Option<&'static ResourceDef> {

@@ -1,0 +1,192 @@
+//! Shared memory, the catalogue's resource (`sampler::resources::shm`): a
+//! real python3 program that puts a segment into shared memory as each
+//! load begins and, at each unload, either unlinks it or leaves it there (as
+//! a `multiprocessing.shared_memory` segment nobody unlinked stays). Each
+//! test has a shared-memory directory of its own (`MEMREL_SHM_DIR`; the
+//! machine's /dev/shm is every test's), so memrel's edges must equal the
+//! program's own reading exactly, the leak must be retained and the clean
+//! program not, and a budget on `shm` must judge it.
+
+use std::path::Path;
+
+use super::common::*;
+
+/// The program: two cycles of load (an 8 MiB file written to
+/// `$MEMREL_SHM_DIR` right after the begin edge) and unload (unlinked right
+/// after the begin edge, unless argv[2] is `leak`); its own reading of the
+/// directory (the blocks its files hold) before each edge goes to
+/// `readings.json` beside it. argv[1] names its files (`<name>-<pid>-<cycle>`).
+const SHM_PROGRAM: &str = r#"
+import json, os, sys
+import memrel
+
+tag, mode = sys.argv[1], sys.argv[2]
+readings = []
+
+def in_use():
+    total = 0
+    for root, dirs, files in os.walk(os.environ["MEMREL_SHM_DIR"]):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total
+
+def edge(kind, phase):
+    readings.append({"phase": phase, "edge": kind, "shm": in_use()})
+    (memrel.begin if kind == "begin" else memrel.end)(phase, model="segment")
+
+for cycle in range(2):
+    path = os.path.join(os.environ["MEMREL_SHM_DIR"], f"{tag}-{os.getpid()}-{cycle}")
+    edge("begin", "load")
+    with open(path, "wb") as f:
+        f.write(b"\x01" * (8 << 20))
+    edge("end", "load")
+    edge("begin", "unload")
+    if mode != "leak":
+        os.unlink(path)
+    edge("end", "unload")
+
+with open(os.path.join(os.path.dirname(sys.argv[0]), "readings.json"), "w") as f:
+    json.dump(readings, f)
+"#;
+
+/// Runs the program under `memrel exec` in `mode`, with its shared memory
+/// in a directory of its own (`MEMREL_SHM_DIR`: the machine's /dev/shm is
+/// every test's); the results directory.
+fn exec_program(tmp: &Path, mode: &str) -> std::path::PathBuf {
+    let shm = tmp.join("shm");
+    std::fs::create_dir(&shm).expect("shm dir");
+    let path = tmp.join("prog.py");
+    std::fs::write(&path, SHM_PROGRAM).expect("write prog.py");
+    let output = memrel()
+        .env("MEMREL_SHM_DIR", &shm)
+        .arg("exec")
+        .arg("--out")
+        .arg(tmp)
+        .arg("--")
+        .arg("python3")
+        .arg(&path)
+        .args(["segment", mode])
+        .output()
+        .expect("memrel starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    only_results_dir(tmp, "exec")
+}
+
+/// The shm resource of the first strategy in summary.json.
+fn shm_summary(dir: &Path) -> serde_json::Value {
+    let summary = read_json(&dir.join("summary.json"));
+    summary["strategies"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource"] == "shm")
+        .unwrap_or_else(|| panic!("no shm resource in {summary}"))
+        .clone()
+}
+
+#[test]
+fn every_edge_reads_dev_shm_as_the_program_did() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = exec_program(tmp.path(), "leak");
+    let edges: Vec<(String, String, f64)> = csv_rows(&dir.join("events.csv"))
+        .into_iter()
+        .filter(|r| r["phase"] != "baseline")
+        .map(|r| {
+            let cell = r["readings"].clone();
+            let shm = cell
+                .split_whitespace()
+                .find_map(|e| e.strip_prefix("shm="))
+                .unwrap_or_else(|| panic!("no shm in the readings cell {cell:?}"));
+            (
+                r["phase"].clone(),
+                r["edge"].clone(),
+                shm.parse().expect("bytes"),
+            )
+        })
+        .collect();
+    let own = read_json(&tmp.path().join("readings.json"));
+    let own = own.as_array().expect("a list");
+    assert_eq!(edges.len(), own.len(), "{edges:?}");
+    for ((phase, edge, bytes), mine) in edges.iter().zip(own) {
+        assert_eq!(
+            (phase.as_str(), edge.as_str()),
+            (
+                mine["phase"].as_str().unwrap(),
+                mine["edge"].as_str().unwrap()
+            )
+        );
+        let theirs = mine["shm"].as_f64().expect("bytes");
+        assert_eq!(
+            *bytes, theirs,
+            "{phase} {edge}: memrel's edge against the program's reading"
+        );
+    }
+    let shm = shm_summary(&dir);
+    let retained = shm["retained_bytes"]["median"].as_f64().expect("retained");
+    // Two 8 MiB segments left behind: 16 MiB after the second unload.
+    assert!(retained == 16.0 * 1024.0 * 1024.0, "{shm}");
+    let runs = read_json(&dir.join("runs.json"));
+    assert_eq!(runs["header"]["probed"][0]["key"], "shm", "{runs}");
+}
+
+#[test]
+fn a_program_that_unlinks_its_segments_retains_no_shared_memory() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = exec_program(tmp.path(), "clean");
+    let shm = shm_summary(&dir);
+    let retained = shm["retained_bytes"]["median"].as_f64().expect("retained");
+    assert_eq!(retained, 0.0, "{shm}");
+    // Loaded (an edge's reading, not a sample's) held the segment.
+    let loaded = shm["loaded_bytes"]["median"].as_f64().expect("loaded");
+    let baseline = shm["baseline_bytes"]["median"].as_f64().expect("baseline");
+    assert_eq!(loaded - baseline, 8.0 * 1024.0 * 1024.0, "{shm}");
+}
+
+#[test]
+fn a_budget_on_shared_memory_fails_the_leak_and_passes_the_clean_program() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tmp.path().join("prog.py"), SHM_PROGRAM).expect("write prog.py");
+    let out = tmp.path().join("out");
+    for (mode, regressed) in [("leak", true), ("clean", false)] {
+        let shm = tmp.path().join(format!("shm-{mode}"));
+        std::fs::create_dir(&shm).expect("shm dir");
+        let name = format!("shm-{mode}");
+        let scenario = write_scenario(
+            tmp.path(),
+            &name,
+            &format!(
+                "description = \"shm budget\"\ncycles = 2\nrepeat = 3\nstrategies = [\"drop\"]\n\
+                 command = [\"python3\", \"prog.py\", \"segment\", \"{mode}\"]\n\
+                 [thresholds]\nmax_retained_shm_mib = 12\n"
+            ),
+        );
+        let output = memrel()
+            .env("MEMREL_SHM_DIR", &shm)
+            .arg("run")
+            .arg("--scenario")
+            .arg(&scenario)
+            .arg("--out")
+            .arg(&out)
+            .args(["--save-baseline", &name])
+            .output()
+            .expect("memrel starts");
+        assert!(output.status.success(), "{}", streams(&output));
+        let dir = only_results_dir(&out, &name);
+        let check = memrel()
+            .args(["check", "--baseline", &name, "--out"])
+            .arg(&out)
+            .arg(&dir)
+            .output()
+            .expect("memrel starts");
+        let said = String::from_utf8_lossy(&check.stdout).to_string();
+        assert_eq!(
+            check.status.code(),
+            Some(if regressed { 1 } else { 0 }),
+            "{mode}: {said}"
+        );
+        assert!(said.contains("max_retained_shm_mib"), "{mode}: {said}");
+    }
+}
