@@ -1,6 +1,7 @@
 //! The memory columns of one resource: which metric of `metrics::catalogue`
 //! each is (its CSV stem, console and Markdown headers and unit come from
-//! there, named once for the whole program), which resources have it, and
+//! there, named once for the whole program: the tables name their columns
+//! by `MemoryMetric`, the one metric enum), which resources have it, and
 //! how its value is read from a [`ResourceSummary`]. `table` and
 //! `compare_files` both read [`fields`], so a column added here appears in
 //! both, in one order. The few CSV-only columns that are not a catalogue
@@ -11,35 +12,6 @@
 
 use crate::metrics::catalogue::{MemoryMetric, CATALOGUE};
 use crate::metrics::{Resource, ResourceSummary, Spread};
-
-/// A memory metric of one resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Metric {
-    NotMeasured,
-    Baseline,
-    Floor,
-    Peak,
-    Loaded,
-    AfterUnload,
-    AfterRelease,
-    /// The representative run's last cycle.
-    Retained,
-    Released,
-    /// Over the runs (the tables show it as retained's range).
-    RetainedOverRuns,
-    RetainedAnon,
-    Growth,
-    Latency,
-    /// The release curve: time to half, and to 90 %, of what came back.
-    T50,
-    T90,
-    /// The release gap: settle time and late bytes after each release edge.
-    Settle,
-    Late,
-    CyclesRetaining,
-    CyclesTotal,
-    ProcessesRetaining,
-}
 
 /// A number of the representative run's last cycle.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -93,7 +65,10 @@ pub(super) struct Names {
 /// One memory column of a resource.
 #[derive(Clone, Copy)]
 pub(super) struct Field {
-    pub metric: Metric,
+    /// The catalogue's metric; `None` for a compare.csv-only column that
+    /// is not one (`not_measured`, retained over the runs, its anonymous
+    /// part, `cycles_total`).
+    pub metric: Option<MemoryMetric>,
     /// The compare.csv column (after the resource prefix) or its stem.
     pub csv: &'static str,
     /// `None`: compare.csv only.
@@ -104,19 +79,24 @@ pub(super) struct Field {
 
 /// A table column of catalogue metric `of`: its CSV stem and names from
 /// the catalogue.
-const fn listed(metric: Metric, of: MemoryMetric, pick: Pick, only: Only) -> Field {
-    let info = &CATALOGUE[of as usize];
+const fn listed(of: MemoryMetric, pick: Pick, only: Only) -> Field {
     Field {
-        metric,
-        csv: info.name,
-        names: Some(Names {
-            console: info.header,
-            markdown: info.markdown_header,
-            unit: info.unit.header_suffix(),
-            scale: info.unit.scale(),
-        }),
+        metric: Some(of),
+        csv: CATALOGUE[of as usize].name,
+        names: Some(names_of(of)),
         pick,
         only,
+    }
+}
+
+/// The tables' names of catalogue metric `of`.
+pub(super) const fn names_of(of: MemoryMetric) -> Names {
+    let info = &CATALOGUE[of as usize];
+    Names {
+        console: info.header,
+        markdown: info.markdown_header,
+        unit: info.unit.header_suffix(),
+        scale: info.unit.scale(),
     }
 }
 
@@ -128,56 +108,48 @@ fn bytes(b: u64) -> Number {
 /// in the same order.
 const FIELDS: [Field; 20] = [
     Field {
-        metric: Metric::NotMeasured,
+        metric: None,
         csv: "not_measured",
         names: None,
         pick: Pick::Text(|m| m.not_measured.clone()),
         only: Only::Every,
     },
     listed(
-        Metric::Baseline,
         MemoryMetric::Baseline,
         Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.baseline_bytes))),
         Only::Every,
     ),
     listed(
-        Metric::Floor,
         MemoryMetric::Floor,
         Pick::Spread(|m| m.floor_bytes.as_ref()),
         Only::Devices,
     ),
     listed(
-        Metric::Peak,
         MemoryMetric::Peak,
         Pick::Last(|m| m.row.as_ref().and_then(|r| r.peak_bytes).map(bytes)),
         Only::Every,
     ),
     listed(
-        Metric::Loaded,
         MemoryMetric::Loaded,
         Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.loaded_bytes))),
         Only::Every,
     ),
     listed(
-        Metric::AfterUnload,
         MemoryMetric::AfterUnload,
         Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_unload_bytes))),
         Only::Every,
     ),
     listed(
-        Metric::AfterRelease,
         MemoryMetric::AfterRelease,
         Pick::Last(|m| m.row.as_ref().map(|r| bytes(r.after_release_bytes))),
         Only::Every,
     ),
     listed(
-        Metric::Retained,
         MemoryMetric::Retained,
         Pick::Last(|m| m.row.as_ref().map(|r| Number::Bytes(r.retained_bytes))),
         Only::Every,
     ),
     listed(
-        Metric::Released,
         MemoryMetric::ReleasedFraction,
         Pick::Last(|m| {
             m.row
@@ -188,70 +160,62 @@ const FIELDS: [Field; 20] = [
         Only::Every,
     ),
     Field {
-        metric: Metric::RetainedOverRuns,
+        metric: None,
         csv: CATALOGUE[MemoryMetric::Retained as usize].name,
         names: None,
         pick: Pick::Spread(|m| m.retained_bytes.as_ref()),
         only: Only::Every,
     },
     Field {
-        metric: Metric::RetainedAnon,
+        metric: None,
         csv: "retained_anon_bytes",
         names: None,
         pick: Pick::Spread(|m| m.retained_anon_bytes.as_ref()),
         only: Only::Host,
     },
     listed(
-        Metric::Growth,
         MemoryMetric::Growth,
         Pick::Spread(|m| m.retained_slope_bytes_per_cycle.as_ref()),
         Only::Every,
     ),
     listed(
-        Metric::Latency,
         MemoryMetric::ReleaseLatency,
         Pick::Spread(|m| m.release_latency_s.as_ref()),
         Only::Every,
     ),
     listed(
-        Metric::T50,
         MemoryMetric::ReleaseT50,
         Pick::Spread(|m| m.release_t50_s.as_ref()),
         Only::Every,
     ),
     listed(
-        Metric::T90,
         MemoryMetric::ReleaseT90,
         Pick::Spread(|m| m.release_t90_s.as_ref()),
         Only::Every,
     ),
     listed(
-        Metric::Settle,
         MemoryMetric::Settle,
         Pick::Spread(|m| m.settle_s.as_ref()),
         Only::Every,
     ),
     listed(
-        Metric::Late,
         MemoryMetric::LateBytes,
         Pick::Spread(|m| m.late_bytes.as_ref()),
         Only::Every,
     ),
     listed(
-        Metric::CyclesRetaining,
         MemoryMetric::RetainingCycles,
         Pick::Count(|m| m.cycles_retaining),
         Only::Every,
     ),
     Field {
-        metric: Metric::CyclesTotal,
+        metric: None,
         csv: "cycles_total",
         names: None,
         pick: Pick::Count(|m| m.cycles_total),
         only: Only::Every,
     },
     listed(
-        Metric::ProcessesRetaining,
         MemoryMetric::RetainingProcesses,
         Pick::Count(|m| m.processes_retaining),
         Only::Every,
@@ -267,16 +231,16 @@ pub(super) fn fields(resource: Resource) -> impl Iterator<Item = &'static Field>
     })
 }
 
-/// The field of `metric` ([`FIELDS`] is in [`Metric`]'s order; a test says so).
-pub(super) fn field(metric: Metric) -> &'static Field {
-    &FIELDS[metric as usize]
+/// The field of `metric` (`None`: no table or compare.csv column shows it).
+pub(super) fn field(metric: MemoryMetric) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.metric == Some(metric))
 }
 
 /// The metrics the tables show for `resource`, in table order.
-pub(super) fn table_metrics(resource: Resource) -> Vec<Metric> {
+pub(super) fn table_metrics(resource: Resource) -> Vec<MemoryMetric> {
     fields(resource)
         .filter(|f| f.names.is_some())
-        .map(|f| f.metric)
+        .filter_map(|f| f.metric)
         .collect()
 }
 
@@ -287,8 +251,12 @@ mod tests {
     #[test]
     fn every_metric_has_one_field_and_names_are_unique() {
         for (i, f) in FIELDS.iter().enumerate() {
-            assert_eq!(field(f.metric).metric, f.metric);
-            assert!(FIELDS[i + 1..].iter().all(|g| g.metric != f.metric));
+            if let Some(m) = f.metric {
+                assert_eq!(field(m).unwrap().metric, Some(m));
+                assert!(FIELDS[i + 1..].iter().all(|g| g.metric != Some(m)));
+            }
+            // Only the catalogue's metrics have table names.
+            assert_eq!(f.names.is_some(), f.metric.is_some(), "{}", f.csv);
             if let Some(n) = f.names {
                 assert!(
                     FIELDS[i + 1..]

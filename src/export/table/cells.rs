@@ -4,9 +4,10 @@
 //!
 //! Formats values the summary already holds; computes nothing.
 
-use super::super::fields::{field, Metric, Number, Pick};
+use super::super::fields::{field, Number, Pick};
 use super::columns::{names, Column};
 use super::Line;
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::comparison::Row;
 use crate::metrics::{ResourceSummary, Spread};
 use crate::textutil::MIB;
@@ -49,12 +50,12 @@ fn mib_cell(bytes: Option<f64>) -> String {
 fn memory_cell(
     m: &ResourceSummary,
     column: Column,
-    metric: Metric,
+    metric: MemoryMetric,
     range: bool,
     runs: u32,
 ) -> String {
     match metric {
-        Metric::Retained => {
+        MemoryMetric::Retained => {
             let row = m.row.as_ref();
             let value = mib_cell(row.map(|r| r.retained_bytes as f64));
             match m.retained_bytes.as_ref().filter(|s| range && s.n > 1) {
@@ -69,17 +70,19 @@ fn memory_cell(
                 _ => value,
             }
         }
-        Metric::CyclesRetaining => format!("{}/{}", m.cycles_retaining, m.cycles_total),
-        Metric::ProcessesRetaining => format!("{}/{}", m.processes_retaining, runs),
-        _ => match field(metric).pick {
-            Pick::Last(pick) => match pick(m) {
+        MemoryMetric::RetainingCycles => format!("{}/{}", m.cycles_retaining, m.cycles_total),
+        MemoryMetric::RetainingProcesses => format!("{}/{}", m.processes_retaining, runs),
+        _ => match field(metric).map(|f| f.pick) {
+            Some(Pick::Last(pick)) => match pick(m) {
                 Some(Number::Bytes(b)) => mib_cell(Some(b as f64)),
                 Some(Number::Fraction(f)) => format!("{} %", percent(f * 100.0)),
                 None => NONE.to_string(),
             },
-            Pick::Spread(pick) => spread_cell(pick(m), names(column).scale, ""),
-            Pick::Count(pick) => pick(m).to_string(),
-            Pick::Text(pick) => pick(m).unwrap_or_else(|| NONE.to_string()),
+            Some(Pick::Spread(pick)) => spread_cell(pick(m), names(column).scale, ""),
+            Some(Pick::Count(pick)) => pick(m).to_string(),
+            Some(Pick::Text(pick)) => pick(m).unwrap_or_else(|| NONE.to_string()),
+            // No column shows it: never asked for by the tables.
+            None => NONE.to_string(),
         },
     }
 }

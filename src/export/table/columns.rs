@@ -4,7 +4,8 @@
 //!
 //! Chooses columns; reads no numbers and formats no cells (`cells`).
 
-use super::super::fields::{field, table_metrics, Metric, Names};
+use super::super::fields::{names_of, table_metrics, Names};
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::Resource;
 
 /// The width the compact console layout must fit in.
@@ -56,7 +57,7 @@ pub(super) enum Column {
     /// the runs (when there are several).
     Memory {
         resource: Resource,
-        metric: Metric,
+        metric: MemoryMetric,
         range: bool,
     },
     LoadTime,
@@ -81,7 +82,7 @@ pub(super) fn columns(
     let Some((&lead, others)) = resources.split_first() else {
         return out;
     };
-    let memory = |resource: Resource, metrics: &[Metric], range: bool| -> Vec<Column> {
+    let memory = |resource: Resource, metrics: &[MemoryMetric], range: bool| -> Vec<Column> {
         metrics
             .iter()
             .map(|&metric| Column::Memory {
@@ -93,37 +94,37 @@ pub(super) fn columns(
     };
     match layout {
         Layout::Compact => {
-            let lead_metrics: Vec<Metric> = [
-                Metric::Baseline,
-                Metric::AfterRelease,
-                Metric::Retained,
-                Metric::Released,
-                Metric::CyclesRetaining,
+            let lead_metrics: Vec<MemoryMetric> = [
+                MemoryMetric::Baseline,
+                MemoryMetric::AfterRelease,
+                MemoryMetric::Retained,
+                MemoryMetric::ReleasedFraction,
+                MemoryMetric::RetainingCycles,
             ]
             .into_iter()
-            .filter(|m| fit != Fit::Slim || *m != Metric::AfterRelease)
+            .filter(|m| fit != Fit::Slim || *m != MemoryMetric::AfterRelease)
             .collect();
             out.extend(memory(lead, &lead_metrics, ranges));
             for &r in others {
                 // The page cache's story is what stays cached after the unload.
                 let shown = match r {
-                    Resource::PageCache => Metric::AfterUnload,
-                    _ => Metric::Retained,
+                    Resource::PageCache => MemoryMetric::AfterUnload,
+                    _ => MemoryMetric::Retained,
                 };
                 out.extend(memory(r, &[shown], false));
             }
             out.push(Column::Checks);
         }
         Layout::Markdown => {
-            let lead_metrics: Vec<Metric> = table_metrics(lead)
+            let lead_metrics: Vec<MemoryMetric> = table_metrics(lead)
                 .into_iter()
-                .filter(|m| *m != Metric::AfterUnload)
+                .filter(|m| *m != MemoryMetric::AfterUnload)
                 .collect();
             out.extend(memory(lead, &lead_metrics, true));
             for &r in others {
-                let shown: &[Metric] = match r {
-                    Resource::PageCache => &[Metric::AfterUnload, Metric::AfterRelease],
-                    _ => &[Metric::Peak, Metric::Retained],
+                let shown: &[MemoryMetric] = match r {
+                    Resource::PageCache => &[MemoryMetric::AfterUnload, MemoryMetric::AfterRelease],
+                    _ => &[MemoryMetric::Peak, MemoryMetric::Retained],
                 };
                 out.extend(memory(r, shown, true));
             }
@@ -166,10 +167,7 @@ pub(super) fn names(column: Column) -> Names {
         Column::ReleaseAction => plain("release ms", "release action", "ms"),
         Column::Ready => plain("ready ms", "release → next ready", "ms"),
         Column::Checks => plain("checks", "checks", ""),
-        Column::Memory { metric, .. } => {
-            let f = field(metric);
-            f.names.unwrap_or(plain(f.csv, f.csv, ""))
-        }
+        Column::Memory { metric, .. } => names_of(metric),
     }
 }
 
