@@ -136,6 +136,17 @@ fn exec_tree_reads_each_edge_before_the_program_acts() {
 const MARKED_FROM_OUTSIDE: &str = r#"
 import json, os, sys, time
 d, mode = sys.argv[1], sys.argv[2]
+state = os.environ.get("FAKE_NVML_STATE")
+vram = 0
+
+def hold(mib):
+    # Its VRAM, as the fake NVML lists it (where the test gave one).
+    global vram
+    vram = mib << 20
+    if state:
+        with open(state + ".tmp", "w") as f:
+            f.write("0 %d %d\n" % (os.getpid(), vram))
+        os.rename(state + ".tmp", state)
 
 def own_anon():
     with open("/proc/self/smaps_rollup") as f:
@@ -157,9 +168,9 @@ def mark(phase):
     global open_phase, n
     anon = own_anon()
     if open_phase:
-        expected.append([open_phase, "end", anon])
+        expected.append([open_phase, "end", anon, vram])
     if phase != "end":
-        expected.append([phase, "begin", anon])
+        expected.append([phase, "begin", anon, vram])
     open_phase = None if phase == "end" else phase
     n += 1
     if mode == "mark":
@@ -170,6 +181,7 @@ def mark(phase):
             f.write("EDGE %s\n" % phase)
         time.sleep(0.2)
 
+hold(100)
 say("ready")
 wait("go")
 blob = None
@@ -178,8 +190,10 @@ for cycle in range(2):
     blob = bytearray(64 << 20)
     for i in range(0, len(blob), 4096):
         blob[i] = 1
+    hold(300)
     mark("unload")
     blob = None
+    hold(100)
 mark("end")
 with open(os.path.join(d, "expected.json"), "w") as f:
     json.dump(expected, f)
@@ -190,13 +204,26 @@ wait("exit")
 /// Attaches to [`MARKED_FROM_OUTSIDE`] in `mode`; returns memrel's edges
 /// (phase, edge, anon bytes) and the program's own, in order.
 fn attached(mode: &str) -> (Vec<EdgeRead>, Vec<OwnRead>) {
+    attached_reading(mode, false)
+}
+
+/// [`attached`]; with `fake_gpu`, the program holds VRAM on a fake NVML's
+/// GPU (`fake_nvml`), memrel attaches with `--device cuda`, and the bytes
+/// compared are VRAM's (the own reading's both numbers are its VRAM).
+fn attached_reading(mode: &str, fake_gpu: bool) -> (Vec<EdgeRead>, Vec<OwnRead>) {
     use std::process::{Command, Stdio};
     let work = tempfile::tempdir().expect("tempdir");
     let d = work.path();
     let results = d.join("results");
     std::fs::write(d.join("app.log"), "").expect("app.log");
     std::fs::write(d.join("prog.py"), MARKED_FROM_OUTSIDE).expect("prog.py");
-    let mut program = Command::new("python3")
+    let state = d.join("nvml-state");
+    std::fs::write(&state, "").expect("nvml state");
+    let mut program = Command::new("python3");
+    if fake_gpu {
+        program.env("FAKE_NVML_STATE", &state);
+    }
+    let mut program = program
         .arg(d.join("prog.py"))
         .arg(d)
         .arg(mode)
@@ -210,6 +237,12 @@ fn attached(mode: &str) -> (Vec<EdgeRead>, Vec<OwnRead>) {
         .arg("--dir")
         .arg(&results)
         .args(["--interval-ms", "20"]);
+    if fake_gpu {
+        attach
+            .env("LD_LIBRARY_PATH", super::fake_nvml::fake_nvml_dir())
+            .env("FAKE_NVML_STATE", &state)
+            .args(["--device", "cuda"]);
+    }
     if mode == "log" {
         attach.arg("--log").arg(d.join("app.log"));
         for phase in ["load", "unload", "end"] {
@@ -255,7 +288,8 @@ fn attached(mode: &str) -> (Vec<EdgeRead>, Vec<OwnRead>) {
     let edges = csv_rows(&results.join("events.csv"))
         .into_iter()
         .map(|r| {
-            let bytes: f64 = r["anon_bytes"].parse().expect("anon_bytes");
+            let column = if fake_gpu { "vram_bytes" } else { "anon_bytes" };
+            let bytes: f64 = r[column].parse().expect(column);
             (r["phase"].clone(), r["edge"].clone(), bytes)
         })
         .collect();
@@ -265,8 +299,8 @@ fn attached(mode: &str) -> (Vec<EdgeRead>, Vec<OwnRead>) {
         .iter()
         .map(|r| {
             let s = |i: usize| r[i].as_str().expect("a string").to_string();
-            let anon = r[2].as_f64().expect("bytes");
-            (s(0), s(1), anon, anon)
+            let bytes = r[if fake_gpu { 3 } else { 2 }].as_f64().expect("bytes");
+            (s(0), s(1), bytes, bytes)
         })
         .collect();
     (edges, own)
@@ -278,6 +312,17 @@ fn attached(mode: &str) -> (Vec<EdgeRead>, Vec<OwnRead>) {
 fn attach_with_memrel_mark_reads_each_edge_before_the_program_acts() {
     let (edges, own) = attached("mark");
     assert_edges_are_the_programs_own(&edges, &own, |o| o.2);
+}
+
+/// The same with VRAM (a fake NVML's GPU, `fake_nvml`): every mark's VRAM
+/// is what the program held when it asked for the mark, exactly.
+#[test]
+fn attach_with_memrel_mark_reads_the_vram_at_each_edge_exactly() {
+    let (edges, own) = attached_reading("mark", true);
+    assert_eq!(edges.len(), own.len(), "{edges:?}\n{own:?}");
+    for (e, o) in edges.iter().zip(&own) {
+        assert_eq!((&e.0, &e.1, e.2), (&o.0, &o.1, o.2), "{edges:?}\n{own:?}");
+    }
 }
 
 /// A log line wakes the attach at once (inotify): read well before the

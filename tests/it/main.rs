@@ -23,6 +23,7 @@ mod cuda_cli;
 mod edges;
 mod exec_unmarked;
 mod fake;
+mod fake_nvml;
 mod faults;
 mod gate;
 mod gpu;
