@@ -110,6 +110,9 @@ pub fn working_set(usage_bytes: u64, inactive_file_bytes: Option<u64>) -> u64 {
 /// The memory cgroup of process `pid`, from /proc/PID/cgroup and
 /// /proc/PID/mountinfo; `Err` says why there is none to read.
 pub fn locate(pid: u32) -> Result<Located, String> {
+    if let Some(dir) = std::env::var_os(CGROUP_DIR_ENV) {
+        return located_at(PathBuf::from(dir));
+    }
     let cgroup_file = format!("/proc/{pid}/cgroup");
     let cgroup = std::fs::read_to_string(&cgroup_file)
         .map_err(|e| format!("cannot read {cgroup_file}: {e}"))?;
@@ -124,6 +127,29 @@ pub fn locate(pid: u32) -> Result<Located, String> {
     let path = located.dir.join(probe_file);
     std::fs::metadata(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok(located)
+}
+
+/// The variable that names the cgroup directory to read instead of the
+/// process's own: a cgroupfs mounted elsewhere, or a test's fixture
+/// directory (memrel only reads it).
+pub const CGROUP_DIR_ENV: &str = "MEMREL_CGROUP_DIR";
+
+/// The cgroup directory `dir` as [`CGROUP_DIR_ENV`] names it: v2 where it
+/// has memory.current, v1 where it has memory.usage_in_bytes.
+fn located_at(dir: PathBuf) -> Result<Located, String> {
+    let version = if dir.join(v2::CURRENT).is_file() {
+        Version::V2
+    } else if dir.join(v1::USAGE).is_file() {
+        Version::V1
+    } else {
+        return Err(format!(
+            "{CGROUP_DIR_ENV}={} has neither {} (cgroup v2) nor {} (v1): name a memory cgroup's directory",
+            dir.display(),
+            v2::CURRENT,
+            v1::USAGE
+        ));
+    };
+    Ok(Located { version, dir })
 }
 
 /// The memory cgroup named by a /proc/PID/cgroup text, found in the mounts

@@ -268,3 +268,90 @@ fn a_program_refused_memory_under_a_memory_limit_is_alloc_failed() {
         "the samples are kept"
     );
 }
+
+/// A program that "allocates" in a fake cgroupfs directory (memory.current
+/// and memory.stat, rewritten in place right after each edge, as a program
+/// allocates right after its load begins); argv: the directory. Its own reading of
+/// the directory before each edge goes to `own.json` beside it.
+const CHARGES_ITS_CGROUP: &str = r#"
+import json, os, sys
+import memrel
+
+d = sys.argv[1]
+own, now = [], [0]
+
+def charge(mib):
+    # Written in place, every number the same width (as a kernel's file
+    # is one inode that memrel keeps open and reads again).
+    usage = mib << 20
+    for name, text in (("memory.stat", "anon %020d\nfile 0\nactive_file 0\ninactive_file 0\n" % usage),
+                       ("memory.current", "%020d\n" % usage)):
+        with open(os.path.join(d, name), "r+") as f:
+            f.write(text)
+    now[0] = usage
+
+def edge(kind, phase):
+    own.append({"phase": phase, "edge": kind, "bytes": now[0]})
+    (memrel.begin if kind == "begin" else memrel.end)(phase, model="m")
+
+charge(100)
+for cycle in range(2):
+    edge("begin", "load")
+    charge(300)
+    edge("end", "load")
+    edge("begin", "unload")
+    charge(100)
+    edge("end", "unload")
+with open(os.path.join(os.path.dirname(sys.argv[0]), "own.json"), "w") as f:
+    json.dump(own, f)
+"#;
+
+/// The truth matrix's container cells: under `exec` and `exec --tree`,
+/// each edge's container reading (a fake cgroupfs directory that
+/// `MEMREL_CGROUP_DIR` names; memrel only reads it) equals what the
+/// program had charged before the edge, exactly.
+#[test]
+fn every_edge_reads_the_fake_cgroup_as_the_program_charged_it() {
+    for args in [&[][..], &["--tree"][..]] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fake = tmp.path().join("cgroup");
+        std::fs::create_dir(&fake).expect("fake cgroup dir");
+        for name in ["memory.current", "memory.stat"] {
+            std::fs::write(fake.join(name), "").expect(name);
+        }
+        let prog = tmp.path().join("prog.py");
+        std::fs::write(&prog, CHARGES_ITS_CGROUP).expect("prog.py");
+        let output = memrel()
+            .env("MEMREL_CGROUP_DIR", &fake)
+            .arg("exec")
+            .arg("--out")
+            .arg(tmp.path())
+            .args(args)
+            .arg("--")
+            .arg("python3")
+            .arg(&prog)
+            .arg(&fake)
+            .output()
+            .expect("memrel starts");
+        assert!(output.status.success(), "{}", streams(&output));
+        let dir = only_results_dir(tmp.path(), "exec");
+        let edges: Vec<_> = csv_rows(&dir.join("events.csv"))
+            .into_iter()
+            .filter(|r| r["phase"] != "baseline")
+            .collect();
+        let own = read_json(&tmp.path().join("own.json"));
+        let own = own.as_array().expect("a list");
+        assert_eq!(edges.len(), own.len(), "{args:?}: {edges:?}");
+        for (e, o) in edges.iter().zip(own) {
+            assert_eq!(
+                (e["phase"].as_str(), e["edge"].as_str()),
+                (o["phase"].as_str().unwrap(), o["edge"].as_str().unwrap())
+            );
+            assert_eq!(
+                number(e, "container_bytes"),
+                o["bytes"].as_f64(),
+                "{args:?}: {e:?}"
+            );
+        }
+    }
+}

@@ -55,7 +55,7 @@ with open(os.path.join(os.path.dirname(sys.argv[0]), "readings.json"), "w") as f
 /// Runs the program under `memrel exec` in `mode`, with its shared memory
 /// in a directory of its own (`MEMREL_SHM_DIR`: the machine's /dev/shm is
 /// every test's); the results directory.
-fn exec_program(tmp: &Path, mode: &str) -> std::path::PathBuf {
+fn exec_program(tmp: &Path, mode: &str, args: &[&str]) -> std::path::PathBuf {
     let shm = tmp.join("shm");
     std::fs::create_dir(&shm).expect("shm dir");
     let path = tmp.join("prog.py");
@@ -65,6 +65,7 @@ fn exec_program(tmp: &Path, mode: &str) -> std::path::PathBuf {
         .arg("exec")
         .arg("--out")
         .arg(tmp)
+        .args(args)
         .arg("--")
         .arg("python3")
         .arg(&path)
@@ -89,8 +90,15 @@ fn shm_summary(dir: &Path) -> serde_json::Value {
 
 #[test]
 fn every_edge_reads_dev_shm_as_the_program_did() {
+    for args in [&[][..], &["--tree"][..]] {
+        every_edge_reads_shm_under(args);
+    }
+}
+
+/// The program under `memrel exec ARGS`: edges, summary and header.
+fn every_edge_reads_shm_under(args: &[&str]) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = exec_program(tmp.path(), "leak");
+    let dir = exec_program(tmp.path(), "leak", args);
     let edges: Vec<(String, String, f64)> = csv_rows(&dir.join("events.csv"))
         .into_iter()
         .filter(|r| r["phase"] != "baseline")
@@ -135,7 +143,7 @@ fn every_edge_reads_dev_shm_as_the_program_did() {
 #[test]
 fn a_program_that_unlinks_its_segments_retains_no_shared_memory() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = exec_program(tmp.path(), "clean");
+    let dir = exec_program(tmp.path(), "clean", &[]);
     let shm = shm_summary(&dir);
     let retained = shm["retained_bytes"]["median"].as_f64().expect("retained");
     assert_eq!(retained, 0.0, "{shm}");
