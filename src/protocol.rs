@@ -246,6 +246,10 @@ pub struct MemoryAtEdge {
     /// edge arrived (never sent by a worker; see `cgroup`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_bytes: Option<u64>,
+    /// The anonymous part of the cgroup's charge at the edge (parent's
+    /// reading; `memory.stat` anon): what is not page cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_anon_bytes: Option<u64>,
     /// The model files' bytes in the page cache, read by the parent when the
     /// edge arrives (never sent by a worker; `None` where not available).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -391,6 +395,7 @@ mod tests {
                 file_bytes: 3,
                 vram_bytes: None,
                 container_bytes: None,
+                container_anon_bytes: None,
                 page_cache_bytes: None,
             },
             allocator: None,

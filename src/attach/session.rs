@@ -399,6 +399,7 @@ impl Marker<'_> {
                 file_bytes: last.file_bytes,
                 vram_bytes: last.vram_bytes,
                 container_bytes: last.container.map(|c| c.working_set_bytes),
+                container_anon_bytes: last.container.and_then(|c| c.anon_bytes),
                 page_cache_bytes: last.page_cache_bytes,
             };
             let note = format!("{note}: closed on its last sample");

@@ -260,14 +260,13 @@ impl Resource {
         }
     }
 
-    /// The anonymous part at a phase edge, where the resource has parts (host only).
+    /// The anonymous part at a phase edge, where the resource has parts
+    /// (host memory; the container, where its edges read memory.stat).
     pub fn anon_at_edge(self, memory: &MemoryAtEdge) -> Option<u64> {
         match self {
             Resource::Host => Some(memory.anon_bytes),
-            Resource::Device(_)
-            | Resource::Container
-            | Resource::PageCache
-            | Resource::Probed(_) => None,
+            Resource::Container => memory.container_anon_bytes,
+            Resource::Device(_) | Resource::PageCache | Resource::Probed(_) => None,
         }
     }
 }

@@ -145,7 +145,9 @@ impl EdgeReader {
             }
         }
         if let Some(probe) = self.container.as_mut() {
-            memory.container_bytes = probe.read(true).map(|c| c.working_set_bytes);
+            let reading = probe.read(true);
+            memory.container_bytes = reading.map(|c| c.working_set_bytes);
+            memory.container_anon_bytes = reading.and_then(|c| c.anon_bytes);
         }
         if memory.page_cache_bytes.is_none() {
             if let Some(probe) = self.page_cache.as_mut() {

@@ -56,6 +56,7 @@ pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
         file_bytes: rss_bytes / 4,
         vram_bytes,
         container_bytes: None,
+        container_anon_bytes: None,
         page_cache_bytes: None,
     }
 }

@@ -71,7 +71,7 @@ pub(super) const SAMPLE_COLUMNS: [&str; 17] = [
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 26] = [
+pub(super) const EVENT_COLUMNS: [&str; 27] = [
     "t_s",
     "run",
     "strategy",
@@ -98,6 +98,7 @@ pub(super) const EVENT_COLUMNS: [&str; 26] = [
     "kernel_peak_bytes",
     "gpu_vram",
     "readings",
+    "container_anon_bytes",
 ];
 
 /// An events.csv row: `EventRow<'static>` when read back.
@@ -143,6 +144,9 @@ pub(super) struct EventRow<'a> {
     /// The catalogued resources at the edge (absent in older records).
     #[serde(default)]
     readings: Option<Cow<'a, str>>,
+    /// The container's anonymous part at the edge (absent in older records).
+    #[serde(default)]
+    container_anon_bytes: Option<u64>,
 }
 
 impl<'a> SampleRow<'a> {
@@ -246,6 +250,7 @@ impl<'a> EventRow<'a> {
                 (!cell.is_empty()).then_some(Cow::Owned(cell))
             },
             readings: (!event.readings.is_empty()).then(|| Cow::Owned(event.readings.cell())),
+            container_anon_bytes: e.memory.container_anon_bytes,
         }
     }
 }
@@ -326,6 +331,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
                 file_bytes: row.file_bytes,
                 vram_bytes: row.vram_bytes,
                 container_bytes: row.container_bytes,
+                container_anon_bytes: row.container_anon_bytes,
                 page_cache_bytes: row.page_cache_bytes,
             },
             allocator,

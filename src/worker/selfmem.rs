@@ -17,6 +17,7 @@ pub fn memory_now() -> MemoryAtEdge {
             file_bytes: r.file_bytes,
             vram_bytes: None,
             container_bytes: None,
+            container_anon_bytes: None,
             page_cache_bytes: None,
         },
         None => MemoryAtEdge::default(),

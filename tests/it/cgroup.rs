@@ -278,14 +278,19 @@ import json, os, sys
 import memrel
 
 d = sys.argv[1]
+# `file`: what the unload leaves is active page cache (file pages), its
+# anonymous memory comes back.
+keeps_file = len(sys.argv) > 2 and sys.argv[2] == "file"
 own, now = [], [0]
 
-def charge(mib):
+def charge(mib, anon_mib=None):
     # Written in place, every number the same width (as a kernel's file
     # is one inode that memrel keeps open and reads again).
     usage = mib << 20
-    for name, text in (("memory.stat", "anon %020d\nfile 0\nactive_file 0\ninactive_file 0\n" % usage),
-                       ("memory.current", "%020d\n" % usage)):
+    anon = (mib if anon_mib is None else anon_mib) << 20
+    stat = "anon %020d\nfile %020d\nactive_file %020d\ninactive_file 0\n" % (
+        anon, usage - anon, usage - anon)
+    for name, text in (("memory.stat", stat), ("memory.current", "%020d\n" % usage)):
         with open(os.path.join(d, name), "r+") as f:
             f.write(text)
     now[0] = usage
@@ -300,7 +305,7 @@ for cycle in range(2):
     charge(300)
     edge("end", "load")
     edge("begin", "unload")
-    charge(100)
+    charge(200, 100) if keeps_file else charge(100)
     edge("end", "unload")
 with open(os.path.join(os.path.dirname(sys.argv[0]), "own.json"), "w") as f:
     json.dump(own, f)
@@ -354,4 +359,60 @@ fn every_edge_reads_the_fake_cgroup_as_the_program_charged_it() {
             );
         }
     }
+}
+
+/// Line 7 of the one-reading issue: a container that keeps memory only as
+/// file pages (the page cache turning active; its anonymous memory came
+/// back) is shown as file pages, as context, and no run counts as retaining.
+#[test]
+fn a_container_that_keeps_only_file_pages_is_said_so_and_not_charged() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fake = tmp.path().join("cgroup");
+    std::fs::create_dir(&fake).expect("fake cgroup dir");
+    for name in ["memory.current", "memory.stat"] {
+        std::fs::write(fake.join(name), "").expect(name);
+    }
+    let prog = tmp.path().join("prog.py");
+    std::fs::write(&prog, CHARGES_ITS_CGROUP).expect("prog.py");
+    let output = memrel()
+        .env("MEMREL_CGROUP_DIR", &fake)
+        .arg("exec")
+        .arg("--out")
+        .arg(tmp.path())
+        .arg("--")
+        .arg("python3")
+        .arg(&prog)
+        .arg(&fake)
+        .arg("file")
+        .output()
+        .expect("memrel starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    let dir = only_results_dir(tmp.path(), "exec");
+    let summary = read_json(&dir.join("summary.json"));
+    let container = summary["strategies"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource"] == "container")
+        .unwrap_or_else(|| panic!("no container in {summary}"))
+        .clone();
+    // 200 MiB charged after the unload against 100 at the start: 100 MiB
+    // retained, all of it file pages.
+    assert_eq!(
+        container["retained_bytes"]["median"],
+        100.0 * 1048576.0,
+        "{container}"
+    );
+    assert_eq!(
+        container["retained_anon_bytes"]["median"], 0.0,
+        "{container}"
+    );
+    assert_eq!(container["processes_retaining"], 0, "{container}");
+    let context = container["context"].as_str().expect("a context");
+    assert!(
+        context.starts_with("file pages: 100.0 of the 100.0 MiB"),
+        "{context}"
+    );
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(out.contains("not judged, file pages"), "{out}");
 }
