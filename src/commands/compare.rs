@@ -113,7 +113,8 @@ pub fn compare_saved(
     if !clashes.is_empty() {
         bail!("{}", clashes.join("\n"));
     }
-    let comparison = compare_loaded(&sources);
+    let mut comparison = compare_loaded(&sources);
+    comparison.warnings.extend(same_directories(&comparison));
     let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
     let dir = create_out_dir(out_root, "compare")?;
     export::write_compare_outputs(&dir, &comparison, &records)
@@ -127,6 +128,28 @@ pub fn compare_saved(
         failed_runs: 0,
         comparison,
     })
+}
+
+/// A warning for each source that is a directory an earlier source already
+/// named (`A` and `./A/`, or a link to it): its rows are the same runs twice.
+fn same_directories(c: &Comparison) -> Vec<String> {
+    let real: Vec<Option<PathBuf>> = c
+        .sources
+        .iter()
+        .map(|s| std::fs::canonicalize(&s.dir).ok())
+        .collect();
+    let mut out = Vec::new();
+    for (i, s) in c.sources.iter().enumerate() {
+        let same = (0..i).find(|&j| real[j].is_some() && real[j] == real[i]);
+        if let Some(j) = same {
+            let first = &c.sources[j];
+            out.push(format!(
+                "{} ({}) is the same directory as {} ({}): its rows are the same runs twice",
+                s.label, s.dir, first.label, first.dir
+            ));
+        }
+    }
+    out
 }
 
 fn failed_runs(records: &[&Record]) -> usize {

@@ -273,6 +273,29 @@ fn compare_of_two_saved_runs_runs_nothing() {
     assert_eq!(csv.lines().count(), 5, "{csv}");
 }
 
+/// The console names each source's directory, and one directory named
+/// twice (`a` and `a/./`, as `A` and `./A/` would be) is said to be the
+/// same runs twice.
+#[test]
+fn compare_names_its_sources_and_warns_on_one_directory_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    copy_dir(saved_run(), &a);
+    let again = tmp.path().join("a/./");
+    let (dir, console) = compare_saved(&[&a, &again], &tmp.path().join("out"));
+    assert!(
+        console.contains(&format!("  A = {}\n", a.display()))
+            && console.contains(&format!("  B = {}\n", again.display())),
+        "{console}"
+    );
+    assert!(
+        console.contains("warning: B (") && console.contains("is the same directory as A ("),
+        "{console}"
+    );
+    let json = read_json(&dir.join("compare.json"));
+    assert_eq!(json["warnings"].as_array().unwrap().len(), 1, "{json}");
+}
+
 #[test]
 fn different_scenarios_are_compared_with_a_warning_saying_what_differs() {
     let tmp = tempfile::tempdir().unwrap();

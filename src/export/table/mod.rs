@@ -379,6 +379,11 @@ pub fn plain_as(c: &Comparison, layout: Layout) -> String {
     table.extend(machine_names);
     let mut out = String::new();
     let _ = writeln!(out, "memrel compare: {} on {}", c.scenario, c.device);
+    if c.sources.len() > 1 {
+        for s in &c.sources {
+            let _ = writeln!(out, "  {} = {}", s.label, s.dir);
+        }
+    }
     for w in &c.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
