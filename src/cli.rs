@@ -299,7 +299,7 @@ pub struct ReportArgs {
     /// A results directory written by `memrel run` or `memrel compare`.
     #[arg(value_name = "RESULTS_DIR")]
     pub dir: PathBuf,
-    /// Write into this directory instead of over the saved outputs.
+    /// Write into this directory instead of over the saved outputs; with a damaged record (a file missing or cut short), the way to write a repaired copy from what can be read (in place, report refuses it: exit 2).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Also write the runs as Chrome trace-event JSON.
