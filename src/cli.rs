@@ -52,7 +52,7 @@ pub enum Command {
     Report(ReportArgs),
     /// The regression gate: compare results with a named baseline; exit 1 on a regression.
     #[command(
-        after_help = "Examples:\n  memrel run --scenario ci-smoke --save-baseline main\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios\n  memrel check --baseline main --complete-runs-only results/ci-smoke/20261122-040426\n\nExit codes: 0 no regression, 1 regression or budget exceeded, 2 error (broken evidence:\na run failed, timed out, was killed or is incomplete; a budget nothing could be checked against)."
+        after_help = "Examples:\n  memrel run --scenario ci-smoke --repeat 3 --save-baseline main   # 3 runs a strategy\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios as saved\n  memrel run --scenario ci-smoke --repeat 3            # or judge runs you made (3 a strategy):\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --complete-runs-only results/ci-smoke/20261122-040426\n\nA baseline needs 3 runs of every strategy (fewer cannot show a regression, so --save-baseline\nrefuses it) unless the scenario budgets every metric the gate judges.\n\nExit codes: 0 no regression, 1 regression or budget exceeded, 2 error (broken evidence:\na run failed, timed out, was killed or is incomplete; a budget nothing could be checked against;\na check that judged nothing, with --lenient too)."
     )]
     Check(CheckArgs),
     /// Check memrel's numbers against exact allocations (the fake worker): size, peak vs VmHWM, marker timing, a short spike.
@@ -250,7 +250,7 @@ pub struct CheckArgs {
     /// Saved results directories to check; none: run the baseline's own scenarios now.
     #[arg(value_name = "RESULTS_DIR")]
     pub dirs: Vec<PathBuf>,
-    /// Skip scenarios the baseline lacks (with a warning) instead of failing.
+    /// Skip scenarios the baseline lacks (with a warning) instead of failing; a check that then judged nothing is still an error (exit 2).
     #[arg(long)]
     pub lenient: bool,
     /// The results root: baselines are read from <OUT>/baselines, new runs go to <OUT>/<scenario>.
@@ -299,7 +299,7 @@ pub struct ReportArgs {
     /// A results directory written by `memrel run` or `memrel compare`.
     #[arg(value_name = "RESULTS_DIR")]
     pub dir: PathBuf,
-    /// Write into this directory instead of over the saved outputs.
+    /// Write into this directory instead of over the saved outputs; with a damaged record (a file missing or cut short), the way to write a repaired copy from what can be read (in place, report refuses it: exit 2).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Also write the runs as Chrome trace-event JSON.

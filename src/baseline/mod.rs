@@ -130,11 +130,58 @@ mod tests {
     /// hand-edited record could).
     fn results_dir_naming(scenario: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let mut record = fixture::record();
+        let mut record = three_runs_a_strategy();
         record.header.scenario = scenario.to_string();
         record.save(dir.path()).unwrap();
         std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
         dir
+    }
+
+    /// The fixture with a third run of each strategy: a baseline the gate
+    /// can judge with.
+    fn three_runs_a_strategy() -> Record {
+        let mut record = fixture::record();
+        record.runs.push(fixture::run(5, "drop", 3, &[2, 2, 60]));
+        record
+            .runs
+            .push(fixture::run(6, "malloc-trim", 3, &[1, 1, 1]));
+        record
+    }
+
+    #[test]
+    fn fewer_than_three_runs_of_a_strategy_is_no_baseline() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut record = fixture::record();
+        record.header.command = [
+            "memrel",
+            "run",
+            "--scenario",
+            "fixture",
+            "--save-baseline",
+            "ci",
+        ]
+        .map(String::from)
+        .to_vec();
+        record.save(dir.path()).unwrap();
+        std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
+        let err = format!(
+            "{:#}",
+            save(dir.path(), root.path(), "ci", false).unwrap_err()
+        );
+        assert!(
+            err.contains("a baseline needs 3 runs of every strategy to show a regression"),
+            "{err}"
+        );
+        assert!(
+            err.contains("drop has 2 run(s), malloc-trim has 2 run(s)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("run `memrel run --scenario fixture --repeat 3 --save-baseline ci`"),
+            "{err}"
+        );
+        assert!(!root.path().join("ci").exists(), "nothing written");
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! Writing a baseline entry, so that a baseline never changes by accident:
-//! only from sound evidence (every run completed with all its cycles), one
+//! Writing a baseline entry, so that a baseline never changes by accident
+//! and can always fail a check: only from sound evidence (every run
+//! completed with all its cycles) that can show a regression (three runs of
+//! every strategy, or a budget for every metric the gate judges), one
 //! writer per baseline at a time (an advisory lock on its directory), never
 //! dropping a strategy or resource the old entry covered unless asked
 //! (`--replace`, which says what goes), and atomically: the new entry is
@@ -14,8 +16,9 @@ use rustix::fs::{renameat_with, RenameFlags, CWD};
 
 use super::coverage::Coverage;
 use super::{entry_dir, load, validate_name};
+use crate::gate::{thin_strategies, unbudgeted, BASELINE_MIN_RUNS};
 use crate::metrics;
-use crate::record::{Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
+use crate::record::{Header, Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
 
 /// What a save did.
 #[derive(Debug)]
@@ -33,6 +36,7 @@ pub fn save(results_dir: &Path, root: &Path, name: &str, replace: bool) -> Resul
     validate_name(name)?;
     let record = Record::load(results_dir)?;
     check_sound(&record, results_dir, name)?;
+    check_can_fail(&record, results_dir, name)?;
     let scenario = record.header.scenario.clone();
     let entry = entry_dir(root, name, &scenario)
         .with_context(|| format!("cannot save {} as a baseline", results_dir.display()))?;
@@ -151,6 +155,109 @@ fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A baseline must be able to show a regression: [`BASELINE_MIN_RUNS`] runs
+/// of every strategy, unless the scenario budgets every metric the gate
+/// judges (budgets are checked on the new runs alone and need no
+/// statistics). The refusal names the command that would work.
+fn check_can_fail(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
+    let summary = metrics::summarize(record);
+    let thin = thin_strategies(&summary);
+    if thin.is_empty() {
+        return Ok(());
+    }
+    let header = &record.header;
+    // A scenario that does not parse has no budgets to count on.
+    let missing = match crate::scenario::parse_str(
+        &header.scenario,
+        &header.scenario_origin,
+        &header.scenario_toml,
+    ) {
+        Ok(scenario) => unbudgeted(&summary, &scenario.thresholds),
+        Err(_) => vec!["(its scenario file does not parse)"],
+    };
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let runs: Vec<String> = thin
+        .iter()
+        .map(|(strategy, n)| format!("{strategy} has {n} run(s)"))
+        .collect();
+    let fix = match repeat_command(header) {
+        Some(command) => format!("run `{command}`"),
+        None if header.attached.is_some() => format!(
+            "an attached process is one run: measure the program under memrel instead \
+             (`memrel exec --repeat {BASELINE_MIN_RUNS} --save-baseline {name} -- <the program>`)"
+        ),
+        None => format!("run the scenario again with `--repeat {BASELINE_MIN_RUNS}`"),
+    };
+    bail!(
+        "cannot save baseline {name}: a baseline needs {BASELINE_MIN_RUNS} runs of every strategy to show a regression, \
+         and in {} {}; fewer cannot show a change holds, however large, so a check against it could not fail: \
+         {fix}, or budget every metric the gate judges in the scenario's [thresholds] (missing: {}); \
+         the results are kept in {}",
+        results_dir.display(),
+        runs.join(", "),
+        missing.join(", "),
+        results_dir.display()
+    )
+}
+
+/// The command line that made `header`'s record with `--repeat` set to
+/// [`BASELINE_MIN_RUNS`] (added before `--save-baseline`, or replacing the
+/// one given), quoted for a shell; `None` for an attached process, which
+/// cannot be repeated.
+fn repeat_command(header: &Header) -> Option<String> {
+    if header.attached.is_some() || header.command.len() < 2 {
+        return None;
+    }
+    let repeat = BASELINE_MIN_RUNS.to_string();
+    let mut args: Vec<String> = Vec::new();
+    let mut given = header.command.iter().skip(1).peekable();
+    let mut replaced = false;
+    while let Some(arg) = given.next() {
+        if arg == "--" {
+            args.push(arg.clone());
+            args.extend(given.by_ref().cloned());
+            break;
+        }
+        if arg == "--repeat" {
+            given.next();
+            args.extend(["--repeat".to_string(), repeat.clone()]);
+            replaced = true;
+        } else if arg.starts_with("--repeat=") {
+            args.push(format!("--repeat={repeat}"));
+            replaced = true;
+        } else {
+            args.push(arg.clone());
+        }
+    }
+    if !replaced {
+        let at = args
+            .iter()
+            .position(|a| a == "--save-baseline" || a.starts_with("--save-baseline=") || a == "--")
+            .unwrap_or(args.len());
+        args.splice(at..at, ["--repeat".to_string(), repeat]);
+    }
+    let quoted: Vec<String> = std::iter::once("memrel".to_string())
+        .chain(args.iter().map(|a| shell_word(a)))
+        .collect();
+    Some(quoted.join(" "))
+}
+
+/// `word` as one shell word: as it is when it needs no quoting, else in
+/// single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// Copies the record's files from `results_dir` into `to`.
 fn copy_record(results_dir: &Path, to: &Path) -> Result<()> {
     for file in [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE, SUMMARY_FILE] {
@@ -159,4 +266,60 @@ fn copy_record(results_dir: &Path, to: &Path) -> Result<()> {
             .with_context(|| format!("cannot copy {} into the baseline", from.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixture;
+
+    fn command_of(argv: &[&str]) -> Option<String> {
+        let mut header = fixture::record().header;
+        header.command = argv.iter().map(|a| a.to_string()).collect();
+        repeat_command(&header)
+    }
+
+    #[test]
+    fn the_command_that_works_is_the_same_with_three_runs() {
+        assert_eq!(
+            command_of(&[
+                "/x/memrel",
+                "run",
+                "--scenario",
+                "ci-smoke",
+                "--save-baseline",
+                "main"
+            ])
+            .as_deref(),
+            Some("memrel run --scenario ci-smoke --repeat 3 --save-baseline main")
+        );
+        assert_eq!(
+            command_of(&[
+                "memrel",
+                "compare",
+                "--scenario",
+                "a b.toml",
+                "--repeat",
+                "2",
+                "--save-baseline=m"
+            ])
+            .as_deref(),
+            Some("memrel compare --scenario 'a b.toml' --repeat 3 --save-baseline=m")
+        );
+        assert_eq!(
+            command_of(&[
+                "memrel",
+                "exec",
+                "--repeat=1",
+                "--save-baseline",
+                "p",
+                "--",
+                "python3",
+                "-c",
+                "print('x')"
+            ])
+            .as_deref(),
+            Some("memrel exec --repeat=3 --save-baseline p -- python3 -c 'print('\\''x'\\'')'")
+        );
+    }
 }

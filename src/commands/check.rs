@@ -1,7 +1,8 @@
 //! `memrel check`: the regression gate. Compares saved results (or fresh runs
 //! of the baseline's own scenarios) with a named baseline and writes
 //! verdict.json and verdict.md. Exit code 1 on a regression or a blown
-//! budget; an error (exit 2) when the evidence is broken.
+//! budget; an error (exit 2) when the evidence is broken or the check
+//! judged nothing (a gate that could not have failed never passes).
 //!
 //! Without directories the baseline's scenarios run again first
 //! (`plan::rerun`); the judging of the directories is `gate::assess`, which

@@ -3,9 +3,13 @@
 //! (byte-identical to what the run wrote), summary.json, timeline.png, and the
 //! comparison files when the directory has them.
 //!
-//! A directory damaged by a crash is re-rendered from what can be read, but its
-//! raw files (samples.csv, events.csv, runs.json) are never overwritten in
-//! place with the salvaged part: pass `--out` to get a repaired copy.
+//! It re-renders into the directory only from complete inputs: a record file
+//! missing or cut short (samples.csv, events.csv, runs.json) or a corrupt
+//! summary.json or compare.json leaves every file in the directory as it was
+//! and is an error (exit 2) naming the file and the line, before anything is
+//! written. What a crash left can still be read on purpose: `--out NEWDIR`
+//! writes a repaired copy from the rows before the damage (the salvage of
+//! `record::salvage`), with a warning per problem, and never touches DIR.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,7 +21,7 @@ use crate::cli::ReportArgs;
 use crate::export::{self, console, table, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
-use crate::record::{Record, RUNS_FILE, SAMPLES_FILE};
+use crate::record::{Record, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
 use crate::results::{compare_loaded, load, write_trace, Loaded};
 
 /// `memrel report` as the arguments ask: re-renders, warns of damage found
@@ -52,6 +56,16 @@ fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
         return report_comparison(dir, args.out.as_deref(), args.export_trace.as_deref());
     }
     let loaded = load(dir)?;
+    let mut problems = loaded.damage.clone();
+    problems.extend(corrupt_json(&dir.join(SUMMARY_FILE)));
+    let previous = if dir.join(COMPARE_JSON_FILE).is_file() {
+        Some(read_comparison(dir)?)
+    } else {
+        None
+    };
+    if in_place(dir, args.out.as_deref()) {
+        refuse_damaged(dir, &problems)?;
+    }
     let target = match &args.out {
         Some(out) => {
             std::fs::create_dir_all(out).with_context(|| {
@@ -64,27 +78,26 @@ fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
         }
         None => dir.clone(),
     };
-    let rewrite_raw = loaded.damage.is_empty() || args.out.is_some();
+    // In place only from complete inputs (refused above), so the record's
+    // files are rewritten from what was read: the same bytes, or, under
+    // --out, a repaired copy.
     let enveloped = loaded.record.runs.iter().any(|r| r.decimation.is_some());
-    if rewrite_raw && enveloped {
+    if enveloped {
         // Memory holds an envelope of the samples: samples.csv is copied as it is.
         copy_samples(dir, &target)
             .and_then(|()| loaded.record.save_events_and_runs(&target))
             .and_then(|()| {
                 export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary)
             })
-    } else if rewrite_raw {
-        export::write_run_outputs(&target, &loaded.record, &loaded.summary)
     } else {
-        export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary)
+        export::write_run_outputs(&target, &loaded.record, &loaded.summary)
     }
     .with_context(|| format!("cannot write the outputs into {}", target.display()))?;
 
     let mut comparison = None;
-    if dir.join(COMPARE_JSON_FILE).is_file() {
+    if let Some(previous) = previous {
         // A run made by `memrel compare --scenario`: keep the directory name it
         // was compared under, so compare.json comes out the same.
-        let previous = read_comparison(dir)?;
         let mut sources = [loaded];
         if let Some(first) = previous.first() {
             sources[0].dir = first.clone();
@@ -96,15 +109,13 @@ fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
         if let Some(path) = &args.export_trace {
             write_trace(path, &c, &records)?;
         }
-        let [Loaded {
-            summary, damage, ..
-        }] = sources;
+        let [Loaded { summary, .. }] = sources;
         comparison = Some(c);
         return Ok(ReportOutcome {
             dir: target,
             summary: Some(summary),
             comparison,
-            damage,
+            damage: problems,
         });
     }
     if let Some(path) = &args.export_trace {
@@ -115,8 +126,61 @@ fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
         dir: target,
         summary: Some(loaded.summary),
         comparison,
-        damage: loaded.damage,
+        damage: problems,
     })
+}
+
+/// Whether the outputs would go into `dir` itself (no `--out`, or `--out`
+/// naming the same directory).
+fn in_place(dir: &Path, out: Option<&Path>) -> bool {
+    out.is_none_or(|out| {
+        out == dir || std::fs::canonicalize(out).ok() == std::fs::canonicalize(dir).ok()
+    })
+}
+
+/// The error that refuses to re-render `dir` over its outputs from damaged
+/// inputs; nothing has been written when it is returned.
+fn refuse_damaged(dir: &Path, problems: &[String]) -> Result<()> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let mut lines = format!(
+        "{} was not re-rendered: its data is incomplete, and re-rendering from it would write over good outputs:",
+        dir.display()
+    );
+    for p in problems {
+        lines.push_str(&format!("\n  - {p}"));
+    }
+    lines.push_str(&format!(
+        "\nevery file in {} is left as it was: put the complete file back (from a copy or a baseline), \
+         or write what can be read into a new directory with `memrel report {} --out NEWDIR`",
+        dir.display(),
+        dir.display()
+    ));
+    bail!(lines)
+}
+
+/// Why the JSON file at `path` cannot be read, if it exists and cannot
+/// (cut short, or not JSON at all); `None` when it reads or is absent.
+fn corrupt_json(path: &Path) -> Option<String> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(format!("cannot read {}: {e}", path.display())),
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) if v.get("schema_version").is_some() => None,
+        Ok(_) => Some(format!(
+            "{} is not a memrel summary (it has no schema_version)",
+            path.display()
+        )),
+        Err(e) => Some(format!(
+            "{} is corrupt or cut short (line {}, column {}: {e})",
+            path.display(),
+            e.line(),
+            e.column()
+        )),
+    }
 }
 
 fn read_comparison(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -178,6 +242,13 @@ fn report_comparison(
         }
     }
     let sources = dirs.iter().map(|d| load(d)).collect::<Result<Vec<_>>>()?;
+    let damage: Vec<String> = sources
+        .iter()
+        .flat_map(|s| s.damage.iter().cloned())
+        .collect();
+    if in_place(dir, out) {
+        refuse_damaged(dir, &damage)?;
+    }
     let comparison = compare_loaded(&sources);
     let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
     let target = out.unwrap_or(dir);
@@ -192,10 +263,6 @@ fn report_comparison(
     if let Some(path) = trace {
         write_trace(path, &comparison, &records)?;
     }
-    let damage = sources
-        .iter()
-        .flat_map(|s| s.damage.iter().cloned())
-        .collect();
     Ok(ReportOutcome {
         dir: target.to_path_buf(),
         summary: None,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::coverage::{gaps, CoverageGap, Covered};
-use super::evidence::{attach_stderr, errors, BrokenRuns};
+use super::evidence::{attach_stderr, errors, judged_nothing, BrokenRuns, BASELINE_MIN_RUNS};
 use super::program::program_differences;
 use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
 use super::{broken_runs, budgets, compare, complete_only, note_left_out};
@@ -58,6 +58,8 @@ pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport>
     // Where each broken run's record lives, for the error message.
     let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
     let mut judged: Vec<String> = Vec::new();
+    // Why each scenario skipped under --lenient was not judged.
+    let mut skipped: Vec<String> = Vec::new();
     for dir in dirs {
         let record = Record::load(dir)?;
         let name = record.header.scenario.clone();
@@ -77,15 +79,24 @@ pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport>
         }
         let mut verdicts = budgets(&new_summary, &new_scenario.thresholds);
         let Some(base) = baseline::load(&root, &options.baseline, &name)? else {
+            // The command that makes an entry the gate can judge with: three
+            // runs a strategy, unless the scenario already repeats enough.
+            let repeat = if (new_scenario.repeat as usize) < BASELINE_MIN_RUNS {
+                format!(" --repeat {BASELINE_MIN_RUNS}")
+            } else {
+                String::new()
+            };
             let create = format!(
-                "memrel run --scenario {name} --save-baseline {}",
+                "memrel run --scenario {name}{repeat} --save-baseline {}",
                 options.baseline
             );
             if options.lenient {
-                report.warnings.push(format!(
+                let why = format!(
                     "baseline {:?} has no entry for scenario {name}: skipped; create it with `{create}`",
                     options.baseline
-                ));
+                );
+                report.warnings.push(why.clone());
+                skipped.push(why);
                 finish_scenario(&mut report, verdicts, &left_out);
                 continue;
             }
@@ -143,6 +154,9 @@ pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport>
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
     missing_scenarios(options, &root, &judged, &mut report);
     report.errors = errors(&report.verdicts, &broken_in, options.broken_runs);
+    report
+        .errors
+        .extend(judged_nothing(&report.verdicts, &skipped));
     report
         .errors
         .extend(report.gaps.iter().map(|g| format!("coverage: {g}")));

@@ -3,14 +3,18 @@
 //! `Summary::broken`, which a baseline's save reads too); the policy for
 //! them ([`BrokenRuns`]: an error, or left out with every affected row
 //! saying so); and the errors that make `memrel check` exit 2 (broken runs,
-//! unchecked budgets, strategies with nothing to judge). It decides no
-//! verdict.
+//! unchecked budgets, strategies with nothing to judge, a check that judged
+//! nothing). Which baselines can show a regression at all
+//! ([`thin_strategies`], [`unbudgeted`]: a baseline's save reads them) is
+//! here too. It decides no verdict.
 
 use std::path::PathBuf;
 
+use super::metric::{GateMetric, Observations};
 use super::report::{BrokenRun, MetricVerdict, Side, Verdict};
-use crate::metrics::Summary;
+use crate::metrics::{RunSummary, Summary};
 use crate::record::Record;
+use crate::scenario::Thresholds;
 use crate::textutil::last_stderr_lines;
 
 /// What the gate does with runs that failed, timed out, were killed or are incomplete.
@@ -176,4 +180,73 @@ pub(super) fn unchecked_budgets(verdicts: &[MetricVerdict]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The fewest runs of a strategy a baseline needs for the gate to show a
+/// change: with two a side Welch's interval has one or two degrees of
+/// freedom (t = 12.7 to 4.3), too wide for all but huge changes, and with
+/// one a change is never a verdict (`decide`).
+pub const BASELINE_MIN_RUNS: usize = 3;
+
+/// The strategies of `summary` with fewer than [`BASELINE_MIN_RUNS`] runs,
+/// with how many they have, in the summary's order.
+pub fn thin_strategies(summary: &Summary) -> Vec<(String, usize)> {
+    summary
+        .strategies
+        .iter()
+        .map(|s| {
+            let runs = summary
+                .runs
+                .iter()
+                .filter(|r| r.strategy == s.strategy)
+                .count();
+            (s.strategy.clone(), runs)
+        })
+        .filter(|(_, runs)| *runs < BASELINE_MIN_RUNS)
+        .collect()
+}
+
+/// The `[thresholds]` budget keys a scenario lacks for the metrics the gate
+/// judges in `summary` that a budget can cover: every gated resource the
+/// runs measured, every metric with a budget key that the runs have a value
+/// of. Empty: every such metric has a budget, which needs no statistics (it
+/// is checked on the worst new run), so the gate can fail however few runs
+/// the baseline has.
+pub fn unbudgeted(summary: &Summary, thresholds: &Thresholds) -> Vec<&'static str> {
+    let runs: Vec<&RunSummary> = summary.runs.iter().collect();
+    let mut out = Vec::new();
+    for resource in summary.shown().into_iter().filter(|r| r.is_gated()) {
+        for metric in GateMetric::ALL {
+            let Some(key) = metric.budget_key(resource) else {
+                continue;
+            };
+            let observed = !Observations::of(metric, resource, &runs).values.is_empty();
+            let budgeted = metric.budget(thresholds.budgets(resource)).is_some();
+            if observed && !budgeted && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
+    out
+}
+
+/// The error of a check whose rows judged nothing (every row skipped, or
+/// an error): such a gate cannot fail, so it never passes. `None` when some
+/// row compared or checked something.
+pub fn judged_nothing(verdicts: &[MetricVerdict], skipped: &[String]) -> Option<String> {
+    let judged = verdicts
+        .iter()
+        .any(|v| !matches!(v.verdict, Verdict::Skipped | Verdict::Error));
+    if judged {
+        return None;
+    }
+    let why = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", skipped.join("; "))
+    };
+    Some(format!(
+        "the check judged nothing{why}: no row compared a baseline or checked a budget, so it could not have failed; \
+         save a baseline of the scenarios checked, or check results of the scenarios the baseline holds"
+    ))
 }

@@ -15,7 +15,8 @@
 //! asked for, and `memrel check` exits 2 on any of them unless told to judge
 //! the complete runs only ([`complete_only`], which every affected row then
 //! says). A budget nothing could be checked against is an `error` row (exit
-//! 2), never a pass.
+//! 2), never a pass, and so is a check that judged nothing (every row
+//! skipped, with `--lenient` too): a gate that could not have failed.
 //!
 //! What one observation is, per metric:
 //! - retained, peak and retained slope: one value per run (process). The
@@ -79,7 +80,10 @@ pub use assess::{assess, CheckOptions};
 pub use budget::budgets;
 pub use coverage::{gaps, CoverageGap, Covered};
 pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
-pub use evidence::{attach_stderr, broken_runs, complete_only, errors, note_left_out, BrokenRuns};
+pub use evidence::{
+    attach_stderr, broken_runs, complete_only, errors, judged_nothing, note_left_out,
+    thin_strategies, unbudgeted, BrokenRuns, BASELINE_MIN_RUNS,
+};
 pub use metric::{GateMetric, Observations, RATE_BAND};
 pub use report::{
     BrokenRun, BudgetCheck, MetricVerdict, Per, RateTest, Side, Statistic, Verdict, VerdictReport,

@@ -166,7 +166,7 @@ mod tests {
             damage[0]
         );
         assert!(
-            damage[0].ends_with("kept the 10 rows before it"),
+            damage[0].ends_with("the 10 rows before it are whole"),
             "{}",
             damage[0]
         );

@@ -86,8 +86,9 @@ pub(super) fn read_events_of_run(dir: &Path, run: u32) -> Result<Vec<Event>> {
     Ok(events)
 }
 
-/// Feeds each row of a CSV file to `take`; a missing file or the first bad
-/// row ends the reading with one line in `damage` (the rows before it are kept).
+/// Feeds each row of a CSV file to `take`; a missing file, the first bad
+/// row, or a last line without its end (a file cut inside its last field)
+/// ends the reading with one line in `damage` (the rows before it are kept).
 fn read_rows<T: serde::de::DeserializeOwned>(
     path: &Path,
     damage: &mut Vec<String>,
@@ -100,6 +101,7 @@ fn read_rows<T: serde::de::DeserializeOwned>(
             return;
         }
     };
+    let mut rows = 0;
     for (i, row) in reader.deserialize::<T>().enumerate() {
         let line = i + 2;
         let taken = row
@@ -111,8 +113,31 @@ fn read_rows<T: serde::de::DeserializeOwned>(
             })
             .and_then(|row| take(row, line));
         if let Err(problem) = taken {
-            damage.push(format!("{problem}: kept the {} rows before it", i));
+            damage.push(format!("{problem}: the {i} rows before it are whole"));
             return;
         }
+        rows = i + 1;
     }
+    if !ends_with_newline(path) {
+        // Every row memrel writes ends with one: the last is cut short.
+        damage.push(format!(
+            "{} line {} is cut short (the file ends inside it): the {} rows before it are whole",
+            path.display(),
+            rows + 1,
+            rows.saturating_sub(1)
+        ));
+    }
+}
+
+/// Whether the file at `path` is empty or ends with a newline.
+fn ends_with_newline(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return true;
+    };
+    if file.seek(SeekFrom::End(-1)).is_err() {
+        return true;
+    }
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last).is_err() || last[0] == b'\n'
 }

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::common::*;
 
-/// A fake scenario named `swap` with the given strategies.
+/// A fake scenario named `swap` with the given strategies, one run each:
+/// every metric the gate judges has a budget, so one run makes a baseline.
 fn swap_scenario(dir: &Path) -> PathBuf {
     write_scenario(
         dir,
@@ -17,7 +18,9 @@ fn swap_scenario(dir: &Path) -> PathBuf {
         "description = \"fake\"\ncycles = 2\nstrategies = [\"drop\", \"malloc-trim\"]\ninterval_ms = 5\n\
          [models.a]\nfake_anon_mib = 32\n\
          [workload]\nsteps = [\"load a\", \"forward a\", \"unload a\", \"release\", \"settle\"]\n\
-         settle_ms = 20\nbaseline_ms = 20\n",
+         settle_ms = 20\nbaseline_ms = 20\n\
+         [thresholds]\nmax_retained_mib = 1000\nmax_peak_mib = 100000\n\
+         max_retained_slope_mib_per_cycle = 1000\nmax_settle_ms = 100000\nmax_late_mib = 1000\n",
     )
 }
 

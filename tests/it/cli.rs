@@ -58,7 +58,7 @@ fn every_command_into_a_closed_pipe_exits_0_quietly() {
         .out(&out)
         .arg("--export-trace")
         .arg(&trace)
-        .args(["--save-baseline", "piped"]);
+        .args(["--repeat", "3", "--save-baseline", "piped"]);
     assert_quiet_into_closed_pipe(run.command(), "run");
     assert!(trace.is_file(), "the trace is written");
     assert!(
@@ -99,7 +99,7 @@ fn paths_that_are_not_utf8_work() {
         .out(&out)
         .arg("--export-trace")
         .arg(base.join("trace.json"))
-        .args(["--save-baseline", "main"])
+        .args(["--repeat", "3", "--save-baseline", "main"])
         .ok();
     assert!(
         text(&output.stdout).contains("results: "),

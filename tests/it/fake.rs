@@ -118,12 +118,12 @@ fn the_gate_calls_a_new_leak_of_exact_size_a_regression() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = tmp.path().join("out");
     let clean = fake_scenario(tmp.path(), "swap", 0, "");
-    let output = run_fake(&clean, &out, &["--repeat", "2", "--save-baseline", "main"]);
+    let output = run_fake(&clean, &out, &["--repeat", "3", "--save-baseline", "main"]);
     assert!(output.status.success(), "{}", stderr(&output));
     // Same name, now leaking 32 MiB per cycle: the gate must call it a regression.
     let leaky = fake_scenario(tmp.path(), "swap", 32, "");
     std::fs::remove_dir_all(out.join("swap")).expect("clean results");
-    let output = run_fake(&leaky, &out, &["--repeat", "2"]);
+    let output = run_fake(&leaky, &out, &["--repeat", "3"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let dir = only_results_dir(&out, "swap");
     let check = memrel()
@@ -172,7 +172,11 @@ fn a_budget_is_judged_on_the_exact_bytes() {
             tmp.path(),
             &name,
             8,
-            &format!("[thresholds]\nmax_retained_mib = {budget}\nretention_mib = 1"),
+            // Every other metric budgeted far off: one run makes a baseline.
+            &format!(
+                "[thresholds]\nmax_retained_mib = {budget}\nretention_mib = 1\nmax_peak_mib = 100000\n\
+                 max_retained_slope_mib_per_cycle = 1000\nmax_settle_ms = 100000\nmax_late_mib = 1000"
+            ),
         );
         let output = run_fake(&scenario, &out, &["--save-baseline", &name]);
         assert!(output.status.success(), "{}", stderr(&output));

@@ -29,7 +29,7 @@ fn scenario(dir: &Path, with_release: bool) -> std::path::PathBuf {
     std::fs::write(
         &path,
         format!(
-            "description = \"gate test\"\nstrategies = [\"malloc-trim\"]\ncycles = 3\nrepeat = 2\n\
+            "description = \"gate test\"\nstrategies = [\"malloc-trim\"]\ncycles = 3\nrepeat = 3\n\
              [models.bert]\npreset = \"bert-base\"\n[workload]\nsteps = {steps}\nsettle_ms = 100\nbaseline_ms = 50\n"
         ),
     )
@@ -129,18 +129,21 @@ fn missing_baseline_exits_2_with_the_command_to_create_it() {
     assert_eq!(check.status.code(), Some(2), "{}", streams(&check));
     let err = String::from_utf8_lossy(&check.stderr);
     assert!(
-        err.contains("memrel run --scenario ci-smoke --save-baseline nightly"),
+        err.contains("memrel run --scenario ci-smoke --repeat 3 --save-baseline nightly"),
         "{err}"
     );
-    // Lenient mode skips it with a warning and passes.
+    // Lenient mode skips it with a warning; having judged nothing, the
+    // check cannot pass either (issue 36).
     let lenient = memrel()
         .args(["check", "--baseline", "nightly", "--lenient", "--out"])
         .arg(&root)
         .arg(&dir)
         .output()
         .unwrap();
-    assert_eq!(lenient.status.code(), Some(0), "{}", streams(&lenient));
-    assert!(String::from_utf8_lossy(&lenient.stderr).contains("skipped"));
+    assert_eq!(lenient.status.code(), Some(2), "{}", streams(&lenient));
+    let err = String::from_utf8_lossy(&lenient.stderr);
+    assert!(err.contains("skipped"), "{err}");
+    assert!(err.contains("the check judged nothing"), "{err}");
 }
 
 #[test]

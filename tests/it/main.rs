@@ -5,8 +5,8 @@
 //! start memrel, run it into a temp dir or read runs.json.
 //!
 //! Run one module with `cargo test --release --test it run::` (or
-//! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
+//! `faults::`, `cli::`, `compare::`, `gate::`, `can_fail::`, `hostile::`, `cuda_cli::`, `program::`,
+//! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
 //! `peaks::`, `edges::`).
 
@@ -15,6 +15,7 @@ mod common;
 mod attach;
 mod baseline;
 mod calibrate;
+mod can_fail;
 mod cgroup;
 mod checkpoints;
 mod cli;
@@ -36,6 +37,7 @@ mod page_cache;
 mod peaks;
 mod program;
 mod pytest_plugin;
+mod report;
 mod rerun;
 mod run;
 mod settle;

@@ -74,7 +74,7 @@ fn make_baseline(s: &Setup, python: Option<&Path>, script: &str) {
     let mut command = memrel();
     command
         .current_dir(&s.project)
-        .args(["exec", "--repeat", "2", "--save-baseline", "prog", "--out"])
+        .args(["exec", "--repeat", "3", "--save-baseline", "prog", "--out"])
         .arg(&s.results);
     if let Some(python) = python {
         command.arg("--python").arg(python);
@@ -138,14 +138,14 @@ fn a_program_baseline_records_what_it_ran_with_and_check_re_runs_it_so() {
         "{env}"
     );
     assert!(env["PYTHONPATH"].as_str().is_some(), "{env}");
-    assert_eq!(lines(&s.project.join("interpreter.log")).len(), 2);
+    assert_eq!(lines(&s.project.join("interpreter.log")).len(), 3);
 
     let output = check(&s, &s.elsewhere);
     assert_eq!(output.status.code(), Some(0), "{}", streams(&output));
-    // Two more runs, started by the recorded interpreter in the project.
-    assert_eq!(lines(&s.project.join("interpreter.log")), [py.as_str(); 4]);
+    // Three more runs, started by the recorded interpreter in the project.
+    assert_eq!(lines(&s.project.join("interpreter.log")), [py.as_str(); 6]);
     let cwd = s.project.display().to_string();
-    assert_eq!(lines(&s.project.join("cwd.log")), [cwd.as_str(); 4]);
+    assert_eq!(lines(&s.project.join("cwd.log")), [cwd.as_str(); 6]);
     assert!(
         !s.elsewhere.join("cwd.log").exists(),
         "ran in the check's cwd"
@@ -178,7 +178,7 @@ fn a_program_that_fails_in_the_re_run_has_its_stderr_in_the_verdict() {
     let verdict = read_json(&dir.join("verdict.json"));
     assert_eq!(verdict["schema_version"], 7);
     let broken = verdict["broken_runs"].as_array().expect("broken_runs");
-    assert_eq!(broken.len(), 2, "{verdict}");
+    assert_eq!(broken.len(), 3, "{verdict}");
     for b in broken {
         assert_eq!(b["side"], "new");
         assert_eq!(b["stderr_tail"], said, "{b}");
@@ -239,6 +239,6 @@ fn an_older_record_without_the_program_block_re_runs_as_before() {
     let output = check(&s, &s.elsewhere);
     assert_eq!(output.status.code(), Some(0), "{}", streams(&output));
     // As before: plain python3, in the check's working directory.
-    assert_eq!(lines(&s.elsewhere.join("cwd.log")).len(), 2);
+    assert_eq!(lines(&s.elsewhere.join("cwd.log")).len(), 3);
     assert!(!s.elsewhere.join("interpreter.log").exists());
 }

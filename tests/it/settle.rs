@@ -108,7 +108,11 @@ fn memory_back_when_the_release_returns_settles_at_once() {
 fn a_settle_budget_fails_the_late_run_and_passes_the_prompt_one() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("results");
-    let budget = "[thresholds]\nmax_settle_ms = 150\n";
+    // Every metric the gate judges budgeted (the others far off): one run
+    // makes a baseline.
+    let budget =
+        "[thresholds]\nmax_settle_ms = 150\nmax_retained_mib = 1000\nmax_peak_mib = 100000\n\
+                  max_retained_slope_mib_per_cycle = 1000\nmax_late_mib = 1000\n";
     let mut exits = Vec::new();
     for (name, late_ms) in [("gate-late", 300), ("gate-prompt", 0)] {
         let scenario = gap_scenario(tmp.path(), name, late_ms, budget);

@@ -98,6 +98,8 @@ fn a_model_run_saved_as_a_baseline_is_re_run_by_check() {
                 "drop",
                 "--cycles",
                 "1",
+                "--repeat",
+                "3",
                 "--save-baseline",
                 "mine",
                 "--out",
