@@ -264,7 +264,7 @@ fn the_results_disk_full_while_writing_is_a_clear_error_and_keeps_what_was_writt
         damage
             .iter()
             .all(|d| (d.contains("samples.csv") || d.contains("events.csv"))
-                && d.contains("kept the")),
+                && d.contains("rows before it are whole")),
         "{damage:?}"
     );
     assert_eq!(record.runs.len(), 2);
