@@ -173,7 +173,7 @@ fn check_can_fail(record: &Record, results_dir: &Path, name: &str) -> Result<()>
         &header.scenario_toml,
     ) {
         Ok(scenario) => unbudgeted(&summary, &scenario.thresholds),
-        Err(_) => vec!["(its scenario file does not parse)"],
+        Err(_) => vec!["(its scenario file does not parse)".to_string()],
     };
     if missing.is_empty() {
         return Ok(());

@@ -12,10 +12,10 @@ use anyhow::Result;
 
 use super::markdown::{Align, Table};
 use crate::gate::{
-    rate_cycles_needed, GateMetric, MetricVerdict, Per, Verdict, VerdictReport, RATE_ALPHA,
-    RATE_BAND,
+    rate_cycles_needed, MetricVerdict, Per, Verdict, VerdictReport, RATE_ALPHA, RATE_BAND,
 };
 use crate::machine::facts::describe;
+use crate::metrics::catalogue::MemoryMetric;
 
 /// The most lines verdict.md shows before its `<details>` block.
 const SUMMARY_LINES: usize = 25;
@@ -39,7 +39,7 @@ pub fn verdict_markdown(report: &VerdictReport) -> String {
     out
 }
 
-fn value(metric: GateMetric, v: Option<f64>) -> String {
+fn value(metric: MemoryMetric, v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| metric.unit().format(v))
 }
 
@@ -87,7 +87,7 @@ fn label(v: &MetricVerdict) -> Label {
     let rate = v
         .rate
         .as_ref()
-        .filter(|_| v.metric == GateMetric::RetentionRate);
+        .filter(|_| v.metric == MemoryMetric::RetentionRate);
     let none = rate.is_some_and(|r| r.baseline_retaining == 0 && r.new_retaining == 0);
     let all = rate.is_some_and(|r| {
         r.baseline_retaining as usize == v.baseline_n && r.new_retaining as usize == v.new_n

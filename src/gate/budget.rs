@@ -6,8 +6,9 @@
 //! grown or given back late is less than that range, its peak is its
 //! highest reading.
 
-use super::metric::{runs_of, GateMetric, Observations};
+use super::metric::{runs_of, Judged, Observations, GATED};
 use super::report::{BudgetCheck, MetricVerdict, Statistic, Verdict};
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, Still, Summary};
 use crate::scenario::Thresholds;
 
@@ -36,7 +37,7 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
     for strategy in new.strategies.iter().map(|s| s.strategy.as_str()) {
         let runs = runs_of(new, strategy);
         for &resource in &resources {
-            for metric in GateMetric::ALL {
+            for metric in GATED {
                 let (Some(limit), Some(key)) = (
                     metric.budget(t.budgets(resource)),
                     metric.budget_key(resource),
@@ -74,15 +75,15 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// What a still resource's range bounds: its peak is its highest reading;
 /// retained and late bytes are at most the range, growth at most twice it;
 /// nothing moved to settle. Its sleep metrics have no budget keys (`budget_key`).
-fn of_still(metric: GateMetric, still: &Still, runs: usize) -> Observations {
+fn of_still(metric: MemoryMetric, still: &Still, runs: usize) -> Observations {
     let range = (still.high_bytes - still.low_bytes) as f64;
     let value = match metric {
-        GateMetric::PeakBytes => Some(still.high_bytes as f64),
-        GateMetric::RetainedBytes | GateMetric::LateBytes => Some(range),
+        MemoryMetric::Peak => Some(still.high_bytes as f64),
+        MemoryMetric::Retained | MemoryMetric::LateBytes => Some(range),
         // Retained values lie within ±range: no fit through them is steeper
         // than 2 × range per cycle (two cycles, one at each end).
-        GateMetric::RetainedSlopeBytesPerCycle => Some(2.0 * range),
-        GateMetric::SettleS => Some(0.0),
+        MemoryMetric::Growth => Some(2.0 * range),
+        MemoryMetric::Settle => Some(0.0),
         _ => None,
     };
     Observations {
@@ -99,7 +100,7 @@ fn budget_verdict(
     scenario: &str,
     strategy: &str,
     resource: Resource,
-    metric: GateMetric,
+    metric: MemoryMetric,
     (key, limit): (&str, f64),
     observed: &Observations,
 ) -> MetricVerdict {

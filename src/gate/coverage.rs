@@ -9,8 +9,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::metric::{runs_of, GateMetric, Observations};
+use super::metric::{runs_of, Judged, Observations, GATED};
 use super::report::Side;
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, RunSummary, Summary};
 use crate::record::{RUNS_FILE, SAMPLES_FILE};
 
@@ -26,7 +27,7 @@ pub struct CoverageGap {
     pub resource: Option<Resource>,
     /// `None`: every metric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metric: Option<GateMetric>,
+    pub metric: Option<MemoryMetric>,
     /// The side that lacks it.
     pub missing_in: Side,
     /// What is missing, where, and how to fix it.
@@ -83,7 +84,7 @@ pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Coverage
     let scenario = new.summary.scenario.as_str();
     let gap = |strategy: Option<&str>,
                resource: Option<Resource>,
-               metric: Option<GateMetric>,
+               metric: Option<MemoryMetric>,
                missing_in: Side,
                why: String| CoverageGap {
         scenario: scenario.to_string(),
@@ -175,7 +176,7 @@ pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Coverage
                 ));
                 continue;
             }
-            for metric in GateMetric::ALL {
+            for metric in GATED {
                 let observed = [
                     (Side::Baseline, &baseline, &base_runs),
                     (Side::New, &new, &new_runs),
@@ -225,15 +226,17 @@ fn measures(runs: &[&RunSummary], resource: Resource) -> bool {
 /// cycle when the other side has one (one cycle has no slope on either);
 /// the release latency and the release gap never (no release to time is a
 /// fact, see `retained`).
-fn should_have(metric: GateMetric, both_empty: bool) -> bool {
+fn should_have(metric: MemoryMetric, both_empty: bool) -> bool {
     match metric {
-        GateMetric::RetainedBytes | GateMetric::PeakBytes | GateMetric::RetentionRate => true,
-        GateMetric::RetainedSlopeBytesPerCycle => !both_empty,
+        MemoryMetric::Retained | MemoryMetric::Peak | MemoryMetric::RetentionRate => true,
+        MemoryMetric::Growth => !both_empty,
         // No release edge with a window after it is a fact of the program,
         // like nothing to time (and records from before the release gap).
-        GateMetric::ReleaseLatencyS | GateMetric::SettleS | GateMetric::LateBytes => false,
+        MemoryMetric::ReleaseLatency | MemoryMetric::Settle | MemoryMetric::LateBytes => false,
         // A sleep is a step of the workload: where neither side slept there
         // is nothing to have.
-        GateMetric::AsleepBytes | GateMetric::WakeHeldBytes => !both_empty,
+        MemoryMetric::Asleep | MemoryMetric::WakeHeld => !both_empty,
+        // Not one the gate judges (not in GATED).
+        _ => false,
     }
 }

@@ -3,8 +3,9 @@
 //! the noise band for values; Fisher's exact test and Newcombe's interval
 //! for the retention rate). Pure arithmetic on observations; no I/O.
 
-use super::metric::{GateMetric, Observations, RATE_BAND};
+use super::metric::{Judged, Observations, RATE_BAND};
 use super::report::{MetricVerdict, RateTest, Verdict};
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::Resource;
 use crate::scenario::Thresholds;
 use crate::stats::{fisher_exact, mean, proportion_difference, welch_interval};
@@ -34,7 +35,7 @@ pub fn judge(
     scenario: &str,
     strategy: &str,
     resource: Resource,
-    metric: GateMetric,
+    metric: MemoryMetric,
     baseline: &Observations,
     new: &Observations,
     t: &Thresholds,
@@ -60,11 +61,11 @@ pub fn judge(
         // on both sides is a fact that did not change, not missing data.
         let unchanged = matches!(
             metric,
-            GateMetric::ReleaseLatencyS
-                | GateMetric::SettleS
-                | GateMetric::LateBytes
-                | GateMetric::AsleepBytes
-                | GateMetric::WakeHeldBytes
+            MemoryMetric::ReleaseLatency
+                | MemoryMetric::Settle
+                | MemoryMetric::LateBytes
+                | MemoryMetric::Asleep
+                | MemoryMetric::WakeHeld
         ) && baseline.values.is_empty()
             && new.values.is_empty();
         v.verdict = if unchanged {
@@ -78,7 +79,7 @@ pub fn judge(
     v.baseline_value = Some(base_mean);
     v.new_value = Some(new_mean);
     v.change = Some(new_mean - base_mean);
-    if metric == GateMetric::RetentionRate {
+    if metric == MemoryMetric::RetentionRate {
         judge_rate(&mut v, baseline, new);
     } else {
         judge_values(&mut v, metric, baseline, new, t);
@@ -100,7 +101,7 @@ pub fn judge(
 /// Values: Welch's interval of the difference of means against the noise band.
 fn judge_values(
     v: &mut MetricVerdict,
-    metric: GateMetric,
+    metric: MemoryMetric,
     baseline: &Observations,
     new: &Observations,
     t: &Thresholds,

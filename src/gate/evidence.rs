@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use super::metric::{GateMetric, Observations};
+use super::metric::{Judged, Observations, GATED};
 use super::report::{BrokenRun, MetricVerdict, Side, Verdict};
 use crate::metrics::{RunSummary, Summary};
 use crate::record::Record;
@@ -212,11 +212,11 @@ pub fn thin_strategies(summary: &Summary) -> Vec<(String, usize)> {
 /// of. Empty: every such metric has a budget, which needs no statistics (it
 /// is checked on the worst new run), so the gate can fail however few runs
 /// the baseline has.
-pub fn unbudgeted(summary: &Summary, thresholds: &Thresholds) -> Vec<&'static str> {
+pub fn unbudgeted(summary: &Summary, thresholds: &Thresholds) -> Vec<String> {
     let runs: Vec<&RunSummary> = summary.runs.iter().collect();
     let mut out = Vec::new();
     for resource in summary.shown().into_iter().filter(|r| r.is_gated()) {
-        for metric in GateMetric::ALL {
+        for metric in GATED {
             let Some(key) = metric.budget_key(resource) else {
                 continue;
             };

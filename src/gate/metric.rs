@@ -1,150 +1,118 @@
-//! The metrics the gate judges ([`GateMetric`], named through the metric
-//! catalogue) and what one side says about one of them ([`Observations`]).
+//! The metrics the gate judges ([`GATED`], the catalogue's [`MemoryMetric`]
+//! with what the gate needs of each: [`Judged`]) and what one side says about one of them ([`Observations`]).
 //!
 //! What one observation is, per metric, is decided here (see the gate's
 //! module docs for why); this file judges nothing.
 
-use serde::{Deserialize, Serialize};
-
 use super::report::{Per, Statistic};
-use crate::metrics::catalogue::{MemoryMetric, Unit};
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, ResourceRun, RunSummary, Summary};
 use crate::scenario::{Budgets, Thresholds};
 
 /// The noise band of the retention rate: 10 percentage points.
 pub const RATE_BAND: f64 = 0.10;
 
-/// The metrics the gate watches, for every resource; for all of them higher is worse.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum GateMetric {
-    RetainedBytes,
-    PeakBytes,
-    RetainedSlopeBytesPerCycle,
-    ReleaseLatencyS,
-    /// Retaining cycles out of all cycles.
-    RetentionRate,
-    /// The release gap: settle time after each release edge.
-    SettleS,
-    /// The release gap: what came back after each release edge.
-    LateBytes,
-    /// A sleep's memory while asleep, against the sleep's begin (per sleep).
-    AsleepBytes,
-    /// What a sleep and its wake left behind (per sleep).
-    WakeHeldBytes,
+/// The metrics the gate judges, for every resource, in the catalogue's
+/// words ([`MemoryMetric`], the one metric enum); for all of them higher is
+/// worse. verdict.json names each by the catalogue's name.
+pub const GATED: [MemoryMetric; 9] = [
+    MemoryMetric::Retained,
+    MemoryMetric::Peak,
+    MemoryMetric::Growth,
+    MemoryMetric::ReleaseLatency,
+    MemoryMetric::RetentionRate,
+    MemoryMetric::Settle,
+    MemoryMetric::LateBytes,
+    MemoryMetric::Asleep,
+    MemoryMetric::WakeHeld,
+];
+
+/// What the gate needs of a metric it judges (decided here, see the
+/// module docs): what one observation is, its statistic, its noise band,
+/// its budget.
+pub trait Judged: Copy {
+    fn per(self) -> Per;
+    fn statistic(self) -> Statistic;
+    fn of_run(self, run: &ResourceRun) -> Vec<f64>;
+    fn why_absent(self) -> &'static str;
+    fn absolute_noise(self, t: &Thresholds) -> f64;
+    fn budget(self, budgets: &Budgets) -> Option<f64>;
+    fn only_with_sleeps(self) -> bool;
+    fn text(self, v: f64) -> String;
+    /// The snake_case name verdict.json writes (the catalogue's).
+    fn as_str(self) -> &'static str;
 }
 
-impl GateMetric {
-    pub const ALL: [GateMetric; 9] = [
-        GateMetric::RetainedBytes,
-        GateMetric::PeakBytes,
-        GateMetric::RetainedSlopeBytesPerCycle,
-        GateMetric::ReleaseLatencyS,
-        GateMetric::RetentionRate,
-        GateMetric::SettleS,
-        GateMetric::LateBytes,
-        GateMetric::AsleepBytes,
-        GateMetric::WakeHeldBytes,
-    ];
-
-    /// The metric in the catalogue.
-    pub fn memory(self) -> MemoryMetric {
-        match self {
-            GateMetric::RetainedBytes => MemoryMetric::Retained,
-            GateMetric::PeakBytes => MemoryMetric::Peak,
-            GateMetric::RetainedSlopeBytesPerCycle => MemoryMetric::Growth,
-            GateMetric::ReleaseLatencyS => MemoryMetric::ReleaseLatency,
-            GateMetric::RetentionRate => MemoryMetric::RetentionRate,
-            GateMetric::SettleS => MemoryMetric::Settle,
-            GateMetric::LateBytes => MemoryMetric::LateBytes,
-            GateMetric::AsleepBytes => MemoryMetric::Asleep,
-            GateMetric::WakeHeldBytes => MemoryMetric::WakeHeld,
-        }
-    }
-
-    /// The snake_case name verdict.json writes (the catalogue's, which serde's equals: tested).
-    pub fn as_str(self) -> &'static str {
-        self.memory().name()
-    }
-
-    /// What people call it: `retained`, `growth per cycle`, ….
-    pub fn human(self) -> &'static str {
-        self.memory().human()
-    }
-
-    pub fn unit(self) -> Unit {
-        self.memory().unit()
-    }
-
+impl Judged for MemoryMetric {
     /// What one observation is (see the module docs for why).
-    pub fn per(self) -> Per {
+    fn per(self) -> Per {
         match self {
-            GateMetric::ReleaseLatencyS
-            | GateMetric::RetentionRate
-            | GateMetric::SettleS
-            | GateMetric::LateBytes
-            | GateMetric::AsleepBytes
-            | GateMetric::WakeHeldBytes => Per::Cycle,
+            MemoryMetric::ReleaseLatency
+            | MemoryMetric::RetentionRate
+            | MemoryMetric::Settle
+            | MemoryMetric::LateBytes
+            | MemoryMetric::Asleep
+            | MemoryMetric::WakeHeld => Per::Cycle,
             _ => Per::Run,
         }
     }
 
-    pub fn statistic(self) -> Statistic {
+    fn statistic(self) -> Statistic {
         match self {
-            GateMetric::RetentionRate => Statistic::Rate,
+            MemoryMetric::RetentionRate => Statistic::Rate,
             _ => Statistic::Mean,
         }
     }
 
     /// This metric's observations in one run of one resource (for the
     /// retention rate: 1 for a retaining cycle, 0 for another).
-    pub(super) fn of_run(self, run: &ResourceRun) -> Vec<f64> {
+    fn of_run(self, run: &ResourceRun) -> Vec<f64> {
         match self {
-            GateMetric::RetainedBytes => run.retained_bytes.map(|v| v as f64).into_iter().collect(),
-            GateMetric::PeakBytes => run.peak_bytes.map(|v| v as f64).into_iter().collect(),
-            GateMetric::RetainedSlopeBytesPerCycle => {
-                run.retained_slope_bytes_per_cycle.into_iter().collect()
-            }
-            GateMetric::ReleaseLatencyS => run
+            MemoryMetric::Retained => run.retained_bytes.map(|v| v as f64).into_iter().collect(),
+            MemoryMetric::Peak => run.peak_bytes.map(|v| v as f64).into_iter().collect(),
+            MemoryMetric::Growth => run.retained_slope_bytes_per_cycle.into_iter().collect(),
+            MemoryMetric::ReleaseLatency => run
                 .cycles
                 .iter()
                 .filter_map(|c| c.release_latency_s)
                 .collect(),
-            GateMetric::RetentionRate => run
+            MemoryMetric::RetentionRate => run
                 .cycles
                 .iter()
                 .map(|c| f64::from(u8::from(c.retained_over_threshold)))
                 .collect(),
-            GateMetric::SettleS => run.cycles.iter().filter_map(|c| c.settle_s).collect(),
-            GateMetric::LateBytes => run
+            MemoryMetric::Settle => run.cycles.iter().filter_map(|c| c.settle_s).collect(),
+            MemoryMetric::LateBytes => run
                 .cycles
                 .iter()
                 .filter_map(|c| c.late_bytes.map(|v| v as f64))
                 .collect(),
-            GateMetric::AsleepBytes => run
+            MemoryMetric::Asleep => run
                 .sleeps
                 .iter()
                 .filter_map(|p| p.asleep_bytes.map(|v| v as f64))
                 .collect(),
-            GateMetric::WakeHeldBytes => run
+            MemoryMetric::WakeHeld => run
                 .sleeps
                 .iter()
                 .filter_map(|p| p.wake_held_bytes.map(|v| v as f64))
                 .collect(),
+            // Not one the gate judges (not in GATED): no observation.
+            _ => Vec::new(),
         }
     }
 
     /// Why a measured resource can have no observation of this metric.
-    pub(super) fn why_absent(self) -> &'static str {
+    fn why_absent(self) -> &'static str {
         match self {
-            GateMetric::ReleaseLatencyS => {
+            MemoryMetric::ReleaseLatency => {
                 "no release to time (each cycle gave back less than the retention threshold): see retained_bytes"
             }
-            GateMetric::SettleS | GateMetric::LateBytes => {
+            MemoryMetric::Settle | MemoryMetric::LateBytes => {
                 "no release edge with time after it (a release or unload followed by a load or \
                  another phase)"
             }
-            GateMetric::AsleepBytes | GateMetric::WakeHeldBytes => {
+            MemoryMetric::Asleep | MemoryMetric::WakeHeld => {
                 "no model was put to sleep (sleep and wake steps, or phases)"
             }
             _ => "the runs did not measure it (see their errors and checks)",
@@ -152,40 +120,45 @@ impl GateMetric {
     }
 
     /// The absolute part of the noise band in this metric's unit.
-    pub(super) fn absolute_noise(self, t: &Thresholds) -> f64 {
+    fn absolute_noise(self, t: &Thresholds) -> f64 {
         match self {
-            GateMetric::RetainedBytes
-            | GateMetric::PeakBytes
-            | GateMetric::RetainedSlopeBytesPerCycle
-            | GateMetric::LateBytes
-            | GateMetric::AsleepBytes
-            | GateMetric::WakeHeldBytes => t.noise_absolute_bytes as f64,
+            MemoryMetric::Retained
+            | MemoryMetric::Peak
+            | MemoryMetric::Growth
+            | MemoryMetric::LateBytes
+            | MemoryMetric::Asleep
+            | MemoryMetric::WakeHeld => t.noise_absolute_bytes as f64,
             // Latency is measured at the sampling interval: 10 ms of noise is nothing.
-            GateMetric::ReleaseLatencyS | GateMetric::SettleS => 0.010,
-            GateMetric::RetentionRate => RATE_BAND,
+            MemoryMetric::ReleaseLatency | MemoryMetric::Settle => 0.010,
+            MemoryMetric::RetentionRate => RATE_BAND,
+            // Not one the gate judges (not in GATED): its unit's band.
+            _ => match self.unit() {
+                crate::metrics::catalogue::Unit::Seconds => 0.010,
+                crate::metrics::catalogue::Unit::Fraction => RATE_BAND,
+                _ => t.noise_absolute_bytes as f64,
+            },
         }
     }
 
     /// The scenario's budget for this metric of a resource, in its unit
     /// (bytes, bytes per cycle, seconds).
-    pub(super) fn budget(self, budgets: &Budgets) -> Option<f64> {
-        budgets.get(self.memory())
-    }
-
-    /// The `[thresholds]` key of the scenario file that sets [`Self::budget`].
-    pub fn budget_key(self, resource: Resource) -> Option<String> {
-        self.memory().budget_key(resource)
+    fn budget(self, budgets: &Budgets) -> Option<f64> {
+        budgets.get(self)
     }
 
     /// Judged only where a side put a model to sleep (the sleep metrics):
     /// elsewhere they would be a row of "no observations" for every strategy.
-    pub fn only_with_sleeps(self) -> bool {
-        matches!(self, GateMetric::AsleepBytes | GateMetric::WakeHeldBytes)
+    fn only_with_sleeps(self) -> bool {
+        matches!(self, MemoryMetric::Asleep | MemoryMetric::WakeHeld)
     }
 
     /// A value of this metric for the notes the gate writes.
-    pub(super) fn text(self, v: f64) -> String {
+    fn text(self, v: f64) -> String {
         self.unit().format(v)
+    }
+
+    fn as_str(self) -> &'static str {
+        self.name()
     }
 }
 
@@ -216,7 +189,7 @@ impl Observations {
 
     /// `metric` of `resource` over `runs`; runs that did not measure the
     /// resource give nothing (never a zero).
-    pub fn of(metric: GateMetric, resource: Resource, runs: &[&RunSummary]) -> Observations {
+    pub fn of(metric: MemoryMetric, resource: Resource, runs: &[&RunSummary]) -> Observations {
         let measured: Vec<&ResourceRun> = runs
             .iter()
             .filter_map(|r| r.resource(resource))

@@ -84,7 +84,7 @@ pub use evidence::{
     attach_stderr, broken_runs, complete_only, errors, judged_nothing, note_left_out,
     thin_strategies, unbudgeted, BrokenRuns, BASELINE_MIN_RUNS,
 };
-pub use metric::{GateMetric, Observations, RATE_BAND};
+pub use metric::{Judged, Observations, GATED, RATE_BAND};
 pub use report::{
     BrokenRun, BudgetCheck, MetricVerdict, Per, RateTest, Side, Statistic, Verdict, VerdictReport,
     VERDICT_SCHEMA_VERSION,
@@ -128,7 +128,7 @@ pub fn compare(baseline: &Summary, new: &Summary, thresholds: &Thresholds) -> Ve
             .chain(&base_runs)
             .any(|r| !r.sleeps.is_empty());
         for &resource in &resources {
-            for metric in GateMetric::ALL {
+            for metric in GATED {
                 if metric.only_with_sleeps() && !slept {
                     continue;
                 }

@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::coverage::CoverageGap;
 use super::machine::OtherMachine;
-use super::metric::GateMetric;
+use super::metric::Judged;
 use crate::machine::facts::MachineDifference;
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::Resource;
 
 /// Bumped when verdict.json changes shape (2: rows name their resource, say
@@ -114,7 +115,7 @@ pub struct MetricVerdict {
     pub strategy: String,
     /// `host` or `cuda:N`.
     pub resource: Resource,
-    pub metric: GateMetric,
+    pub metric: MemoryMetric,
     /// What one observation is: a run, or a timed cycle of a run.
     pub per: Per,
     /// What `baseline_value` and `new_value` are.
@@ -248,7 +249,7 @@ impl MetricVerdict {
         scenario: &str,
         strategy: &str,
         resource: Resource,
-        metric: GateMetric,
+        metric: MemoryMetric,
     ) -> MetricVerdict {
         MetricVerdict {
             scenario: scenario.to_string(),

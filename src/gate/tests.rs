@@ -3,6 +3,7 @@
 
 use super::decide::{judge, RATE_ALPHA};
 use super::*;
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::summarize;
 use crate::protocol::Check;
 use crate::record::fixture::{cuda_record, record, run, with_vram};
@@ -11,7 +12,7 @@ use crate::record::{Record, RunStatus};
 const MIB: f64 = 1024.0 * 1024.0;
 const VRAM: Resource = Resource::Device(0);
 
-fn judged(metric: GateMetric, baseline: &[f64], new: &[f64]) -> MetricVerdict {
+fn judged(metric: MemoryMetric, baseline: &[f64], new: &[f64]) -> MetricVerdict {
     judge(
         "s",
         "x",
@@ -27,7 +28,7 @@ fn row<'a>(
     rows: &'a [MetricVerdict],
     strategy: &str,
     resource: Resource,
-    metric: GateMetric,
+    metric: MemoryMetric,
 ) -> &'a MetricVerdict {
     rows.iter()
         .find(|v| v.strategy == strategy && v.resource == resource && v.metric == metric)
@@ -69,7 +70,7 @@ fn cuda_unmeasured() -> Record {
     record
 }
 
-fn failing(rows: &[MetricVerdict]) -> Vec<(String, Resource, GateMetric, Verdict)> {
+fn failing(rows: &[MetricVerdict]) -> Vec<(String, Resource, MemoryMetric, Verdict)> {
     rows.iter()
         .filter(|v| v.verdict.fails())
         .map(|v| (v.strategy.clone(), v.resource, v.metric, v.verdict))
@@ -79,7 +80,7 @@ fn failing(rows: &[MetricVerdict]) -> Vec<(String, Resource, GateMetric, Verdict
 #[test]
 fn a_clear_rise_beyond_the_band_regresses() {
     let v = judged(
-        GateMetric::RetainedBytes,
+        MemoryMetric::Retained,
         &[2.0 * MIB, 3.0 * MIB],
         &[400.0 * MIB, 410.0 * MIB],
     );
@@ -98,7 +99,7 @@ fn latency_verdict(base_kept_mib: &[u64], new_kept_mib: &[u64]) -> MetricVerdict
         &Thresholds::fixture(),
     )
     .into_iter()
-    .find(|v| v.metric == GateMetric::ReleaseLatencyS)
+    .find(|v| v.metric == MemoryMetric::ReleaseLatency)
     .unwrap()
 }
 
@@ -133,7 +134,7 @@ fn many_timed_cycles_of_one_run_are_still_one_run() {
         "s",
         "x",
         Resource::Host,
-        GateMetric::ReleaseLatencyS,
+        MemoryMetric::ReleaseLatency,
         &Observations::per_run(&[0.01, 0.011]),
         &one_run,
         &Thresholds::fixture(),
@@ -145,7 +146,7 @@ fn many_timed_cycles_of_one_run_are_still_one_run() {
 #[test]
 fn changes_inside_the_band_are_no_change() {
     let v = judged(
-        GateMetric::RetainedBytes,
+        MemoryMetric::Retained,
         &[2.0 * MIB, 3.0 * MIB],
         &[4.0 * MIB, 2.5 * MIB],
     );
@@ -156,7 +157,7 @@ fn changes_inside_the_band_are_no_change() {
 fn a_wide_spread_is_inconclusive_not_regressed() {
     // Retention that happens in some processes only: median moved, interval too wide.
     let v = judged(
-        GateMetric::RetainedBytes,
+        MemoryMetric::Retained,
         &[2.0 * MIB, 3.0 * MIB],
         &[2.0 * MIB, 400.0 * MIB],
     );
@@ -166,7 +167,7 @@ fn a_wide_spread_is_inconclusive_not_regressed() {
 #[test]
 fn a_clear_drop_improves() {
     let v = judged(
-        GateMetric::PeakBytes,
+        MemoryMetric::Peak,
         &[800.0 * MIB, 810.0 * MIB],
         &[400.0 * MIB, 405.0 * MIB],
     );
@@ -175,7 +176,7 @@ fn a_clear_drop_improves() {
 
 #[test]
 fn one_run_per_side_is_never_a_regression() {
-    let v = judged(GateMetric::RetainedBytes, &[2.0 * MIB], &[400.0 * MIB]);
+    let v = judged(MemoryMetric::Retained, &[2.0 * MIB], &[400.0 * MIB]);
     assert_eq!(v.verdict, Verdict::Inconclusive);
     assert!(v.note.contains("--repeat"));
 }
@@ -195,7 +196,7 @@ fn drop_runs(kept_mib: &[&[u64]]) -> Summary {
 fn rate_row(baseline: &Summary, new: &Summary) -> MetricVerdict {
     compare(baseline, new, &Thresholds::fixture())
         .into_iter()
-        .find(|v| v.metric == GateMetric::RetentionRate)
+        .find(|v| v.metric == MemoryMetric::RetentionRate)
         .unwrap()
 }
 
@@ -260,7 +261,7 @@ fn no_change_in_the_rate_needs_enough_cycles() {
             "s",
             "x",
             Resource::Host,
-            GateMetric::RetentionRate,
+            MemoryMetric::RetentionRate,
             &zeros(n),
             &zeros(n),
             &Thresholds::fixture(),
@@ -317,12 +318,7 @@ fn complete_runs_only_judges_what_is_left_and_says_so() {
     let mut rows = compare(&base, &complete_only(&new), &Thresholds::fixture());
     note_left_out(&mut rows, &left_out);
     // malloc-trim lost both runs: nothing to judge is an error, not a pass.
-    let trim = row(
-        &rows,
-        "malloc-trim",
-        Resource::Host,
-        GateMetric::RetainedBytes,
-    );
+    let trim = row(&rows, "malloc-trim", Resource::Host, MemoryMetric::Retained);
     assert_eq!(trim.verdict, Verdict::Error, "{trim:?}");
     assert!(
             trim.note.starts_with(
@@ -332,7 +328,7 @@ fn complete_runs_only_judges_what_is_left_and_says_so() {
             trim.note
         );
     // drop keeps one complete run: judged on it, and says what was left out.
-    let drop = row(&rows, "drop", Resource::Host, GateMetric::RetainedBytes);
+    let drop = row(&rows, "drop", Resource::Host, MemoryMetric::Retained);
     assert_eq!((drop.new_runs, drop.baseline_runs), (1, 2));
     assert!(
         drop.note
@@ -365,15 +361,12 @@ fn an_unchanged_cuda_record_passes_with_every_metric_on_every_resource() {
     assert_eq!(rows.len(), 3 * 2 * 7);
     assert_eq!(rows[0].resource, VRAM);
     for strategy in ["drop", "sync", "context-release"] {
-        for metric in GateMetric::ALL
-            .into_iter()
-            .filter(|m| !m.only_with_sleeps())
-        {
+        for metric in GATED.into_iter().filter(|m| !m.only_with_sleeps()) {
             row(&rows, strategy, VRAM, metric);
             row(&rows, strategy, Resource::Host, metric);
         }
     }
-    let drop = row(&rows, "drop", VRAM, GateMetric::RetainedBytes);
+    let drop = row(&rows, "drop", VRAM, MemoryMetric::Retained);
     assert_eq!(drop.verdict, Verdict::NoChange);
     assert_eq!(drop.new_value, Some(416.0 * MIB));
     assert_eq!(drop.statistic, Statistic::Mean);
@@ -385,40 +378,37 @@ fn vram_kept_after_sync_regresses_vram_retained_and_not_host() {
     let new = summarize(&cuda_keeping("sync", 416));
     let rows = compare(&baseline, &new, &Thresholds::fixture());
     // Every cycle of both runs now retains, where none did: the rate regresses too.
-    let regressed = |metric: GateMetric| ("sync".to_string(), VRAM, metric, Verdict::Regressed);
+    let regressed = |metric: MemoryMetric| ("sync".to_string(), VRAM, metric, Verdict::Regressed);
     assert_eq!(
         failing(&rows),
         [
-            regressed(GateMetric::RetainedBytes),
-            regressed(GateMetric::RetentionRate)
+            regressed(MemoryMetric::Retained),
+            regressed(MemoryMetric::RetentionRate)
         ]
     );
-    let rate = row(&rows, "sync", VRAM, GateMetric::RetentionRate);
+    let rate = row(&rows, "sync", VRAM, MemoryMetric::RetentionRate);
     assert_eq!(
         (rate.baseline_value, rate.new_value),
         (Some(0.0), Some(1.0))
     );
-    let retained = row(&rows, "sync", VRAM, GateMetric::RetainedBytes);
+    let retained = row(&rows, "sync", VRAM, MemoryMetric::Retained);
     assert_eq!(retained.change, Some(416.0 * MIB));
     assert_eq!((retained.baseline_runs, retained.new_runs), (2, 2));
-    for metric in GateMetric::ALL
-        .into_iter()
-        .filter(|m| !m.only_with_sleeps())
-    {
+    for metric in GATED.into_iter().filter(|m| !m.only_with_sleeps()) {
         let host = row(&rows, "sync", Resource::Host, metric);
         // None of 6 cycles retaining on either side is too few to show no change.
         let expected = match metric {
-            GateMetric::RetentionRate => Verdict::Inconclusive,
+            MemoryMetric::RetentionRate => Verdict::Inconclusive,
             _ => Verdict::NoChange,
         };
         assert_eq!(host.verdict, expected, "{host:?}");
     }
     // Nothing comes back any more: no release left to time.
-    let latency = row(&rows, "sync", VRAM, GateMetric::ReleaseLatencyS);
+    let latency = row(&rows, "sync", VRAM, MemoryMetric::ReleaseLatency);
     assert_eq!(latency.verdict, Verdict::Inconclusive);
     assert!(latency.note.contains("in the new runs"), "{}", latency.note);
     assert_eq!(
-        row(&rows, "drop", VRAM, GateMetric::RetainedBytes).verdict,
+        row(&rows, "drop", VRAM, MemoryMetric::Retained).verdict,
         Verdict::NoChange
     );
 }
@@ -436,11 +426,11 @@ fn a_vram_budget_below_what_drop_keeps_is_over_budget_for_drop_only() {
         [(
             "drop".to_string(),
             VRAM,
-            GateMetric::RetainedBytes,
+            MemoryMetric::Retained,
             Verdict::OverBudget
         )]
     );
-    let drop = row(&rows, "drop", VRAM, GateMetric::RetainedBytes);
+    let drop = row(&rows, "drop", VRAM, MemoryMetric::Retained);
     let budget = drop.budget.as_ref().unwrap();
     assert_eq!(budget.key, "max_retained_vram_mib");
     assert_eq!(
@@ -453,11 +443,11 @@ fn a_vram_budget_below_what_drop_keeps_is_over_budget_for_drop_only() {
         drop.note
     );
     // Going below the baseline is within any budget.
-    let released = row(&rows, "context-release", VRAM, GateMetric::RetainedBytes);
+    let released = row(&rows, "context-release", VRAM, MemoryMetric::Retained);
     assert_eq!(released.verdict, Verdict::NoChange);
     assert_eq!(released.budget.as_ref().unwrap().worst, Some(-678.0 * MIB));
     // Host memory keeps its own key and budget.
-    let host = row(&rows, "drop", Resource::Host, GateMetric::RetainedBytes);
+    let host = row(&rows, "drop", Resource::Host, MemoryMetric::Retained);
     assert_eq!(host.budget.as_ref().unwrap().key, "max_retained_mib");
     assert_eq!(host.verdict, Verdict::NoChange);
     assert_eq!(rows.len(), 3 * 2);
@@ -500,11 +490,11 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
     }
     assert_eq!(rows.iter().filter(|v| v.resource == VRAM).count(), 3 * 7);
     // Host memory is still judged.
-    let host = row(&rows, "drop", Resource::Host, GateMetric::RetainedBytes);
+    let host = row(&rows, "drop", Resource::Host, MemoryMetric::Retained);
     assert_eq!(host.verdict, Verdict::NoChange);
 
     let rows = compare(&unmeasured, &measured, &Thresholds::fixture());
-    let v = row(&rows, "sync", VRAM, GateMetric::RetainedBytes);
+    let v = row(&rows, "sync", VRAM, MemoryMetric::Retained);
     assert_eq!(v.verdict, Verdict::Inconclusive);
     assert!(
         v.note.contains("not measured in the baseline runs"),
@@ -513,7 +503,7 @@ fn unmeasured_vram_is_inconclusive_never_a_zero() {
     );
 
     let rows = compare(&unmeasured, &unmeasured, &Thresholds::fixture());
-    let v = row(&rows, "sync", VRAM, GateMetric::ReleaseLatencyS);
+    let v = row(&rows, "sync", VRAM, MemoryMetric::ReleaseLatency);
     assert_eq!(v.verdict, Verdict::Inconclusive, "not a no-change: {v:?}");
     assert!(v.note.contains("on either side"), "{}", v.note);
 }
@@ -575,7 +565,7 @@ fn verdict_json_names_the_resource_and_what_one_observation_is() {
 
 #[test]
 fn metric_names_are_the_catalogue_s_and_serde_s() {
-    for metric in GateMetric::ALL {
+    for metric in GATED {
         let json = serde_json::to_value(metric).unwrap();
         assert_eq!(json, metric.as_str(), "{metric:?}");
     }
@@ -631,14 +621,7 @@ fn a_page_cache_budget_is_checked_and_a_record_without_one_says_so() {
     t.budgets_mut(crate::metrics::Resource::PageCache)
         .max_retained_bytes = Some(8 << 20);
     let rows = budgets(&summarize(&with_page_cache()), &t);
-    let of = |strategy: &str| {
-        row(
-            &rows,
-            strategy,
-            Resource::PageCache,
-            GateMetric::RetainedBytes,
-        )
-    };
+    let of = |strategy: &str| row(&rows, strategy, Resource::PageCache, MemoryMetric::Retained);
     assert_eq!(of("drop").verdict, Verdict::OverBudget);
     assert!(
         of("drop").note.contains("max_retained_page_cache_mib"),

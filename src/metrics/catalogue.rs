@@ -122,6 +122,25 @@ pub enum MemoryMetric {
     WakeHeld,
 }
 
+/// Files name a metric by its catalogue name (`retained_bytes`): verdict.json,
+/// coverage.
+impl serde::Serialize for MemoryMetric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MemoryMetric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        CATALOGUE
+            .iter()
+            .find(|i| i.name == name)
+            .map(|i| i.metric)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown metric {name:?}")))
+    }
+}
+
 /// The `[thresholds]` keys that budget one metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetKeys {
