@@ -8,7 +8,7 @@
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
 //! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `edges::`).
+//! `peaks::`, `edges::`, `python_module::`).
 
 mod common;
 
@@ -35,6 +35,7 @@ mod page_cache;
 mod peaks;
 mod program;
 mod pytest_plugin;
+mod python_module;
 mod rerun;
 mod run;
 mod settle;
