@@ -6,7 +6,7 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
+//! `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
 //! `peaks::`, `edges::`, `python_module::`).
 
@@ -21,6 +21,7 @@ mod cli;
 mod compare;
 mod cuda_cli;
 mod edges;
+mod exec_io;
 mod exec_unmarked;
 mod fake;
 mod faults;
