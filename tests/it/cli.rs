@@ -186,6 +186,8 @@ fn strategy_is_repeatable_and_comma_separated_on_every_command() {
 #[test]
 fn exec_help_points_to_the_phase_markers_section_of_the_guide() {
     let help = text(&run_ok(&mut memrel_args(["exec", "--help"])).stdout);
+    // clap wraps the text to the terminal's width: read it as one line.
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         help.contains("(docs/guide.md, \"Phase markers\")"),
         "{help}"
