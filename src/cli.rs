@@ -32,7 +32,7 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure any program (a PyTorch server, a script): one fresh process per strategy and repetition.
     #[command(
-        after_help = "Examples:\n  memrel exec -- python3 serve.py --port 8000\n  memrel exec --strategy drop --strategy malloc-trim --repeat 3 -- python3 load_and_unload.py\n  memrel exec --device cuda --strategy empty-cache --python .venv/bin/python -- python3 infer.py\n  memrel exec --tree --interval-ms 50 -- python3 train.py\n\nThe program marks its phases with the memrel Python module memrel puts on its PYTHONPATH\n(import memrel; with memrel.phase(\"load\", model=\"bert\"): ...; memrel.release()), or by\nwriting the protocol's JSON lines on the descriptor in MEMREL_EVENT_FD (README: \"Phase markers\").\nWithout markers it still gets a full timeline and the metrics that need no phases."
+        after_help = "Examples:\n  memrel exec -- python3 serve.py --port 8000\n  memrel exec --strategy drop --strategy malloc-trim --repeat 3 -- python3 load_and_unload.py\n  memrel exec --device cuda --strategy empty-cache --python .venv/bin/python -- python3 infer.py\n  memrel exec --tree --interval-ms 50 -- python3 train.py\n\nThe program marks its phases with the memrel Python module memrel puts on its PYTHONPATH\n(import memrel; with memrel.phase(\"load\", model=\"bert\"): ...; memrel.release()), or by\nwriting the protocol's JSON lines on the descriptor in MEMREL_EVENT_FD\n(docs/guide.md, \"Phase markers\"). Without markers it still gets a full timeline and the metrics\nthat need no phases.\n\nThe program reads memrel's stdin (`echo hi | memrel exec -- cat`); its stdout and stderr are shown\nas they come (--quiet hides them) and their tails kept in runs.json."
     )]
     Exec(ExecArgs),
     /// Measure a running process memrel did not start (and its descendants) until it exits, Ctrl-C or --duration.
@@ -112,6 +112,9 @@ pub struct ExecArgs {
     /// Print every column of the table.
     #[arg(long)]
     pub wide: bool,
+    /// Hide the program's stdout and stderr (shown as they come by default); their last 8 KiB are kept in runs.json either way (stdout_tail, stderr_tail).
+    #[arg(long)]
+    pub quiet: bool,
     /// The program and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -1060,8 +1060,13 @@ class phase(object):
         return False
 
 
-def baseline(seconds):
-    """A baseline phase that sleeps `seconds`."""
+#: How long ``baseline()`` sleeps when given no time, in seconds: 50
+#: readings at memrel's default 10 ms interval, and what its examples use.
+BASELINE_DEFAULT_S = 0.5
+
+
+def baseline(seconds=BASELINE_DEFAULT_S):
+    """A baseline phase that sleeps `seconds` (default ``BASELINE_DEFAULT_S``, 0.5 s)."""
     with phase("baseline"):
         time.sleep(seconds)
 

@@ -15,6 +15,7 @@ use crate::plan::Plan;
 use crate::results::check_output_args;
 use crate::scenario;
 use crate::textutil::last_stderr_lines;
+use crate::worker::command::ProgramIo;
 
 /// `memrel exec` as the arguments ask: runs, prints the table and where the
 /// results went to `out`, and says how the runs ended.
@@ -23,7 +24,11 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let status = output::finish_run(out, &dir, &summary, &args.output, args.wide)?;
     let runs = read_runs(&dir);
     for run in &runs {
-        if run.failed && !run.stderr_tail.is_empty() {
+        if let Some(note) = run.no_readings_note() {
+            eprintln!("memrel: {note}");
+        }
+        // Shown as it came, unless --quiet: then its last lines, here.
+        if args.quiet && run.failed && !run.stderr_tail.is_empty() {
             eprintln!(
                 "memrel: run {} ({}): the last lines the program wrote to stderr:\n{}",
                 run.run,
@@ -55,9 +60,31 @@ struct RunEnd {
     stderr_tail: String,
     /// (name, detail) of each failed check.
     checks: Vec<(String, String)>,
+    /// How long the program ran, in seconds (runs.json's `duration_s`).
+    duration_s: Option<f64>,
+    /// The run's rows in samples.csv and in events.csv.
+    samples: usize,
+    edges: usize,
 }
 
 impl RunEnd {
+    /// Says why a run has nothing to show, where the program exited before
+    /// memrel's first reading of it (`/bin/true`): no sample, no phase edge.
+    fn no_readings_note(&self) -> Option<String> {
+        if self.samples > 0 || self.edges > 0 {
+            return None;
+        }
+        let ran = self
+            .duration_s
+            .map(|s| format!("it ran {s:.3} s"))
+            .unwrap_or_else(|| "it ran a moment".to_string());
+        Some(format!(
+            "run {} ({}): the program exited before memrel's first reading ({ran}), so the run has no \
+             readings: give it work to measure, or mark phases (docs/guide.md, \"Phase markers\")",
+            self.run, self.strategy
+        ))
+    }
+
     fn failed_checks(&self) -> Vec<String> {
         self.checks
             .iter()
@@ -81,12 +108,23 @@ fn read_runs(dir: &std::path::Path) -> Vec<RunEnd> {
         return Vec::new();
     };
     let text_of = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or("").to_string();
+    let samples = rows_per_run(&dir.join(crate::record::SAMPLES_FILE));
+    let edges = rows_per_run(&dir.join(crate::record::EVENTS_FILE));
     value["runs"]
         .as_array()
         .map(|runs| {
             runs.iter()
                 .map(|r| RunEnd {
                     run: r["run"].as_u64().unwrap_or(0),
+                    duration_s: r["duration_s"].as_f64(),
+                    samples: r["run"]
+                        .as_u64()
+                        .and_then(|run| samples.get(&run).copied())
+                        .unwrap_or(0),
+                    edges: r["run"]
+                        .as_u64()
+                        .and_then(|run| edges.get(&run).copied())
+                        .unwrap_or(0),
                     strategy: text_of(r, "strategy"),
                     failed: r["status"].as_str().is_some_and(|s| s != "completed"),
                     stderr_tail: text_of(r, "stderr_tail"),
@@ -104,6 +142,21 @@ fn read_runs(dir: &std::path::Path) -> Vec<RunEnd> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// How many rows each run has in a record's CSV file (its `run` column,
+/// second after `t_s`, before any quoted text); none where it cannot be read.
+fn rows_per_run(path: &std::path::Path) -> std::collections::HashMap<u64, usize> {
+    let mut rows = std::collections::HashMap::new();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return rows;
+    };
+    for line in text.lines().skip(1) {
+        if let Some(run) = line.split(',').nth(1).and_then(|r| r.parse().ok()) {
+            *rows.entry(run).or_insert(0) += 1;
+        }
+    }
+    rows
 }
 
 /// `lines`, indented, one per line.
@@ -131,6 +184,10 @@ fn execute(args: &ExecArgs) -> Result<(PathBuf, Summary)> {
     };
     let mut plan = Plan::new(scenario, &[], &rest, &args.output.out)?;
     plan.cwd = Some(std::env::current_dir().context("cannot read the current directory")?);
+    plan.program_io = ProgramIo {
+        stdin: true,
+        show_output: !args.quiet,
+    };
     check_output_args(&args.output)?;
     plan.execute(crate::plan::command_line())
 }

@@ -137,7 +137,11 @@ impl SimpleBackend for ShapesOnly {
         dev: &Device,
     ) -> candle_core::Result<Tensor> {
         let Some((shape, file)) = self.tensors.get(name) else {
-            candle_core::bail!("the checkpoint has no tensor named {name}, which the loader needs")
+            candle_core::bail!(
+                "the checkpoint has no tensor named {name} (config.json implies shape {:?}), \
+                 which the loader needs",
+                s.dims()
+            )
         };
         if shape.as_slice() != s.dims() {
             candle_core::bail!(

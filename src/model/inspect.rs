@@ -7,9 +7,11 @@
 //! safetensors header is checked against its file (`header`), config.json's
 //! sizes are checked (`config`) and must agree with the embedding tensor the
 //! file really holds, integer-typed weights are refused, shard names cannot
-//! leave the directory, and the architecture's loader is run over the headers
-//! alone (`backend::ShapesOnly`), so a tensor that is missing or of another
-//! shape than config.json implies is named here, with both shapes.
+//! leave the directory, the layers and (for llama, whose loader would panic)
+//! the blocks are checked against the headers (`fit`), and the architecture's
+//! loader is run over the headers alone (`backend::ShapesOnly`), so a tensor
+//! that is missing or of another shape than config.json implies is named
+//! here, with both shapes.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -104,8 +106,8 @@ impl ModelDir {
         let embedding_shape = shapes.get(&embedding).map(|(shape, _)| shape.clone());
         if embedding_shape.as_deref() != Some(&want[..]) {
             bail!(
-                "{} says vocab_size × hidden_size = {} × {}, but tensor {embedding:?} has shape {:?}: \
-                 the config and the weights are not of one model",
+                "{} says vocab_size × hidden_size = {} × {}, but tensor {embedding:?} has shape {:?} \
+                 (expected {want:?}): the config and the weights are not of one model",
                 config_path.display(),
                 want[0],
                 want[1],
@@ -122,6 +124,13 @@ impl ModelDir {
             vocab_size: sizes.vocab_size as usize,
             tensor_prefix,
         };
+        super::fit::check(
+            &config_path,
+            architecture,
+            &typed,
+            &model.tensor_prefix,
+            &shapes,
+        )?;
         model.fits(typed, shapes)?;
         Ok(model)
     }

@@ -7,6 +7,7 @@
 pub mod arch;
 pub mod backend;
 pub mod config;
+pub mod fit;
 pub mod header;
 pub mod hub;
 pub mod inspect;

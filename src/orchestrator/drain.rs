@@ -1,13 +1,15 @@
 //! Drains one of the worker's output pipes (stdout or stderr) on its own
 //! thread and keeps its tail for the run record: a pipe nobody reads would
 //! block the worker once full, and what a crashing library printed last is
-//! often the only clue.
+//! often the only clue. For `memrel exec` it also copies what arrives to
+//! memrel's own stdout or stderr as it comes ([`Echo`]); a copy that fails
+//! (memrel's output closed) stops the copying, never the draining.
 //!
 //! The tail is shared with the thread, so [`Tail::finish`] returns what has
 //! arrived even when a process outside memrel's reach still holds the pipe
 //! open: collecting it is bounded, like every other wait on a worker.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,8 +21,33 @@ pub struct Tail {
     keep_bytes: usize,
 }
 
-/// Starts draining `source` (none: an empty tail), keeping its last `keep_bytes`.
-pub fn spawn(source: Option<impl Read + Send + 'static>, keep_bytes: usize) -> Tail {
+/// Where a drained pipe is also shown, as it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Echo {
+    Stdout,
+    Stderr,
+}
+
+impl Echo {
+    /// Writes `bytes` to memrel's stream at once; false when it cannot.
+    fn write(self, bytes: &[u8]) -> bool {
+        fn to(mut out: impl Write, bytes: &[u8]) -> bool {
+            out.write_all(bytes).and_then(|()| out.flush()).is_ok()
+        }
+        match self {
+            Echo::Stdout => to(std::io::stdout().lock(), bytes),
+            Echo::Stderr => to(std::io::stderr().lock(), bytes),
+        }
+    }
+}
+
+/// Starts draining `source` (none: an empty tail), keeping its last
+/// `keep_bytes`, and showing what arrives on `echo` where given.
+pub fn spawn(
+    source: Option<impl Read + Send + 'static>,
+    keep_bytes: usize,
+    mut echo: Option<Echo>,
+) -> Tail {
     let bytes = Arc::new(Mutex::new(Vec::new()));
     let (done, ended) = mpsc::channel();
     let shared = Arc::clone(&bytes);
@@ -30,6 +57,9 @@ pub fn spawn(source: Option<impl Read + Send + 'static>, keep_bytes: usize) -> T
             while let Ok(n) = source.read(&mut buf) {
                 if n == 0 {
                     break;
+                }
+                if echo.is_some_and(|e| !e.write(&buf[..n])) {
+                    echo = None;
                 }
                 let Ok(mut all) = shared.lock() else { break };
                 all.extend_from_slice(&buf[..n]);
@@ -78,7 +108,7 @@ mod tests {
         let text: Vec<u8> = (0..100_000u32)
             .flat_map(|i| format!("{i}\n").into_bytes())
             .collect();
-        let tail = spawn(Some(std::io::Cursor::new(text)), 64).finish(Duration::from_secs(5));
+        let tail = spawn(Some(std::io::Cursor::new(text)), 64, None).finish(Duration::from_secs(5));
         assert!(tail.ends_with("99998\n99999\n"), "{tail}");
         assert!(tail.len() <= 64);
     }
@@ -95,7 +125,7 @@ mod tests {
 
     #[test]
     fn finishing_is_bounded_when_the_pipe_never_ends() {
-        let tail = spawn(Some(Forever), 1024);
+        let tail = spawn(Some(Forever), 1024, None);
         std::thread::sleep(Duration::from_millis(100));
         let start = Instant::now();
         let text = tail.finish(Duration::from_millis(50));

@@ -21,7 +21,8 @@
 //! `edges` reads every resource at a phase edge (the one edge reader, also
 //! attach's); `channel` (the event pipe and its acknowledgements); `intake`
 //! (what arrives on it, taken in); `outcome` (how the run ended); `child`
-//! (process group, bounded waits); `drain` (output tails); `signals` (Ctrl-C
+//! (process group, bounded waits); `drain` (output tails, shown live for
+//! `exec`); `stdin` (memrel's stdin passed to a program); `signals` (Ctrl-C
 //! and SIGTERM to memrel).
 
 mod channel;
@@ -31,6 +32,7 @@ pub mod edges;
 mod intake;
 mod outcome;
 pub mod signals;
+mod stdin;
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -259,8 +261,13 @@ impl Process<'_> {
             .writer()
             .map_err(|e| format!("cannot write the run's samples: {e:#}"))?;
         let mut command = self.plug.command(self.exe, self.strategy)?;
+        let io = self.plug.io();
         command
-            .stdin(Stdio::null())
+            .stdin(if io.stdin {
+                stdin::for_program()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
@@ -276,6 +283,8 @@ impl Process<'_> {
                 return Err(self.plug.start_error(self.exe, &e));
             }
         };
+        // What the program reads of a terminal goes through memrel (`stdin`).
+        let _feeding = stdin::feed(&mut child);
         let pid = child.id();
         let spawned = Instant::now();
         cgroup.count_others();
@@ -327,8 +336,13 @@ impl Process<'_> {
             .container(cgroup.probe())
             .page_cache(got.page_cache.clone());
         let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
-        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES);
-        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES);
+        let (echo_out, echo_err) = if io.show_output {
+            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
+        } else {
+            (None, None)
+        };
+        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out);
+        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err);
         let sampler = match Sampler::start_with(
             pid,
             self.interval,

@@ -30,7 +30,7 @@ use crate::results::create_out_dir;
 use crate::sampler::page_cache;
 use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
-use crate::worker::command::{python_module_dir, CommandSpec};
+use crate::worker::command::{python_module_dir, CommandSpec, ProgramIo};
 use crate::worker::{Plug, WorkerSpec};
 
 mod lanes;
@@ -48,6 +48,8 @@ pub struct Plan {
     /// Where a program runs and its relative paths start (default: the
     /// scenario file's directory).
     pub cwd: Option<PathBuf>,
+    /// A program's stdin and output (`memrel exec` passes them through).
+    pub program_io: ProgramIo,
     /// GPUs the runs are spread over in parallel (`lanes`); fewer than two:
     /// one run at a time on the scenario's device.
     pub devices: Vec<u32>,
@@ -124,6 +126,7 @@ impl Plan {
             python: overrides.python.clone(),
             tree: overrides.tree,
             cwd: None,
+            program_io: ProgramIo::default(),
             cgroup,
             devices: scenario.devices.clone(),
             scenario,
@@ -342,6 +345,7 @@ impl Plan {
                     cycles: scenario.cycles,
                     python_path,
                     tree: self.tree,
+                    io: self.program_io,
                 })
             }
         };

@@ -35,20 +35,13 @@ pub fn for_model(arg: &str) -> Result<Scenario> {
 
 /// What `--model` names: a directory that exists (used as it is), a model
 /// preset (`memrel list`), or else a hub repository `org/name[@revision]`.
+/// Anything on disk at that path (a file, a symlink however broken, a path
+/// memrel may not look into) is local: it is refused here with the reason,
+/// never looked up on the hub.
 pub fn model_source(arg: &str) -> Result<ModelSource> {
     let path = Path::new(arg);
-    if path.is_dir() {
-        let full = std::fs::canonicalize(path)
-            .with_context(|| format!("--model {arg}: cannot resolve the directory"))?;
-        let text = full.to_str().with_context(|| {
-            format!("--model {arg}: its full path {} is not UTF-8: move or link the model to a UTF-8 path", full.display())
-        })?;
-        return Ok(ModelSource::Path(text.to_string()));
-    }
-    if path.exists() {
-        anyhow::bail!(
-            "--model {arg} is a file: give the directory that holds config.json and the safetensors weights"
-        );
+    if let Some(local) = local_path(arg, path)? {
+        return Ok(local);
     }
     if crate::model::preset::lookup(arg).is_ok() {
         return Ok(ModelSource::Preset(arg.to_string()));
@@ -66,6 +59,76 @@ pub fn model_source(arg: &str) -> Result<ModelSource> {
         repo: repo.to_string(),
         revision: revision.to_string(),
     })
+}
+
+/// `arg` as a local directory when something is on disk at `path`; `None`
+/// when nothing is (then it may be a preset or a hub id). Only "no such file
+/// or directory" lets it go on: a symlink loop, a dangling link, a component
+/// that is a file or a directory memrel may not search is an error naming
+/// the path, the reason and the fix.
+fn local_path(arg: &str, path: &Path) -> Result<Option<ModelSource>> {
+    let give_dir = "give the directory that holds config.json and the safetensors weights";
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => anyhow::bail!(
+            "--model {arg}: cannot look at the local path ({}): {}; {give_dir}",
+            io_reason(&e),
+            io_fix(&e)
+        ),
+        Ok(_) => {}
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => anyhow::bail!(
+            "--model {arg} is a symbolic link memrel cannot follow ({}): {}; {give_dir}",
+            io_reason(&e),
+            io_fix(&e)
+        ),
+    };
+    if !meta.is_dir() {
+        anyhow::bail!("--model {arg} is a file: {give_dir}");
+    }
+    if let Err(e) = std::fs::read_dir(path) {
+        anyhow::bail!(
+            "--model {arg}: cannot read the directory ({}): {}",
+            io_reason(&e),
+            io_fix(&e)
+        );
+    }
+    let full = std::fs::canonicalize(path)
+        .with_context(|| format!("--model {arg}: cannot resolve the directory"))?;
+    let text = full.to_str().with_context(|| {
+        format!(
+            "--model {arg}: its full path {} is not UTF-8: move or link the model to a UTF-8 path",
+            full.display()
+        )
+    })?;
+    Ok(Some(ModelSource::Path(text.to_string())))
+}
+
+/// An I/O error in lowercase words, without Rust's "(os error N)".
+fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text.to_string(),
+    }
+}
+
+/// What to do about a path the kernel refused.
+fn io_fix(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => "a symbolic link on the path points back at itself: fix or remove the link",
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "memrel may not read it: give it read and search permission (chmod), or copy the model somewhere readable"
+        }
+        Some(libc::ENOTDIR) => "a part of the path is a file, not a directory: check the path",
+        Some(libc::ENOENT) => "what the link points to does not exist: fix the link",
+        Some(libc::ENAMETOOLONG) => "the path is too long: shorten it",
+        _ => "check the path",
+    }
 }
 
 /// The scenario's name (results go to `<OUT>/<name>/<timestamp>`) and the
@@ -250,5 +313,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("is a file"), "{e}");
+    }
+
+    /// Issue 36: a local path is never looked up on the hub, whatever is
+    /// wrong with it; `org/name`-shaped paths included.
+    #[test]
+    fn a_broken_local_path_is_refused_locally_and_names_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let org = tmp.path().join("org");
+        std::fs::create_dir(&org).unwrap();
+        std::os::unix::fs::symlink("loop-b", org.join("loop-a")).unwrap();
+        std::os::unix::fs::symlink("loop-a", org.join("loop-b")).unwrap();
+        std::os::unix::fs::symlink("nowhere", org.join("dangling")).unwrap();
+        std::fs::write(org.join("file"), b"x").unwrap();
+        let cwd = tmp.path().to_str().unwrap();
+        for (arg, words) in [
+            ("org/loop-a", "points back at itself"),
+            ("org/loop-a/model", "points back at itself"),
+            ("org/dangling", "does not exist: fix the link"),
+            ("org/file/model", "is a file, not a directory"),
+        ] {
+            let full = format!("{cwd}/{arg}");
+            let e = model_source(&full).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--model {full}")), "{arg}: {e}");
+            assert!(e.contains(words), "{arg}: {e}");
+            assert!(!e.contains("hub repository id"), "{arg}: {e}");
+            assert!(!e.contains("os error"), "{arg}: {e}");
+        }
     }
 }

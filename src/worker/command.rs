@@ -44,6 +44,21 @@ pub struct CommandSpec {
     pub python_path: PathBuf,
     /// Sample the program's whole process tree (PSS), not only its own RSS.
     pub tree: bool,
+    /// Its stdin and output (`memrel exec`'s; a scenario's program keeps none).
+    #[serde(default)]
+    pub io: ProgramIo,
+}
+
+/// What a program gets of memrel's own stdin, stdout and stderr. Off (the
+/// default, and always for memrel's workers): stdin is /dev/null and its
+/// output is only captured, its tails kept in runs.json. `memrel exec`
+/// passes its stdin through and shows the output live unless `--quiet`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramIo {
+    /// The program reads memrel's stdin.
+    pub stdin: bool,
+    /// The program's stdout and stderr are copied to memrel's as they come.
+    pub show_output: bool,
 }
 
 impl CommandSpec {

@@ -118,6 +118,15 @@ impl Plug {
         }
     }
 
+    /// What the process gets of memrel's stdin and output: nothing for
+    /// memrel's workers (stdin /dev/null, output captured).
+    pub fn io(&self) -> command::ProgramIo {
+        match self {
+            Plug::Memrel(_) => command::ProgramIo::default(),
+            Plug::Command(spec) => spec.io,
+        }
+    }
+
     /// What the parent does for this process because it does not do it
     /// itself: memrel's workers number, read and check themselves and end
     /// with `done`; a program may do none of it.

@@ -349,3 +349,119 @@ fn torch_checkpoints_of_every_family_load_and_forward() {
         eprintln!("{}: loaded and forwarded", dir.display());
     }
 }
+
+/// Issue 36: a config.json that does not fit its weights (more layers than
+/// they hold, another hidden size, vocabulary or head count), for every
+/// family: exit 2, no panic, the tensor named with its shape and the
+/// expected one. llama's loader builds its blocks with `unwrap()`, so its
+/// layers and blocks are checked before it runs (`model::fit`).
+#[test]
+fn every_family_names_the_tensor_a_config_that_does_not_fit_its_weights_misses() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    for (preset, family) in TINY {
+        let bert = *family == "bert";
+        let embedding = if bert {
+            "bert.embeddings.word_embeddings.weight"
+        } else {
+            "model.embed_tokens.weight"
+        };
+        let layer2 = if bert {
+            "bert.encoder.layer.2."
+        } else {
+            "model.layers.2."
+        };
+        let cases: [(&str, Value, Vec<&str>); 4] = [
+            (
+                "num_hidden_layers",
+                json!(3),
+                vec![
+                    "num_hidden_layers = 3",
+                    "hold 2 layers",
+                    layer2,
+                    "expected shape [",
+                ],
+            ),
+            (
+                "hidden_size",
+                json!(if bert { 192 } else { 96 }),
+                vec![embedding, "has shape [", "(expected ["],
+            ),
+            (
+                "vocab_size",
+                json!(2048),
+                vec![embedding, "has shape [", "(expected [2048, "],
+            ),
+            // bert's head count shapes no tensor (every head count that
+            // divides the hidden size loads): one that does not is refused.
+            if bert {
+                (
+                    "num_attention_heads",
+                    json!(3),
+                    vec!["hidden_size 128 is not a multiple of num_attention_heads 3"],
+                )
+            } else {
+                (
+                    "num_attention_heads",
+                    json!(8),
+                    vec![
+                        "model.layers.0.self_attn.",
+                        "has shape [",
+                        "config.json implies [",
+                    ],
+                )
+            },
+        ];
+        for (key, value, wanted) in cases {
+            let dir = tmp.path().join(format!("{preset}-{key}"));
+            gen(preset, &dir);
+            let mut config = read_config(&dir);
+            config[key] = value.clone();
+            if key == "num_hidden_layers" {
+                if let Some(types) = config["layer_types"].as_array().cloned() {
+                    let three: Vec<Value> = types.iter().cycle().take(3).cloned().collect();
+                    config["layer_types"] = json!(three);
+                }
+            }
+            write_config(&dir, &config);
+            let err = info_err(&dir);
+            assert!(
+                err.contains(dir.to_str().expect("utf-8")),
+                "{preset} {key}={value}: the directory is not named: {err}"
+            );
+            for part in wanted {
+                assert!(
+                    err.contains(part),
+                    "{preset} {key}={value}: {part:?} missing from {err}"
+                );
+            }
+        }
+    }
+}
+
+/// The case issue 36 found: llama's loader panicked (exit 101) on a config
+/// with more layers than the weights; `run --model` now stops at exit 2.
+#[test]
+fn run_model_with_more_layers_than_the_weights_exits_2_without_a_panic() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("llama");
+    gen("llama-tiny", &dir);
+    let mut config = read_config(&dir);
+    config["num_hidden_layers"] = json!(4);
+    config["layer_types"] = json!(vec!["full_attention"; 4]);
+    write_config(&dir, &config);
+    let output = memrel()
+        .args(["run", "--model"])
+        .arg(&dir)
+        .arg("--out")
+        .arg(tmp.path().join("out"))
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("memrel starts");
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = stderr(&output);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("no tensor model.layers.2.self_attn.q_proj.weight (expected shape [64, 64]"),
+        "{err}"
+    );
+}

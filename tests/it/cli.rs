@@ -181,3 +181,24 @@ fn strategy_is_repeatable_and_comma_separated_on_every_command() {
         assert_eq!(strategies_run(&dir), want, "{command} {strategies:?}");
     }
 }
+
+/// `exec --help` points to the guide's section on phase markers, which exists.
+#[test]
+fn exec_help_points_to_the_phase_markers_section_of_the_guide() {
+    let help = text(&run_ok(&mut memrel_args(["exec", "--help"])).stdout);
+    // clap wraps the text to the terminal's width: read it as one line.
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("(docs/guide.md, \"Phase markers\")"),
+        "{help}"
+    );
+    assert!(!help.contains("README: \"Phase markers\""), "{help}");
+    assert!(help.contains("--quiet"), "{help}");
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide.md"))
+            .expect("the guide");
+    assert!(
+        guide.lines().any(|l| l == "### Phase markers"),
+        "no such section"
+    );
+}

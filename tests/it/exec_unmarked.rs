@@ -142,6 +142,8 @@ os._exit(0)  # no teardown: the blob is still held at the end
     );
 }
 
+/// Under --quiet (its stderr not shown as it came), a failing program's
+/// last lines are shown at the end.
 #[test]
 fn a_failing_program_shows_the_last_20_lines_of_its_stderr() {
     let program = r#"
@@ -150,7 +152,7 @@ for i in range(1, 31):
     print("line %d of the log" % i, file=sys.stderr)
 1 / 0
 "#;
-    let (_tmp, _dir, output) = exec_program(&[], program);
+    let (_tmp, _dir, output) = exec_program(&["--quiet"], program);
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = stderr(&output);
     assert!(err.contains("ZeroDivisionError"), "{err}");

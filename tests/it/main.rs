@@ -6,9 +6,10 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `can_fail::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `fake::`, `calibrate::`, `cgroup::`, `model_arg::`,
+//! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`, `fake_nvml::`,
+//! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `edges::`).
+//! `peaks::`, `edges::`, `python_module::`).
 
 mod common;
 
@@ -22,6 +23,7 @@ mod cli;
 mod compare;
 mod cuda_cli;
 mod edges;
+mod exec_io;
 mod exec_unmarked;
 mod fake;
 mod fake_nvml;
@@ -37,6 +39,7 @@ mod page_cache;
 mod peaks;
 mod program;
 mod pytest_plugin;
+mod python_module;
 mod report;
 mod rerun;
 mod run;

@@ -83,6 +83,48 @@ fn a_model_that_is_neither_a_directory_nor_a_hub_id_is_refused() {
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none());
 }
 
+/// Issue 36: a relative `org/name`-shaped path that is a symlink loop (or
+/// leads nowhere) is local: refused at once, with the path and the fix,
+/// never looked up on the hub (which, offline, failed on DNS).
+#[test]
+fn a_local_path_that_is_broken_never_goes_to_the_hub() {
+    let work = tempfile::tempdir().unwrap();
+    let org = work.path().join("models");
+    std::fs::create_dir(&org).unwrap();
+    std::os::unix::fs::symlink("loop-b", org.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", org.join("loop-b")).unwrap();
+    std::os::unix::fs::symlink("gone", org.join("dangling")).unwrap();
+    for (arg, words) in [
+        (
+            "models/loop-a",
+            "symbolic link on the path points back at itself: fix or remove the link",
+        ),
+        (
+            "models/dangling",
+            "what the link points to does not exist: fix the link",
+        ),
+    ] {
+        let output = memrel()
+            .current_dir(work.path())
+            // A hub that cannot answer: going there would fail differently.
+            .env("HF_ENDPOINT", "http://127.0.0.1:9")
+            .args(["run", "--model", arg, "--out", "out"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{arg}: {}", streams(&output));
+        let err = stderr(&output);
+        assert!(
+            err.starts_with(&format!("memrel: error: --model {arg}")),
+            "{arg}: {err}"
+        );
+        assert!(err.contains(words), "{arg}: {err}");
+        for hub in ["hub", "127.0.0.1", "download", "fetch"] {
+            assert!(!err.contains(hub), "{arg} went to the hub: {err}");
+        }
+        assert!(!work.path().join("out").exists(), "{arg}");
+    }
+}
+
 #[test]
 fn a_model_run_saved_as_a_baseline_is_re_run_by_check() {
     let work = tempfile::tempdir().unwrap();
