@@ -4,7 +4,7 @@
 //! the gate) reads a [`Summary`], so all of them agree and can be recomputed
 //! from disk at any time. Memory metrics are computed per [`Resource`] (host
 //! RSS, device VRAM) by one function each (`memory`); the definitions are in
-//! the README ("Metrics").
+//! docs/metrics.md ("Metrics").
 
 pub mod catalogue;
 pub mod comparison;

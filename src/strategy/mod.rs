@@ -147,8 +147,8 @@ impl SleepMode {
 
 /// A strategy's in-process steps for a measured program, by name, in order:
 /// `start` at `import memrel`, `release` in each `memrel.release()`. The
-/// names are the protocol between memrel and the program (README, "Phase
-/// markers"): `gc`, `malloc_trim`, `allocator_release`, `to_cpu`, `detach`,
+/// names are the protocol between memrel and the program (docs/guide.md,
+/// "Phase markers"): `gc`, `malloc_trim`, `allocator_release`, `to_cpu`, `detach`,
 /// `cuda_synchronize`, `empty_cache`, `ipc_collect`,
 /// `clear_cublas_workspaces`, `device_reset`; at start
 /// `mallopt_mmap_threshold=BYTES` and `setenv_trim_threshold`.
