@@ -232,7 +232,7 @@ fn whole_runs(summary: &Summary) -> String {
 /// first cycle's: a one-time cost of the first load, not retention that
 /// repeats.
 fn first_loads(summary: &Summary) -> String {
-    let mut out = String::new();
+    let mut items = String::new();
     for s in &summary.strategies {
         // The page cache is filled by the first load and kept by design: no
         // one-time cost to explain there.
@@ -248,11 +248,8 @@ fn first_loads(summary: &Summary) -> String {
                 continue;
             }
             let _ = writeln!(
-                out,
-                "{}{}, {}: cycle 1 retained {:.1} MiB, cycles 2–{} {:+.1} MiB per cycle (steady state):\n  \
-                 most of it is paid once at the first load (imports, caches, a pool reused later),\n  \
-                 not retention that repeats; a warm-up before memrel.baseline() leaves it out",
-                if out.is_empty() { "\n" } else { "" },
+                items,
+                "  {}, {}: cycle 1 retained {:.1} MiB, cycles 2–{} {:+.1} MiB per cycle",
                 m.resource.label(),
                 s.strategy,
                 first.first_bytes / MIB,
@@ -261,7 +258,14 @@ fn first_loads(summary: &Summary) -> String {
             );
         }
     }
-    out
+    if items.is_empty() {
+        return items;
+    }
+    // The explanation once, for every strategy and resource it applies to.
+    format!(
+        "\nretained mostly at the first load (imports, caches, a pool reused later), not retention\n\
+         that repeats; a warm-up before memrel.baseline() leaves it out:\n{items}"
+    )
 }
 
 #[cfg(test)]
@@ -502,9 +506,9 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
   sync                1.00    1.00    1.00
   context-release     1.00    1.00    1.00
 
-VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (steady state):
-  most of it is paid once at the first load (imports, caches, a pool reused later),
-  not retention that repeats; a warm-up before memrel.baseline() leaves it out
+retained mostly at the first load (imports, caches, a pool reused later), not retention
+that repeats; a warm-up before memrel.baseline() leaves it out:
+  VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle
 "#);
         insta::assert_snapshot!(summary_table_as(&cuda, Layout::Wide), @r#"
 memrel run: cuda-fixture on cuda:0
@@ -538,9 +542,9 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
   sync                1.00    1.00    1.00
   context-release     1.00    1.00    1.00
 
-VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle (steady state):
-  most of it is paid once at the first load (imports, caches, a pool reused later),
-  not retention that repeats; a warm-up before memrel.baseline() leaves it out
+retained mostly at the first load (imports, caches, a pool reused later), not retention
+that repeats; a warm-up before memrel.baseline() leaves it out:
+  VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle
 "#);
     }
 }

@@ -225,7 +225,7 @@ for cycle in range(memrel.cycles()):
     assert!(output.status.success(), "{}", streams(&output));
     let stdout = text(&output.stdout);
     assert!(
-        stdout.contains("paid once at the first load"),
+        stdout.contains("retained mostly at the first load"),
         "no first-load note:\n{stdout}"
     );
     assert!(
