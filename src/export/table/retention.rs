@@ -46,6 +46,8 @@ pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(Str
     let text = match (&m.context, m.processes_retaining > 0, s.runs) {
         // Not judged: the reading moves with other processes' work.
         (Some(context), _, _) => format!("not judged, {context}"),
+        // Nothing came and went: "gives back" would be news it is not.
+        (None, false, _) if let Some(level) = held_throughout(m) => level,
         (None, true, 1) => "retains in its one run".to_string(),
         (None, false, 1) => "gives back in its one run".to_string(),
         (None, true, n) => format!("retains in {} of {n} runs", m.processes_retaining),
@@ -63,6 +65,25 @@ pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(Str
         None => super::cells::NONE.to_string(),
     };
     Some((text, spread))
+}
+
+/// "415 MiB stay cached from start to end" where the representative run's
+/// last cycle held one level from its baseline through its load to its
+/// release (within 1 MiB or 1 %): a page cache already full before the run,
+/// a resource the program did not touch. `None` where it moved.
+fn held_throughout(m: &crate::metrics::ResourceSummary) -> Option<String> {
+    let row = m.row.as_ref()?;
+    let base = row.baseline_bytes as f64;
+    let near = |v: u64| (v as f64 - base).abs() <= (0.01 * base).max(MIB);
+    if base < MIB || !near(row.loaded_bytes) || !near(row.after_release_bytes) {
+        return None;
+    }
+    let what = if m.resource == Resource::PageCache {
+        "stay cached"
+    } else {
+        "held"
+    };
+    Some(format!("{} MiB {what} from start to end", sig(base / MIB)))
 }
 
 /// What [`verdict`] means, for the line above a block of verdicts.
