@@ -30,6 +30,11 @@ pub enum Command {
         after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategy drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png, retained.png and release.png: into the\nrun's own results directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
     )]
     Compare(CompareArgs),
+    /// Advise from saved results: the cheapest strategy that gives each retaining resource back in every run, its price and its setting.
+    #[command(
+        after_help = "Examples:\n  memrel compare --scenario cpu-trim --repeat 3\n  memrel advise results/cpu-trim/20261122-040426\n  memrel advise results/a/<stamp> results/b/<stamp>\n\nA strategy needs 3 completed runs to be judged; failed runs never count.\n\nExit codes: 0 advice given, 2 error (no directory, not a results directory)."
+    )]
+    Advise(AdviseArgs),
     /// Measure any program (a PyTorch server, a script): one fresh process per strategy and repetition.
     #[command(
         after_help = "Examples:\n  memrel exec -- python3 serve.py --port 8000\n  memrel exec --strategy drop --strategy malloc-trim --repeat 3 -- python3 load_and_unload.py\n  memrel exec --device cuda --strategy empty-cache --python .venv/bin/python -- python3 infer.py\n  memrel exec --tree --interval-ms 50 -- python3 train.py\n\nThe program marks its phases with the memrel Python module memrel puts on its PYTHONPATH\n(import memrel; with memrel.phase(\"load\", model=\"bert\"): ...; memrel.release()), or by\nwriting the protocol's JSON lines on the descriptor in MEMREL_EVENT_FD\n(docs/guide.md, \"Phase markers\"). Without markers it still gets a full timeline and the metrics\nthat need no phases.\n\nThe program reads memrel's stdin (`echo hi | memrel exec -- cat`); its stdout and stderr are shown\nas they come (--quiet hides them) and their tails kept in runs.json."
@@ -295,6 +300,13 @@ pub struct CompareArgs {
     /// Print every column of the table (each resource's baseline, floor, peak, loaded, after unload, growth, latency, the times); default: a compact table that fits 100 columns.
     #[arg(long)]
     pub wide: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// Results directories written by `memrel run` or `memrel compare --scenario`.
+    #[arg(value_name = "RESULTS_DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args, out),
         Command::Exec(args) => commands::exec::run(args, out),
         Command::Compare(args) => commands::compare::run(args, out),
+        Command::Advise(args) => commands::advise::run(args, out),
         Command::Attach(args) => commands::attach::run(args, out),
         Command::Mark(args) => commands::mark::run(args, out),
         Command::Report(args) => commands::report::run(args, out),

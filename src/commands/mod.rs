@@ -5,6 +5,7 @@
 //! directories in `results`, the lines after a run in [`output`]; no command
 //! calls into another command's module.
 
+pub mod advise;
 pub mod attach;
 pub mod baseline;
 pub mod calibrate;

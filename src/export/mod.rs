@@ -4,6 +4,7 @@
 //! Every file is written whole or not at all (`fsutil::write_atomic`, or a
 //! temporary PNG renamed into place).
 
+pub mod advice;
 pub mod chart;
 pub mod compare_files;
 pub mod console;

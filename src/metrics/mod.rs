@@ -6,6 +6,7 @@
 //! RSS, device VRAM) by one function each (`memory`); the definitions are in
 //! docs/metrics.md ("Metrics").
 
+pub mod advice;
 pub mod catalogue;
 pub mod comparison;
 pub mod gpu_view;

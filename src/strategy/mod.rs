@@ -24,6 +24,7 @@ mod page_cache;
 mod preload;
 mod program;
 mod respawn;
+mod setting;
 mod sleep;
 
 use std::fmt;
@@ -34,6 +35,7 @@ pub use preload::{
     clean_environment, find_library, inherited_allocator_variables, PreloadError,
     ALLOCATOR_PATH_ENV,
 };
+pub use setting::program_step_call;
 
 /// Which devices a strategy applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,10 +9,11 @@
 //! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`, `fake_nvml::`,
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `edges::`, `python_module::`).
+//! `peaks::`, `edges::`, `python_module::`, `advise::`).
 
 mod common;
 
+mod advise;
 mod attach;
 mod baseline;
 mod calibrate;

@@ -1,0 +1,41 @@
+//! `memrel advise DIR…`: from saved results directories, the cheapest
+//! strategy that gives each retaining resource back in every completed run,
+//! its price and the setting to use. Loads and hands over to
+//! `metrics::advice` (the choice) and `export::advice` (the text); runs
+//! nothing and writes nothing but the advice on `out`.
+
+use std::io::Write;
+
+use anyhow::{bail, Result};
+
+use super::ExitStatus;
+use crate::cli::AdviseArgs;
+use crate::export;
+use crate::metrics::advice::advise;
+use crate::metrics::Summary;
+use crate::results::load;
+
+pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    if args.dirs.is_empty() {
+        bail!("name at least one results directory (what `memrel run` or `memrel compare --scenario` wrote)");
+    }
+    let mut loaded = Vec::new();
+    for dir in &args.dirs {
+        if !dir.exists() {
+            bail!(
+                "results directory {} does not exist: name a directory `memrel run` or `memrel compare --scenario` wrote",
+                dir.display()
+            );
+        }
+        if !dir.is_dir() {
+            bail!(
+                "{} is not a directory: name a results directory `memrel run` or `memrel compare --scenario` wrote",
+                dir.display()
+            );
+        }
+        loaded.push(load(dir)?);
+    }
+    let summaries: Vec<&Summary> = loaded.iter().map(|l| &l.summary).collect();
+    write!(out, "{}", export::advice::text(&advise(&summaries)))?;
+    Ok(ExitStatus::Success)
+}

@@ -1,0 +1,212 @@
+//! Advice: for each resource that retains memory, the cheapest strategy that
+//! gives it back in every completed run, with its price and the setting to
+//! use (`memrel advise`). It exists so that a comparison ends in a decision
+//! a person can apply, not only a table to read.
+//!
+//! Pure like the rest of `metrics`: summaries in, an [`Advice`] out; no I/O
+//! and no formatting (that is `export::advice`). Only completed runs count:
+//! a failed run's memory says nothing about the strategy. A strategy with
+//! fewer than [`MIN_COMPLETED_RUNS`] completed runs is not judged.
+
+use serde::Serialize;
+
+use super::{Resource, RunSummary, Summary};
+use crate::record::RunStatus;
+use crate::stats::spread;
+use crate::strategy::{self, ReleaseAction, SleepMode};
+
+/// Completed runs a strategy needs before advice names it (one run that gave
+/// back may be luck; three that all did are a pattern).
+pub const MIN_COMPLETED_RUNS: u32 = 3;
+
+/// A strategy as advice names it: its runs, its price and its setting.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pick {
+    pub strategy: String,
+    /// Completed runs that measured the resource.
+    pub runs: u32,
+    /// Of those, runs in which at least one cycle retained.
+    pub retaining_runs: u32,
+    /// Median time of the release step, over every cycle of its completed runs.
+    pub release_action_s: Option<f64>,
+    /// Median time from the release until the next model is ready, for the
+    /// strategies that restart or reload (`None` for the others).
+    pub ready_s: Option<f64>,
+    /// What to set where the program lives (`None`: a strategy this build
+    /// does not know, named in an older record).
+    pub setting: Option<String>,
+}
+
+impl Pick {
+    /// What the strategy costs: its release, and the time until ready again
+    /// where it restarts or reloads.
+    pub fn price_s(&self) -> f64 {
+        self.release_action_s.unwrap_or(0.0) + self.ready_s.unwrap_or(0.0)
+    }
+}
+
+/// The advice for one resource that retained in some run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResourceAdvice {
+    pub resource: Resource,
+    /// The cheapest strategy that gave back in every run, or, when none did,
+    /// the one with the fewest retaining runs.
+    pub pick: Pick,
+    /// Whether `pick` gave back in every completed run.
+    pub every_run: bool,
+}
+
+/// What the saved results advise.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Advice {
+    /// No strategy has [`MIN_COMPLETED_RUNS`] completed runs: (strategy,
+    /// its completed runs).
+    TooFewRuns { strategies: Vec<(String, u32)> },
+    /// No judged strategy retained in any completed run of any resource.
+    NothingRetains { not_judged: Vec<(String, u32)> },
+    /// One entry per resource that retained, in the summaries' resource order.
+    Resources {
+        resources: Vec<ResourceAdvice>,
+        /// Strategies left out for too few completed runs.
+        not_judged: Vec<(String, u32)>,
+    },
+}
+
+/// One strategy's completed runs, over every summary that has it.
+struct Candidate<'a> {
+    name: String,
+    runs: Vec<&'a RunSummary>,
+    /// Resources some summary marks as context for it (a shared cgroup): not judged.
+    context: Vec<Resource>,
+}
+
+/// Advice from one or more summaries; a strategy named in several is one
+/// candidate with all its completed runs.
+pub fn advise(summaries: &[&Summary]) -> Advice {
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut resources: Vec<Resource> = Vec::new();
+    for summary in summaries {
+        for r in &summary.resources {
+            if !resources.contains(r) {
+                resources.push(*r);
+            }
+        }
+        for s in &summary.strategies {
+            let index = match candidates.iter().position(|c| c.name == s.strategy) {
+                Some(i) => i,
+                None => {
+                    candidates.push(Candidate {
+                        name: s.strategy.clone(),
+                        runs: Vec::new(),
+                        context: Vec::new(),
+                    });
+                    candidates.len() - 1
+                }
+            };
+            let c = &mut candidates[index];
+            c.runs.extend(
+                summary
+                    .runs
+                    .iter()
+                    .filter(|r| r.strategy == s.strategy && r.status == RunStatus::Completed),
+            );
+            c.context.extend(
+                s.resources
+                    .iter()
+                    .filter(|m| m.context.is_some())
+                    .map(|m| m.resource),
+            );
+        }
+    }
+    let (judged, short): (Vec<Candidate>, Vec<Candidate>) = candidates
+        .into_iter()
+        .partition(|c| c.runs.len() as u32 >= MIN_COMPLETED_RUNS);
+    let not_judged: Vec<(String, u32)> = short
+        .iter()
+        .map(|c| (c.name.clone(), c.runs.len() as u32))
+        .collect();
+    if judged.is_empty() {
+        return Advice::TooFewRuns {
+            strategies: not_judged,
+        };
+    }
+    let mut out = Vec::new();
+    for &resource in &resources {
+        let picks: Vec<Pick> = judged.iter().filter_map(|c| pick(c, resource)).collect();
+        if picks.iter().all(|p| p.retaining_runs == 0) {
+            continue;
+        }
+        let cheapest = |a: &&Pick, b: &&Pick| a.price_s().total_cmp(&b.price_s());
+        let every = picks
+            .iter()
+            .filter(|p| p.retaining_runs == 0)
+            .min_by(cheapest);
+        let chosen = match every {
+            Some(p) => Some((p, true)),
+            None => picks
+                .iter()
+                .min_by(|a, b| {
+                    a.retaining_runs
+                        .cmp(&b.retaining_runs)
+                        .then(a.price_s().total_cmp(&b.price_s()))
+                })
+                .map(|p| (p, false)),
+        };
+        if let Some((p, every_run)) = chosen {
+            out.push(ResourceAdvice {
+                resource,
+                pick: p.clone(),
+                every_run,
+            });
+        }
+    }
+    if out.is_empty() {
+        Advice::NothingRetains { not_judged }
+    } else {
+        Advice::Resources {
+            resources: out,
+            not_judged,
+        }
+    }
+}
+
+/// The candidate as a pick for `resource`; `None` where none of its runs
+/// measured it, or the resource is only context for it.
+fn pick(c: &Candidate, resource: Resource) -> Option<Pick> {
+    if c.context.contains(&resource) {
+        return None;
+    }
+    let measured: Vec<_> = c
+        .runs
+        .iter()
+        .filter_map(|r| r.resource(resource))
+        .filter(|m| m.not_measured.is_none())
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let known = strategy::lookup(&c.name).ok();
+    let restarts =
+        known.is_some_and(|s| s.release == ReleaseAction::Respawn || s.sleep == SleepMode::Reload);
+    let median = |f: &dyn Fn(&super::CycleTimes) -> Option<f64>| {
+        spread(
+            c.runs
+                .iter()
+                .flat_map(|r| r.cycles.iter().filter_map(f))
+                .collect(),
+        )
+        .map(|s| s.median)
+    };
+    Some(Pick {
+        strategy: c.name.clone(),
+        runs: measured.len() as u32,
+        retaining_runs: measured.iter().filter(|m| m.cycles_retaining > 0).count() as u32,
+        release_action_s: median(&|t| t.release_action_s),
+        ready_s: if restarts {
+            median(&|t| t.ready_s)
+        } else {
+            None
+        },
+        setting: known.map(|s| s.setting()),
+    })
+}

@@ -1,0 +1,189 @@
+//! The exact setting a strategy asks of the program it is used in, derived
+//! from the strategy's own row (its environment, preloaded allocator, start
+//! and release actions, sleep mode, weight-file mode): `memrel advise` prints
+//! it next to the strategy it recommends. Derived, never a table of its own,
+//! so a strategy added or changed in its family's file cannot drift from it.
+
+use super::{Allocator, ReleaseAction, SleepMode, StartAction, Strategy, WeightFiles};
+
+/// The Python call a program makes for one of [`super::ProgramActions`]'s
+/// step names (`None` for a name the module does not know).
+pub fn program_step_call(step: &str) -> Option<&'static str> {
+    Some(match step {
+        "gc" => "gc.collect()",
+        "malloc_trim" => "ctypes.CDLL(\"libc.so.6\").malloc_trim(0)",
+        "allocator_release" => "memrel.release()",
+        "to_cpu" => "model.to(\"cpu\")",
+        "detach" => "p.detach_(); p.grad = None for every parameter, optimizer.state.clear()",
+        "cuda_synchronize" => "torch.cuda.synchronize()",
+        "empty_cache" => "torch.cuda.empty_cache()",
+        "ipc_collect" => "torch.cuda.ipc_collect()",
+        "clear_cublas_workspaces" => "torch._C._cuda_clearCublasWorkspaces()",
+        "device_reset" => "ctypes.CDLL(\"libcudart.so\").cudaDeviceReset()",
+        "destroy_process_group" => "torch.distributed.destroy_process_group()",
+        "setenv_trim_threshold" => "os.environ[\"MALLOC_TRIM_THRESHOLD_\"] = \"-1\"",
+        "mallopt_mmap_threshold" => "ctypes.CDLL(\"libc.so.6\").mallopt(-3, BYTES)",
+        _ => return None,
+    })
+}
+
+impl Strategy {
+    /// What to set where the program lives for this strategy, one line:
+    /// an environment line, an `LD_PRELOAD=` line, or the calls to make.
+    pub fn setting(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut environment: Vec<String> = Vec::new();
+        if let Some(library) = self.allocator.library() {
+            environment.push(format!("LD_PRELOAD={library}"));
+        }
+        environment.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
+        if !environment.is_empty() {
+            parts.push(format!(
+                "{} (in the environment at start)",
+                environment.join(" ")
+            ));
+        }
+        match self.start {
+            StartAction::None => {}
+            StartAction::MalloptMmapThreshold(bytes) => parts.push(format!(
+                "ctypes.CDLL(\"libc.so.6\").mallopt(-3, {bytes}) (M_MMAP_THRESHOLD) before the first load"
+            )),
+            StartAction::ProgramOnly(steps) => parts.push(format!("at start: {}", calls(steps))),
+        }
+        match self.weights {
+            WeightFiles::AsScenario => {}
+            WeightFiles::DropCached => parts.push(
+                "os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED) on each weight file after \
+                 the load and after the unload"
+                    .to_string(),
+            ),
+            WeightFiles::Read => parts.push(
+                "read the weight files (safetensors.torch.load(f.read())) instead of mapping them"
+                    .to_string(),
+            ),
+        }
+        match self.sleep {
+            SleepMode::None => {}
+            SleepMode::Offload => {
+                parts.push("sleep: model.to(\"cpu\"); wake: model.to(\"cuda\")".to_string())
+            }
+            SleepMode::OffloadPinned => parts.push(
+                "sleep: copy the weights into pinned host buffers (tensor.pin_memory()); wake: \
+                 copy them back"
+                    .to_string(),
+            ),
+            SleepMode::Reload => parts
+                .push("sleep: del model; wake: load the model again from its files".to_string()),
+        }
+        if let Some(release) = self.release_call() {
+            parts.push(release);
+        }
+        if parts.is_empty() {
+            // Nothing but the drop itself (`drop`).
+            parts.push("del model; gc.collect()".to_string());
+        }
+        parts.join("; ")
+    }
+
+    /// The call after the drop, if the strategy makes one.
+    fn release_call(&self) -> Option<String> {
+        let text = match self.release {
+            ReleaseAction::None => return None,
+            ReleaseAction::MallocTrim => {
+                "after the drop: ctypes.CDLL(\"libc.so.6\").malloc_trim(0) (or memrel.release())"
+                    .to_string()
+            }
+            ReleaseAction::AllocatorRelease => format!(
+                "after the drop: {} (or memrel.release())",
+                match self.allocator {
+                    Allocator::Jemalloc => "mallctl(\"arena.4096.purge\", NULL, NULL, NULL, 0)",
+                    Allocator::Tcmalloc => "MallocExtension_ReleaseFreeMemory()",
+                    Allocator::Mimalloc => "mi_collect(true)",
+                    Allocator::Glibc => "ctypes.CDLL(\"libc.so.6\").malloc_trim(0)",
+                }
+            ),
+            ReleaseAction::Respawn => {
+                "end the process after the unload and start a fresh one for the next model"
+                    .to_string()
+            }
+            ReleaseAction::CudaSync => "after the drop: torch.cuda.synchronize()".to_string(),
+            ReleaseAction::CudaPoolTrim => {
+                "after the drop: torch.cuda.synchronize(); torch.cuda.empty_cache()".to_string()
+            }
+            ReleaseAction::CudaToCpu => {
+                "before the drop: model.to(\"cpu\"); then torch.cuda.synchronize()".to_string()
+            }
+            ReleaseAction::CudaDeviceDrop => {
+                "after the drop: drop every handle to the CUDA device, then synchronize".to_string()
+            }
+            ReleaseAction::CudaContextRelease => {
+                "after the drop: cuDevicePrimaryCtxRelease(device) until the context is inactive"
+                    .to_string()
+            }
+            ReleaseAction::ProgramOnly(steps) => format!("after the drop: {}", calls(steps)),
+        };
+        Some(text)
+    }
+}
+
+/// The Python calls of step names, in order (an unknown name as it is).
+fn calls(steps: &[&str]) -> String {
+    steps
+        .iter()
+        .map(|s| program_step_call(s).map_or_else(|| s.to_string(), str::to_string))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{all, lookup, ProgramActions};
+    use super::*;
+
+    #[test]
+    fn every_strategy_has_a_setting() {
+        for s in all() {
+            let text = s.setting();
+            assert!(!text.trim().is_empty(), "{}: no setting", s.name);
+            for (key, value) in s.env {
+                assert!(
+                    text.contains(&format!("{key}={value}")),
+                    "{}: {text}",
+                    s.name
+                );
+            }
+            if let Some(library) = s.allocator.library() {
+                assert!(
+                    text.contains(&format!("LD_PRELOAD={library}")),
+                    "{}: {text}",
+                    s.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_program_step_has_a_call() {
+        for step in ProgramActions::RELEASE_STEPS
+            .iter()
+            .chain(ProgramActions::START_STEPS)
+        {
+            assert!(program_step_call(step).is_some(), "{step}");
+        }
+    }
+
+    #[test]
+    fn settings_are_what_a_program_writes() {
+        let of = |name: &str| lookup(name).map(|s| s.setting()).unwrap_or_default();
+        assert!(of("trim-threshold-env").starts_with("MALLOC_TRIM_THRESHOLD_=-1"));
+        assert!(of("malloc-trim").contains("ctypes.CDLL(\"libc.so.6\").malloc_trim(0)"));
+        assert!(of("malloc-trim").contains("memrel.release()"));
+        assert!(of("empty-cache").contains("torch.cuda.empty_cache()"));
+        assert!(of("destroy-pg").contains("torch.distributed.destroy_process_group()"));
+        assert!(of("jemalloc-decay0").starts_with("LD_PRELOAD=libjemalloc.so.2 MALLOC_CONF="));
+        assert!(
+            of("fadvise-dontneed").contains("os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)")
+        );
+        assert_eq!(of("drop"), "del model; gc.collect()");
+    }
+}
