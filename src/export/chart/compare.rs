@@ -37,7 +37,9 @@ use super::frame::{
     TimeAxis, TimeStrip, LEVEL_GREY, MARGIN, PLOT_WIDTH, Y_LABEL_AREA,
 };
 use super::palette::{lighten, phase_ribbon_colour, strategy_colour};
-use super::png::{draw_legend, legend_height, plot_err, Area, LegendEntry, Swatch, FONT};
+use super::png::{
+    draw_legend, legend_height, plot_err, text_width, Area, LegendEntry, Swatch, FONT,
+};
 use super::{dashed_sources, drawn_run, notes_first};
 use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::memory::cycle_edges;
@@ -52,6 +54,13 @@ const OVERLAY_HEIGHT: u32 = 330;
 const LANE_HEIGHT: u32 = 104;
 const SUB_LANE_HEIGHT: u32 = 74;
 const KEY_HEIGHT: u32 = 36;
+/// The most the lanes of all strategies together are given before each is
+/// made lower: up to 6 strategies of 2 resources (or 9 of one) keep their
+/// full height; 8 strategies of 2 resources get 125 px a lane (58 px a
+/// sub-lane, still a readable curve over its ribbon) instead of 156.
+const LANES_MAX_PX: u32 = 1000;
+/// The lowest a sub-lane is made to keep the lanes within [`LANES_MAX_PX`].
+const MIN_SUB_LANE_HEIGHT: u32 = 36;
 /// Height of one strategy's ribbon under the device overlay.
 const RIBBON_PX: u32 = 11;
 /// Share of a lane's last sub-lane below zero that holds its phase ribbon.
@@ -193,11 +202,7 @@ pub fn write_compare_chart(
                 }));
             }
             Panel::Lanes(resources) => {
-                let lane_height = if resources.len() > 1 {
-                    SUB_LANE_HEIGHT * resources.len() as u32 + 8
-                } else {
-                    LANE_HEIGHT
-                };
+                let lane_height = lane_height(lines.len(), resources.len());
                 for line in lines {
                     let resources = resources.clone();
                     bands.push(Band::new(lane_height, move |plot, label| {
@@ -213,14 +218,38 @@ pub fn write_compare_chart(
                 }
                 let stub = stub_lines_of(&runs_of(lines));
                 bands.push(frame::time_axis_band(axis.clone(), x_desc(axis), stub));
-                let resources = resources.clone();
-                bands.push(Band::whole(KEY_HEIGHT, move |area| {
-                    draw_key(area, lines, &resources)
+                let items = key_items(lines, resources);
+                bands.push(Band::whole(key_height(&items), move |area| {
+                    draw_key(area, &items)
                 }));
             }
         }
     }
     frame::write_chart(path, bands)
+}
+
+/// The height of one strategy's lane: [`LANE_HEIGHT`] for one resource,
+/// [`SUB_LANE_HEIGHT`] a resource for more, until the lanes of all
+/// `strategies` would pass [`LANES_MAX_PX`]; then shared out evenly, never
+/// below [`MIN_SUB_LANE_HEIGHT`] a resource (a sub-lane still shows its
+/// curve and the phase ribbon under it).
+fn lane_height(strategies: usize, resources: usize) -> u32 {
+    let (n, k) = (strategies.max(1) as u32, resources.max(1) as u32);
+    let full = if k > 1 {
+        SUB_LANE_HEIGHT * k + 8
+    } else {
+        LANE_HEIGHT
+    };
+    if full * n <= LANES_MAX_PX {
+        return full;
+    }
+    let share = LANES_MAX_PX / n;
+    let floor = if k > 1 {
+        MIN_SUB_LANE_HEIGHT * k + 8
+    } else {
+        MIN_SUB_LANE_HEIGHT
+    };
+    share.max(floor)
 }
 
 /// `row`'s representative `run` as drawn on `axis`.
@@ -696,12 +725,11 @@ fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -> Vec<Strin
     lines
 }
 
-/// The lane key and phase colours, in one row at the bottom.
-fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
-    let font = (FONT, 15).into_font().color(&BLACK);
-    let mut x = Y_LABEL_AREA as i32 + MARGIN as i32;
+/// The lane key's entries: a swatch and its text, the resources' first, then
+/// the phases the drawn runs went through (`None` before "phases:").
+fn key_items(lines: &[Line], resources: &[Resource]) -> Vec<(Option<RGBColor>, String)> {
     let grey = RGBColor(120, 120, 120);
-    let mut swatches: Vec<(RGBColor, String)> = Vec::new();
+    let mut items: Vec<(Option<RGBColor>, String)> = Vec::new();
     for r in resources {
         match r {
             Resource::Device(_) => {
@@ -712,28 +740,27 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
                             .iter()
                             .all(|l| crate::sampler::is_tree(&l.header.sampler)),
                 );
-                swatches.push((lighten(grey, 0.45), format!("{} ({scope})", r.label())))
+                items.push((
+                    Some(lighten(grey, 0.45)),
+                    format!("{} ({scope})", r.label()),
+                ))
             }
             Resource::Container | Resource::Probed(_) => {
-                swatches.push((lighten(grey, 0.45), r.label()))
+                items.push((Some(lighten(grey, 0.45)), r.label()))
             }
             Resource::PageCache => {
-                swatches.push((lighten(grey, 0.45), "page cache (model files)".into()))
+                items.push((Some(lighten(grey, 0.45)), "page cache (model files)".into()))
             }
             Resource::Host => {
-                swatches.push((lighten(grey, 0.25), "RssAnon (heap, copied tensors)".into()));
-                swatches.push((lighten(grey, 0.7), "RssFile (mapped files)".into()));
+                items.push((
+                    Some(lighten(grey, 0.25)),
+                    "RssAnon (heap, copied tensors)".into(),
+                ));
+                items.push((Some(lighten(grey, 0.7)), "RssFile (mapped files)".into()));
             }
         }
     }
-    for (swatch, text) in &swatches {
-        area.draw(&Rectangle::new([(x, 8), (x + 22, 24)], swatch.filled()))
-            .map_err(plot_err)?;
-        area.draw_text(text, &font, (x + 28, 8)).map_err(plot_err)?;
-        x += 50 + 8 * text.chars().count() as i32;
-    }
-    area.draw_text("phases:", &font, (x, 8)).map_err(plot_err)?;
-    x += 66;
+    items.push((None, "phases:".into()));
     for phase in Phase::ALL {
         let Some(shade) = phase_ribbon_colour(phase) else {
             continue;
@@ -741,14 +768,66 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
         let present = lines
             .iter()
             .any(|l| l.run.events.iter().any(|e| e.edge.phase == phase));
-        if !present {
-            continue;
+        if present {
+            items.push((Some(shade), phase.as_str().to_string()));
         }
-        area.draw(&Rectangle::new([(x, 8), (x + 22, 24)], shade.filled()))
-            .map_err(plot_err)?;
-        area.draw_text(phase.as_str(), &font, (x + 28, 8))
-            .map_err(plot_err)?;
-        x += 40 + 9 * phase.as_str().len() as i32;
+    }
+    items
+}
+
+const KEY_FONT_PX: u32 = 15;
+const KEY_ROW_PX: u32 = 24;
+const KEY_LEFT: u32 = Y_LABEL_AREA + MARGIN;
+/// Room kept free at the image's right edge.
+const KEY_RIGHT_PAD: u32 = 8;
+
+/// Where each key item goes: `(x of its swatch or text, row)`, measured with
+/// the font the key is drawn in and wrapped to a new row before an item
+/// would run past the image's right edge.
+fn key_layout(items: &[(Option<RGBColor>, String)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(items.len());
+    let (mut x, mut row) = (KEY_LEFT, 0);
+    for (swatch, text) in items {
+        let width = key_item_width(swatch.is_some(), text);
+        if x > KEY_LEFT && x + width > frame::WIDTH - KEY_RIGHT_PAD {
+            x = KEY_LEFT;
+            row += 1;
+        }
+        out.push((x, row));
+        x += width + 22;
+    }
+    out
+}
+
+/// An item's width: its swatch (22 px and a 6 px gap), then its text.
+fn key_item_width(swatch: bool, text: &str) -> u32 {
+    (if swatch { 28 } else { 0 }) + text_width(text, KEY_FONT_PX)
+}
+
+/// The key band's height for `items`: one row, or as many as they wrap to.
+fn key_height(items: &[(Option<RGBColor>, String)]) -> u32 {
+    let rows = key_layout(items)
+        .iter()
+        .map(|(_, r)| r + 1)
+        .max()
+        .unwrap_or(1);
+    KEY_HEIGHT + KEY_ROW_PX * (rows - 1)
+}
+
+/// The lane key and phase colours at the bottom, in rows that fit the width.
+fn draw_key(area: &Area, items: &[(Option<RGBColor>, String)]) -> Result<()> {
+    let font = (FONT, KEY_FONT_PX).into_font().color(&BLACK);
+    for ((swatch, text), (x, row)) in items.iter().zip(key_layout(items)) {
+        let (x, y) = (x as i32, 8 + (KEY_ROW_PX * row) as i32);
+        let text_x = match swatch {
+            Some(c) => {
+                area.draw(&Rectangle::new([(x, y), (x + 22, y + 16)], c.filled()))
+                    .map_err(plot_err)?;
+                x + 28
+            }
+            None => x,
+        };
+        area.draw_text(text, &font, (text_x, y)).map_err(plot_err)?;
     }
     Ok(())
 }
@@ -756,6 +835,7 @@ fn draw_key(area: &Area, lines: &[Line], resources: &[Resource]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::chart::png::{legend_right_edge, LEGEND_WIDTH};
     use crate::export::table::tests::comparison_of;
     use crate::record::fixture;
 
@@ -880,5 +960,107 @@ mod tests {
             + 64
             + KEY_HEIGHT;
         assert_eq!(size(20), expected);
+    }
+
+    /// Eight strategies on a CUDA comparison (VRAM and RSS: two overlays,
+    /// the phase ribbons and a lane of two sub-lanes each): the image stays
+    /// at most 2400 px tall (1.5 times its width: a page a reader scrolls
+    /// once; without the lane cap it was about 2530 px here and grew 156 px
+    /// a strategy), and no legend text, lane label
+    /// or key item runs past the image's right edge, measured with the font
+    /// the drawing uses.
+    #[test]
+    fn eight_strategies_stay_readable_and_no_legend_is_clipped() {
+        let mut header = fixture::header("eight", 3);
+        header.device = "cuda:0".into();
+        let names = [
+            "drop",
+            "malloc-trim",
+            "trim-threshold-env",
+            "mmap-threshold-env",
+            "arena-max-1",
+            "jemalloc",
+            "tcmalloc",
+            "mimalloc",
+        ];
+        let runs = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let run = fixture::run(i as u32 + 1, name, 1, &[1, 1, 1]);
+                fixture::with_vram(run, 678, 1094, &[416, 0, 0], 586)
+            })
+            .collect();
+        let record = Record { header, runs };
+        let c = comparison_of(&record);
+        assert_eq!(c.rows.len(), 8);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("compare.png");
+        write_compare_chart(&c, &[&record], &path).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!(size(16), frame::WIDTH);
+        assert!(size(20) <= 2400, "compare.png is {} px tall", size(20));
+
+        // The overlays' legends, in their strip right of the plots.
+        let axis = TimeAxis::for_plots(&record.runs.iter().collect::<Vec<_>>());
+        let lines: Vec<Line> = c
+            .rows
+            .iter()
+            .zip(&record.runs)
+            .map(|(row, run)| line_on(&axis, row, run, &record.header))
+            .collect();
+        let resources = [Resource::Device(0), Resource::Host];
+        for (r, lead) in [(resources[0], true), (resources[1], false)] {
+            for machine in [None, Some("a-much-longer-machine-key-than-usual")] {
+                let legend = overlay_legend(&lines, r, lead, machine);
+                let right = frame::PLOT_WIDTH + legend_right_edge(&legend);
+                assert!(right <= frame::WIDTH, "{r:?}'s legend ends at {right} px");
+            }
+        }
+        // A legend entry longer than the strip is wrapped, not cut.
+        let long = [LegendEntry::new(
+            Swatch::Line(BLACK, 4),
+            "a strategy whose name is far longer than any legend strip is wide",
+        )
+        .with_detail("retained 123456 MiB · peak 123456 MiB · and some more words to wrap")];
+        assert!(frame::PLOT_WIDTH + legend_right_edge(&long) <= frame::WIDTH);
+        assert!(
+            legend_height(&long)
+                > legend_height(&[LegendEntry::new(Swatch::Line(BLACK, 4), "x").with_detail("y")])
+        );
+        // The key at the bottom, in rows that fit the width.
+        let items = key_items(&lines, &resources);
+        for ((swatch, text), (x, _)) in items.iter().zip(key_layout(&items)) {
+            let right = x + key_item_width(swatch.is_some(), text);
+            assert!(
+                right <= frame::WIDTH,
+                "key item {text:?} ends at {right} px"
+            );
+        }
+        // The lanes' labels: every grey line within the strip once wrapped.
+        for line in &lines {
+            for text in lane_lines(line, &resources, &axis) {
+                for part in crate::export::chart::png::wrap_text(&text, 12, LEGEND_WIDTH - 48) {
+                    let right = frame::PLOT_WIDTH + 42 + text_width(&part, 12);
+                    assert!(
+                        right <= frame::WIDTH,
+                        "lane label {part:?} ends at {right} px"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lanes_keep_their_height_until_eight_strategies_would_pass_the_cap() {
+        assert_eq!(lane_height(3, 2), 2 * SUB_LANE_HEIGHT + 8);
+        assert_eq!(lane_height(7, 1), LANE_HEIGHT);
+        assert_eq!(lane_height(6, 2), 2 * SUB_LANE_HEIGHT + 8);
+        assert_eq!(lane_height(8, 1), LANE_HEIGHT);
+        // Eight strategies of two resources: shared out within the cap.
+        assert_eq!(lane_height(8, 2), LANES_MAX_PX / 8);
+        // Four resources: never below the smallest readable sub-lane.
+        assert_eq!(lane_height(8, 4), 4 * MIN_SUB_LANE_HEIGHT + 8);
     }
 }

@@ -533,7 +533,13 @@ pub fn draw_lane_label(
     lines: &[String],
     marker: bool,
 ) -> Result<()> {
-    let (_, h) = area.dim_in_pixel();
+    let (w, h) = area.dim_in_pixel();
+    // Wrapped to the strip's width: a label is never clipped.
+    let room = w.saturating_sub(42 + 6).max(1);
+    let lines: Vec<String> = lines
+        .iter()
+        .flat_map(|l| super::png::wrap_text(l, 12, room))
+        .collect();
     let block = 21 + 16 * lines.len() as i32;
     let y = (h as i32 - block) / 2;
     if marker {

@@ -84,6 +84,107 @@ fn encode_png(file: &std::fs::File, width: u32, height: u32, rgb: &[u8]) -> Resu
     Ok(())
 }
 
+/// The width in pixels of `text` drawn in the chart font at `size` px: the
+/// same metrics the drawing uses (plotters lays text out with this font).
+pub fn text_width(text: &str, size: u32) -> u32 {
+    register_font();
+    (FONT, size as f64)
+        .into_font()
+        .box_size(text)
+        .map(|(w, _)| w)
+        // Without the font's metrics, a generous guess per character.
+        .unwrap_or_else(|_| size * text.chars().count() as u32)
+}
+
+/// `text` broken at spaces into lines that each fit `max_px` in the chart
+/// font at `size` px; a single word wider than that is broken between
+/// characters, so no line ever runs past `max_px`.
+pub fn wrap_text(text: &str, size: u32, max_px: u32) -> Vec<String> {
+    if text_width(text, size) <= max_px {
+        return vec![text.to_string()];
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let candidate = if line.is_empty() {
+            word.to_string()
+        } else {
+            format!("{line} {word}")
+        };
+        if text_width(&candidate, size) <= max_px {
+            line = candidate;
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        // The word alone: split it between characters where it is too wide.
+        for c in word.chars() {
+            let mut longer = line.clone();
+            longer.push(c);
+            if !line.is_empty() && text_width(&longer, size) > max_px {
+                lines.push(std::mem::take(&mut line));
+                line.push(c);
+            } else {
+                line = longer;
+            }
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Where legend text starts in its strip, and the widest it may be.
+const LEGEND_X: u32 = 10;
+const SWATCH_TEXT_X: u32 = LEGEND_X + 32;
+/// Room kept free at the strip's right edge.
+const LEGEND_RIGHT_PAD: u32 = 6;
+
+/// The lines `entry` is drawn as: `(text lines, detail lines)`, each wrapped
+/// to fit a legend strip [`LEGEND_WIDTH`] wide.
+pub fn legend_lines(entry: &LegendEntry) -> (Vec<String>, Vec<String>) {
+    let (x, size) = match entry.swatch {
+        Swatch::Heading | Swatch::Text => (LEGEND_X, 15),
+        _ => (SWATCH_TEXT_X, 15),
+    };
+    let max = LEGEND_WIDTH - x - LEGEND_RIGHT_PAD;
+    let text = if entry.text.is_empty() {
+        vec![String::new()]
+    } else {
+        wrap_text(&entry.text, size, max)
+    };
+    let detail = entry
+        .detail
+        .iter()
+        .flat_map(|d| d.lines())
+        .flat_map(|l| wrap_text(l, 12, LEGEND_WIDTH - SWATCH_TEXT_X - LEGEND_RIGHT_PAD))
+        .collect();
+    (text, detail)
+}
+
+/// The right edge in pixels (from the strip's left) of the widest text
+/// [`draw_legend`] draws for `entries`.
+pub fn legend_right_edge(entries: &[LegendEntry]) -> u32 {
+    entries
+        .iter()
+        .flat_map(|e| {
+            let (text, detail) = legend_lines(e);
+            let x = match e.swatch {
+                Swatch::Heading | Swatch::Text => LEGEND_X,
+                _ => SWATCH_TEXT_X,
+            };
+            let text = text.into_iter().map(move |t| x + text_width(&t, 15));
+            let detail = detail
+                .into_iter()
+                .map(|d| SWATCH_TEXT_X + text_width(&d, 12));
+            text.chain(detail).collect::<Vec<_>>()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 pub fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("cannot draw the chart: {e:?}")
 }
@@ -129,16 +230,20 @@ impl LegendEntry {
 pub fn legend_height(entries: &[LegendEntry]) -> u32 {
     let mut y = 0;
     for (i, entry) in entries.iter().enumerate() {
-        y += match entry.swatch {
-            Swatch::Heading => 22 + if i > 0 { 6 } else { 0 },
-            Swatch::Text => 20,
-            _ => {
-                21 + entry
-                    .detail
-                    .as_ref()
-                    .map_or(0, |d| 16 * d.lines().count() as u32 + 2)
-            }
-        };
+        let (text, detail) = legend_lines(entry);
+        let more = 20 * (text.len().max(1) as u32 - 1);
+        y += more
+            + match entry.swatch {
+                Swatch::Heading => 22 + if i > 0 { 6 } else { 0 },
+                Swatch::Text => 20,
+                _ => {
+                    21 + if entry.detail.is_some() {
+                        16 * detail.len() as u32 + 2
+                    } else {
+                        0
+                    }
+                }
+            };
     }
     y
 }
@@ -150,22 +255,29 @@ pub fn draw_legend(area: &Area, top: i32, entries: &[LegendEntry]) -> Result<()>
     let detail = (FONT, 12).into_font().color(&RGBColor(90, 90, 90));
     let mut y = top;
     for entry in entries {
-        let x = 10;
+        let x = LEGEND_X as i32;
         let mid = y + 8;
+        // Every line wrapped to the strip: a legend is never clipped.
+        let (lines, details) = legend_lines(entry);
         match entry.swatch {
             Swatch::Heading => {
                 if y > top {
                     y += 6;
                 }
-                area.draw_text(&entry.text, &heading, (x, y))
-                    .map_err(plot_err)?;
+                for (i, line) in lines.iter().enumerate() {
+                    if i > 0 {
+                        y += 20;
+                    }
+                    area.draw_text(line, &heading, (x, y)).map_err(plot_err)?;
+                }
                 y += 22;
                 continue;
             }
             Swatch::Text => {
-                area.draw_text(&entry.text, &text, (x, y))
-                    .map_err(plot_err)?;
-                y += 20;
+                for line in &lines {
+                    area.draw_text(line, &text, (x, y)).map_err(plot_err)?;
+                    y += 20;
+                }
                 continue;
             }
             Swatch::Fill(c) => {
@@ -206,12 +318,17 @@ pub fn draw_legend(area: &Area, top: i32, entries: &[LegendEntry]) -> Result<()>
                     .map_err(plot_err)?;
             }
         }
-        area.draw_text(&entry.text, &text, (x + 32, y))
-            .map_err(plot_err)?;
+        for (i, line) in lines.iter().enumerate() {
+            if i > 0 {
+                y += 20;
+            }
+            area.draw_text(line, &text, (SWATCH_TEXT_X as i32, y))
+                .map_err(plot_err)?;
+        }
         y += 21;
-        if let Some(d) = &entry.detail {
-            for line in d.lines() {
-                area.draw_text(line, &detail, (x + 32, y - 2))
+        if entry.detail.is_some() {
+            for line in &details {
+                area.draw_text(line, &detail, (SWATCH_TEXT_X as i32, y - 2))
                     .map_err(plot_err)?;
                 y += 16;
             }
