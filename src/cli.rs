@@ -94,9 +94,8 @@ pub struct RunArgs {
     pub overrides: ScenarioOverrides,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Print every column of the table (each resource's baseline, floor, peak, loaded, after unload, growth, latency, the times); default: a compact table that fits 100 columns.
-    #[arg(long)]
-    pub wide: bool,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
 }
 
 #[derive(Debug, Args)]
@@ -114,9 +113,8 @@ pub struct ExecArgs {
     pub name: String,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Print every column of the table.
-    #[arg(long)]
-    pub wide: bool,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
     /// Hide the program's stdout and stderr (shown as they come by default); their last 8 KiB are kept in runs.json either way (stdout_tail, stderr_tail).
     #[arg(long)]
     pub quiet: bool,
@@ -156,9 +154,8 @@ pub struct AttachArgs {
     pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Print every column of the table.
-    #[arg(long)]
-    pub wide: bool,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
 }
 
 #[derive(Debug, Args)]
@@ -172,6 +169,23 @@ pub struct MarkArgs {
     /// The model the phase is about (as memrel.phase("load", model="bert") names it).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+}
+
+/// How much the console says (shared by run, exec, attach and compare).
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct ConsoleArgs {
+    /// Print every column of the table (each resource's baseline, floor, peak, loaded, after unload, growth, latency, the times); default: a compact table that fits 100 columns.
+    #[arg(long)]
+    pub wide: bool,
+    /// Also print each resource's verdict per run, its retained after every cycle and every note in full; default: one screen (the table, a line per resource, the first notes).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+impl ConsoleArgs {
+    pub fn view(self) -> crate::export::console::View {
+        crate::export::console::View::console(self.wide, self.verbose)
+    }
 }
 
 /// Where a run's outputs go (shared by run and compare).
@@ -297,9 +311,8 @@ pub struct CompareArgs {
     pub overrides: ScenarioOverrides,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Print every column of the table (each resource's baseline, floor, peak, loaded, after unload, growth, latency, the times); default: a compact table that fits 100 columns.
-    #[arg(long)]
-    pub wide: bool,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
 }
 
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::baseline;
 use crate::cli::AttachArgs;
-use crate::export::{console, table};
+use crate::export::console;
 use crate::orchestrator::signals;
 use crate::results::{self, check_output_args, create_out_dir};
 use crate::scenario::DeviceSpec;
@@ -78,7 +78,7 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     write!(
         out,
         "{}",
-        console::summary_table_as(&summary, table::Layout::console(args.wide))
+        console::summary_table_as(&summary, args.console.view())
     )?;
     writeln!(out, "\nresults: {}", dir.display())?;
     if let Some(path) = &args.output.export_trace {

@@ -20,6 +20,7 @@ use crate::cli::CompareArgs;
 use crate::export::{self, table};
 use crate::machine::{clashes, Keyed};
 use crate::metrics::comparison::Comparison;
+use crate::metrics::Summary;
 use crate::plan::Plan;
 use crate::record::{Record, RunStatus};
 use crate::results::{check_output_args, compare_loaded, create_out_dir, load, write_trace};
@@ -33,14 +34,21 @@ pub struct CompareOutcome {
     /// Runs of this invocation that did not complete (their data is kept and
     /// marked); always 0 when saved directories are compared.
     pub failed_runs: usize,
+    /// Each source's summary, for the advice.
+    pub summaries: Vec<Summary>,
 }
 
 /// `memrel compare` as the arguments ask: compares, prints the table and
 /// where the results went to `out`, and says how this invocation's runs ended.
 pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let outcome = execute(args)?;
-    let layout = table::Layout::console(args.wide);
-    write!(out, "{}", table::plain_as(&outcome.comparison, layout))?;
+    write!(
+        out,
+        "{}",
+        table::plain_as(&outcome.comparison, args.console.view())
+    )?;
+    let summaries: Vec<&Summary> = outcome.summaries.iter().collect();
+    output::advise(out, &summaries)?;
     let runs: u32 = outcome.comparison.rows.iter().map(|r| r.summary.runs).sum();
     // The trace, when asked for, was written with the comparison.
     let trace_written = |_: &Path| Ok(());
@@ -88,6 +96,7 @@ fn run_matrix(args: &CompareArgs, scenario: &str) -> Result<CompareOutcome> {
         dir,
         failed_runs: failed_runs(&records),
         comparison,
+        summaries: sources.into_iter().map(|l| l.summary).collect(),
     })
 }
 
@@ -127,6 +136,7 @@ pub fn compare_saved(
         dir,
         failed_runs: 0,
         comparison,
+        summaries: sources.into_iter().map(|l| l.summary).collect(),
     })
 }
 

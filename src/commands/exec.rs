@@ -21,7 +21,14 @@ use crate::worker::command::ProgramIo;
 /// results went to `out`, and says how the runs ended.
 pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let (dir, summary) = execute(args)?;
-    let status = output::finish_run(out, &dir, &summary, &args.output, args.wide)?;
+    let status = output::finish_run(
+        out,
+        &dir,
+        &summary,
+        &args.output,
+        args.console.view(),
+        false,
+    )?;
     let runs = read_runs(&dir);
     for run in &runs {
         if let Some(note) = run.no_readings_note() {

@@ -14,25 +14,25 @@ use anyhow::Result;
 use super::ExitStatus;
 use crate::baseline;
 use crate::cli::OutputArgs;
-use crate::export::{console, table};
+use crate::export::console;
 use crate::metrics::Summary;
 use crate::results;
 
-/// After `memrel run` or `memrel exec`: the run's table, then [`finish`]
-/// (the trace written from the saved results).
+/// After `memrel run` or `memrel exec`: the run's table, the advice where
+/// asked (`run`), then [`finish`] (the trace written from the saved results).
 pub fn finish_run(
     out: &mut dyn Write,
     dir: &Path,
     summary: &Summary,
     output: &OutputArgs,
-    wide: bool,
+    view: console::View,
+    advice: bool,
 ) -> Result<ExitStatus> {
-    write!(
-        out,
-        "{}",
-        console::summary_table_as(summary, table::Layout::console(wide))
-    )?;
+    write!(out, "{}", console::summary_table_as(summary, view))?;
     write!(out, "{}", crate::export::sleep::console(summary))?;
+    if advice {
+        advise(out, &[summary])?;
+    }
     let failed = summary.runs.iter().filter(|r| r.error.is_some()).count();
     let export_trace = |path: &Path| results::export_trace_of(dir, path);
     finish(
@@ -74,6 +74,25 @@ pub fn finish(
         writeln!(out, "baseline {name}: {}", saved.entry.display())?;
     }
     Ok(runs_ended(runs, dir))
+}
+
+/// The last lines of `run` and `compare` before where the results went:
+/// the advice of `summaries` (`memrel advise`), each line `advice: …`;
+/// nothing where the runs were stopped by SIGINT or SIGTERM.
+pub fn advise(out: &mut dyn Write, summaries: &[&Summary]) -> Result<()> {
+    if crate::orchestrator::signals::received().is_some() {
+        return Ok(());
+    }
+    let text = crate::export::advice::text(&crate::metrics::advice::advise(summaries));
+    let mut first = true;
+    for line in text.lines() {
+        if first {
+            writeln!(out)?;
+            first = false;
+        }
+        writeln!(out, "advice: {line}")?;
+    }
+    Ok(())
 }
 
 /// `Error` (saying so on stderr) when some runs did not complete (their data

@@ -18,7 +18,7 @@ use crate::scenario;
 /// results went to `out`, and says how the runs ended.
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let (dir, summary) = execute(args)?;
-    output::finish_run(out, &dir, &summary, &args.output, args.wide)
+    output::finish_run(out, &dir, &summary, &args.output, args.console.view(), true)
 }
 
 /// The runs; returns the results directory and summary.

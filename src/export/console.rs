@@ -1,9 +1,13 @@
-//! The summary table printed at the end of `memrel run`: one row per strategy
-//! with the columns of `table` (the lead resource first: VRAM on CUDA), then
-//! each resource's retained value after every cycle.
+//! The console of `memrel run`, `exec` and `attach`, one screen by default:
+//! the table (one row per strategy with the columns of `table`, the lead
+//! resource first: VRAM on CUDA), one line per resource saying what each
+//! strategy does with it, and the notes, each once (see `glance`). A
+//! program without phase markers gets its one-phase table instead of a
+//! table of dashes.
 //!
-//! Below the table, each resource's answer per strategy: "retains in k of n
-//! runs" with the retained spread over runs (see `table::retention`).
+//! `--verbose` adds each resource's verdict per run ("retains in k of n
+//! runs" with the retained spread, see `table::retention`), its retained
+//! after every cycle, and every note in full.
 //!
 //! Compact by default (fits 100 columns); `--wide` shows every column. The
 //! aggregation is the one of every table (see `table`): memory at the last
@@ -13,9 +17,10 @@
 
 use std::fmt::Write;
 
+use super::glance::{self, Notes};
 use super::table::{
-    caption, console_lines, not_measured_notes, sig, verdict_heading, verdict_lines, Layout, Line,
-    COMPACT_MAX_CHARS,
+    caption, console_lines, not_measured_notes, sig, too_few_runs_note, verdict_heading,
+    verdict_lines, Layout, Line, COMPACT_MAX_CHARS,
 };
 use crate::metrics::{Resource, Summary};
 use crate::textutil::MIB;
@@ -23,13 +28,46 @@ use crate::textutil::MIB;
 /// Cycles shown at each end of the retained-by-cycle line.
 const CYCLES_SHOWN: usize = 10;
 
-/// The compact table (the default of `memrel run`).
-pub fn summary_table(summary: &Summary) -> String {
-    summary_table_as(summary, Layout::Compact)
+/// What a console shows: the table's layout, and whether each run's
+/// verdict, the retained per cycle and every note follow (`--verbose`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    pub layout: Layout,
+    pub verbose: bool,
 }
 
-/// The table in `layout` (`Layout::console(wide)`).
-pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
+impl View {
+    /// The default console: the compact table and the answer at a glance.
+    pub const DEFAULT: View = View {
+        layout: Layout::Compact,
+        verbose: false,
+    };
+
+    /// As `--wide` and `--verbose` ask.
+    pub fn console(wide: bool, verbose: bool) -> View {
+        View {
+            layout: Layout::console(wide),
+            verbose,
+        }
+    }
+
+    /// At most this many notes (`None`: every one).
+    pub fn notes_shown(self) -> Option<usize> {
+        (!self.verbose).then_some(glance::NOTES_SHOWN)
+    }
+}
+
+/// The default console (the compact table and the answer at a glance).
+pub fn summary_table(summary: &Summary) -> String {
+    summary_table_as(summary, View::DEFAULT)
+}
+
+/// The console of a run in `view`: the table (none where no strategy has a
+/// cycle: a program without phase markers gets its one-phase table
+/// instead), one line per resource, the notes; `--verbose` adds each run's
+/// verdict and the retained per cycle.
+pub fn summary_table_as(summary: &Summary, view: View) -> String {
+    let layout = view.layout;
     let resources = summary.shown();
     let lines: Vec<Line> = summary
         .strategies
@@ -45,18 +83,71 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
             machine: None,
         })
         .collect();
-    let (table, fit) = console_lines(layout, &resources, &lines, false);
     let mut out = String::new();
     let _ = writeln!(
         out,
         "memrel run: {} on {}",
         summary.scenario, summary.device
     );
-    for line in caption(layout, fit, &lines).iter().chain(&table) {
+    let cycles = summary.strategies.iter().any(|s| s.cycles_total > 0);
+    if cycles {
+        let (table, fit) = console_lines(layout, &resources, &lines, false);
+        for line in caption(layout, fit).iter().chain(&table) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let answers = glance::answers(&resources, &lines, summary.retention_threshold_bytes);
+    if !answers.is_empty() {
+        out.push('\n');
+    }
+    for line in answers {
         let _ = writeln!(out, "{line}");
     }
-    for &r in &resources {
-        let verdicts = verdict_lines(&lines, r);
+    if view.verbose {
+        out.push_str(&per_run_and_cycle(summary, &resources, &lines));
+    }
+    out.push_str(&whole_runs(summary));
+    let mut notes = Notes::default();
+    if cycles {
+        if let Some(few) = too_few_runs_note(&lines) {
+            notes.add(few, "");
+        }
+    }
+    for n in not_measured_notes(&resources, &lines) {
+        notes.add(n, "");
+    }
+    for r in &summary.runs {
+        let said = [&r.error, &r.envelope, &r.baseline_note, &r.unmarked];
+        for text in said.into_iter().flatten() {
+            notes.add(text.clone(), format!("run {} ({})", r.run, r.strategy));
+        }
+    }
+    let first = first_loads(summary);
+    if !view.verbose && !first.is_empty() {
+        notes.add(FIRST_LOAD_NOTE, first_load_whom(&first));
+    }
+    let notes = notes.lines(view.notes_shown());
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    for n in notes {
+        let _ = writeln!(out, "{n}");
+    }
+    if view.verbose && !first.is_empty() {
+        let _ = writeln!(out, "\n{FIRST_LOAD_NOTE}:");
+        for f in &first {
+            let _ = writeln!(out, "  {}, {}: {}", f.resource, f.strategy, f.numbers);
+        }
+    }
+    out
+}
+
+/// `--verbose`: each resource's verdict per run, then its retained after
+/// each cycle (median over runs).
+fn per_run_and_cycle(summary: &Summary, resources: &[Resource], lines: &[Line]) -> String {
+    let mut out = String::new();
+    for &r in resources {
+        let verdicts = verdict_lines(lines, r);
         if verdicts.is_empty() {
             continue;
         }
@@ -75,7 +166,7 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
         .map(|s| s.strategy.chars().count())
         .max()
         .unwrap_or(0);
-    for &r in &resources {
+    for &r in resources {
         let measured: Vec<_> = summary
             .strategies
             .iter()
@@ -120,45 +211,6 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
             let _ = writeln!(out, "  {:<name_width$}  {}", s.strategy, cycles.join(" "));
         }
     }
-    let notes = not_measured_notes(&resources, &lines);
-    if !notes.is_empty() {
-        out.push('\n');
-    }
-    for n in notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    for r in &summary.runs {
-        if let Some(e) = &r.error {
-            let _ = writeln!(
-                out,
-                "run {} ({} repetition {}): {e}",
-                r.run, r.strategy, r.repetition
-            );
-        }
-        if let Some(envelope) = &r.envelope {
-            let _ = writeln!(
-                out,
-                "run {} ({} repetition {}): {envelope}",
-                r.run, r.strategy, r.repetition
-            );
-        }
-        if let Some(why) = &r.baseline_note {
-            let _ = writeln!(
-                out,
-                "run {} ({} repetition {}): {why}",
-                r.run, r.strategy, r.repetition
-            );
-        }
-        if let Some(why) = &r.unmarked {
-            let _ = writeln!(
-                out,
-                "run {} ({} repetition {}): {why}",
-                r.run, r.strategy, r.repetition
-            );
-        }
-    }
-    out.push_str(&whole_runs(summary));
-    out.push_str(&first_loads(summary));
     out
 }
 
@@ -168,13 +220,22 @@ pub fn summary_table_as(summary: &Summary, layout: Layout) -> String {
 fn whole_runs(summary: &Summary) -> String {
     use crate::export::markdown::{Align, Table};
     use crate::metrics::catalogue::MemoryMetric as M;
+    // A strategy with cycles is in the table; its runs that have none
+    // (one that failed early) are in the notes.
+    let no_cycles = |strategy: &str| {
+        summary
+            .strategies
+            .iter()
+            .any(|s| s.strategy == strategy && s.cycles_total == 0)
+    };
     let one_phase: Vec<_> = summary
         .runs
         .iter()
         .filter(|r| {
-            r.resources
-                .iter()
-                .any(|m| m.end_bytes.is_some() && m.not_measured.is_none())
+            no_cycles(&r.strategy)
+                && r.resources
+                    .iter()
+                    .any(|m| m.end_bytes.is_some() && m.not_measured.is_none())
         })
         .collect();
     if one_phase.is_empty() {
@@ -228,11 +289,39 @@ fn whole_runs(summary: &Summary) -> String {
     out
 }
 
-/// A note for each strategy and resource whose retention is mostly its
-/// first cycle's: a one-time cost of the first load, not retention that
-/// repeats.
-fn first_loads(summary: &Summary) -> String {
-    let mut items = String::new();
+/// What the first-load note says, once for every strategy and resource.
+const FIRST_LOAD_NOTE: &str = "retained mostly at the first load (imports, caches, a pool reused \
+     later), not retention that repeats; a warm-up before memrel.baseline() leaves it out";
+
+/// "host RSS: offload, reload; VRAM cuda:0: drop": the resources and
+/// strategies of `first`, in its order.
+fn first_load_whom(first: &[FirstLoadOf]) -> String {
+    let mut by_resource: Vec<(&str, Vec<&str>)> = Vec::new();
+    for f in first {
+        match by_resource.iter_mut().find(|(r, _)| *r == f.resource) {
+            Some((_, who)) => who.push(&f.strategy),
+            None => by_resource.push((&f.resource, vec![&f.strategy])),
+        }
+    }
+    by_resource
+        .iter()
+        .map(|(r, who)| format!("{r}: {}", who.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A strategy and resource whose retention is mostly its first cycle's.
+struct FirstLoadOf {
+    resource: String,
+    strategy: String,
+    /// "cycle 1 retained …, cycles 2–5 … per cycle".
+    numbers: String,
+}
+
+/// Each strategy and resource whose retention is mostly its first cycle's
+/// (a one-time cost of the first load, not retention that repeats).
+fn first_loads(summary: &Summary) -> Vec<FirstLoadOf> {
+    let mut out = Vec::new();
     for s in &summary.strategies {
         // The page cache is filled by the first load and kept by design: no
         // one-time cost to explain there.
@@ -247,25 +336,19 @@ fn first_loads(summary: &Summary) -> String {
             if !first.is_most_of_it(summary.retention_threshold_bytes) {
                 continue;
             }
-            let _ = writeln!(
-                items,
-                "  {}, {}: cycle 1 retained {:.1} MiB, cycles 2–{} {:+.1} MiB per cycle",
-                m.resource.label(),
-                s.strategy,
-                first.first_bytes / MIB,
-                first.cycles,
-                first.steady_bytes_per_cycle / MIB
-            );
+            out.push(FirstLoadOf {
+                resource: m.resource.label(),
+                strategy: s.strategy.clone(),
+                numbers: format!(
+                    "cycle 1 retained {:.1} MiB, cycles 2–{} {:+.1} MiB per cycle",
+                    first.first_bytes / MIB,
+                    first.cycles,
+                    first.steady_bytes_per_cycle / MIB
+                ),
+            });
         }
     }
-    if items.is_empty() {
-        return items;
-    }
-    // The explanation once, for every strategy and resource it applies to.
-    format!(
-        "\nretained mostly at the first load (imports, caches, a pool reused later), not retention\n\
-         that repeats; a warm-up before memrel.baseline() leaves it out:\n{items}"
-    )
+    out
 }
 
 #[cfg(test)]
@@ -350,7 +433,7 @@ mod tests {
             let summary = summarize(&record);
             let (header, rows) = parse(&summary_table(&summary));
             assert_eq!(assert_rows_agree(&header, &rows, &[("", "")]), rows.len());
-            let wide = summary_table_as(&summary, Layout::Wide);
+            let wide = summary_table_as(&summary, View::console(true, true));
             let (header, rows) = parse(&wide);
             // The wide header repeats the names per resource, lead first: check each group.
             let groups = header.iter().filter(|h| *h == "baseline").count();
@@ -396,6 +479,13 @@ mod tests {
         assert_eq!(drop[at("after release")], "1094");
         assert_eq!(drop[at("retained")], "416");
         assert_eq!(drop[at("released")], "0.0 %");
+        // The cycles are --verbose's; the default has one line per resource.
+        assert!(!text.contains("after each cycle"), "{text}");
+        assert!(
+            text.contains("\nVRAM cuda:0: drop retains 416 MiB in 2 of 2 runs;\n"),
+            "{text}"
+        );
+        let text = summary_table_as(&summary, View::console(false, true));
         assert!(
             text.contains("VRAM cuda:0 retained MiB after each cycle"),
             "{text}"
@@ -413,7 +503,7 @@ mod tests {
     #[test]
     fn wide_has_every_column() {
         let summary = summarize(&fixture::cuda_record());
-        let wide = summary_table_as(&summary, Layout::Wide);
+        let wide = summary_table_as(&summary, View::console(true, true));
         let (header, rows) = parse(&wide);
         for name in [
             "baseline",
@@ -457,28 +547,22 @@ mod tests {
         insta::assert_snapshot!(summary_table(&cpu), @r#"
 memrel run: fixture on cpu
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
-too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
---wide shows every column
+--wide shows every column, --verbose each run and cycle
                    host RSS
 strategy     runs  baseline  after release  retained  released  retaining  checks
 ---------------------------------------------------------------------------------
 drop          2/2      10.0           70.0      60.0    40.0 %        3/6      ok
 malloc-trim   2/2      10.0           11.0      1.00    99.0 %        0/6      ok
 
-host RSS per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
-  drop         retains in 2 of 2 runs    retained 60.0 MiB
-  malloc-trim  gives back in all 2 runs  retained 1.00 MiB
+host RSS: drop retains 60.0 MiB in 2 of 2 runs; malloc-trim gives back 99.0 % in 2 of 2 runs
 
-host RSS retained MiB after each cycle (median over runs; retaining = above 16 MiB):
-  drop            2.00    31.0    60.0
-  malloc-trim     1.00    1.50    1.00
+note: too few runs to conclude: 2 completed runs of a strategy; retention varies by run (--repeat 5)
 "#);
         let cuda = summarize(&fixture::cuda_record());
         insta::assert_snapshot!(summary_table(&cuda), @r#"
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
-too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
---wide shows every column
+--wide shows every column, --verbose each run and cycle
                        VRAM cuda:0                                             host RSS
 strategy         runs  baseline  after release  retained  released  retaining  retained  checks
 -----------------------------------------------------------------------------------------------
@@ -486,34 +570,17 @@ drop              2/2       678           1094       416     0.0 %        6/6   
 sync              2/2       678            678      0.00   100.0 %        0/6      1.00      ok
 context-release   2/2       678           0.00      -678   263.0 %        0/6      1.00      ok
 
-VRAM cuda:0 per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
-  drop             retains in 2 of 2 runs    retained 416 MiB
-  sync             gives back in all 2 runs  retained 0.00 MiB
-  context-release  gives back in all 2 runs  retained -678 MiB
+VRAM cuda:0: drop retains 416 MiB in 2 of 2 runs;
+             sync and context-release give back 100.0–263.0 % in 2 of 2 runs
+host RSS: drop, sync and context-release give back 99.0 % in 2 of 2 runs
 
-host RSS per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
-  drop             gives back in all 2 runs  retained 1.00 MiB
-  sync             gives back in all 2 runs  retained 1.00 MiB
-  context-release  gives back in all 2 runs  retained 1.00 MiB
-
-VRAM cuda:0 retained MiB after each cycle (median over runs; retaining = above 16 MiB):
-  drop                 416     416     416
-  sync                0.00    0.00    0.00
-  context-release     -678    -678    -678
-
-host RSS retained MiB after each cycle (median over runs; retaining = above 16 MiB):
-  drop                1.00    1.00    1.00
-  sync                1.00    1.00    1.00
-  context-release     1.00    1.00    1.00
-
-retained mostly at the first load (imports, caches, a pool reused later), not retention
-that repeats; a warm-up before memrel.baseline() leaves it out:
-  VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle
+note: too few runs to conclude: 2 completed runs of a strategy; retention varies by run (--repeat 5)
+note: retained mostly at the first load (imports, caches, a pool reused later), not retention that
+      repeats; a warm-up before memrel.baseline() leaves it out (VRAM cuda:0: drop)
 "#);
-        insta::assert_snapshot!(summary_table_as(&cuda, Layout::Wide), @r#"
+        insta::assert_snapshot!(summary_table_as(&cuda, View::console(true, true)), @r#"
 memrel run: cuda-fixture on cuda:0
 memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
-too few runs to conclude: 2 completed runs of a strategy; retention can vary by run (--repeat 5)
 growth: median over runs; latency, t50, t90, settle, late, times: median (min–max) over every cycle
                        VRAM cuda:0                                                                                                                                                      host RSS
 strategy         runs  baseline  floor  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  settle ms  late  retaining  processes  baseline  peak  loaded  after unload  after release  retained  released  growth/cycle  latency ms  t50 ms  t90 ms  settle ms  late  retaining  processes  load ms  forward ms  release ms  ready ms  checks
@@ -522,6 +589,10 @@ drop              2/2       678    586  1094    1094          1094           109
 sync              2/2       678    586  1094    1094           678            678      0.00   100.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      300           –         300       600      ok
 context-release   2/2       678    586  1094    1094          0.00           0.00      -678   263.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      10.0   110     110          11.0           11.0      1.00    99.0 %          0.00        0.00     100     100       0.00  0.00        0/6        0/2      300           –         300       600      ok
 
+VRAM cuda:0: drop retains 416 MiB in 2 of 2 runs;
+             sync and context-release give back 100.0–263.0 % in 2 of 2 runs
+host RSS: drop, sync and context-release give back 99.0 % in 2 of 2 runs
+
 VRAM cuda:0 per run (retaining = a cycle above 16 MiB; retained: last cycle, median (min–max)):
   drop             retains in 2 of 2 runs    retained 416 MiB
   sync             gives back in all 2 runs  retained 0.00 MiB
@@ -542,8 +613,9 @@ host RSS retained MiB after each cycle (median over runs; retaining = above 16 M
   sync                1.00    1.00    1.00
   context-release     1.00    1.00    1.00
 
-retained mostly at the first load (imports, caches, a pool reused later), not retention
-that repeats; a warm-up before memrel.baseline() leaves it out:
+note: too few runs to conclude: 2 completed runs of a strategy; retention varies by run (--repeat 5)
+
+retained mostly at the first load (imports, caches, a pool reused later), not retention that repeats; a warm-up before memrel.baseline() leaves it out:
   VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle
 "#);
     }

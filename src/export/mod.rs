@@ -9,6 +9,7 @@ pub mod chart;
 pub mod compare_files;
 pub mod console;
 mod fields;
+pub mod glance;
 pub mod markdown;
 pub mod peaks;
 pub mod sleep;

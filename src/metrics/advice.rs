@@ -170,8 +170,10 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
     }
 }
 
-/// The candidate as a pick for `resource`; `None` where none of its runs
-/// measured it, or the resource is only context for it.
+/// The candidate as a pick for `resource`; `None` where fewer than
+/// [`MIN_COMPLETED_RUNS`] of its runs measured it (a strategy named in two
+/// directories may have its runs for this resource in only one), or the
+/// resource is only context for it.
 fn pick(c: &Candidate, resource: Resource) -> Option<Pick> {
     if c.context.contains(&resource) {
         return None;
@@ -182,7 +184,7 @@ fn pick(c: &Candidate, resource: Resource) -> Option<Pick> {
         .filter_map(|r| r.resource(resource))
         .filter(|m| m.not_measured.is_none())
         .collect();
-    if measured.is_empty() {
+    if (measured.len() as u32) < MIN_COMPLETED_RUNS {
         return None;
     }
     let known = strategy::lookup(&c.name).ok();

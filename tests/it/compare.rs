@@ -763,7 +763,7 @@ fn cuda_flush_console_tables_snapshot() {
     insta::assert_snapshot!("cuda_flush_compare_console", compact);
     insta::assert_snapshot!(
         "cuda_flush_compare_console_wide",
-        table::plain_as(&c, table::Layout::Wide)
+        table::plain_as(&c, memrel::export::console::View::console(true, true))
     );
 }
 

@@ -111,7 +111,7 @@ pub(in crate::export) fn sig(v: f64) -> String {
 }
 
 /// A percentage with one decimal: 99.6 and 99.5 must stay apart.
-fn percent(v: f64) -> String {
+pub(in crate::export) fn percent(v: f64) -> String {
     let text = format!("{v:.1}");
     if text == "-0.0" {
         "0.0".to_string()

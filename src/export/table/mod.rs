@@ -29,17 +29,21 @@ mod retention;
 
 use std::fmt::Write;
 
+use super::console::View;
+use super::glance::{self, Notes};
 use super::markdown::{escape as md_escape, Rule, Table};
 use crate::fsutil::utc_readable;
 use crate::metrics::comparison::Comparison;
 use crate::metrics::{Resource, StrategySummary};
 use crate::textutil::MIB;
-pub(in crate::export) use cells::sig;
 use cells::{cell, relative_cell};
+pub(in crate::export) use cells::{percent, sig};
 use columns::{columns, names, prefix, Column};
 pub use columns::{Fit, Layout, COMPACT_MAX_CHARS};
 pub use retention::RUNS_TO_CONCLUDE;
-pub(super) use retention::{too_few_runs, verdict, verdict_heading, verdict_lines};
+pub(super) use retention::{
+    held_text, said, too_few_runs, too_few_runs_note, verdict, verdict_heading, verdict_lines, Said,
+};
 
 /// One row of a table: a strategy's summary under a label.
 pub(super) struct Line<'a> {
@@ -221,25 +225,28 @@ pub fn cells(c: &Comparison) -> Vec<Vec<String>> {
     out
 }
 
-/// What the console caption says about the aggregation, and whether `lines`
-/// have runs enough to conclude (each line ≤ 100 chars).
-pub(super) fn caption(layout: Layout, fit: Fit, lines: &[Line]) -> Vec<String> {
+/// What the console caption says about the aggregation and what the
+/// layout left out (each line ≤ 100 chars; whether the runs are enough to
+/// conclude is the first note, `too_few_runs`).
+pub(super) fn caption(layout: Layout, fit: Fit) -> Vec<String> {
     let mut out = vec![
         "memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs"
             .to_string(),
     ];
-    out.extend(too_few_runs(lines));
     match layout {
         Layout::Compact => match fit {
-            Fit::Full => out.push("--wide shows every column".to_string()),
-            Fit::NoRanges => out
-                .push("ranges left out to fit 100 columns; --wide shows every column".to_string()),
-            Fit::Slim => out.extend([
-                "ranges and after release (= baseline + retained) left out to fit 100 columns;"
+            Fit::Full => {
+                out.push("--wide shows every column, --verbose each run and cycle".to_string())
+            }
+            Fit::NoRanges => out.push(
+                "ranges left out to fit 100 columns; --wide shows every column, --verbose each run"
                     .to_string(),
-                "container WS = the whole cgroup's working set; --wide shows every column"
+            ),
+            Fit::Slim => out.push(
+                "ranges and after release (= baseline + retained) left out to fit 100 columns \
+                 (--wide)"
                     .to_string(),
-            ]),
+            ),
         },
         Layout::Markdown | Layout::Wide => out.push(
             "growth: median over runs; latency, t50, t90, settle, late, times: median (min–max) \
@@ -360,13 +367,16 @@ pub fn markdown(c: &Comparison) -> String {
     out
 }
 
-/// The console's comparison table, compact (fits 100 columns).
+/// The console's comparison, compact (fits 100 columns, one screen).
 pub fn plain(c: &Comparison) -> String {
-    plain_as(c, Layout::Compact)
+    plain_as(c, View::DEFAULT)
 }
 
-/// The console's comparison table in `layout` (`Layout::console(wide)`).
-pub fn plain_as(c: &Comparison, layout: Layout) -> String {
+/// The console's comparison in `view`: A, B, … with their directories, the
+/// table, one line per resource and the notes (each once); `--verbose`
+/// adds each resource's verdict per run and every note.
+pub fn plain_as(c: &Comparison, view: View) -> String {
+    let layout = view.layout;
     let mut lines = comparison_lines(c);
     // A machine key is ~50 characters: the compact table says under it
     // which machine made each source (--wide and compare.md keep a column).
@@ -387,14 +397,39 @@ pub fn plain_as(c: &Comparison, layout: Layout) -> String {
     for w in &c.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    for line in caption(layout, fit, &lines).iter().chain(&table) {
+    for line in caption(layout, fit).iter().chain(&table) {
         let _ = writeln!(out, "{line}");
     }
-    for line in verdict_blocks(c, &lines, false) {
+    let answers = glance::answers(&c.resources, &lines, c.retention_threshold_bytes);
+    if !answers.is_empty() {
+        out.push('\n');
+    }
+    for line in answers {
         let _ = writeln!(out, "{line}");
     }
-    for n in notes(c, &lines) {
-        let _ = writeln!(out, "note: {n}");
+    if view.verbose {
+        for line in verdict_blocks(c, &lines, false) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let mut notes = Notes::default();
+    if let Some(few) = too_few_runs_note(&lines) {
+        notes.add(few, "");
+    }
+    for row in &c.rows {
+        for n in &row.notes {
+            notes.add(n.clone(), row.label.clone());
+        }
+    }
+    for n in not_measured_notes(&c.resources, &lines) {
+        notes.add(n, "");
+    }
+    let notes = notes.lines(view.notes_shown());
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    for n in notes {
+        let _ = writeln!(out, "{n}");
     }
     out
 }
@@ -522,7 +557,7 @@ pub(super) mod tests {
                 "{console}"
             );
         }
-        let wide = plain_as(&c, Layout::Wide);
+        let wide = plain_as(&c, View::console(true, true));
         let header = wide
             .lines()
             .find(|l| l.trim_start().starts_with("strategy"))
@@ -655,7 +690,7 @@ pub(super) mod tests {
                     line.len()
                 );
             }
-            let wide = plain_as(&c, Layout::Wide);
+            let wide = plain_as(&c, View::console(true, true));
             let columns = columns(Layout::Wide, &c.resources, true, Fit::Full);
             // Strategy, runs, 15 host metrics (+ 16 device ones), 6 time and check columns.
             let device = usize::from(c.lead.is_device());
@@ -767,11 +802,12 @@ pub(super) mod tests {
         // The table itself (the verdict lines below it keep their spread).
         let table = compact.split("\n\n").next().unwrap();
         assert!(!table.contains("(-678–-600)"), "{compact}");
+        let verbose = plain_as(&c, View::console(false, true));
         assert!(
-            compact.contains("gives back in all 2 runs  retained -639 MiB (-678–-600)"),
-            "{compact}"
+            verbose.contains("gives back in all 2 runs  retained -639 MiB (-678–-600)"),
+            "{verbose}"
         );
-        let wide = plain_as(&c, Layout::Wide);
+        let wide = plain_as(&c, View::console(true, true));
         assert!(wide.contains("-678 (-678–-600)"), "{wide}");
     }
 
@@ -788,7 +824,7 @@ pub(super) mod tests {
             run.meta.error = Some("nvml: library not found".into());
         }
         let c = comparison_of(&record);
-        let text = plain_as(&c, Layout::Wide);
+        let text = plain_as(&c, View::console(true, true));
         assert!(
             text.contains("note: VRAM not measured: nvml: library not found (cuda:0: drop, sync, context-release)"),
             "{text}"

@@ -21,11 +21,17 @@ use crate::textutil::MIB;
 /// once in 3000 (0.2⁵), one run in five.
 pub const RUNS_TO_CONCLUDE: u32 = 5;
 
-/// The caption line of a table with a strategy of fewer than
+/// The fewest completed runs of a strategy of `lines`, where below
+/// [`RUNS_TO_CONCLUDE`].
+fn too_few(lines: &[Line]) -> Option<u32> {
+    let fewest = lines.iter().map(|l| l.summary.runs_completed).min()?;
+    (fewest < RUNS_TO_CONCLUDE).then_some(fewest)
+}
+
+/// compare.md's warning for a table with a strategy of fewer than
 /// [`RUNS_TO_CONCLUDE`] completed runs (fits 100 columns), else `None`.
 pub(in crate::export) fn too_few_runs(lines: &[Line]) -> Option<String> {
-    let fewest = lines.iter().map(|l| l.summary.runs_completed).min()?;
-    (fewest < RUNS_TO_CONCLUDE).then(|| {
+    too_few(lines).map(|fewest| {
         format!(
             "too few runs to conclude: {fewest} completed run{} of a strategy; retention can vary \
              by run (--repeat {RUNS_TO_CONCLUDE})",
@@ -34,24 +40,71 @@ pub(in crate::export) fn too_few_runs(lines: &[Line]) -> Option<String> {
     })
 }
 
-/// One strategy's answer for `resource`: (the verdict, the spread), e.g.
-/// ("retains in 4 of 5 runs", "333 MiB (4.59–425)"); `None` where the
-/// resource was not measured or no run has a cycle (a program without
-/// phase markers: nothing was loaded and released to judge).
-pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(String, String)> {
+/// The same as the console's first note (fits 100 columns after `note: `).
+pub(in crate::export) fn too_few_runs_note(lines: &[Line]) -> Option<String> {
+    too_few(lines).map(|fewest| {
+        format!(
+            "too few runs to conclude: {fewest} completed run{} of a strategy; retention varies by \
+             run (--repeat {RUNS_TO_CONCLUDE})",
+            if fewest == 1 { "" } else { "s" },
+        )
+    })
+}
+
+/// What a strategy's runs say of one resource, before it is put in words.
+#[derive(Debug, Clone, PartialEq)]
+pub(in crate::export) enum Said {
+    /// Not judged: the reading moves with other processes' work (the context).
+    NotJudged(String),
+    /// One level from the baseline through the load to the release.
+    Held { level_bytes: f64 },
+    /// `retaining` of `runs` runs had a cycle above the threshold.
+    Retains { retaining: u32, runs: u32 },
+    /// No run had a cycle above the threshold.
+    GivesBack { runs: u32 },
+}
+
+/// What `line`'s runs say of `resource`; `None` where the resource was not
+/// measured or no run has a cycle (a program without phase markers: nothing
+/// was loaded and released to judge).
+pub(in crate::export) fn said(line: &Line, resource: Resource) -> Option<Said> {
     let s = line.summary;
     let m = s
         .resource(resource)
         .filter(|m| m.not_measured.is_none() && m.cycles_total > 0)?;
-    let text = match (&m.context, m.processes_retaining > 0, s.runs) {
-        // Not judged: the reading moves with other processes' work.
-        (Some(context), _, _) => format!("not judged, {context}"),
+    Some(match (&m.context, m.processes_retaining > 0) {
+        (Some(context), _) => Said::NotJudged(context.clone()),
         // Nothing came and went: "gives back" would be news it is not.
-        (None, false, _) if let Some(level) = held_throughout(m) => level,
-        (None, true, 1) => "retains in its one run".to_string(),
-        (None, false, 1) => "gives back in its one run".to_string(),
-        (None, true, n) => format!("retains in {} of {n} runs", m.processes_retaining),
-        (None, false, n) => format!("gives back in all {n} runs"),
+        (None, false) if let Some(level_bytes) = held_throughout(m) => Said::Held { level_bytes },
+        (None, true) => Said::Retains {
+            retaining: m.processes_retaining,
+            runs: s.runs,
+        },
+        (None, false) => Said::GivesBack { runs: s.runs },
+    })
+}
+
+/// "415 MiB stay cached from start to end" (the page cache) or "… held …".
+pub(in crate::export) fn held_text(resource: Resource, level_bytes: f64) -> String {
+    let what = if resource == Resource::PageCache {
+        "stay cached"
+    } else {
+        "held"
+    };
+    format!("{} MiB {what} from start to end", sig(level_bytes / MIB))
+}
+
+/// One strategy's answer for `resource`: (the verdict, the spread), e.g.
+/// ("retains in 4 of 5 runs", "333 MiB (4.59–425)"); `None` as for [`said`].
+pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(String, String)> {
+    let m = line.summary.resource(resource)?;
+    let text = match said(line, resource)? {
+        Said::NotJudged(context) => format!("not judged, {context}"),
+        Said::Held { level_bytes } => held_text(resource, level_bytes),
+        Said::Retains { runs: 1, .. } => "retains in its one run".to_string(),
+        Said::GivesBack { runs: 1 } => "gives back in its one run".to_string(),
+        Said::Retains { retaining, runs } => format!("retains in {retaining} of {runs} runs"),
+        Said::GivesBack { runs } => format!("gives back in all {runs} runs"),
     };
     let spread = match &m.retained_bytes {
         Some(r) => {
@@ -67,23 +120,18 @@ pub(in crate::export) fn verdict(line: &Line, resource: Resource) -> Option<(Str
     Some((text, spread))
 }
 
-/// "415 MiB stay cached from start to end" where the representative run's
-/// last cycle held one level from its baseline through its load to its
-/// release (within 1 MiB or 1 %): a page cache already full before the run,
-/// a resource the program did not touch. `None` where it moved.
-fn held_throughout(m: &crate::metrics::ResourceSummary) -> Option<String> {
+/// The level where the representative run's last cycle held one level from
+/// its baseline through its load to its release (within 1 MiB or 1 %): a
+/// page cache already full before the run, a resource the program did not
+/// touch. `None` where it moved.
+fn held_throughout(m: &crate::metrics::ResourceSummary) -> Option<f64> {
     let row = m.row.as_ref()?;
     let base = row.baseline_bytes as f64;
     let near = |v: u64| (v as f64 - base).abs() <= (0.01 * base).max(MIB);
     if base < MIB || !near(row.loaded_bytes) || !near(row.after_release_bytes) {
         return None;
     }
-    let what = if m.resource == Resource::PageCache {
-        "stay cached"
-    } else {
-        "held"
-    };
-    Some(format!("{} MiB {what} from start to end", sig(base / MIB)))
+    Some(base)
 }
 
 /// What [`verdict`] means, for the line above a block of verdicts.
