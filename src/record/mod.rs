@@ -4,7 +4,8 @@
 //! number in a report is computed from it by `metrics`, so a saved results
 //! directory can be re-rendered later without re-running anything.
 //!
-//! On disk a record is three files: `samples.csv`, `events.csv` and `runs.json`.
+//! On disk a record is three files: `samples.csv`, `events.csv` and `runs.json`
+//! (the two CSVs may be kept gzipped, `samples.csv.gz`: see [`record_file`]).
 //! While a run goes on they are appended to (`live`); after it, events.csv and
 //! runs.json are rewritten atomically and samples.csv once, so a crash at any
 //! moment loses at most the last tenth of a second.
@@ -64,8 +65,8 @@ impl Record {
 /// Writes the record file `name` (samples.csv or events.csv) into `dir`
 /// atomically, in the form it has there: gzipped as `name.gz` when only that
 /// is in `dir` (a directory kept small, see [`record_file`]), plain otherwise.
-/// The same bytes give the same file (best compression, no time or name in
-/// the gzip header), so re-rendering a committed directory changes nothing.
+/// The same rows give the same file (best compression, no time or name in
+/// the gzip header): re-rendering what memrel wrote gives the same bytes.
 pub fn write_record_file(dir: &Path, name: &str, csv: &[u8]) -> Result<()> {
     let path = record_file(dir, name);
     if !schema::is_gz(&path) {
