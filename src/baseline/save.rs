@@ -18,7 +18,9 @@ use super::coverage::Coverage;
 use super::{entry_dir, load, validate_name};
 use crate::gate::{thin_strategies, unbudgeted, BASELINE_MIN_RUNS};
 use crate::metrics;
-use crate::record::{Header, Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
+use crate::record::{
+    record_file, Header, Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE,
+};
 
 /// What a save did.
 #[derive(Debug)]
@@ -258,11 +260,13 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// Copies the record's files from `results_dir` into `to`.
+/// Copies the record's files from `results_dir` into `to` (a CSV kept
+/// gzipped stays gzipped: see `record::record_file`).
 fn copy_record(results_dir: &Path, to: &Path) -> Result<()> {
     for file in [SAMPLES_FILE, EVENTS_FILE, RUNS_FILE, SUMMARY_FILE] {
-        let from = results_dir.join(file);
-        std::fs::copy(&from, to.join(file))
+        let from = record_file(results_dir, file);
+        let name = from.file_name().unwrap_or(file.as_ref());
+        std::fs::copy(&from, to.join(name))
             .with_context(|| format!("cannot copy {} into the baseline", from.display()))?;
     }
     Ok(())

@@ -21,7 +21,7 @@ use crate::cli::ReportArgs;
 use crate::export::{self, console, table, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
-use crate::record::{Record, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
+use crate::record::{record_file, Record, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
 use crate::results::{compare_loaded, load, write_trace, Loaded};
 
 /// `memrel report` as the arguments ask: re-renders, warns of damage found
@@ -271,9 +271,11 @@ fn report_comparison(
     })
 }
 
-/// Copies samples.csv from `dir` to `target` unless they are one directory.
+/// Copies samples.csv (or samples.csv.gz, as it is kept) from `dir` to
+/// `target` unless they are one directory.
 fn copy_samples(dir: &Path, target: &Path) -> Result<()> {
-    let (from, to) = (dir.join(SAMPLES_FILE), target.join(SAMPLES_FILE));
+    let from = record_file(dir, SAMPLES_FILE);
+    let to = target.join(from.file_name().unwrap_or(SAMPLES_FILE.as_ref()));
     let same = std::fs::canonicalize(&from).ok() == std::fs::canonicalize(&to).ok();
     if !same {
         std::fs::copy(&from, &to)

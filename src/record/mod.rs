@@ -4,7 +4,8 @@
 //! number in a report is computed from it by `metrics`, so a saved results
 //! directory can be re-rendered later without re-running anything.
 //!
-//! On disk a record is three files: `samples.csv`, `events.csv` and `runs.json`.
+//! On disk a record is three files: `samples.csv`, `events.csv` and `runs.json`
+//! (the two CSVs may be kept gzipped, `samples.csv.gz`: see [`record_file`]).
 //! While a run goes on they are appended to (`live`); after it, events.csv and
 //! runs.json are rewritten atomically and samples.csv once, so a crash at any
 //! moment loses at most the last tenth of a second.
@@ -26,23 +27,25 @@ mod types;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixture;
 
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::Result;
 
 use crate::fsutil::write_atomic;
 pub use readings::is_key as is_reading_key;
-pub use schema::{EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION, SUMMARY_FILE};
+pub use schema::{record_file, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION, SUMMARY_FILE};
 pub use types::*;
 
 impl Record {
-    /// Writes samples.csv, events.csv and runs.json into `dir`, each atomically.
+    /// Writes samples.csv, events.csv and runs.json into `dir`, each atomically
+    /// (a CSV kept gzipped there is written gzipped: [`write_record_file`]).
     /// Times are written to the microsecond (see [`Record::at_file_precision`]).
     /// (A record with an envelope of samples, see `envelope`, is saved by the
     /// run that took them: `live`.)
     pub fn save(&self, dir: &Path) -> Result<()> {
         let record = self.at_file_precision();
-        write_atomic(&dir.join(SAMPLES_FILE), &record.samples_csv()?)?;
+        write_record_file(dir, SAMPLES_FILE, &record.samples_csv()?)?;
         record.save_events_and_runs(dir)
     }
 
@@ -50,13 +53,29 @@ impl Record {
     /// record but its samples, which `live` streams to samples.csv.
     pub fn save_events_and_runs(&self, dir: &Path) -> Result<()> {
         let record = self.at_file_precision();
-        write_atomic(&dir.join(EVENTS_FILE), &record.events_csv()?)?;
+        write_record_file(dir, EVENTS_FILE, &record.events_csv()?)?;
         write_runs_file(
             dir,
             &record.header,
             record.runs.iter().map(|r| r.meta.clone()),
         )
     }
+}
+
+/// Writes the record file `name` (samples.csv or events.csv) into `dir`
+/// atomically, in the form it has there: gzipped as `name.gz` when only that
+/// is in `dir` (a directory kept small, see [`record_file`]), plain otherwise.
+/// The same rows give the same file (best compression, no time or name in
+/// the gzip header): re-rendering what memrel wrote gives the same bytes.
+pub fn write_record_file(dir: &Path, name: &str, csv: &[u8]) -> Result<()> {
+    let path = record_file(dir, name);
+    if !schema::is_gz(&path) {
+        return write_atomic(&path, csv);
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(csv)?;
+    let bytes = gz.finish()?;
+    write_atomic(&path, &bytes)
 }
 
 /// Writes runs.json (the header and each run's metadata) atomically; times

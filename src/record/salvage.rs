@@ -1,15 +1,17 @@
 //! Reading a results directory back, damaged or not: a missing or cut-short
 //! CSV keeps the rows before the damage and says where it stopped, so a crash
-//! during a run never makes what was measured before it unreadable.
+//! during a run never makes what was measured before it unreadable. A CSV
+//! kept gzipped (`samples.csv.gz`, see `schema::record_file`) reads the same.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 
 use anyhow::{bail, Result};
 
 use super::envelope::Envelope;
 use super::rows::{event_from_row, EventRow, SampleRow};
-use super::schema::{read_runs_file, EVENTS_FILE, SAMPLES_FILE};
+use super::schema::{is_gz, read_runs_file, record_file, EVENTS_FILE, SAMPLES_FILE};
 use super::types::{Event, Record, RunRecord};
 
 impl Record {
@@ -30,7 +32,7 @@ impl Record {
         let mut damage = Vec::new();
         // Each run's samples through an envelope: a long run stays bounded.
         let mut samples: BTreeMap<u32, Envelope> = BTreeMap::new();
-        let samples_path = dir.join(SAMPLES_FILE);
+        let samples_path = record_file(dir, SAMPLES_FILE);
         read_rows::<SampleRow<'static>>(&samples_path, &mut damage, |row, line| {
             let sample = row
                 .sample()
@@ -39,7 +41,7 @@ impl Record {
             Ok(())
         });
         let mut events: BTreeMap<u32, Vec<Event>> = BTreeMap::new();
-        let events_path = dir.join(EVENTS_FILE);
+        let events_path = record_file(dir, EVENTS_FILE);
         read_rows::<EventRow<'static>>(&events_path, &mut damage, |row, line| {
             let event = event_from_row(row)
                 .map_err(|e| format!("{} line {line}: {e}", events_path.display()))?;
@@ -69,7 +71,7 @@ impl Record {
 
 /// The events of run `run` in `dir`'s events.csv; any damage is an error.
 pub(super) fn read_events_of_run(dir: &Path, run: u32) -> Result<Vec<Event>> {
-    let path = dir.join(EVENTS_FILE);
+    let path = record_file(dir, EVENTS_FILE);
     let mut damage = Vec::new();
     let mut events = Vec::new();
     read_rows::<EventRow<'static>>(&path, &mut damage, |row, line| {
@@ -86,21 +88,33 @@ pub(super) fn read_events_of_run(dir: &Path, run: u32) -> Result<Vec<Event>> {
     Ok(events)
 }
 
-/// Feeds each row of a CSV file to `take`; a missing file, the first bad
-/// row, or a last line without its end (a file cut inside its last field)
-/// ends the reading with one line in `damage` (the rows before it are kept).
+/// Feeds each row of a CSV file (gzipped if its name ends in `.gz`) to
+/// `take`; a missing file, the first bad row, or a last line without its end
+/// (a file cut inside its last field) ends the reading with one line in
+/// `damage` (the rows before it are kept).
 fn read_rows<T: serde::de::DeserializeOwned>(
     path: &Path,
     damage: &mut Vec<String>,
     mut take: impl FnMut(T, usize) -> std::result::Result<(), String>,
 ) {
-    let mut reader = match csv::Reader::from_path(path) {
-        Ok(reader) => reader,
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
         Err(e) => {
             damage.push(format!("cannot read {}: {e}", path.display()));
             return;
         }
     };
+    let bytes: Box<dyn Read> = if is_gz(path) {
+        Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(
+            file,
+        )))
+    } else {
+        Box::new(file)
+    };
+    let mut reader = csv::Reader::from_reader(LastByte {
+        inner: bytes,
+        last: None,
+    });
     let mut rows = 0;
     for (i, row) in reader.deserialize::<T>().enumerate() {
         let line = i + 2;
@@ -118,7 +132,7 @@ fn read_rows<T: serde::de::DeserializeOwned>(
         }
         rows = i + 1;
     }
-    if !ends_with_newline(path) {
+    if reader.get_ref().last.is_some_and(|b| b != b'\n') {
         // Every row memrel writes ends with one: the last is cut short.
         damage.push(format!(
             "{} line {} is cut short (the file ends inside it): the {} rows before it are whole",
@@ -129,15 +143,19 @@ fn read_rows<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Whether the file at `path` is empty or ends with a newline.
-fn ends_with_newline(path: &Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return true;
-    };
-    if file.seek(SeekFrom::End(-1)).is_err() {
-        return true;
+/// A reader that remembers the last byte it gave out: whether a file read to
+/// its end (plain or decompressed) ends with a newline.
+struct LastByte<R> {
+    inner: R,
+    last: Option<u8>,
+}
+
+impl<R: Read> Read for LastByte<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.last = Some(buf[n - 1]);
+        }
+        Ok(n)
     }
-    let mut last = [0u8; 1];
-    file.read_exact(&mut last).is_err() || last[0] == b'\n'
 }

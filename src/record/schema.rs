@@ -1,8 +1,9 @@
 //! The on-disk layout of a results directory and its schema version: which
-//! files make a record, and reading runs.json with a clear word for a file
-//! another memrel wrote.
+//! files make a record, where each one is (plain, or gzipped to keep a
+//! committed directory small), and reading runs.json with a clear word for a
+//! file another memrel wrote.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,35 @@ pub const RUNS_FILE: &str = "runs.json";
 /// The record's summary (`metrics`), written beside it by `export` and kept
 /// with it in a baseline.
 pub const SUMMARY_FILE: &str = "summary.json";
+
+/// Where the record file `name` (samples.csv or events.csv) of `dir` is:
+/// `dir/name` if it exists, else `dir/name.gz` if that exists (a directory
+/// kept small, issue 36: `zcat` reads it, and so does memrel), else
+/// `dir/name` (missing: reading it says so).
+pub fn record_file(dir: &Path, name: &str) -> PathBuf {
+    let plain = dir.join(name);
+    if plain.exists() {
+        return plain;
+    }
+    let gz = gz_path(&plain);
+    if gz.exists() {
+        gz
+    } else {
+        plain
+    }
+}
+
+/// `path` with `.gz` appended.
+pub(super) fn gz_path(path: &Path) -> PathBuf {
+    let mut gz = path.as_os_str().to_owned();
+    gz.push(".gz");
+    PathBuf::from(gz)
+}
+
+/// Whether `path` names a gzipped file (it ends in `.gz`).
+pub(super) fn is_gz(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "gz")
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RunsFile {

@@ -9,7 +9,7 @@
 //! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`, `fake_nvml::`,
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `edges::`, `python_module::`, `advise::`).
+//! `peaks::`, `edges::`, `python_module::`, `advise::`, `light::`).
 
 mod common;
 
@@ -34,6 +34,7 @@ mod gpu;
 mod gpus;
 mod hostile;
 mod launcher;
+mod light;
 mod machine;
 mod model_arg;
 mod page_cache;

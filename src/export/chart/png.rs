@@ -4,6 +4,8 @@
 //!
 //! Nothing here knows about records or metrics.
 
+use std::collections::HashMap;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Once;
@@ -44,14 +46,8 @@ pub fn write_png(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut rgb = vec![255u8; width as usize * height as usize * 3];
-    let drawn = (|| {
-        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        draw(&root)?;
-        root.present().map_err(plot_err)
-    })();
-    drawn.with_context(|| format!("cannot draw {}", path.display()))?;
+    let rgb =
+        draw_rgb(width, height, draw).with_context(|| format!("cannot draw {}", path.display()))?;
     // 0o666 less the umask, as a file created with File::create would be.
     let tmp = tempfile::Builder::new()
         .prefix(".memrel-chart")
@@ -59,29 +55,121 @@ pub fn write_png(
         .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-    encode_png(tmp.as_file(), width, height, &rgb)
+    let mut bytes = Vec::new();
+    encode_png(&mut bytes, width, height, &rgb)
+        .and_then(|()| Ok(tmp.as_file().write_all(&bytes)?))
         .with_context(|| format!("cannot write {}", path.display()))?;
     tmp.persist(path)
         .with_context(|| format!("cannot move {} into place", path.display()))?;
     Ok(())
 }
 
-/// Encodes 8-bit RGB pixels as PNG with the settings plotters' own file
-/// output used (through the image crate: fast compression, adaptive
-/// filtering), so charts are byte-identical to those it wrote. The png crate
-/// directly, not the image crate: memrel only ever writes one PNG format, and
-/// image was the largest crate in the build that memrel did not need.
-fn encode_png(file: &std::fs::File, width: u32, height: u32, rgb: &[u8]) -> Result<()> {
-    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), width, height);
-    encoder.set_color(png::ColorType::Rgb);
-    encoder.set_depth(png::BitDepth::Eight);
-    encoder.set_compression(png::Compression::Fast);
-    encoder.set_filter(png::FilterType::Sub);
-    encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+/// The 8-bit RGB pixels (row by row, top first) of a `width`×`height`
+/// drawing on white made by `draw`: what [`write_png`] encodes.
+pub fn draw_rgb(
+    width: u32,
+    height: u32,
+    draw: impl FnOnce(&Area) -> Result<()>,
+) -> Result<Vec<u8>> {
+    register_font();
+    let mut rgb = vec![255u8; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        draw(&root)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(rgb)
+}
+
+/// Encodes 8-bit RGB pixels losslessly as a PNG into `out`, as small as the
+/// png crate makes it without a slow search (issue 36: the committed charts
+/// were most of a clone): the best deflate level, a filter chosen per row,
+/// and, for a drawing of at most 256 colours, an indexed image (a palette in
+/// order of first appearance, 1, 2, 4 or 8 bits a pixel). A decoder gives
+/// back exactly `rgb` either way. Charts with anti-aliased text have
+/// thousands of colours and stay RGB.
+pub fn encode_png(out: impl Write, width: u32, height: u32, rgb: &[u8]) -> Result<()> {
+    let mut encoder = png::Encoder::new(out, width, height);
+    encoder.set_compression(png::Compression::Best);
+    let indexed = palette_of(rgb);
+    let data = match &indexed {
+        Some((palette, indices)) => {
+            let depth = index_depth(palette.len() / 3);
+            encoder.set_color(png::ColorType::Indexed);
+            encoder.set_depth(depth);
+            encoder.set_palette(palette.as_slice());
+            // Indexed rows compress best unfiltered (the PNG specification's advice).
+            encoder.set_filter(png::FilterType::NoFilter);
+            encoder.set_adaptive_filter(png::AdaptiveFilterType::NonAdaptive);
+            pack_indices(indices, width as usize, depth)
+        }
+        None => {
+            encoder.set_color(png::ColorType::Rgb);
+            encoder.set_depth(png::BitDepth::Eight);
+            encoder.set_filter(png::FilterType::Sub);
+            encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+            Vec::new()
+        }
+    };
     let mut writer = encoder.write_header()?;
-    writer.write_image_data(rgb)?;
+    writer.write_image_data(if indexed.is_some() { &data } else { rgb })?;
     writer.finish()?;
     Ok(())
+}
+
+/// The palette (RGB triples, in order of first appearance) and each pixel's
+/// index into it, if `rgb` has at most 256 colours; `None` if it has more.
+fn palette_of(rgb: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut index: HashMap<[u8; 3], u8> = HashMap::new();
+    let mut palette = Vec::new();
+    let mut indices = Vec::with_capacity(rgb.len() / 3);
+    for px in rgb.chunks_exact(3) {
+        let colour = [px[0], px[1], px[2]];
+        let i = match index.get(&colour) {
+            Some(&i) => i,
+            None => {
+                let i = u8::try_from(index.len()).ok()?;
+                index.insert(colour, i);
+                palette.extend_from_slice(&colour);
+                i
+            }
+        };
+        indices.push(i);
+    }
+    Some((palette, indices))
+}
+
+/// The fewest bits a pixel that hold an index into `colours` colours.
+fn index_depth(colours: usize) -> png::BitDepth {
+    match colours {
+        0..=2 => png::BitDepth::One,
+        3..=4 => png::BitDepth::Two,
+        5..=16 => png::BitDepth::Four,
+        _ => png::BitDepth::Eight,
+    }
+}
+
+/// Palette indices packed into PNG rows of `depth` bits a pixel (each row
+/// starts on a byte, the first pixel in the high bits).
+fn pack_indices(indices: &[u8], width: usize, depth: png::BitDepth) -> Vec<u8> {
+    let bits = depth as usize;
+    if bits == 8 || width == 0 {
+        return indices.to_vec();
+    }
+    let per_byte = 8 / bits;
+    let row_bytes = width.div_ceil(per_byte);
+    let mut packed = Vec::with_capacity(row_bytes * (indices.len() / width));
+    for row in indices.chunks(width) {
+        for group in row.chunks(per_byte) {
+            let mut byte = 0u8;
+            for (k, &i) in group.iter().enumerate() {
+                byte |= i << (8 - bits * (k + 1));
+            }
+            packed.push(byte);
+        }
+    }
+    packed
 }
 
 /// The width in pixels of `text` drawn in the chart font at `size` px: the
@@ -394,6 +482,86 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["x.png".to_string()]);
         assert_eq!(&std::fs::read(&path).unwrap()[1..4], b"PNG");
+    }
+
+    /// The pixels of the PNG at `path`, decoded by the png crate and expanded to RGB.
+    fn decoded(path: &Path) -> (png::ColorType, Vec<u8>) {
+        let mut decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        decoder.set_transformations(png::Transformations::EXPAND);
+        let mut reader = decoder.read_info().unwrap();
+        let color = reader.info().color_type;
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let frame = reader.next_frame(&mut buf).unwrap();
+        assert_eq!(frame.color_type, png::ColorType::Rgb);
+        buf.truncate(frame.buffer_size());
+        (color, buf)
+    }
+
+    /// A chart-like drawing: filled and stroked shapes, and with `text`
+    /// anti-aliased text (thousands of colours).
+    fn drawing(text: bool) -> impl Fn(&Area) -> Result<()> {
+        move |root: &Area| {
+            root.draw(&Rectangle::new([(3, 4), (40, 30)], RED.filled()))
+                .map_err(plot_err)?;
+            root.draw(&PathElement::new(
+                vec![(0, 50), (97, 10)],
+                BLUE.stroke_width(1),
+            ))
+            .map_err(plot_err)?;
+            if text {
+                register_font();
+                let font = (FONT, 15).into_font().color(&BLACK);
+                root.draw_text("released 97.3 %", &font, (5, 60))
+                    .map_err(plot_err)?;
+                root.draw(&Rectangle::new(
+                    [(50, 5), (90, 45)],
+                    GREEN.mix(0.3).filled(),
+                ))
+                .map_err(plot_err)?;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_png_decodes_to_exactly_the_pixels_drawn_indexed_or_rgb() {
+        let dir = tempfile::tempdir().unwrap();
+        // 97 px wide: packed index rows that end inside a byte.
+        for (text, expected) in [
+            (false, png::ColorType::Indexed),
+            (true, png::ColorType::Rgb),
+        ] {
+            let path = dir.path().join(format!("x{text}.png"));
+            let rgb = draw_rgb(97, 80, drawing(text)).unwrap();
+            write_png(&path, 97, 80, drawing(text)).unwrap();
+            let (color, pixels) = decoded(&path);
+            assert_eq!(color, expected, "text: {text}");
+            assert!(
+                pixels == rgb,
+                "the PNG's pixels differ from those drawn (text: {text})"
+            );
+        }
+    }
+
+    #[test]
+    fn indexed_pngs_of_every_depth_decode_to_the_same_pixels() {
+        let dir = tempfile::tempdir().unwrap();
+        // 1, 2, 4 and 8 bits a pixel: 2, 3, 16 and 200 colours over odd widths.
+        for (colours, width) in [(2u32, 13u32), (3, 7), (16, 9), (200, 31)] {
+            let rgb: Vec<u8> = (0..width * 5)
+                .flat_map(|i| {
+                    let c = (i * 7 + i / width) % colours;
+                    [c as u8, (c * 3) as u8, 255 - c as u8]
+                })
+                .collect();
+            let path = dir.path().join(format!("{colours}.png"));
+            let mut bytes = Vec::new();
+            encode_png(&mut bytes, width, 5, &rgb).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+            let (color, pixels) = decoded(&path);
+            assert_eq!(color, png::ColorType::Indexed);
+            assert!(pixels == rgb, "{colours} colours: pixels differ");
+        }
     }
 
     #[test]
