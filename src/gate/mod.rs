@@ -61,8 +61,9 @@
 //! not judge) build on them; `machine` (which facts of the machine differ
 //! from the baseline's) is a leaf the report names; `program` (what a
 //! program run did differently, warnings) reads two headers; `assess`
-//! gathers one `memrel check` over saved directories; this file holds the
-//! comparison loop.
+//! gathers one `memrel check` over saved directories (the baseline's
+//! entries read through [`SavedBaseline`], which the command opens: the gate
+//! imports nothing of `baseline/`); this file holds the comparison loop.
 
 mod assess;
 mod budget;
@@ -76,7 +77,7 @@ mod report;
 #[cfg(test)]
 mod tests;
 
-pub use assess::{assess, CheckOptions};
+pub use assess::{assess, CheckOptions, SavedBaseline};
 pub use budget::budgets;
 pub use coverage::{gaps, CoverageGap, Covered};
 pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
