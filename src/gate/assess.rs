@@ -13,10 +13,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::coverage::{gaps, CoverageGap, Covered};
+use super::coverage::{gaps, Covered};
 use super::evidence::{attach_stderr, errors, judged_nothing, BrokenRuns, BASELINE_MIN_RUNS};
 use super::program::program_differences;
-use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
+use super::report::{
+    BrokenRun, CoverageGap, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION,
+};
 use super::{broken_runs, budgets, compare, complete_only, note_left_out};
 use crate::metrics;
 use crate::record::Record;

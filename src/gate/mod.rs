@@ -55,7 +55,7 @@
 //!
 //! The files, one job each, importing one way: `metric` (what is judged,
 //! what one observation is) is the leaf, `report` (the verdict schema, types
-//! only) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
+//! only, a coverage gap's included) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
 //! budgets), `evidence` (which runs count, and the errors that make the
 //! check exit 2) and `coverage` (what one side covers that the other does
 //! not judge) build on them; `machine` (which facts of the machine differ
@@ -79,15 +79,15 @@ mod tests;
 
 pub use assess::{assess, CheckOptions, SavedBaseline};
 pub use budget::budgets;
-pub use coverage::{gaps, CoverageGap, Covered};
+pub use coverage::{gaps, Covered};
 pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
 pub use evidence::{
     attach_stderr, broken_runs, complete_only, errors, judged_nothing, note_left_out,
     thin_strategies, unbudgeted, BrokenRuns, BASELINE_MIN_RUNS,
 };
-pub use metric::{Judged, Observations, GATED, RATE_BAND};
+pub use metric::{Judged, Observations, Per, Statistic, GATED, RATE_BAND};
 pub use report::{
-    BrokenRun, BudgetCheck, MetricVerdict, Per, RateTest, Side, Statistic, Verdict, VerdictReport,
+    BrokenRun, BudgetCheck, CoverageGap, MetricVerdict, RateTest, Side, Verdict, VerdictReport,
     VERDICT_SCHEMA_VERSION,
 };
 
