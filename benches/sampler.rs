@@ -8,12 +8,12 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use memrel::model::spec::{Dtype, LoadMethod};
 use memrel::model::{preset, synth, LoadedModel, ModelDir};
 use memrel::record::live::{LivePhase, SampleWriter};
 use memrel::record::RunMeta;
 use memrel::sampler::procfs::StatmProbe;
 use memrel::sampler::Sampler;
-use memrel::scenario::{Dtype, LoadMethod};
 
 /// A process to measure that is not this one.
 fn other_process() -> Child {

@@ -313,9 +313,10 @@ pub fn markdown(v: &VramCalibration, interval_s: f64) -> String {
 mod tests {
     use super::*;
     use crate::calibrate::{markdown as full_markdown, scenario_text, Calibration};
+    use crate::model::spec::ModelSource;
     use crate::protocol::{MemoryAtEdge, PhaseEdge};
     use crate::record::{fixture, Event, Sample};
-    use crate::scenario::{self, DeviceSpec, ModelSource};
+    use crate::scenario::{self, DeviceSpec};
 
     const M: u64 = 1 << 20;
     const BASE_MIB: u64 = 518;

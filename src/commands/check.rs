@@ -6,21 +6,25 @@
 //!
 //! Without directories the baseline's scenarios run again first
 //! (`plan::rerun`); the judging of the directories is `gate::assess`, which
-//! only reads them. This file turns the flags into options, writes the
-//! verdict files (always, so a CI job summary shows why even when the check
-//! is an error), prints verdict.md and says how the check ended.
+//! only reads them, and the baseline's entries, which this file opens where
+//! `baseline/` keeps them ([`OnDisk`]). This file turns the flags into
+//! options, writes the verdict files (always, so a CI job summary shows why
+//! even when the check is an error), prints verdict.md and says how the
+//! check ended.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 use super::ExitStatus;
+use crate::baseline;
 use crate::cli;
 use crate::export::verdict::{verdict_json, verdict_markdown};
 use crate::fsutil::write_atomic;
-use crate::gate::{assess, BrokenRuns, CheckOptions, VerdictReport};
+use crate::gate::{assess, BrokenRuns, CheckOptions, SavedBaseline, VerdictReport};
 use crate::plan::rerun::run_baseline_scenarios;
+use crate::record::Record;
 
 /// `memrel check` as the command line asks: runs the gate, prints its
 /// warnings (stderr) and verdict.md (`out`), and says how it ended.
@@ -54,12 +58,17 @@ pub fn run(args: &cli::CheckArgs, out: &mut dyn Write) -> Result<ExitStatus> {
 /// directory holding them. An error when the evidence is broken, after the
 /// verdict files are written.
 pub fn execute(options: &CheckOptions, dirs: &[PathBuf]) -> Result<(VerdictReport, PathBuf)> {
+    baseline::validate_name(&options.baseline)?;
     let dirs = if dirs.is_empty() {
         run_baseline_scenarios(&options.baseline, &options.results_root)?
     } else {
         dirs.to_vec()
     };
-    let report = assess(options, &dirs)?;
+    let saved = OnDisk {
+        root: baseline::root(&options.results_root),
+        name: &options.baseline,
+    };
+    let report = assess(options, &saved, &dirs)?;
     let out = match &options.verdict_dir {
         Some(dir) => dir.clone(),
         None => match dirs.as_slice() {
@@ -81,4 +90,30 @@ pub fn execute(options: &CheckOptions, dirs: &[PathBuf]) -> Result<(VerdictRepor
         );
     }
     Ok((report, out))
+}
+
+/// A named baseline where `baseline/` keeps it (`<root>/<name>/<scenario>`),
+/// as the gate reads it.
+struct OnDisk<'a> {
+    /// `<results root>/baselines`.
+    root: PathBuf,
+    name: &'a str,
+}
+
+impl SavedBaseline for OnDisk<'_> {
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn entry(&self, scenario: &str) -> Result<Option<Record>> {
+        baseline::load(&self.root, self.name, scenario)
+    }
+
+    fn entry_dir(&self, scenario: &str) -> PathBuf {
+        self.root.join(self.name).join(scenario)
+    }
+
+    fn scenarios(&self) -> Result<Vec<String>> {
+        baseline::scenarios(&self.root, self.name)
+    }
 }

@@ -3,21 +3,38 @@
 //! gathers the report with every error that makes the check exit 2. It
 //! reads results directories and runs nothing (`commands::check` re-runs the
 //! baseline's scenarios first when given no directories) and writes
-//! nothing; `commands::check` writes the verdict files.
+//! nothing; `commands::check` writes the verdict files. Where a named
+//! baseline lives on disk is `baseline/`'s business: the gate reads its
+//! entries through [`SavedBaseline`], which `commands::check` hands it, so
+//! the gate imports nothing of the baseline's storage and the baseline's
+//! save can read the gate's rules without a loop.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::coverage::{gaps, CoverageGap, Covered};
+use super::coverage::{gaps, Covered};
 use super::evidence::{attach_stderr, errors, judged_nothing, BrokenRuns, BASELINE_MIN_RUNS};
 use super::program::program_differences;
-use super::report::{BrokenRun, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION};
+use super::report::{
+    BrokenRun, CoverageGap, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION,
+};
 use super::{broken_runs, budgets, compare, complete_only, note_left_out};
-use crate::baseline;
 use crate::metrics;
 use crate::record::Record;
 use crate::scenario;
+
+/// A named baseline as the gate reads it: its entries by scenario.
+pub trait SavedBaseline {
+    /// Where the named baselines live (`<results root>/baselines`), for messages.
+    fn root(&self) -> &Path;
+    /// The saved record of `scenario`; `None` when the baseline has no entry for it.
+    fn entry(&self, scenario: &str) -> Result<Option<Record>>;
+    /// The directory of the entry of `scenario`, for messages.
+    fn entry_dir(&self, scenario: &str) -> PathBuf;
+    /// The scenarios the baseline holds.
+    fn scenarios(&self) -> Result<Vec<String>>;
+}
 
 pub struct CheckOptions {
     pub baseline: String,
@@ -34,12 +51,14 @@ pub struct CheckOptions {
     pub any_machine: bool,
 }
 
-/// Judges every results directory of `dirs` against the baseline of
-/// `options`; returns the report. The report's `errors` say why the evidence
-/// cannot be judged.
-pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport> {
-    baseline::validate_name(&options.baseline)?;
-    let root = baseline::root(&options.results_root);
+/// Judges every results directory of `dirs` against `baseline` (the one
+/// `options` names); returns the report. The report's `errors` say why the
+/// evidence cannot be judged.
+pub fn assess(
+    options: &CheckOptions,
+    baseline: &dyn SavedBaseline,
+    dirs: &[PathBuf],
+) -> Result<VerdictReport> {
     let leave_out = options.broken_runs == BrokenRuns::LeaveOut;
     let mut report = VerdictReport {
         schema_version: VERDICT_SCHEMA_VERSION,
@@ -78,7 +97,7 @@ pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport>
             new_summary = complete_only(&new_summary);
         }
         let mut verdicts = budgets(&new_summary, &new_scenario.thresholds);
-        let Some(base) = baseline::load(&root, &options.baseline, &name)? else {
+        let Some(base) = baseline.entry(&name)? else {
             // The command that makes an entry the gate can judge with: three
             // runs a strategy, unless the scenario already repeats enough.
             let repeat = if (new_scenario.repeat as usize) < BASELINE_MIN_RUNS {
@@ -103,7 +122,7 @@ pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport>
             bail!(
                 "baseline {:?} has no entry for scenario {name} (in {}): create it with `{create}`, or pass --lenient to skip",
                 options.baseline,
-                root.display()
+                baseline.root().display()
             );
         };
         if base.header.scenario_toml != record.header.scenario_toml {
@@ -121,7 +140,7 @@ pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport>
         let mut base_summary = metrics::summarize(&base);
         let mut base_broken = broken_runs(&base_summary, Side::Baseline);
         attach_stderr(&mut base_broken, &base);
-        let base_dir = root.join(&options.baseline).join(&name);
+        let base_dir = baseline.entry_dir(&name);
         broken_in.extend(base_broken.iter().map(|b| (b.clone(), base_dir.clone())));
         left_out.extend(base_broken);
         if leave_out {
@@ -152,7 +171,7 @@ pub fn assess(options: &CheckOptions, dirs: &[PathBuf]) -> Result<VerdictReport>
         finish_scenario(&mut report, verdicts, &left_out);
     }
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
-    missing_scenarios(options, &root, &judged, &mut report);
+    missing_scenarios(options, baseline, &judged, &mut report);
     report.errors = errors(&report.verdicts, &broken_in, options.broken_runs);
     report
         .errors
@@ -187,13 +206,13 @@ fn note_across_machines(verdicts: &mut [MetricVerdict], note: &str) {
 /// (with `--lenient`, a warning each).
 fn missing_scenarios(
     options: &CheckOptions,
-    root: &Path,
+    baseline: &dyn SavedBaseline,
     judged: &[String],
     report: &mut VerdictReport,
 ) {
-    let saved = baseline::scenarios(root, &options.baseline).unwrap_or_default();
+    let saved = baseline.scenarios().unwrap_or_default();
     for scenario in saved.iter().filter(|s| !judged.contains(s)) {
-        let dir = root.join(&options.baseline).join(scenario);
+        let dir = baseline.entry_dir(scenario);
         if options.lenient {
             report.warnings.push(format!(
                 "baseline {:?} has scenario {scenario} (in {}), which no directory checked holds: not judged",

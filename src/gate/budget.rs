@@ -6,8 +6,8 @@
 //! grown or given back late is less than that range, its peak is its
 //! highest reading.
 
-use super::metric::{runs_of, Judged, Observations, GATED};
-use super::report::{BudgetCheck, MetricVerdict, Statistic, Verdict};
+use super::metric::{runs_of, Judged, Observations, Statistic, GATED};
+use super::report::{BudgetCheck, MetricVerdict, Verdict};
 use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, Still, Summary};
 use crate::scenario::Thresholds;

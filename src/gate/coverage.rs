@@ -7,60 +7,11 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use super::metric::{runs_of, Judged, Observations, GATED};
-use super::report::Side;
+use super::report::{CoverageGap, Side};
 use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, RunSummary, Summary};
 use crate::record::{RUNS_FILE, SAMPLES_FILE};
-
-/// Something one side covers and the other does not judge.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct CoverageGap {
-    pub scenario: String,
-    /// `None`: the whole scenario.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strategy: Option<String>,
-    /// `None`: every resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource: Option<Resource>,
-    /// `None`: every metric.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metric: Option<MemoryMetric>,
-    /// The side that lacks it.
-    pub missing_in: Side,
-    /// What is missing, where, and how to fix it.
-    pub why: String,
-}
-
-impl std::fmt::Display for CoverageGap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "scenario {}", self.scenario)?;
-        if let Some(s) = &self.strategy {
-            write!(f, ", strategy {s}")?;
-        }
-        if let Some(r) = self.resource {
-            write!(f, ", {}", r.label())?;
-        }
-        if let Some(m) = self.metric {
-            write!(f, ", {}", m.human())?;
-        }
-        write!(
-            f,
-            ": missing in the {}: {}",
-            side_name(self.missing_in),
-            self.why
-        )
-    }
-}
-
-fn side_name(side: Side) -> &'static str {
-    match side {
-        Side::Baseline => "baseline",
-        Side::New => "new results",
-    }
-}
 
 /// One side of a comparison: its summary and the directory its record is in.
 pub struct Covered<'a> {

@@ -1,16 +1,42 @@
 //! The metrics the gate judges ([`GATED`], the catalogue's [`MemoryMetric`]
-//! with what the gate needs of each: [`Judged`]) and what one side says about one of them ([`Observations`]).
+//! with what the gate needs of each: [`Judged`]), what one observation of
+//! each is ([`Per`]) and which statistic a row reports ([`Statistic`]), and
+//! what one side says about one of them ([`Observations`]). It is the gate's
+//! leaf: it imports no other file of the gate.
 //!
 //! What one observation is, per metric, is decided here (see the gate's
 //! module docs for why); this file judges nothing.
 
-use super::report::{Per, Statistic};
+use serde::{Deserialize, Serialize};
+
 use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, ResourceRun, RunSummary, Summary};
 use crate::scenario::{Budgets, Thresholds};
 
 /// The noise band of the retention rate: 10 percentage points.
 pub const RATE_BAND: f64 = 0.10;
+
+/// What one observation of a metric is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Per {
+    /// One value per run (process).
+    Run,
+    /// One value per timed cycle of every run.
+    Cycle,
+}
+
+/// The statistic a row's `baseline_value` and `new_value` are.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Statistic {
+    /// The mean of the observations (interval: Welch's, of the difference of means).
+    Mean,
+    /// The share of cycles retaining (interval: Newcombe's, of the difference).
+    Rate,
+    /// The worst run (budget rows).
+    Worst,
+}
 
 /// The metrics the gate judges, for every resource, in the catalogue's
 /// words ([`MemoryMetric`], the one metric enum); for all of them higher is

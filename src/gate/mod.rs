@@ -55,14 +55,15 @@
 //!
 //! The files, one job each, importing one way: `metric` (what is judged,
 //! what one observation is) is the leaf, `report` (the verdict schema, types
-//! only) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
+//! only, a coverage gap's included) names its metric; `decide` (the decision rules), `budget` (the scenario's absolute
 //! budgets), `evidence` (which runs count, and the errors that make the
 //! check exit 2) and `coverage` (what one side covers that the other does
 //! not judge) build on them; `machine` (which facts of the machine differ
 //! from the baseline's) is a leaf the report names; `program` (what a
 //! program run did differently, warnings) reads two headers; `assess`
-//! gathers one `memrel check` over saved directories; this file holds the
-//! comparison loop.
+//! gathers one `memrel check` over saved directories (the baseline's
+//! entries read through [`SavedBaseline`], which the command opens: the gate
+//! imports nothing of `baseline/`); this file holds the comparison loop.
 
 mod assess;
 mod budget;
@@ -76,17 +77,17 @@ mod report;
 #[cfg(test)]
 mod tests;
 
-pub use assess::{assess, CheckOptions};
+pub use assess::{assess, CheckOptions, SavedBaseline};
 pub use budget::budgets;
-pub use coverage::{gaps, CoverageGap, Covered};
+pub use coverage::{gaps, Covered};
 pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
 pub use evidence::{
     attach_stderr, broken_runs, complete_only, errors, judged_nothing, note_left_out,
     thin_strategies, unbudgeted, BrokenRuns, BASELINE_MIN_RUNS,
 };
-pub use metric::{Judged, Observations, GATED, RATE_BAND};
+pub use metric::{Judged, Observations, Per, Statistic, GATED, RATE_BAND};
 pub use report::{
-    BrokenRun, BudgetCheck, MetricVerdict, Per, RateTest, Side, Statistic, Verdict, VerdictReport,
+    BrokenRun, BudgetCheck, CoverageGap, MetricVerdict, RateTest, Side, Verdict, VerdictReport,
     VERDICT_SCHEMA_VERSION,
 };
 

@@ -3,9 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::coverage::CoverageGap;
 use super::machine::OtherMachine;
-use super::metric::Judged;
+use super::metric::{Judged, Per, Statistic};
 use crate::machine::facts::MachineDifference;
 use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::Resource;
@@ -59,28 +58,6 @@ impl Verdict {
     pub fn fails(self) -> bool {
         matches!(self, Verdict::Regressed | Verdict::OverBudget)
     }
-}
-
-/// What one observation of a metric is.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Per {
-    /// One value per run (process).
-    Run,
-    /// One value per timed cycle of every run.
-    Cycle,
-}
-
-/// The statistic a row's `baseline_value` and `new_value` are.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Statistic {
-    /// The mean of the observations (interval: Welch's, of the difference of means).
-    Mean,
-    /// The share of cycles retaining (interval: Newcombe's, of the difference).
-    Rate,
-    /// The worst run (budget rows).
-    Worst,
 }
 
 /// The scenario's budget a row was checked against, in the metric's unit.
@@ -157,6 +134,53 @@ impl Side {
             Side::Baseline => "baseline",
             Side::New => "new",
         }
+    }
+}
+
+/// Something one side covers and the other does not judge.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CoverageGap {
+    pub scenario: String,
+    /// `None`: the whole scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// `None`: every resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Resource>,
+    /// `None`: every metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<MemoryMetric>,
+    /// The side that lacks it.
+    pub missing_in: Side,
+    /// What is missing, where, and how to fix it.
+    pub why: String,
+}
+
+impl std::fmt::Display for CoverageGap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "scenario {}", self.scenario)?;
+        if let Some(s) = &self.strategy {
+            write!(f, ", strategy {s}")?;
+        }
+        if let Some(r) = self.resource {
+            write!(f, ", {}", r.label())?;
+        }
+        if let Some(m) = self.metric {
+            write!(f, ", {}", m.human())?;
+        }
+        write!(
+            f,
+            ": missing in the {}: {}",
+            side_name(self.missing_in),
+            self.why
+        )
+    }
+}
+
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Baseline => "baseline",
+        Side::New => "new results",
     }
 }
 

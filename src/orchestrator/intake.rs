@@ -8,12 +8,18 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::channel::Arrival;
-use super::{EVENTS_KEPT, PROTOCOL_ERRORS_QUOTED};
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::{Event, RunMeta};
 use crate::sampler::page_cache::PageCacheProbe;
 use crate::strategy::Strategy;
 use crate::worker::command::CycleNumbering;
+
+/// How many of a run's latest phase edges the orchestrator keeps (to time
+/// an end edge from its begin); all of them are on disk.
+const EVENTS_KEPT: usize = 1024;
+
+/// How many bad channel lines are quoted in the run's error (all are counted).
+const PROTOCOL_ERRORS_QUOTED: usize = 3;
 
 /// What the parent completes for a program's phase lines.
 pub(super) struct ProgramState {

@@ -18,6 +18,7 @@ use crate::export;
 use crate::fsutil::now_unix_s;
 use crate::metrics::{self, Summary};
 use crate::model::source;
+use crate::model::spec::ModelSource;
 use crate::model::synth::cache_dir;
 use crate::orchestrator::{self, RunPlan};
 use crate::protocol::Check;
@@ -28,7 +29,7 @@ use crate::record::{
 };
 use crate::results::create_out_dir;
 use crate::sampler::page_cache;
-use crate::scenario::{DeviceSpec, ModelSource, Scenario, WorkerKind};
+use crate::scenario::{DeviceSpec, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{python_module_dir, CommandSpec, ProgramIo};
 use crate::worker::{Plug, WorkerSpec};

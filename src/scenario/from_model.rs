@@ -16,7 +16,8 @@ use anyhow::{Context, Result};
 
 use super::builtin::{builtin_text, DEFAULT};
 use super::parse::{check_hub_names, parse_str};
-use super::types::{ModelSource, Scenario};
+use super::types::Scenario;
+use crate::model::spec::ModelSource;
 
 /// The model's id when its name gives none.
 const MODEL_ID: &str = "model";

@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::builtin::{builtin_names, builtin_text};
 use super::types::*;
 use crate::metrics::catalogue::{self, Unit};
+use crate::model::spec::{Dtype, FakeModel, LoadMethod, LoadThread, ModelSource};
 use crate::strategy;
 use crate::textutil::did_you_mean;
 

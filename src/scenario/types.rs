@@ -1,5 +1,6 @@
 //! The validated scenario types shared by the parent and the worker. The
-//! words for a model and how it loads are `model::spec`'s, named here too.
+//! words for a model and how it loads are `model::spec`'s: a scenario holds
+//! them, and whoever names them imports them from there.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::Resource;
-pub use crate::model::spec::{Dtype, FakeModel, LoadMethod, LoadThread, ModelSource};
+use crate::model::spec::{Dtype, LoadMethod, LoadThread, ModelSource};
 
 /// Where a run's tensors live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

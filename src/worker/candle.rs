@@ -9,12 +9,13 @@ use anyhow::{Context, Result};
 
 use super::emitter::{phase, Emitter};
 use super::{allocator, device, glibc, selfmem, sleep, WorkerSpec};
+use crate::model::spec::LoadThread;
 use crate::model::{LoadedModel, ModelDir};
 use crate::protocol::{
     AllocatorReport, Check, Done, Edge, Handover, Hello, Message, Phase, Resume,
 };
 use crate::sampler::page_cache;
-use crate::scenario::{LoadThread, Step};
+use crate::scenario::Step;
 use crate::strategy::{self, ReleaseAction, SleepMode, StartAction, Strategy, WeightFiles};
 
 pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {

@@ -33,8 +33,9 @@ use super::cuda_driver::DeviceMemory;
 use super::emitter::{phase, Emitter};
 use super::fake_device::FakeDevice;
 use super::{glibc, selfmem, WorkerSpec};
+use crate::model::spec::FakeModel;
 use crate::protocol::{Done, Hello, Message, Phase};
-use crate::scenario::{DeviceSpec, FakeModel, Step};
+use crate::scenario::{DeviceSpec, Step};
 use crate::strategy::{self, ReleaseAction};
 
 /// One mapping the fake worker owns; unmapped when dropped.

@@ -15,8 +15,8 @@ use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
 
 use super::device::{self, Session};
+use crate::model::spec::{Dtype, LoadMethod};
 use crate::model::{LoadedModel, ModelDir};
-use crate::scenario::{Dtype, LoadMethod};
 use crate::strategy::SleepMode;
 
 /// A model while it sleeps: where its weights wait.

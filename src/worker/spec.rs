@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::spec::FakeModel;
 use crate::model::ModelDir;
 use crate::protocol::Resume;
-use crate::scenario::{DeviceSpec, FakeModel, Workload};
+use crate::scenario::{DeviceSpec, Workload};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct WorkerSpec {

@@ -1,0 +1,394 @@
+//! One worker process of a run, from spawn to reap: the child started in
+//! its own process group with the strategy's environment, its channel, edge
+//! reader, sampler and output drains wired up, the watch loop (channel,
+//! exit, a program's environment, signals, the deadline), and what is left
+//! collected within bounded waits. A `respawn` run is several of these in
+//! turn; the run's lifecycle and how it ended are `mod.rs`'s and
+//! `outcome`'s.
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use super::channel::Channel;
+use super::intake::{Collected, ProgramState};
+use super::{child, drain, edges, signals, stdin, Stop, REAP_GRACE};
+use crate::record::live::SampleTarget;
+use crate::record::{Event, RunMeta};
+use crate::sampler::hwm::KernelPeak;
+use crate::sampler::page_cache::{Method, PageCacheProbe};
+use crate::sampler::procfs::StatmProbe;
+use crate::sampler::{Probe, Sampler, VramProbe};
+use crate::strategy::{self, Strategy};
+use crate::worker::command::{environment_checks, CycleNumbering};
+use crate::worker::Plug;
+
+/// Keeps this much of a worker's stdout and of its stderr (their tails) in the record.
+const TAIL_BYTES: usize = 8 * 1024;
+
+/// How often the run loop looks at the child, the clock and the signal flag.
+const TICK: Duration = Duration::from_millis(20);
+
+/// After the worker closed its channel: how often, and for how long, the run
+/// loop looks for its exit before going back to [`TICK`].
+const EXIT_POLL: Duration = Duration::from_millis(1);
+const EXIT_WATCH: Duration = Duration::from_secs(1);
+
+/// After the worker was reaped: how long the channel and output pipes may take
+/// to end (only a process that left the worker's group can hold them open).
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// The same, where a descendant is known to outlive the program (it holds
+/// them open for as long as it lives): a moment for what is in flight.
+const OUTLIVED_PIPE_GRACE: Duration = Duration::from_millis(200);
+
+/// When the parent looks at a program's environment and mappings.
+const PROGRAM_LOOK_AFTER: Duration = Duration::from_millis(50);
+
+/// Until when it looks again while a check fails: on a busy machine the
+/// process may not have reached its `exec` (or its loader its preloads) by
+/// the first look.
+const PROGRAM_LOOK_UNTIL: Duration = Duration::from_secs(2);
+
+/// One worker process of a run.
+pub(super) struct Process<'a> {
+    pub(super) exe: &'a Path,
+    pub(super) strategy: &'static Strategy,
+    pub(super) preload: Option<&'a Path>,
+    pub(super) plug: &'a Plug,
+    pub(super) interval: Duration,
+    pub(super) clock_zero: Instant,
+    pub(super) deadline: Instant,
+    pub(super) samples: &'a SampleTarget,
+    pub(super) cgroup: &'a crate::cgroup::setup::Setup,
+    /// The name of the process's own cgroup under `--cgroup-parent`.
+    pub(super) cgroup_name: String,
+}
+
+/// How one worker process ended.
+pub(super) struct Ended {
+    pub(super) stop: Option<Stop>,
+    pub(super) status: Option<ExitStatus>,
+    /// Why its samples did not all reach samples.csv.
+    pub(super) sample_error: Option<String>,
+    pub(super) vram: Option<Box<dyn VramProbe>>,
+    pub(super) probe_name: &'static str,
+}
+
+impl Process<'_> {
+    /// Spawns the worker, samples it and reads its channel until it ends, is
+    /// killed at the deadline, or memrel is interrupted. `Err`: it could not
+    /// be started (the run's error).
+    pub(super) fn run(
+        &self,
+        vram: Option<Box<dyn VramProbe>>,
+        got: &mut Collected,
+        meta: &mut RunMeta,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Ended, String> {
+        let channel = Channel::open()
+            .map_err(|e| format!("cannot open the worker's event channel (a pipe): {e}"))?;
+        let writer = self
+            .samples
+            .writer()
+            .map_err(|e| format!("cannot write the run's samples: {e:#}"))?;
+        let mut command = self.plug.command(self.exe, self.strategy)?;
+        let io = self.plug.io();
+        command
+            .stdin(if io.stdin {
+                stdin::for_program()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
+        channel.attach(&mut command);
+        child::configure(&mut command);
+        let mut cgroup = self.cgroup.prepare(&self.cgroup_name)?;
+        cgroup.apply(&mut command);
+        let spawned_child = command.spawn();
+        let mut child = match spawned_child {
+            Ok(child) => child,
+            Err(e) => {
+                record_cgroup(meta, cgroup.finish());
+                return Err(self.plug.start_error(self.exe, &e));
+            }
+        };
+        // What the program reads of a terminal goes through memrel (`stdin`).
+        let _feeding = stdin::feed(&mut child);
+        let pid = child.id();
+        let spawned = Instant::now();
+        cgroup.count_others();
+        let duties = self.plug.duties();
+        got.program = duties.complete_edges.then(|| ProgramState {
+            numbering: CycleNumbering::default(),
+            environment_checked: !duties.check_strategy,
+            failed_checks: Vec::new(),
+        });
+        if meta.pid == 0 {
+            meta.pid = pid;
+        } else {
+            meta.respawned_pids.push(pid);
+        }
+        // Under --tree a phase edge is read like the samples: the tree's sum
+        // (host memory and VRAM per GPU).
+        let host = if duties.complete_edges && duties.sample_tree {
+            Some(Probe::open_tree(pid))
+        } else {
+            duties
+                .complete_edges
+                .then(|| StatmProbe::open(pid).ok().map(Probe::Procfs))
+                .flatten()
+        };
+        // The kernel's peak between edges is one process's VmHWM: not the
+        // tree's PSS sum the samples are under --tree.
+        let kernel_peak =
+            if duties.sample_tree {
+                Err("the samples are the process tree's PSS (--tree); the kernel's peak (VmHWM) is \
+                 one process's, so it is not put beside them"
+                .to_string())
+            } else {
+                KernelPeak::open(pid)
+            };
+        // The model files' page cache: read by the sampler at a low rate and
+        // at every phase edge (probes sharing one failure note).
+        let files = self.plug.weight_files();
+        got.page_cache = (!files.is_empty()).then(|| {
+            PageCacheProbe::new(&files, Method::choose(files.first().map(|f| f.as_path())).0)
+        });
+        let edges = edges::EdgeReader::new(pid)
+            .host(host)
+            .vram(
+                duties
+                    .vram_at_edges
+                    .then(crate::sampler::vram::open_nvml)
+                    .flatten(),
+            )
+            .container(cgroup.probe())
+            .page_cache(got.page_cache.clone());
+        let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
+        let (echo_out, echo_err) = if io.show_output {
+            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
+        } else {
+            (None, None)
+        };
+        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out);
+        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err);
+        let sampler = match Sampler::start_with(
+            pid,
+            self.interval,
+            self.clock_zero,
+            vram,
+            duties.sample_tree,
+            writer,
+            crate::sampler::Extras {
+                container: cgroup.probe(),
+                page_cache: got.page_cache.clone(),
+                resources: crate::sampler::resources::open_all(pid),
+            },
+        ) {
+            Ok(sampler) => sampler,
+            Err(e) => {
+                child::kill_group(pid);
+                let _ = child::wait_bounded(&mut child, REAP_GRACE);
+                return Err(format!("cannot start the sampler thread: {e}"));
+            }
+        };
+        let probe_name = sampler.probe_name;
+        let tree_pids = std::sync::Arc::clone(&sampler.tree_pids);
+
+        // A program's own peak, read (never reset) at every tick while it
+        // runs: wait4's ru_maxrss would also hold a child's it waited for,
+        // which is not the scope of the samples (the process alone).
+        let mut own_peak = (duties.complete_edges && !duties.sample_tree)
+            .then(|| KernelPeak::open(pid).ok())
+            .flatten();
+        let mut own_peak_bytes = None;
+        let mut channel_open = true;
+        let mut channel_closed_at: Option<Instant> = None;
+        let stop = loop {
+            if let Some(peak) = own_peak.as_mut() {
+                own_peak_bytes = peak.vm_hwm_bytes().or(own_peak_bytes);
+            }
+            if channel_open {
+                match messages.recv_timeout(TICK) {
+                    Ok(arrival) => got.take(arrival, meta, on_event),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => channel_open = false,
+                }
+            } else {
+                // A worker that closed its channel is about to exit: notice
+                // it within a millisecond (for a second; then at the tick).
+                let closed_for = channel_closed_at.get_or_insert_with(Instant::now).elapsed();
+                std::thread::sleep(if closed_for < EXIT_WATCH {
+                    EXIT_POLL
+                } else {
+                    TICK
+                });
+            }
+            if child::has_exited(pid) {
+                break None;
+            }
+            // A program's environment is checked once it has run a moment
+            // (the dynamic loader has mapped what was preloaded).
+            if let Some(program) = got.program.as_mut().filter(|p| !p.environment_checked) {
+                if spawned.elapsed() >= PROGRAM_LOOK_AFTER || got.events_taken > 0 {
+                    let checks = environment_checks(pid, self.strategy, self.preload);
+                    if checks.iter().all(|c| c.ok) || spawned.elapsed() >= PROGRAM_LOOK_UNTIL {
+                        program.environment_checked = true;
+                        meta.checks.extend(checks);
+                    } else {
+                        // Kept for a program that ends before the next look.
+                        program.failed_checks = checks;
+                    }
+                }
+            }
+            if let Some(sig) = signals::received() {
+                break Some(Stop::Signal(sig));
+            }
+            if Instant::now() >= self.deadline {
+                break Some(Stop::Timeout);
+            }
+        };
+        // A program that ended while a check still failed: its last look.
+        if let Some(program) = got.program.as_mut().filter(|p| !p.environment_checked) {
+            program.environment_checked = true;
+            meta.checks.append(&mut program.failed_checks);
+        }
+        // The worker is a zombie or about to be killed: its group id is still
+        // reserved, so this reaches everything it started and nothing else.
+        child::kill_group(pid);
+        let (status, waited_peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
+        // A descendant that left the group outlives the program: named, with
+        // what it holds; its pipes are given a moment, not the full grace.
+        let outlived = tree_pids
+            .lock()
+            .map(|tree| child::outlived(&tree, pid))
+            .unwrap_or_default();
+        for o in &outlived {
+            eprintln!(
+                "memrel: warning: run {}: process {} ({}) that the program started outlived it, \
+                 holding {:.1} MiB; memrel does not wait for it: end it in the program, or kill it",
+                meta.run,
+                o.pid,
+                o.command,
+                o.rss_bytes as f64 / (1024.0 * 1024.0)
+            );
+        }
+        let pipe_grace = if outlived.is_empty() {
+            PIPE_GRACE
+        } else {
+            OUTLIVED_PIPE_GRACE
+        };
+        meta.outlived.extend(outlived);
+        // The process's own peak, in the scope of the samples: memrel's
+        // worker holds no child, so wait4's is its own; a program's is read
+        // while it ran; a tree has no VmHWM (its samples are PSS sums).
+        let peak_bytes = if duties.sample_tree {
+            None
+        } else if duties.complete_edges {
+            own_peak_bytes
+        } else {
+            waited_peak_bytes
+        };
+        let (sample_error, vram, last) = match sampler.stop_keep_probe() {
+            Ok((writer, vram)) => {
+                let last = writer.last();
+                (writer.finish(), vram, last)
+            }
+            Err(e) => (Some(e.to_string()), None, None),
+        };
+        // SIGKILL that memrel did not send, while an OOM kill counter rose.
+        got.oom_killed = match (
+            stop,
+            status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+        ) {
+            (None, Some(libc::SIGKILL)) => cgroup.oom_kill(&last_reading(last.as_ref())),
+            _ => None,
+        };
+        record_cgroup(meta, cgroup.finish());
+        let sample_error =
+            sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
+        if channel_open {
+            got.drain(&messages, pipe_grace, meta, on_event);
+        }
+        if let Some(why) = got.page_cache.take().and_then(|p| p.failure()) {
+            // The readings before it are kept; the note says why the rest is missing.
+            meta.page_cache_note.get_or_insert(why);
+        }
+        // A program that sent no `done` (no memrel module, or one that
+        // failed) still has the kernel's peak; after the last edge's reset,
+        // it is the peak since that edge, one part of the run's.
+        meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(peak_bytes);
+        got.fill_trailing_peak(peak_bytes, meta);
+        append_tail(
+            &mut meta.stdout_tail,
+            stdout.finish(pipe_grace),
+            got.processes,
+        );
+        append_tail(
+            &mut meta.stderr_tail,
+            stderr.finish(pipe_grace),
+            got.processes,
+        );
+        Ok(Ended {
+            stop,
+            status,
+            sample_error,
+            vram,
+            probe_name,
+        })
+    }
+}
+
+/// Keeps a process's cgroup in the run's metadata: the first process's
+/// start, the latest one's end (respawn runs several in turn).
+fn record_cgroup(meta: &mut RunMeta, process: crate::cgroup::view::CgroupRun) {
+    match &mut meta.cgroup {
+        Some(run) => {
+            run.at_end = process.at_end;
+            run.error = run.error.take().or(process.error);
+        }
+        None => meta.cgroup = Some(process),
+    }
+}
+
+/// The last sample, for an OOM kill's error.
+fn last_reading(last: Option<&crate::record::Sample>) -> String {
+    use crate::cgroup::setup::mib;
+    let Some(s) = last else {
+        return "none (no sample was taken)".to_string();
+    };
+    let container = s
+        .container
+        .map(|c| {
+            format!(
+                ", cgroup usage {}, working set {}",
+                mib(c.usage_bytes),
+                mib(c.working_set_bytes)
+            )
+        })
+        .unwrap_or_default();
+    format!("RSS {} at {:.3} s{container}", mib(s.rss_bytes), s.t_s)
+}
+
+/// Adds one process's output tail to the run's, keeping the last [`TAIL_BYTES`];
+/// a later process's tail is headed by its number.
+fn append_tail(tail: &mut String, more: String, process: u32) {
+    if more.is_empty() {
+        return;
+    }
+    if process > 0 {
+        tail.push_str(&format!("--- worker process {} ---\n", process + 1));
+    }
+    tail.push_str(&more);
+    if tail.len() > TAIL_BYTES {
+        let mut cut = tail.len() - TAIL_BYTES;
+        while !tail.is_char_boundary(cut) {
+            cut += 1;
+        }
+        tail.drain(..cut);
+    }
+}
