@@ -2,7 +2,7 @@
 //! strategy, its price and the exact setting, or the one line that says why
 //! there is no advice. Formats only; the choice is `metrics::advice`'s.
 
-use crate::metrics::advice::{Advice, Pick, MIN_COMPLETED_RUNS};
+use crate::metrics::advice::{Advice, Pick, ResourceAdvice, MIN_COMPLETED_RUNS};
 
 /// The advice as lines of text, each ending in a newline.
 pub fn text(advice: &Advice) -> String {
@@ -23,12 +23,23 @@ pub fn text(advice: &Advice) -> String {
             resources,
             not_judged,
         } => {
+            // Resources with the same pick are one line: "host, cuda:0: use …".
+            let mut lines: Vec<(Vec<String>, &ResourceAdvice)> = Vec::new();
             for r in resources {
+                match lines
+                    .iter_mut()
+                    .find(|(_, a)| a.pick == r.pick && a.every_run == r.every_run)
+                {
+                    Some((names, _)) => names.push(r.resource.to_string()),
+                    None => lines.push((vec![r.resource.to_string()], r)),
+                }
+            }
+            for (names, r) in lines {
                 let p = &r.pick;
+                let names = names.join(", ");
                 if r.every_run {
                     out.push_str(&format!(
-                        "{}: use {} (gives back in {} of {} runs; {}): {}\n",
-                        r.resource,
+                        "{names}: use {} (gives back in {} of {} runs; {}): {}\n",
                         p.strategy,
                         p.runs,
                         p.runs,
@@ -37,9 +48,8 @@ pub fn text(advice: &Advice) -> String {
                     ));
                 } else {
                     out.push_str(&format!(
-                        "{}: no strategy gives back in every run; the best, {}, retains in {} of {} \
-                         runs ({}): {}\n",
-                        r.resource,
+                        "{names}: no strategy gives back in every run; the best, {}, retains in {} \
+                         of {} runs ({}): {}\n",
                         p.strategy,
                         p.retaining_runs,
                         p.runs,
@@ -97,9 +107,11 @@ fn setting(p: &Pick) -> String {
     })
 }
 
-/// Seconds as people read them: `1.2 ms`, `0.45 s`.
+/// Seconds as people read them: `1.2 ms`, `0.45 s`, `< 0.1 ms`.
 fn seconds(s: f64) -> String {
-    if s < 1.0 {
+    if s < 0.000_05 {
+        "< 0.1 ms".to_string()
+    } else if s < 1.0 {
         format!("{:.1} ms", s * 1000.0)
     } else {
         format!("{s:.2} s")
@@ -156,5 +168,24 @@ mod tests {
         };
         assert!(text(&none)
             .contains("no strategy gives back in every run; the best, drop, retains in 2 of 3"));
+        // Two resources with one pick are one line; a release too quick for 0.1 ms says so.
+        let mut quick = pick("malloc-trim", 0);
+        quick.release_action_s = Some(0.000_01);
+        let two = Advice::Resources {
+            resources: [Resource::Host, Resource::PageCache]
+                .into_iter()
+                .map(|resource| ResourceAdvice {
+                    resource,
+                    pick: quick.clone(),
+                    every_run: true,
+                })
+                .collect(),
+            not_judged: vec![],
+        };
+        assert_eq!(
+            text(&two),
+            "host, page_cache: use malloc-trim (gives back in 3 of 3 runs; release < 0.1 ms): the \
+             setting\n"
+        );
     }
 }

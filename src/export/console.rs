@@ -276,16 +276,12 @@ fn whole_runs(summary: &Summary) -> String {
             ]);
         }
     }
+    // What marking phases would add is the run's `unmarked` note.
     let mut out =
         String::from("\nmeasured as one phase (no cycle marked; held = end of run − baseline):\n");
     for line in table.aligned_lines() {
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(
-        out,
-        "hint: mark phases to get loaded, retained and release times (docs/guide.md, Phase markers):\n  \
-         import memrel; with memrel.phase(\"load\"): …; with memrel.phase(\"unload\"): …; memrel.release()"
-    );
     out
 }
 
@@ -387,7 +383,8 @@ mod tests {
     fn the_compact_table_fits_100_columns_on_cpu_and_cuda() {
         for record in [fixture::record(), fixture::cuda_record()] {
             let text = summary_table(&summarize(&record));
-            for line in text.lines() {
+            // A note stays on one line (a path in it stays whole for grep).
+            for line in text.lines().filter(|l| !l.starts_with("note: ")) {
                 assert!(
                     line.chars().count() <= COMPACT_MAX_CHARS,
                     "{} chars: {line}\n{text}",
@@ -575,8 +572,7 @@ VRAM cuda:0: drop retains 416 MiB in 2 of 2 runs;
 host RSS: drop, sync and context-release give back 99.0 % in 2 of 2 runs
 
 note: too few runs to conclude: 2 completed runs of a strategy; retention varies by run (--repeat 5)
-note: retained mostly at the first load (imports, caches, a pool reused later), not retention that
-      repeats; a warm-up before memrel.baseline() leaves it out (VRAM cuda:0: drop)
+note: retained mostly at the first load (imports, caches, a pool reused later), not retention that repeats; a warm-up before memrel.baseline() leaves it out (VRAM cuda:0: drop)
 "#);
         insta::assert_snapshot!(summary_table_as(&cuda, View::console(true, true)), @r#"
 memrel run: cuda-fixture on cuda:0
@@ -617,6 +613,154 @@ note: too few runs to conclude: 2 completed runs of a strategy; retention varies
 
 retained mostly at the first load (imports, caches, a pool reused later), not retention that repeats; a warm-up before memrel.baseline() leaves it out:
   VRAM cuda:0, drop: cycle 1 retained 416.0 MiB, cycles 2–3 +0.0 MiB per cycle
+"#);
+    }
+
+    /// Four strategies, five runs each, on CUDA with a page cache that
+    /// stays full: VRAM, host memory and the page cache.
+    fn four_strategies() -> crate::record::Record {
+        use crate::record::{PageCacheInfo, Record};
+        const MIB: u64 = 1024 * 1024;
+        let mut header = fixture::header("four-strategies", 5);
+        header.device = "cuda:0".into();
+        header.page_cache = Some(PageCacheInfo {
+            method: "mincore".into(),
+            files: Vec::new(),
+            evicted_before_runs: false,
+        });
+        let plans: [(&str, i64); 4] = [
+            ("drop", 416),
+            ("cache-flush", 0),
+            ("context-release", -678),
+            ("device-drop", -68),
+        ];
+        let mut runs = Vec::new();
+        for rep in 1..=5 {
+            for (strategy, kept) in plans {
+                let n = runs.len() as u32 + 1;
+                let host = if strategy == "drop" && rep < 5 {
+                    [2, 40, 40, 40, 40]
+                } else {
+                    [2, 2, 2, 2, 2]
+                };
+                let mut run = fixture::with_vram(
+                    fixture::run(n, strategy, rep, &host),
+                    678,
+                    1094,
+                    &[kept; 5],
+                    586,
+                );
+                for e in &mut run.events {
+                    e.edge.memory.page_cache_bytes = Some(415 * MIB);
+                }
+                for s in &mut run.samples {
+                    s.page_cache_bytes = Some(415 * MIB);
+                }
+                runs.push(run);
+            }
+        }
+        Record { header, runs }
+    }
+
+    /// The default console of four strategies and three resources, with the
+    /// advice and where the results went, fits one screen of 25 lines.
+    #[test]
+    fn four_strategies_fit_one_screen() {
+        let summary = summarize(&four_strategies());
+        let console = summary_table(&summary);
+        let advice =
+            crate::export::advice::text(&crate::metrics::advice::advise(&[&summary]));
+        // Lines as a 100-column terminal shows them (a long note takes two);
+        // `output::finish_run` adds a blank line and the advice, a blank
+        // line and `results: DIR`.
+        let screen = |t: &str| {
+            t.lines()
+                .map(|l| l.chars().count().max(1).div_ceil(COMPACT_MAX_CHARS))
+                .sum::<usize>()
+        };
+        let lines = screen(&console) + 1 + screen(&advice) + 2;
+        assert!(lines <= 25, "{lines} lines:\n{console}\n{advice}");
+        assert!(
+            console.contains(
+                "\npage cache: 415 MiB stay cached from start to end; no strategy frees them\n"
+            ),
+            "{console}"
+        );
+        assert!(!console.contains("after each cycle"), "{console}");
+        assert!(!console.contains("per run ("), "{console}");
+        insta::assert_snapshot!(console, @r#"
+memrel run: four-strategies on cuda:0
+memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+ranges and after release (= baseline + retained) left out to fit 100 columns (--wide)
+                       VRAM cuda:0                              host RSS  page cache
+strategy         runs  baseline  retained  released  retaining  retained  after unload  checks
+----------------------------------------------------------------------------------------------
+drop              5/5       678       416     0.0 %      25/25      40.0           415      ok
+cache-flush       5/5       678      0.00   100.0 %       0/25      2.00           415      ok
+context-release   5/5       678      -678   263.0 %       0/25      2.00           415      ok
+device-drop       5/5       678     -68.0   116.3 %       0/25      2.00           415      ok
+
+VRAM cuda:0: drop retains 416 MiB in 5 of 5 runs;
+             cache-flush, context-release and device-drop give back 100.0–263.0 % in 5 of 5 runs
+host RSS: drop retains 40.0 MiB in 4 of 5 runs;
+          cache-flush, context-release and device-drop give back 98.0 % in 5 of 5 runs
+page cache: 415 MiB stay cached from start to end; no strategy frees them
+
+note: retained mostly at the first load (imports, caches, a pool reused later), not retention that repeats; a warm-up before memrel.baseline() leaves it out (VRAM cuda:0: drop)
+"#);
+        let verbose = summary_table_as(&summary, View::console(false, true));
+        assert!(verbose.contains("host RSS retained MiB after each cycle"), "{verbose}");
+        assert!(verbose.contains("host RSS per run ("), "{verbose}");
+    }
+
+    /// A program without phase markers (`exec`, `attach` of an unmarked
+    /// program): its one-phase table, no table of dashes, the hint once.
+    #[test]
+    fn an_unmarked_program_gets_its_one_phase_table_only() {
+        let mut record = fixture::record();
+        record.header.scenario = "exec".into();
+        record.runs.truncate(1);
+        record.runs[0].events.clear();
+        let summary = summarize(&record);
+        let console = summary_table(&summary);
+        assert!(!console.contains("strategy     runs"), "{console}");
+        assert!(!console.contains(" – "), "{console}");
+        insta::assert_snapshot!(console, @r#"
+memrel run: exec on cpu
+
+measured as one phase (no cycle marked; held = end of run − baseline):
+run  strategy  memory    baseline MiB  peak MiB  end of run MiB  held MiB  VmHWM MiB
+------------------------------------------------------------------------------------
+1    drop      host RSS          10.0     110.0            70.0      60.0      120.0
+
+note: the program marked no phases, so the run is one phase: baseline (the first reading after the program's exec, or after memrel attached), peak, end of run and held (end − baseline) are measured; loaded, retained, released and the release times need markers (import memrel; with memrel.phase("load"): …; memrel.release(): docs/guide.md, Phase markers) (run 1 (drop))
+"#);
+        let verbose = summary_table_as(&summary, View::console(false, true));
+        assert!(verbose.contains("note: the program marked no phases"), "{verbose}");
+    }
+
+    /// `attach` to a log-marked server: one run with cycles; no one-phase
+    /// table, the baseline note once.
+    #[test]
+    fn an_attached_program_with_cycles_has_no_one_phase_table() {
+        let mut record = fixture::record();
+        record.header.scenario = "attach".into();
+        record.runs.truncate(1);
+        let summary = summarize(&record);
+        let console = summary_table(&summary);
+        assert!(!console.contains("measured as one phase"), "{console}");
+        insta::assert_snapshot!(console, @r#"
+memrel run: attach on cpu
+memory in MiB, at the last cycle of each strategy's median run; (min–max) over runs
+--wide shows every column, --verbose each run and cycle
+                host RSS
+strategy  runs  baseline  after release  retained  released  retaining  checks
+------------------------------------------------------------------------------
+drop       1/1      10.0           70.0      60.0    40.0 %        2/3      ok
+
+host RSS: drop retains 60.0 MiB in its one run
+
+note: too few runs to conclude: 1 completed run of a strategy; retention varies by run (--repeat 5)
 "#);
     }
 }

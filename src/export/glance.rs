@@ -294,20 +294,19 @@ impl Notes {
         self.items.is_empty()
     }
 
-    /// `note: text (who, who)` per note, wrapped at 100 columns; with a
-    /// `limit`, at most that many notes and a last line saying how many more
-    /// `--verbose` shows.
+    /// `note: text (who, who)` per note, on one line however long (a path
+    /// in it stays whole for grep); with a `limit`, at most that many notes
+    /// and a last line saying how many more `--verbose` shows.
     pub fn lines(&self, limit: Option<usize>) -> Vec<String> {
         let shown = limit.unwrap_or(usize::MAX).min(self.items.len());
         let mut out: Vec<String> = self.items[..shown]
             .iter()
-            .flat_map(|(text, whom)| {
-                let text = if whom.is_empty() {
-                    text.clone()
+            .map(|(text, whom)| {
+                if whom.is_empty() {
+                    format!("note: {text}")
                 } else {
-                    format!("{text} ({})", whom.join(", "))
-                };
-                wrap("note", &[text])
+                    format!("note: {text} ({})", whom.join(", "))
+                }
             })
             .collect();
         let more = self.items.len() - shown;

@@ -401,3 +401,23 @@ pub fn torch_python() -> String {
         )
     })
 }
+
+/// Copies `files` of the record in `from` into `to` (made), each as a plain
+/// file the test can edit: a committed `samples.csv` may be kept as
+/// `samples.csv.gz` (results/reference/README.md), which is unpacked.
+pub fn copy_record(from: &Path, to: &Path, files: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for file in files {
+        let plain = from.join(file);
+        if plain.exists() {
+            std::fs::copy(&plain, to.join(file)).unwrap();
+            continue;
+        }
+        let gz = from.join(format!("{file}.gz"));
+        let mut reader = flate2::read::GzDecoder::new(
+            std::fs::File::open(&gz).unwrap_or_else(|e| panic!("{}: {e}", gz.display())),
+        );
+        let mut out = std::fs::File::create(to.join(file)).unwrap();
+        std::io::copy(&mut reader, &mut out).unwrap();
+    }
+}

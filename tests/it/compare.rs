@@ -361,7 +361,8 @@ fn a_directory_cut_short_by_a_crash_is_compared_and_marked() {
     });
     let (dir, console) = compare_saved(&[&a], &tmp.path().join("out"));
     assert!(
-        console.contains("note: malloc-trim: run 2 (repetition 1) failed"),
+        console.contains("note: run 2 (repetition 1) failed")
+            && console.contains("out of memory? (malloc-trim)"),
         "{console}"
     );
     let md = std::fs::read_to_string(dir.join("compare.md")).unwrap();
@@ -775,21 +776,35 @@ fn run_and_compare_take_wide() {
         .unwrap()
         .command
     {
-        Command::Run(args) => assert!(args.wide),
+        Command::Run(args) => assert!(args.console.wide),
         other => panic!("{other:?}"),
     }
     match Cli::try_parse_from(["memrel", "compare", "some/dir", "--wide"])
         .unwrap()
         .command
     {
-        Command::Compare(args) => assert!(args.wide),
+        Command::Compare(args) => assert!(args.console.wide),
         other => panic!("{other:?}"),
     }
     match Cli::try_parse_from(["memrel", "compare", "some/dir"])
         .unwrap()
         .command
     {
-        Command::Compare(args) => assert!(!args.wide, "compact is the default"),
+        Command::Compare(args) => assert!(!args.console.wide, "compact is the default"),
         other => panic!("{other:?}"),
+    }
+    for (argv, verbose) in [
+        (&["memrel", "run", "--verbose"][..], true),
+        (&["memrel", "run"][..], false),
+        (&["memrel", "exec", "-v", "--", "true"][..], true),
+        (&["memrel", "attach", "1", "--verbose"][..], true),
+    ] {
+        let console = match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(args) => args.console,
+            Command::Exec(args) => args.console,
+            Command::Attach(args) => args.console,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(console.verbose, verbose, "{argv:?}");
     }
 }

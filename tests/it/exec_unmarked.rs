@@ -221,7 +221,7 @@ for cycle in range(memrel.cycles()):
     memrel.release()
     memrel.settle(0.1)
 "#;
-    let (_tmp, _dir, output) = exec_program(&["--cycles", "3"], program);
+    let (_tmp, _dir, output) = exec_program(&["--cycles", "3", "--verbose"], program);
     assert!(output.status.success(), "{}", streams(&output));
     let stdout = text(&output.stdout);
     assert!(

@@ -41,7 +41,7 @@ fn metrics_of_the_fake_worker_are_the_bytes_it_mapped() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let scenario = fake_scenario(tmp.path(), "leaky", 4, "");
     let out = tmp.path().join("out");
-    let output = run_fake(&scenario, &out, &[]);
+    let output = run_fake(&scenario, &out, &["--verbose"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let dir = only_results_dir(&out, "leaky");
     let summary = summary(&dir);
@@ -78,7 +78,7 @@ fn metrics_of_the_fake_worker_are_the_bytes_it_mapped() {
         .as_f64()
         .expect("slope");
     assert!((slope - 4.0 * MIB).abs() <= SLACK, "slope {slope}");
-    // The exported table says the same, in MiB.
+    // The exported table says the same, in MiB (`--verbose`: each cycle).
     let stdout = String::from_utf8_lossy(&output.stdout);
     let by_cycle: Vec<f64> = stdout
         .lines()

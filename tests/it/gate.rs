@@ -170,10 +170,7 @@ fn gpu_record() -> std::path::PathBuf {
 }
 
 fn copy_record(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for file in RECORD_FILES {
-        std::fs::copy(from.join(file), to.join(file)).unwrap();
-    }
+    crate::common::copy_record(from, to, &RECORD_FILES);
 }
 
 /// Rewrites the CSV at `path` row by row.

@@ -103,10 +103,9 @@ fn compare_files(out: &Path) -> Vec<(String, Vec<u8>)> {
                 .iter()
                 .any(|n| path.file_name().is_some_and(|f| f == *n))
             {
-                found.push((
-                    path.to_string_lossy().replace(&*out.to_string_lossy(), ""),
-                    read(&path),
-                ));
+                // By name: the directory is named by the second it was made in.
+                let name = path.file_name().map(|f| f.to_string_lossy().into_owned());
+                found.push((name.unwrap_or_default(), read(&path)));
             }
         }
     }

@@ -14,10 +14,7 @@ use crate::common::{edit_runs_json, memrel, read_json, streams, text};
 const RECORD_FILES: [&str; 4] = ["runs.json", "samples.csv", "events.csv", "summary.json"];
 
 fn copy_record(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for file in RECORD_FILES {
-        std::fs::copy(from.join(file), to.join(file)).unwrap();
-    }
+    crate::common::copy_record(from, to, &RECORD_FILES);
 }
 
 /// `<work>/results/baselines/ci/ci-gate` and `<work>/new`, both copies of the
