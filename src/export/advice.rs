@@ -129,6 +129,7 @@ mod tests {
             strategy: strategy.to_string(),
             runs: 3,
             retaining_runs,
+            moved_runs: 3,
             release_action_s: Some(0.0012),
             ready_s: None,
             setting: Some("the setting".to_string()),

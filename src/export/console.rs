@@ -668,8 +668,7 @@ retained mostly at the first load (imports, caches, a pool reused later), not re
     fn four_strategies_fit_one_screen() {
         let summary = summarize(&four_strategies());
         let console = summary_table(&summary);
-        let advice =
-            crate::export::advice::text(&crate::metrics::advice::advise(&[&summary]));
+        let advice = crate::export::advice::text(&crate::metrics::advice::advise(&[&summary]));
         // Lines as a 100-column terminal shows them (a long note takes two);
         // `output::finish_run` adds a blank line and the advice, a blank
         // line and `results: DIR`.
@@ -709,7 +708,10 @@ page cache: 415 MiB stay cached from start to end; no strategy frees them
 note: retained mostly at the first load (imports, caches, a pool reused later), not retention that repeats; a warm-up before memrel.baseline() leaves it out (VRAM cuda:0: drop)
 "#);
         let verbose = summary_table_as(&summary, View::console(false, true));
-        assert!(verbose.contains("host RSS retained MiB after each cycle"), "{verbose}");
+        assert!(
+            verbose.contains("host RSS retained MiB after each cycle"),
+            "{verbose}"
+        );
         assert!(verbose.contains("host RSS per run ("), "{verbose}");
     }
 
@@ -736,7 +738,10 @@ run  strategy  memory    baseline MiB  peak MiB  end of run MiB  held MiB  VmHWM
 note: the program marked no phases, so the run is one phase: baseline (the first reading after the program's exec, or after memrel attached), peak, end of run and held (end − baseline) are measured; loaded, retained, released and the release times need markers (import memrel; with memrel.phase("load"): …; memrel.release(): docs/guide.md, Phase markers) (run 1 (drop))
 "#);
         let verbose = summary_table_as(&summary, View::console(false, true));
-        assert!(verbose.contains("note: the program marked no phases"), "{verbose}");
+        assert!(
+            verbose.contains("note: the program marked no phases"),
+            "{verbose}"
+        );
     }
 
     /// `attach` to a log-marked server: one run with cycles; no one-phase

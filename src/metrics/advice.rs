@@ -27,6 +27,10 @@ pub struct Pick {
     pub runs: u32,
     /// Of those, runs in which at least one cycle retained.
     pub retaining_runs: u32,
+    /// Of those, runs in which a load raised the resource by the retention
+    /// threshold or more: a strategy under which it never moved (a page
+    /// cache full before the first load) gave nothing back.
+    pub moved_runs: u32,
     /// Median time of the release step, over every cycle of its completed runs.
     pub release_action_s: Option<f64>,
     /// Median time from the release until the next model is ready, for the
@@ -78,6 +82,8 @@ struct Candidate<'a> {
     runs: Vec<&'a RunSummary>,
     /// Resources some summary marks as context for it (a shared cgroup): not judged.
     context: Vec<Resource>,
+    /// The summaries' retention threshold (the largest, where they differ).
+    threshold_bytes: u64,
 }
 
 /// Advice from one or more summaries; a strategy named in several is one
@@ -99,11 +105,13 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
                         name: s.strategy.clone(),
                         runs: Vec::new(),
                         context: Vec::new(),
+                        threshold_bytes: 0,
                     });
                     candidates.len() - 1
                 }
             };
             let c = &mut candidates[index];
+            c.threshold_bytes = c.threshold_bytes.max(summary.retention_threshold_bytes);
             c.runs.extend(
                 summary
                     .runs
@@ -132,7 +140,13 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
     }
     let mut out = Vec::new();
     for &resource in &resources {
-        let picks: Vec<Pick> = judged.iter().filter_map(|c| pick(c, resource)).collect();
+        // A strategy under which the resource never moved neither retains
+        // nor gives back: it is no pick.
+        let picks: Vec<Pick> = judged
+            .iter()
+            .filter_map(|c| pick(c, resource))
+            .filter(|p| p.moved_runs > 0 || p.retaining_runs > 0)
+            .collect();
         if picks.iter().all(|p| p.retaining_runs == 0) {
             continue;
         }
@@ -203,6 +217,16 @@ fn pick(c: &Candidate, resource: Resource) -> Option<Pick> {
         strategy: c.name.clone(),
         runs: measured.len() as u32,
         retaining_runs: measured.iter().filter(|m| m.cycles_retaining > 0).count() as u32,
+        moved_runs: measured
+            .iter()
+            .filter(|m| {
+                m.cycles.iter().any(|cycle| {
+                    m.baseline_bytes.is_some_and(|base| {
+                        cycle.loaded_bytes.saturating_sub(base) >= c.threshold_bytes
+                    })
+                })
+            })
+            .count() as u32,
         release_action_s: median(&|t| t.release_action_s),
         ready_s: if restarts {
             median(&|t| t.ready_s)
@@ -211,4 +235,58 @@ fn pick(c: &Candidate, resource: Resource) -> Option<Pick> {
         },
         setting: known.map(|s| s.setting()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::summarize;
+    use crate::record::{fixture, PageCacheInfo};
+
+    /// Host memory that `drop` keeps and `malloc-trim` gives back, and a page
+    /// cache full from the first reading to the last under both (one run
+    /// of `drop` starting cold): host advice, none for the page cache, which
+    /// no strategy gave back.
+    #[test]
+    fn a_resource_that_never_moved_under_a_strategy_is_not_given_back_by_it() {
+        const MIB: u64 = 1024 * 1024;
+        let mut record = fixture::record();
+        record.header.page_cache = Some(PageCacheInfo {
+            method: "mincore".into(),
+            files: Vec::new(),
+            evicted_before_runs: false,
+        });
+        for rep in 3..=5 {
+            let n = record.runs.len() as u32;
+            record
+                .runs
+                .push(fixture::run(n + 1, "drop", rep, &[2, 60, 60]));
+            record
+                .runs
+                .push(fixture::run(n + 2, "malloc-trim", rep, &[1, 1, 1]));
+        }
+        for (i, run) in record.runs.iter_mut().enumerate() {
+            for e in &mut run.events {
+                // The first run starts cold: its baseline edge reads 0.
+                let cold = i == 0 && e.edge.cycle == 0;
+                e.edge.memory.page_cache_bytes = Some(if cold { 0 } else { 415 * MIB });
+            }
+            for s in &mut run.samples {
+                s.page_cache_bytes = Some(415 * MIB);
+            }
+        }
+        let summary = summarize(&record);
+        let Advice::Resources { resources, .. } = advise(&[&summary]) else {
+            panic!("no advice: {:?}", advise(&[&summary]));
+        };
+        let of = |r: Resource| resources.iter().find(|a| a.resource == r);
+        let host = of(Resource::Host).expect("host advice");
+        assert_eq!(host.pick.strategy, "malloc-trim");
+        assert!(host.every_run);
+        // malloc-trim never moved the page cache: it is not said to give it back.
+        if let Some(page_cache) = of(Resource::PageCache) {
+            assert_ne!(page_cache.pick.strategy, "malloc-trim", "{page_cache:?}");
+            assert!(!page_cache.every_run, "{page_cache:?}");
+        }
+    }
 }

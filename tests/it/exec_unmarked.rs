@@ -72,7 +72,10 @@ fn a_program_without_markers_is_one_phase_with_baseline_peak_end_and_held() {
     );
     // What markers would add, once: the run's note.
     assert_eq!(stdout.matches("import memrel;").count(), 1, "{stdout}");
-    assert!(stdout.contains("note: the program marked no phases"), "{stdout}");
+    assert!(
+        stdout.contains("note: the program marked no phases"),
+        "{stdout}"
+    );
     // Nothing was loaded and released, so no strategy is said to give back.
     assert!(!stdout.contains("gives back"), "{stdout}");
     assert!(dir.join("timeline.png").is_file());
