@@ -9,6 +9,17 @@ use super::common::*;
 /// Runs a fake scenario (64 MiB anon per load, `leak_mib` leaked per cycle)
 /// under `strategy`, `repeat` times; returns its results directory.
 fn recorded(root: &Path, name: &str, strategy: &str, leak_mib: u32, repeat: u32) -> PathBuf {
+    recorded_with_console(root, name, strategy, leak_mib, repeat).0
+}
+
+/// [`recorded`], with what `memrel run` printed.
+fn recorded_with_console(
+    root: &Path,
+    name: &str,
+    strategy: &str,
+    leak_mib: u32,
+    repeat: u32,
+) -> (PathBuf, String) {
     let scenario = write_scenario(
         root,
         name,
@@ -20,8 +31,16 @@ fn recorded(root: &Path, name: &str, strategy: &str, leak_mib: u32, repeat: u32)
         ),
     );
     let out = root.join("out");
-    run(&scenario).repeat(repeat).out(&out).ok();
-    only_results_dir(&out, name)
+    let output = run(&scenario).repeat(repeat).out(&out).ok();
+    (only_results_dir(&out, name), text(&output.stdout))
+}
+
+/// The lines from the first `advice: …` on, where `console` has one.
+fn advice_and_after(console: &str) -> Vec<&str> {
+    console
+        .lines()
+        .skip_while(|l| !l.starts_with("advice: "))
+        .collect()
 }
 
 fn advise(dirs: &[&Path]) -> std::process::Output {
@@ -114,4 +133,45 @@ fn bad_input_exits_2_naming_the_path() {
 
     let none = memrel().arg("advise").output().expect("memrel starts");
     assert_eq!(none.status.code(), Some(2), "{}", streams(&none));
+}
+
+#[test]
+fn run_and_compare_end_with_the_advice() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (leaks, console) = recorded_with_console(tmp.path(), "leaks", "drop", 16, 3);
+    // The advice, then where the results went.
+    let tail = advice_and_after(&console);
+    assert!(
+        tail.first().is_some_and(|l| l.starts_with(
+            "advice: host: no strategy gives back in every run; the best, drop, retains in 3 of 3"
+        )),
+        "{console}"
+    );
+    assert_eq!(tail.len(), 3, "{console}");
+    assert!(tail[2].starts_with("results: "), "{console}");
+    // compare of saved directories ends with the advice of them all.
+    let clean = recorded(tmp.path(), "clean", "malloc-trim", 0, 3);
+    let compared = memrel()
+        .arg("compare")
+        .args([&leaks, &clean])
+        .arg("--out")
+        .arg(tmp.path().join("cmp"))
+        .output()
+        .expect("memrel starts");
+    assert!(compared.status.success(), "{}", streams(&compared));
+    let console = text(&compared.stdout);
+    let tail = advice_and_after(&console);
+    assert!(
+        tail.first()
+            .is_some_and(|l| l.starts_with("advice: host: use malloc-trim (gives back in 3 of 3")),
+        "{console}"
+    );
+    // One run: too few to advise, said as the last line before the results.
+    let (_, one) = recorded_with_console(tmp.path(), "one", "drop", 16, 1);
+    assert!(
+        advice_and_after(&one).first().is_some_and(
+            |l| l.starts_with("advice: too few runs to advise: drop has 1 completed run")
+        ),
+        "{one}"
+    );
 }
