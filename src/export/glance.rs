@@ -163,14 +163,10 @@ fn give_back(said: &[(&Line, Said)], resource: Resource) -> String {
         })
         .map(|f| f * 100.0)
         .collect();
-    let lo = released.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = released.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let amount = if released.len() != who.len() {
         String::new()
-    } else if percent(lo) == percent(hi) {
-        format!(" {} %", percent(lo))
     } else {
-        format!(" {}–{} %", percent(lo), percent(hi))
+        format!(" {} %", span(&released, percent))
     };
     let (fewest, most) = who
         .iter()
@@ -198,13 +194,8 @@ fn held_level(said: &[(&Line, Said)], resource: Resource) -> String {
     if let [(line, level_bytes)] = who[..] {
         return phrase(line, resource, &Said::Held { level_bytes }, 0);
     }
-    let lo = who.iter().map(|w| w.1).fold(f64::INFINITY, f64::min);
-    let hi = who.iter().map(|w| w.1).fold(f64::NEG_INFINITY, f64::max);
-    let level = if sig(lo / MIB) == sig(hi / MIB) {
-        sig(lo / MIB)
-    } else {
-        format!("{}–{}", sig(lo / MIB), sig(hi / MIB))
-    };
+    let levels: Vec<f64> = who.iter().map(|w| w.1 / MIB).collect();
+    let level = span(&levels, sig);
     let what = if resource == Resource::PageCache {
         "keep cached"
     } else {
@@ -214,6 +205,19 @@ fn held_level(said: &[(&Line, Said)], resource: Resource) -> String {
         "{} {what} {level} MiB from start to end",
         names(who.iter().map(|(l, _)| l.label.as_str()))
     )
+}
+
+/// The smallest and largest of `values` as `show` writes them, "lo–hi", or
+/// one where they read the same.
+fn span(values: &[f64], show: fn(f64) -> String) -> String {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = (show(lo), show(hi));
+    if lo == hi {
+        lo
+    } else {
+        format!("{lo}–{hi}")
+    }
 }
 
 /// "a", "a and b", "a, b and c".
