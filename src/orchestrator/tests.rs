@@ -198,7 +198,7 @@ fn a_sigkill_while_an_oom_kill_counter_rose_is_an_oom_kill() {
     let (status, _) = outcome(Some(Stop::Timeout), kill, &got, TIMEOUT);
     assert_eq!(status, RunStatus::TimedOut);
     assert_eq!(
-        serde_json::to_value(RunStatus::OomKilled).unwrap(),
+        serde_json::to_value(RunStatus::OomKilled).expect("a status serializes"),
         "oom_killed"
     );
 }
@@ -227,7 +227,7 @@ fn a_refused_allocation_has_its_own_status() {
         RunStatus::Completed
     );
     assert_eq!(
-        serde_json::to_value(RunStatus::AllocFailed).unwrap(),
+        serde_json::to_value(RunStatus::AllocFailed).expect("a status serializes"),
         "alloc_failed"
     );
 }

@@ -315,29 +315,41 @@ with open(os.path.join(os.path.dirname(sys.argv[0]), "own.json"), "w") as f:
 /// each edge's container reading (a fake cgroupfs directory that
 /// `MEMREL_CGROUP_DIR` names; memrel only reads it) equals what the
 /// program had charged before the edge, exactly.
+/// `memrel exec [ARGS] -- python3 prog.py FAKE [PROG_ARGS]` under `tmp`,
+/// with `MEMREL_CGROUP_DIR` a fake cgroup (empty `memory.current` and
+/// `memory.stat`) that the program (`CHARGES_ITS_CGROUP`) writes as it goes.
+fn exec_charging_a_fake_cgroup(
+    tmp: &Path,
+    args: &[&str],
+    prog_args: &[&str],
+) -> std::process::Output {
+    let fake = tmp.join("cgroup");
+    std::fs::create_dir(&fake).expect("fake cgroup dir");
+    for name in ["memory.current", "memory.stat"] {
+        std::fs::write(fake.join(name), "").expect(name);
+    }
+    let prog = tmp.join("prog.py");
+    std::fs::write(&prog, CHARGES_ITS_CGROUP).expect("prog.py");
+    memrel()
+        .env("MEMREL_CGROUP_DIR", &fake)
+        .arg("exec")
+        .arg("--out")
+        .arg(tmp)
+        .args(args)
+        .arg("--")
+        .arg("python3")
+        .arg(&prog)
+        .arg(&fake)
+        .args(prog_args)
+        .output()
+        .expect("memrel starts")
+}
+
 #[test]
 fn every_edge_reads_the_fake_cgroup_as_the_program_charged_it() {
     for args in [&[][..], &["--tree"][..]] {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let fake = tmp.path().join("cgroup");
-        std::fs::create_dir(&fake).expect("fake cgroup dir");
-        for name in ["memory.current", "memory.stat"] {
-            std::fs::write(fake.join(name), "").expect(name);
-        }
-        let prog = tmp.path().join("prog.py");
-        std::fs::write(&prog, CHARGES_ITS_CGROUP).expect("prog.py");
-        let output = memrel()
-            .env("MEMREL_CGROUP_DIR", &fake)
-            .arg("exec")
-            .arg("--out")
-            .arg(tmp.path())
-            .args(args)
-            .arg("--")
-            .arg("python3")
-            .arg(&prog)
-            .arg(&fake)
-            .output()
-            .expect("memrel starts");
+        let output = exec_charging_a_fake_cgroup(tmp.path(), args, &[]);
         assert!(output.status.success(), "{}", streams(&output));
         let dir = only_results_dir(tmp.path(), "exec");
         let edges: Vec<_> = csv_rows(&dir.join("events.csv"))
@@ -367,25 +379,7 @@ fn every_edge_reads_the_fake_cgroup_as_the_program_charged_it() {
 #[test]
 fn a_container_that_keeps_only_file_pages_is_said_so_and_not_charged() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let fake = tmp.path().join("cgroup");
-    std::fs::create_dir(&fake).expect("fake cgroup dir");
-    for name in ["memory.current", "memory.stat"] {
-        std::fs::write(fake.join(name), "").expect(name);
-    }
-    let prog = tmp.path().join("prog.py");
-    std::fs::write(&prog, CHARGES_ITS_CGROUP).expect("prog.py");
-    let output = memrel()
-        .env("MEMREL_CGROUP_DIR", &fake)
-        .arg("exec")
-        .arg("--out")
-        .arg(tmp.path())
-        .arg("--")
-        .arg("python3")
-        .arg(&prog)
-        .arg(&fake)
-        .arg("file")
-        .output()
-        .expect("memrel starts");
+    let output = exec_charging_a_fake_cgroup(tmp.path(), &[], &["file"]);
     assert!(output.status.success(), "{}", streams(&output));
     let dir = only_results_dir(tmp.path(), "exec");
     let summary = read_json(&dir.join("summary.json"));
