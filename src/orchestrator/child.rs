@@ -52,8 +52,9 @@ pub fn has_exited(pid: u32) -> bool {
         WaitId::Pid(pid),
         WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
     ) {
-        // Something exited (it stays a zombie for the reaper: NOWAIT).
-        Ok(Some(_)) => true,
+        // Something exited (it stays a zombie for the reaper: NOWAIT); a
+        // stop (held at its exit: `exit_stop`) is not an exit.
+        Ok(Some(status)) => status.exited() || status.killed() || status.dumped(),
         Ok(None) => false,
         // ECHILD: already reaped or not ours; either way it is not running.
         Err(_) => true,
@@ -105,12 +106,20 @@ pub fn kill_group(pid: u32) {
 /// Reaps the child, waiting at most `limit`; `None` when it has not ended by then
 /// (a process stuck in the kernel) or cannot be waited for.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    use rustix::process::{waitpid, Pid, WaitOptions};
     let deadline = Instant::now() + limit;
+    let pid = Pid::from_raw(child.id() as i32)?;
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
-            _ => return None,
+        // rustix, not std's `try_wait`: std keeps the first status it is
+        // given, and a traced process's stop (`exit_stop`) is not its end.
+        match waitpid(Some(pid), WaitOptions::NOHANG) {
+            Ok(Some((_, status))) if !status.stopped() => {
+                return Some(ExitStatus::from_raw(status.as_raw()))
+            }
+            Ok(_) if Instant::now() < deadline => std::thread::sleep(POLL),
+            Ok(_) => return None,
+            // Reaped already (by std's own wait): what std kept, if anything.
+            Err(_) => return child.try_wait().ok().flatten(),
         }
     }
 }
@@ -133,6 +142,11 @@ pub fn wait_bounded_peak(child: &mut Child, limit: Duration) -> (Option<ExitStat
             let got = libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage);
             (got, usage)
         };
+        if got == pid && libc::WIFSTOPPED(status) {
+            // A traced process's stop (`exit_stop`) is not its end.
+            std::thread::sleep(POLL);
+            continue;
+        }
         if got == pid {
             let peak_bytes = u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024);
             return (Some(ExitStatus::from_raw(status)), peak_bytes);

@@ -31,6 +31,7 @@ mod channel;
 mod child;
 mod drain;
 pub mod edges;
+mod exit_stop;
 mod intake;
 mod outcome;
 mod process;

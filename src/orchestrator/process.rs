@@ -12,6 +12,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use super::channel::Channel;
+use super::exit_stop::{ExitStop, Held};
 use super::intake::{Collected, ProgramState};
 use super::{child, drain, edges, signals, stdin, Stop, REAP_GRACE};
 use crate::record::live::SampleTarget;
@@ -119,6 +120,8 @@ impl Process<'_> {
         // What the program reads of a terminal goes through memrel (`stdin`).
         let _feeding = stdin::feed(&mut child);
         let pid = child.id();
+        // Held at its exit until the sampler has read it (`exit_stop`).
+        let exit_stop = ExitStop::start(pid);
         let spawned = Instant::now();
         cgroup.count_others();
         let duties = self.plug.duties();
@@ -191,11 +194,17 @@ impl Process<'_> {
         ) {
             Ok(sampler) => sampler,
             Err(e) => {
+                if let Some(hold) = &exit_stop {
+                    hold.read_with(crate::sampler::Nudge::ended());
+                }
                 child::kill_group(pid);
                 let _ = child::wait_bounded(&mut child, REAP_GRACE);
                 return Err(format!("cannot start the sampler thread: {e}"));
             }
         };
+        if let Some(hold) = &exit_stop {
+            hold.read_with(sampler.nudge());
+        }
         let probe_name = sampler.probe_name;
         let tree_pids = std::sync::Arc::clone(&sampler.tree_pids);
 
@@ -261,6 +270,9 @@ impl Process<'_> {
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);
         let (status, waited_peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
+        if let Some(why) = exit_stop.and_then(|hold| not_held(hold.finish(EXIT_STOP_ANSWER))) {
+            meta.exit_reading_note.get_or_insert(why);
+        }
         // A descendant that left the group outlives the program: named, with
         // what it holds; its pipes are given a moment, not the full grace.
         let outlived = tree_pids
@@ -340,6 +352,36 @@ impl Process<'_> {
             vram,
             probe_name,
         })
+    }
+}
+
+/// How long the tracer of a reaped process may take to say what it did.
+const EXIT_STOP_ANSWER: Duration = Duration::from_secs(1);
+
+/// Why a process was not read at its exit (`None`: it was, or it ended
+/// without an exit of its own: killed by SIGKILL). A refused hold is said
+/// once on stderr too, since it holds for every run on this machine.
+fn not_held(held: Held) -> Option<String> {
+    match held {
+        Held::Read | Held::NoStop => None,
+        Held::Unread => Some(
+            "held at its exit, the sampler took no reading in time: its last sample is the \
+             last tick before the exit"
+                .into(),
+        ),
+        Held::Refused(why) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "memrel: note: {why}: a process cannot be held at its exit here, so a \
+                     short one may end between two samples (set {}=0 to stop trying)",
+                    super::exit_stop::ENV
+                );
+            });
+            Some(format!(
+                "no reading at the exit: {why}; its last sample is the last tick before the exit"
+            ))
+        }
     }
 }
 

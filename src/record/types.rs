@@ -125,6 +125,10 @@ pub struct RunMeta {
     /// it could not: a weights file deleted or replaced during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache_note: Option<String>,
+    /// Why the process was not read at its exit, where it was not
+    /// (`orchestrator::exit_stop`: ptrace refused, or no reading in time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_reading_note: Option<String>,
     /// Why the phase edges carry no kernel peak (`Event::kernel_peak_bytes`):
     /// e.g. the VmHWM reset through /proc/PID/clear_refs was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +172,7 @@ impl RunMeta {
             respawned_pids: Vec::new(),
             cgroup: None,
             page_cache_note: None,
+            exit_reading_note: None,
             kernel_peak_unavailable: None,
             outlived: Vec::new(),
         }

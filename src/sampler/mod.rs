@@ -8,6 +8,7 @@
 //! is the one the orchestrator last heard of, made exact when the run ends.
 
 pub mod hwm;
+mod nudge;
 pub mod nvml;
 mod nvml_list;
 pub mod page_cache;
@@ -28,6 +29,7 @@ use crate::cgroup::probe::CgroupProbe;
 use crate::record::gpu::{GpuVram, ProcessVram};
 use crate::record::live::SampleWriter;
 use crate::record::Sample;
+pub use nudge::Nudge;
 pub use vram::VramProbe;
 
 /// One memory reading of a process.
@@ -139,6 +141,7 @@ pub struct Sampler {
     /// The process tree at the latest reading, root first (a tree's
     /// sampler only; empty otherwise): who may outlive the root.
     pub tree_pids: Arc<Mutex<Vec<u32>>>,
+    nudge: Nudge,
 }
 
 impl Sampler {
@@ -189,6 +192,7 @@ impl Sampler {
         // A reading thread that cannot start leaves the samples without it
         // (the edges still have it).
         let page_cache = extras.page_cache.and_then(|p| p.spawn().ok());
+        let nudge = Nudge::default();
         let mut reader = Reader {
             probe,
             side: Side {
@@ -202,6 +206,7 @@ impl Sampler {
             clock_zero,
             processes: Vec::new(),
             tree_pids: Arc::clone(&tree_pids),
+            nudge: nudge.clone(),
         };
         // The first reading is taken here, before the thread exists: every
         // run has one at its start however busy the machine is (a thread
@@ -213,18 +218,26 @@ impl Sampler {
                 if alive {
                     sample_loop(&mut reader, &mut ticker, &flag);
                 }
+                reader.nudge.close();
                 if let Some(page_cache) = reader.side.page_cache {
                     page_cache.stop();
                 }
                 (reader.writer, reader.side.vram)
             })?;
+        nudge.attach(waker.clone(), handle.thread().clone(), interval);
         Ok(Sampler {
             stop,
             waker,
             handle,
             probe_name,
             tree_pids,
+            nudge,
         })
+    }
+
+    /// Asks this sampler for a reading now, from another thread.
+    pub fn nudge(&self) -> Nudge {
+        self.nudge.clone()
     }
 
     /// Stops and returns the writer (flushed by its `finish`).
@@ -266,6 +279,7 @@ struct Reader {
     clock_zero: Instant,
     processes: Vec<ProcessVram>,
     tree_pids: Arc<Mutex<Vec<u32>>>,
+    nudge: Nudge,
 }
 
 impl Reader {
@@ -273,6 +287,7 @@ impl Reader {
     /// and a row into the writer's buffer (a `write` every 100 ms). `false`:
     /// the process is gone.
     fn once(&mut self) -> bool {
+        let answering = self.nudge.begin();
         let Ok(reading) = self.probe.read() else {
             return false;
         };
@@ -312,6 +327,9 @@ impl Reader {
                 readings,
             });
             self.writer.write_processes(t_s, &self.processes);
+            if answering {
+                self.nudge.answer();
+            }
         }
         true
     }
@@ -322,13 +340,16 @@ impl Reader {
 /// process is gone; per tick also one `read` of the timer.
 fn sample_loop(reading: &mut Reader, ticker: &mut tick::Ticker, stop: &AtomicBool) {
     let stopped = || stop.load(Ordering::Acquire);
+    // A parked ticker also returns for a reading asked for now (`Nudge`).
+    let nudge = reading.nudge.clone();
+    let woken = || stopped() || nudge.wanted();
     // Fell behind (machine busy): the missed ticks are skipped, not burst.
-    ticker.wait(&stopped);
+    ticker.wait(&woken);
     while !stopped() {
         if !reading.once() {
             break;
         }
-        ticker.wait(&stopped);
+        ticker.wait(&woken);
     }
 }
 

@@ -32,6 +32,7 @@ pub enum Ticker {
 }
 
 /// Ends the current wait of a [`Ticker`] from another thread.
+#[derive(Clone)]
 pub enum Waker {
     Timer(Arc<OwnedFd>),
     Park,
@@ -116,15 +117,40 @@ impl Waker {
             Waker::Park => thread.unpark(),
         }
     }
+
+    /// Makes the ticker's current or next wait return at once and the
+    /// ticks go on every `interval` from then (a reading asked for now,
+    /// `Nudge`). A parked ticker returns where its `stop` says so.
+    pub fn nudge(&self, thread: &std::thread::Thread, interval: Duration) {
+        match self {
+            Waker::Timer(fd) => {
+                let now = Itimerspec {
+                    it_interval: timespec(interval),
+                    it_value: Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 1,
+                    },
+                };
+                if timerfd_settime(&**fd, TimerfdTimerFlags::empty(), &now).is_err() {
+                    thread.unpark();
+                }
+            }
+            Waker::Park => thread.unpark(),
+        }
+    }
+}
+
+fn timespec(interval: Duration) -> Timespec {
+    Timespec {
+        tv_sec: i64::try_from(interval.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(interval.subsec_nanos()),
+    }
 }
 
 /// A timerfd that fires every `interval`, the first time `interval` from now.
 fn periodic(interval: Duration) -> io::Result<OwnedFd> {
     let fd = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::CLOEXEC)?;
-    let every = Timespec {
-        tv_sec: i64::try_from(interval.as_secs()).unwrap_or(i64::MAX),
-        tv_nsec: i64::from(interval.subsec_nanos()),
-    };
+    let every = timespec(interval);
     timerfd_settime(
         &fd,
         TimerfdTimerFlags::empty(),

@@ -314,3 +314,39 @@ fn a_short_program_under_tree_has_a_reading_at_its_start() {
     let samples = csv_rows(&dir.join("samples.csv"));
     assert!(!samples.is_empty(), "no reading of a 0.2 s program");
 }
+
+/// Takes 160 MiB (touched) and exits at once, without the interpreter's
+/// teardown: no periodic sample can land in its life.
+const TAKES_160_MIB_AND_EXITS: &str = r#"
+import os
+blob = bytearray(160 << 20)
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+os._exit(0)
+"#;
+
+/// A program held at its exit (`orchestrator::exit_stop`): its last sample
+/// is read while what it took is still there, however busy the machine, with
+/// and without --tree. Samples come every 10 s here, so no tick reads it:
+/// only the reading at its start and the one at its exit.
+#[test]
+fn a_short_program_is_read_at_its_start_and_at_its_exit() {
+    for tree in [false, true] {
+        let mut args = vec!["--interval-ms", "10000"];
+        if tree {
+            args.push("--tree");
+        }
+        let (_tmp, dir, output) = exec_program(&args, TAKES_160_MIB_AND_EXITS);
+        assert!(output.status.success(), "{}", streams(&output));
+        let samples = csv_rows(&dir.join("samples.csv"));
+        assert!(samples.len() >= 2, "tree {tree}: {samples:?}");
+        let rss = |row: &std::collections::HashMap<String, String>| {
+            row["rss_bytes"].parse::<f64>().expect("rss_bytes") / MIB
+        };
+        let (first, last) = (rss(&samples[0]), rss(&samples[samples.len() - 1]));
+        assert!(first < 100.0, "tree {tree}: the start, {first} MiB");
+        assert!(last > 160.0, "tree {tree}: the exit, {last} MiB");
+        let run = &runs(&dir)[0];
+        assert!(run.get("exit_reading_note").is_none(), "{run}");
+    }
+}
