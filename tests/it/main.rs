@@ -6,10 +6,10 @@
 //!
 //! Run one module with `cargo test --release --test it run::` (or
 //! `faults::`, `cli::`, `compare::`, `gate::`, `can_fail::`, `hostile::`, `cuda_cli::`, `program::`,
-//! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`, `fake_nvml::`,
+//! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`,
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `edges::`, `python_module::`, `advise::`, `light::`).
+//! `peaks::`, `matrix::`, `python_module::`, `advise::`, `light::`).
 
 mod common;
 
@@ -23,7 +23,6 @@ mod checkpoints;
 mod cli;
 mod compare;
 mod cuda_cli;
-mod edges;
 mod exec_io;
 mod exec_unmarked;
 mod fake;
@@ -36,6 +35,7 @@ mod hostile;
 mod launcher;
 mod light;
 mod machine;
+mod matrix;
 mod model_arg;
 mod page_cache;
 mod peaks;
