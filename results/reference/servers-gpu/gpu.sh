@@ -10,11 +10,11 @@
 # holds every request's settled VRAM against nvidia-smi's sum over the
 # server's processes while it was settled (<name>.check.txt).
 # Needs .gpu/memrel.xz (the default CPU build: NVML is loaded at run time);
-# writes $OUT/results.tar.gz.
+# writes $OUT/servers.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 : "${OUT:?}"
-R=/tmp/results; mkdir -p "$R"
+R=/tmp/results; rm -rf "$R"; mkdir -p "$R"
 HERE=results/reference/servers-gpu
 S=tests/fixtures/servers
 python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" .gpu/memrel.xz /tmp/memrel && chmod +x /tmp/memrel || exit 1
@@ -39,4 +39,4 @@ drive vllm-late-free 18003 --server vllm --sleep-level 1 -- python3 $S/vllm_like
 drive ollama 18004 --server ollama --model tiny -- python3 $S/ollama_like.py --device cuda --port 18004 --model-mib 1024
 cat "$R/steps.log" "$R"/*.check.txt
 tail -n 3 "$R"/*.stderr
-tar -C /tmp -czf "$OUT/results.tar.gz" results
+tar -C /tmp -czf "$OUT/servers.tar.gz" results
