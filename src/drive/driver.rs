@@ -377,7 +377,15 @@ impl Driver {
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
-                let why = match self.server_gone() {
+                // A server that died closes its sockets a moment before
+                // it can be reaped: give its exit that moment.
+                let waited = Instant::now();
+                let mut gone = self.server_gone();
+                while gone.is_none() && waited.elapsed() < Duration::from_secs(1) {
+                    std::thread::sleep(Duration::from_millis(10));
+                    gone = self.server_gone();
+                }
+                let why = match gone {
                     Some(exit) => format!("{name}: the server {exit} during the request ({e})"),
                     None => format!("{name}: {e}"),
                 };

@@ -9,7 +9,7 @@
 //! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`, `fake_nvml::`,
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `edges::`, `python_module::`, `advise::`, `light::`).
+//! `peaks::`, `edges::`, `drive::`, `python_module::`, `advise::`, `light::`).
 
 mod common;
 
@@ -23,6 +23,7 @@ mod checkpoints;
 mod cli;
 mod compare;
 mod cuda_cli;
+mod drive;
 mod edges;
 mod exec_io;
 mod exec_unmarked;
