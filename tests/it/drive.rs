@@ -427,3 +427,39 @@ fn a_misbehaving_server_fails_the_drive_naming_the_request_and_keeping_the_data(
         assert_gone(root, "the misbehaving server");
     }
 }
+
+#[test]
+fn an_sglang_shaped_server_found_by_its_port_releases_and_resumes_its_memory() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (server, port) = start_server(VLLM_LIKE, &["--weights-mib", "96", "--kv-mib", "64"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let (dir, output) = drive(
+        work.path(),
+        &["--server", "sglang", "--settle", "0.3", "--url", &url],
+    );
+    let pid = server.id();
+    stop(server);
+    assert!(output.status.success(), "{}", streams(&output));
+    assert_eq!(runs(&dir)[0]["pid"].as_u64(), Some(u64::from(pid)));
+    let rows = requests(&dir);
+    let lines: Vec<&str> = rows.iter().map(|r| r["request"].as_str()).collect();
+    assert_eq!(
+        lines,
+        [
+            "POST /release_memory_occupation",
+            "POST /resume_memory_occupation"
+        ]
+    );
+    let released = mib(&rows[0], "host_send_bytes") - mib(&rows[0], "host_settled_bytes");
+    assert!(
+        (140.0..180.0).contains(&released),
+        "released {released:.0} MiB"
+    );
+    // Attached, not started: the level before the load is not known.
+    assert_eq!(rows[0]["host_back"], "", "{:?}", rows[0]);
+    let resumed = mib(&rows[1], "host_settled_bytes") - mib(&rows[1], "host_send_bytes");
+    assert!(
+        (140.0..180.0).contains(&resumed),
+        "resumed {resumed:.0} MiB"
+    );
+}
