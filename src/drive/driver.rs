@@ -476,12 +476,7 @@ impl Driver {
             } else {
                 readings.last().map(|(_, l)| *l).unwrap_or(response)
             };
-            let last_moved = readings
-                .iter()
-                .rev()
-                .find(|(_, l)| l.moved_from(&settled))
-                .map(|(t, _)| *t);
-            row.settle_s = Some(last_moved.map_or(0.0, |t| (t - answered.t_s).max(0.0)));
+            row.settle_s = Some(settle_s(&readings, &settled, answered.t_s));
             row.settled = Some(settled);
             row.late = Some(minus(&response, &settled));
             self.per_process(index, cycle, &request.phase);
@@ -722,6 +717,16 @@ impl SessionDriver for Driver {
     }
 }
 
+/// From the answer (at `answered_t_s`) to the last of `readings` that was
+/// more than [`TOLERANCE_BYTES`] from `settled` in any layer; 0 when none was.
+fn settle_s(readings: &[(f64, Layers)], settled: &Layers, answered_t_s: f64) -> f64 {
+    readings
+        .iter()
+        .rev()
+        .find(|(_, l)| l.moved_from(settled))
+        .map_or(0.0, |(t, _)| (t - answered_t_s).max(0.0))
+}
+
 /// /proc/PID/stat's state letter.
 fn proc_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -780,4 +785,62 @@ fn pss_bytes(pid: u32) -> Option<u64> {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse::<u64>().ok())
         .map(|kib| kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_mib(mib: u64) -> Layers {
+        Layers {
+            host_bytes: mib << 20,
+            vram_bytes: Some(0),
+            ..Layers::default()
+        }
+    }
+
+    #[test]
+    fn memory_that_leaves_after_the_answer_is_late_and_sets_the_settle_time() {
+        // Answered at 1.0 s holding 200 MiB, freed between 1.5 and 1.55 s.
+        let readings = [
+            (1.0, host_mib(200)),
+            (1.25, host_mib(200)),
+            (1.5, host_mib(199)),
+            (1.55, host_mib(40)),
+            (2.0, host_mib(41)),
+        ];
+        let settled = readings[4].1;
+        let s = settle_s(&readings, &settled, 1.0);
+        assert!((s - 0.5).abs() < 1e-9, "{s}");
+        let late = minus(&readings[0].1, &settled);
+        assert_eq!(late.host_bytes, 159 << 20);
+        assert_eq!(late.vram_bytes, Some(0));
+        // Nothing moved by more than the tolerance: settled at the answer.
+        let quiet = [(1.0, host_mib(40)), (1.5, host_mib(45))];
+        assert_eq!(settle_s(&quiet, &quiet[1].1, 1.0), 0.0);
+        // A layer one reading lacks is not compared.
+        let no_vram = Layers {
+            vram_bytes: None,
+            ..host_mib(40)
+        };
+        assert!(!no_vram.moved_from(&Layers {
+            vram_bytes: Some(1 << 30),
+            ..host_mib(40)
+        }));
+        assert_eq!(minus(&no_vram, &host_mib(40)).vram_bytes, None);
+    }
+
+    #[test]
+    fn the_tree_of_a_process_holds_its_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let tree = tree_pids(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(tree[0], std::process::id());
+        assert!(tree.contains(&child.id()), "{tree:?}");
+        assert!(pss_bytes(std::process::id()).is_some_and(|b| b > 0));
+    }
 }
