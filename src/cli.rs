@@ -45,6 +45,11 @@ pub enum Command {
         after_help = "Examples:\n  memrel attach 12345\n  memrel attach --dir /tmp/serve-mem --duration 600 12345      # then, in another shell:\n  memrel mark /tmp/serve-mem load; memrel mark /tmp/serve-mem unload; memrel mark /tmp/serve-mem end\n  memrel attach --log serve.log --mark-on 'Loading model=load' --mark-on 'Model unloaded=unload' 12345\n\nA mark begins its phase and ends the one marked before (`end` ends it). SIGINT or SIGTERM ends the\nmeasurement, writes the results and exits 0. `memrel report`, `compare` and `check` read the results\ndirectory like a run's (docs/attach.md)."
     )]
     Attach(AttachArgs),
+    /// Drive a model server over its own HTTP API (sleep/wake, load/unload) and measure every request's memory.
+    #[command(
+        after_help = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md).\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept)."
+    )]
+    Drive(DriveArgs),
     /// Mark a phase of a live `memrel attach` from another shell: `memrel mark DIR load`.
     #[command(
         after_help = "Examples:\n  memrel mark /tmp/serve-mem load --model bert\n  memrel mark /tmp/serve-mem unload --model bert\n  memrel mark /tmp/serve-mem end      # ends the phase marked last\n\nExit codes: 0 marked, 2 error (no live measurement in DIR, unknown phase)."
@@ -156,6 +161,62 @@ pub struct AttachArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub console: ConsoleArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("shape").required(true).args(["server", "cycle"])))]
+pub struct DriveArgs {
+    /// A server whose API memrel knows: vllm (VLLM_SERVER_DEV_MODE=1), sglang or ollama.
+    #[arg(long, value_name = "NAME")]
+    pub server: Option<String>,
+    /// A TOML file listing the cycle's requests (any other server; docs/servers.md).
+    #[arg(long, value_name = "FILE")]
+    pub cycle: Option<PathBuf>,
+    /// The server's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8000")]
+    pub url: String,
+    /// Measure this running process (default: the one listening on the URL's port).
+    #[arg(long, conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// How many times the cycle is driven.
+    #[arg(long, default_value_t = 1)]
+    pub cycles: u32,
+    /// vLLM's sleep level: 1 (weights to host memory) or 2 (weights dropped).
+    #[arg(long, default_value_t = 1)]
+    pub sleep_level: u8,
+    /// The model a preset loads and unloads (ollama).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Seconds memory is read after each answer (a request's own settle_s wins).
+    #[arg(long = "settle", value_name = "SECONDS", default_value_t = 2.0)]
+    pub settle_s: f64,
+    /// How long the server may take to answer its readiness GET.
+    #[arg(
+        long = "ready-timeout",
+        value_name = "SECONDS",
+        default_value_t = 600.0
+    )]
+    pub ready_timeout_s: f64,
+    /// After SIGTERM, how long a server memrel started has before SIGKILL.
+    #[arg(long = "grace", value_name = "SECONDS", default_value_t = 10.0)]
+    pub grace_s: f64,
+    /// Sampling interval in milliseconds, 1 to 10000.
+    #[arg(long, value_name = "MS", default_value_t = 50.0)]
+    pub interval_ms: f64,
+    /// Also read VRAM on this device (cuda or cuda:N; NVML); default cpu: host memory only.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// The name its results go under (<OUT>/<NAME>/<timestamp>).
+    #[arg(long, default_value = "drive")]
+    pub name: String,
+    /// Write the results into exactly this directory (created; must be new or empty).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The server's command, after `--`: memrel starts it, waits until it is ready, and stops it at the end.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

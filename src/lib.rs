@@ -12,6 +12,7 @@ pub mod calibrate;
 pub mod cgroup;
 pub mod cli;
 pub mod commands;
+pub mod drive;
 pub mod export;
 pub mod fsutil;
 pub mod gate;

@@ -9,8 +9,10 @@
 //! measurement ends). Cycles are numbered as for a program that leaves them
 //! out (`CycleNumbering`: a load after an unload starts the next cycle).
 //!
-//! It ends when the process exits, when `--duration` has passed, or on
-//! SIGINT/SIGTERM to memrel; each writes the results the same way.
+//! It ends when the process exits, when `--duration` has passed, on
+//! SIGINT/SIGTERM to memrel, or when a [`Driver`] (`memrel drive`: marks
+//! that come from inside memrel, each edge read as it is taken) says it is
+//! done or failed; each writes the results the same way.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -45,6 +47,43 @@ pub struct Job<'a> {
     pub log: Option<Follower>,
     /// The results directory (made, empty).
     pub dir: PathBuf,
+    /// Marks taken by memrel itself (`memrel drive`), step by step in the loop.
+    pub driver: Option<&'a mut dyn Driver>,
+}
+
+/// A source of marks inside memrel: the loop calls `step` once a tick
+/// until it is done; each mark's edge is read the moment it is taken.
+pub trait Driver {
+    /// One step (a request, a wait): its marks through `marks`.
+    fn step(&mut self, marks: &mut dyn Marks) -> Step;
+    /// The run's checks, once the measurement ended.
+    fn checks(&mut self) -> Vec<Check>;
+}
+
+/// What a driver's step says.
+pub enum Step {
+    More,
+    Done,
+    /// It cannot go on: the run is recorded as failed with this error.
+    Failed(String),
+}
+
+/// Every resource read at one moment (an edge's, or a reading between).
+#[derive(Debug, Clone, Default)]
+pub struct EdgeReading {
+    pub t_s: f64,
+    pub memory: MemoryAtEdge,
+    pub extras: crate::orchestrator::edges::EdgeExtras,
+}
+
+/// How a driver marks phases and reads memory on the session's clock.
+pub trait Marks {
+    /// Seconds since the measurement began.
+    fn now_s(&self) -> f64;
+    /// Marks `phase` now (ending the open phase); the reading of its edge.
+    fn mark(&mut self, phase: MarkPhase, model: Option<String>, note: String) -> EdgeReading;
+    /// Every resource read now, without an edge.
+    fn read(&mut self) -> EdgeReading;
 }
 
 /// Why the measurement ended.
@@ -52,6 +91,8 @@ enum Ended {
     Exited,
     Duration,
     Signal(i32),
+    Driven,
+    DriveFailed(String),
 }
 
 /// Measures until the process exits, `--duration` passes or a signal comes;
@@ -133,8 +174,13 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         edges,
         max_cycle: 0,
         woke: None,
+        clock_zero,
+        quiet: job.driver.is_some(),
+        last_reading: None,
     };
-    announce(&job, &dir, sampler.probe_name);
+    if job.driver.is_none() {
+        announce(&job, &dir, sampler.probe_name);
+    }
     let now_s = || clock_zero.elapsed().as_secs_f64();
     // Woken as a mark or a log line is written: its edge is read at once.
     let log_dir = job
@@ -172,6 +218,17 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         if let Some(hwm) = target.vm_hwm_bytes() {
             meta.vm_hwm_bytes = Some(hwm);
         }
+        if let Some(driver) = job.driver.as_deref_mut() {
+            match driver.step(&mut marker) {
+                Step::More => {}
+                Step::Done => break Ended::Driven,
+                Step::Failed(why) => break Ended::DriveFailed(why),
+            }
+            if let Some(sig) = signals::received() {
+                break Ended::Signal(sig);
+            }
+            continue;
+        }
         if !target.alive() {
             break Ended::Exited;
         }
@@ -206,6 +263,9 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     drop(marker);
     meta.checks
         .extend(vram.map(|v| v.checks()).unwrap_or_default());
+    if let Some(driver) = job.driver.as_deref_mut() {
+        meta.checks.extend(driver.checks());
+    }
     meta.duration_s = end_s;
     meta.cgroup = Some(match &cgroup {
         Ok(at) => {
@@ -239,6 +299,12 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         Ended::Exited => format!("process {pid} exited"),
         Ended::Duration => format!("--duration {:.3} s passed", end_s),
         Ended::Signal(sig) => format!("memrel received {}", signals::name(sig)),
+        Ended::Driven => "every request was driven".to_string(),
+        Ended::DriveFailed(why) => {
+            meta.status = RunStatus::Failed;
+            meta.error = Some(why.clone());
+            format!("driving failed: {why}")
+        }
     };
     record.header.cycles = cycles;
     record.header.scenario_toml = job.setup.scenario(cycles)?.toml_text;
@@ -315,6 +381,38 @@ struct Marker<'a> {
     max_cycle: u32,
     /// When a write in a watched directory last woke the loop (`watch`).
     woke: Option<Instant>,
+    clock_zero: Instant,
+    /// Marks are not said on stderr one by one (a driver says what it did).
+    quiet: bool,
+    /// The reading of the last edge taken (what a driver's mark returns).
+    last_reading: Option<EdgeReading>,
+}
+
+impl Marks for Marker<'_> {
+    fn now_s(&self) -> f64 {
+        self.clock_zero.elapsed().as_secs_f64()
+    }
+
+    fn mark(&mut self, phase: MarkPhase, model: Option<String>, note: String) -> EdgeReading {
+        self.last_reading = None;
+        let now_s = self.now_s();
+        Marker::mark(self, phase, now_s, model, note);
+        // `end` with no phase open takes no edge: a reading all the same.
+        match self.last_reading.take() {
+            Some(reading) => reading,
+            None => self.read(),
+        }
+    }
+
+    fn read(&mut self) -> EdgeReading {
+        let mut memory = MemoryAtEdge::default();
+        let extras = self.edges.read(&mut memory);
+        EdgeReading {
+            t_s: self.now_s(),
+            memory,
+            extras,
+        }
+    }
 }
 
 impl Marker<'_> {
@@ -368,8 +466,10 @@ impl Marker<'_> {
     /// Ends the open phase and begins `phase` (unless it is `end`) at `t_s`.
     fn mark(&mut self, phase: MarkPhase, t_s: f64, model: Option<String>, note: String) {
         let t_s = t_s.max(self.last_t_s);
-        eprintln!("memrel: {t_s:.3} s: {} ({note})", phase.as_str());
-        if self.open.is_none() && phase == MarkPhase::End {
+        if !self.quiet {
+            eprintln!("memrel: {t_s:.3} s: {} ({note})", phase.as_str());
+        }
+        if self.open.is_none() && phase == MarkPhase::End && !self.quiet {
             eprintln!("memrel: warning: `end` at {t_s:.3} s: no phase was open");
         }
         self.close_open(t_s, &note);
@@ -430,6 +530,11 @@ impl Marker<'_> {
     ) {
         let mut memory = MemoryAtEdge::default();
         let extras = self.edges.read(&mut memory);
+        self.last_reading = Some(EdgeReading {
+            t_s,
+            memory,
+            extras: extras.clone(),
+        });
         let edge = PhaseEdge {
             phase,
             edge,

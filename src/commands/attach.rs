@@ -73,6 +73,7 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         rules,
         log,
         dir: dir.clone(),
+        driver: None,
     };
     let (_, summary) = session::measure(job)?;
     write!(

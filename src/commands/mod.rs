@@ -11,6 +11,7 @@ pub mod baseline;
 pub mod calibrate;
 pub mod check;
 pub mod compare;
+pub mod drive;
 pub mod exec;
 pub mod list;
 pub mod mark;

@@ -9,7 +9,7 @@
 //! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`,
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `matrix::`, `python_module::`, `advise::`, `light::`).
+//! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`).
 
 mod common;
 
@@ -23,6 +23,7 @@ mod checkpoints;
 mod cli;
 mod compare;
 mod cuda_cli;
+mod drive;
 mod exec_io;
 mod exec_unmarked;
 mod fake;

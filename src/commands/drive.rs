@@ -1,0 +1,267 @@
+//! `memrel drive`: checks the options, finds or starts the server, makes the
+//! results directory, drives and measures it (`drive`, an attach session
+//! whose marks come from the driver) and prints one line per request and
+//! where the results went. A request that fails ends the drive: its message
+//! names the request, what was measured is kept, exit 2.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::ExitStatus;
+use crate::attach::header::Setup;
+use crate::attach::session::{self, Job};
+use crate::attach::target::Target;
+use crate::cli::DriveArgs;
+use crate::drive::cycle::{Cycle, PresetArgs, Server};
+use crate::drive::driver::{Driver, Options, RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
+use crate::drive::server::{host_port, listener_pid, Started, SERVER_LOG};
+use crate::orchestrator::signals;
+use crate::results::{self, check_output_args, create_out_dir};
+use crate::scenario::DeviceSpec;
+
+pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    if !(1.0..=10_000.0).contains(&args.interval_ms) {
+        bail!(
+            "--interval-ms {} is out of range: use 1 to 10000",
+            args.interval_ms
+        );
+    }
+    if args.cycles == 0 {
+        bail!("--cycles 0: drive at least one cycle");
+    }
+    for (flag, s) in [
+        ("--settle", args.settle_s),
+        ("--ready-timeout", args.ready_timeout_s),
+        ("--grace", args.grace_s),
+    ] {
+        if !(s.is_finite() && s >= 0.0) {
+            bail!("{flag} {s} must be a number of seconds, 0 or more");
+        }
+    }
+    let device = DeviceSpec::parse(&args.device).with_context(|| {
+        format!(
+            "--device {:?} is not valid: use cpu, cuda or cuda:N",
+            args.device
+        )
+    })?;
+    let cycle = match (&args.server, &args.cycle) {
+        (Some(name), None) => Server::parse(name)?.cycle(&PresetArgs {
+            sleep_level: args.sleep_level,
+            model: args.model.clone(),
+            settle_s: args.settle_s,
+        })?,
+        (None, Some(path)) => Cycle::read(path)?,
+        _ => bail!("pass one of --server NAME and --cycle FILE"),
+    };
+    let (_, port) = host_port(&args.url)?;
+    check_output_args(&args.output)?;
+    // A running server is checked before anything is written; one memrel
+    // starts logs into the results directory, made first.
+    let (dir, started, pid) = if args.command.is_empty() {
+        let pid = match args.pid {
+            Some(pid) => pid,
+            None => listener_pid(port).with_context(|| format!("--url {}", args.url))?,
+        };
+        Target::open(pid)?;
+        (results_dir(args)?, None, pid)
+    } else {
+        let dir = results_dir(args)?;
+        let started = Started::spawn(&args.command, &dir.join(SERVER_LOG))?;
+        let pid = started.pid();
+        (dir, Some(started), pid)
+    };
+    let target = Target::open(pid)?;
+    signals::install()?;
+    let mut driver = Driver::new(
+        Options {
+            url: args.url.clone(),
+            cycle,
+            cycles: args.cycles,
+            settle_s: args.settle_s,
+            ready_timeout_s: args.ready_timeout_s,
+            grace: Duration::from_secs_f64(args.grace_s),
+            dir: dir.clone(),
+            cuda: device.is_cuda(),
+        },
+        pid,
+        started,
+    );
+    eprintln!(
+        "memrel: driving {} (pid {pid}: {}), its process tree measured every {} ms",
+        args.url,
+        target.argv.join(" "),
+        args.interval_ms
+    );
+    let job = Job {
+        setup: Setup {
+            name: &args.name,
+            target: &target,
+            device,
+            interval_ms: args.interval_ms,
+            duration_s: None,
+            tree: true,
+            log: None,
+            command_line: crate::plan::command_line(),
+        },
+        duration: None,
+        rules: Vec::new(),
+        log: None,
+        dir: dir.clone(),
+        driver: Some(&mut driver),
+    };
+    let (_, summary) = session::measure(job)?;
+    write!(out, "{}", table(&driver.rows))?;
+    for row in &driver.rows {
+        if let Some(line) = late_line(row) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    if let Some(exit) = &driver.server_exit {
+        writeln!(out, "server: {exit}")?;
+    }
+    writeln!(
+        out,
+        "\nresults: {} ({REQUESTS_CSV}: every request)",
+        dir.display()
+    )?;
+    if let Some(path) = &args.output.export_trace {
+        results::export_trace_of(&dir, path)?;
+        writeln!(out, "trace: {}", path.display())?;
+    }
+    if let Some(name) = &args.output.save_baseline {
+        let root = crate::baseline::root(&args.output.out);
+        let saved = crate::baseline::save(&dir, &root, name, args.output.replace)?;
+        writeln!(out, "baseline {name}: {}", saved.entry.display())?;
+    }
+    if let Some(error) = summary.runs.iter().find_map(|r| r.error.as_ref()) {
+        eprintln!(
+            "memrel: error: {error}; what was measured so far is kept in {}",
+            dir.display()
+        );
+        return Ok(ExitStatus::Error);
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0}", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn mib_signed(bytes: i64) -> String {
+    format!("{:+.0}", bytes as f64 / f64::from(1u32 << 20))
+}
+
+/// One line per request: latency, host (and VRAM) at send → answer →
+/// settled in MiB, and whether it is back to the level before the load.
+fn table(rows: &[RequestRow]) -> String {
+    let mut text = format!(
+        "{:>3} {:>5} {:<8} {:<34} {:>6} {:>9}  {:<26} {:<22} {}\n",
+        "#",
+        "cycle",
+        "phase",
+        "request",
+        "status",
+        "latency",
+        "host MiB send>answer>settled",
+        "vram MiB",
+        "back"
+    );
+    for r in rows {
+        let host = format!(
+            "{}>{}>{}",
+            mib(r.at_send.host_bytes),
+            r.at_response.map_or("-".into(), |l| mib(l.host_bytes)),
+            r.settled.map_or("-".into(), |l| mib(l.host_bytes))
+        );
+        let vram = match r.at_send.vram_bytes {
+            Some(send) => format!(
+                "{}>{}>{}",
+                mib(send),
+                r.at_response
+                    .and_then(|l| l.vram_bytes)
+                    .map_or("-".into(), mib),
+                r.settled.and_then(|l| l.vram_bytes).map_or("-".into(), mib)
+            ),
+            None => "-".into(),
+        };
+        let back = match &r.held {
+            Some(h) => {
+                let yes = |b: i64| {
+                    if b <= TOLERANCE_BYTES as i64 {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                };
+                match h.vram_bytes {
+                    Some(v) => format!("host {} vram {}", yes(h.host_bytes), yes(v)),
+                    None => format!(
+                        "host {} ({} MiB)",
+                        yes(h.host_bytes),
+                        mib_signed(h.host_bytes)
+                    ),
+                }
+            }
+            None => String::new(),
+        };
+        let request: String = r.request.chars().take(34).collect();
+        text.push_str(&format!(
+            "{:>3} {:>5} {:<8} {:<34} {:>6} {:>9}  {:<29} {:<22} {}\n",
+            r.index,
+            r.cycle,
+            r.phase,
+            request,
+            r.status.map_or("-".into(), |s| s.to_string()),
+            r.latency_s.map_or("-".into(), |s| format!("{s:.3} s")),
+            host,
+            vram,
+            if r.error.is_some() {
+                "failed".to_string()
+            } else {
+                back
+            }
+        ));
+    }
+    text
+}
+
+/// Said where memory still left after the answer (the release gap).
+fn late_line(r: &RequestRow) -> Option<String> {
+    let late = r.late?;
+    let gap = TOLERANCE_BYTES as i64;
+    let host = (late.host_bytes > gap).then(|| format!("{} MiB host", mib(late.host_bytes as u64)));
+    let vram = late
+        .vram_bytes
+        .filter(|v| *v > gap)
+        .map(|v| format!("{} MiB VRAM", mib(v as u64)));
+    let what: Vec<String> = host.into_iter().chain(vram).collect();
+    (!what.is_empty()).then(|| {
+        format!(
+            "request {} ({}): {} still left after the answer (late bytes); settled {:.2} s after it",
+            r.index,
+            r.request,
+            what.join(" and "),
+            r.settle_s.unwrap_or(0.0)
+        )
+    })
+}
+
+/// `--dir` (made, or empty), else a new `<OUT>/<NAME>/<timestamp>`.
+fn results_dir(args: &DriveArgs) -> Result<PathBuf> {
+    let Some(dir) = &args.dir else {
+        return create_out_dir(&args.output.out, &args.name);
+    };
+    let empty = std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_none());
+    if dir.exists() && !empty {
+        bail!(
+            "--dir {}: not an empty directory: name a new one (results are never written over others)",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--dir {}: cannot create it", dir.display()))?;
+    Ok(dir.clone())
+}

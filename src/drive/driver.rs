@@ -1,0 +1,846 @@
+//! The driver: the attach session's marks taken by memrel itself, one step
+//! per request. Each request's edges are read synchronously by the session's
+//! one edge reader: right before the send (its phase begins) and right after
+//! the answer (it ends); then memrel polls what the request asks (`until`),
+//! reads every resource until `settle_s` has passed, and keeps the settled
+//! reading, the settle time and the late bytes (what left after the answer).
+//!
+//! It writes `requests.csv` / `requests.json` (one row per request) and
+//! `processes.csv` (each process of the tree once settled) into the results
+//! directory after every request, so a failure keeps what came before it.
+//! It never reads samples and computes no run metric: those come from the
+//! record as for any run.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::cycle::{Cycle, Request};
+use super::http::{excerpt, Client};
+use super::server::Started;
+use crate::attach::live::MarkPhase;
+use crate::attach::session::{Driver as SessionDriver, EdgeReading, Marks, Step};
+use crate::protocol::{Check, Phase};
+use crate::sampler::VramProbe;
+
+/// The driver's per-request rows.
+pub const REQUESTS_CSV: &str = "requests.csv";
+pub const REQUESTS_JSON: &str = "requests.json";
+/// Each process of the tree, once a request settled.
+pub const PROCESSES_CSV: &str = "processes.csv";
+
+/// How often memory is read while a request settles, and `until` polled.
+const POLL: Duration = Duration::from_millis(50);
+
+/// A layer moved when it changed by more than this (settle time, late
+/// bytes said), and is back when it holds no more than this over the level
+/// before the load: the scenario's default retention threshold.
+pub const TOLERANCE_BYTES: u64 = 16 << 20;
+
+/// Bytes of each layer at one reading.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Layers {
+    /// The process tree's PSS (or the process's RSS without a tree).
+    pub host_bytes: u64,
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+    pub vram_bytes: Option<u64>,
+    pub container_bytes: Option<u64>,
+    pub page_cache_bytes: Option<u64>,
+}
+
+impl Layers {
+    fn of(reading: &EdgeReading) -> Layers {
+        let m = &reading.memory;
+        let gpus = &reading.extras.gpu_vram;
+        let per_gpu = gpus
+            .was_read()
+            .then(|| gpus.gpus().filter_map(|g| gpus.get(g)).sum::<u64>());
+        Layers {
+            host_bytes: m.rss_bytes,
+            anon_bytes: m.anon_bytes,
+            file_bytes: m.file_bytes,
+            vram_bytes: per_gpu.or(m.vram_bytes),
+            container_bytes: m.container_bytes,
+            page_cache_bytes: m.page_cache_bytes,
+        }
+    }
+
+    /// (name, bytes) of each layer read.
+    fn named(&self) -> [(&'static str, Option<u64>); 4] {
+        [
+            ("host", Some(self.host_bytes)),
+            ("vram", self.vram_bytes),
+            ("container", self.container_bytes),
+            ("page_cache", self.page_cache_bytes),
+        ]
+    }
+
+    /// Whether any layer differs from `other` by more than the tolerance.
+    fn moved_from(&self, other: &Layers) -> bool {
+        self.named()
+            .iter()
+            .zip(other.named().iter())
+            .any(|((_, a), (_, b))| match (a, b) {
+                (Some(a), Some(b)) => a.abs_diff(*b) > TOLERANCE_BYTES,
+                _ => false,
+            })
+    }
+}
+
+/// Per layer: `a − b` where both were read.
+fn minus(a: &Layers, b: &Layers) -> Delta {
+    let d = |x: Option<u64>, y: Option<u64>| Some(x? as i64 - y? as i64);
+    Delta {
+        host_bytes: a.host_bytes as i64 - b.host_bytes as i64,
+        vram_bytes: d(a.vram_bytes, b.vram_bytes),
+        container_bytes: d(a.container_bytes, b.container_bytes),
+        page_cache_bytes: d(a.page_cache_bytes, b.page_cache_bytes),
+    }
+}
+
+/// A signed difference per layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Delta {
+    pub host_bytes: i64,
+    pub vram_bytes: Option<i64>,
+    pub container_bytes: Option<i64>,
+    pub page_cache_bytes: Option<i64>,
+}
+
+/// One request as it went.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestRow {
+    /// 1, 2, … over the whole drive; 0 the server's start.
+    pub index: usize,
+    pub cycle: u32,
+    pub phase: String,
+    /// `POST /sleep?level=1`.
+    pub request: String,
+    pub model: Option<String>,
+    pub status: Option<u16>,
+    /// From the send to the whole answer.
+    pub latency_s: Option<f64>,
+    /// Seconds on the run's clock (samples.csv's `t_s`).
+    pub send_t_s: f64,
+    pub response_t_s: Option<f64>,
+    pub at_send: Layers,
+    pub at_response: Option<Layers>,
+    /// How long `until` took to be met, after the answer.
+    pub until_s: Option<f64>,
+    /// The reading once `settle_s` passed after the answer (and `until`).
+    pub settled: Option<Layers>,
+    /// From the answer until the last reading that moved (more than
+    /// [`TOLERANCE_BYTES`] from the settled one): 0 when nothing moved.
+    pub settle_s: Option<f64>,
+    /// At the answer minus settled: bytes that left after the answer (a
+    /// release gap); negative where memory grew after it.
+    pub late: Option<Delta>,
+    /// The level before the cycle's load (or before the server started).
+    pub before_load: Option<Layers>,
+    /// Settled minus before the load, for unload and sleep.
+    pub held: Option<Delta>,
+    pub error: Option<String>,
+}
+
+/// What one process of the tree held once a request settled.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessRow {
+    pub index: usize,
+    pub cycle: u32,
+    pub phase: String,
+    pub pid: u32,
+    pub comm: String,
+    pub pss_bytes: Option<u64>,
+    pub vram_bytes: Option<u64>,
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Next {
+    Ready,
+    Request { cycle: u32, i: usize },
+    Finish,
+    Over,
+}
+
+/// Options of one drive.
+pub struct Options {
+    pub url: String,
+    pub cycle: Cycle,
+    pub cycles: u32,
+    /// A request without `settle_s` settles this long.
+    pub settle_s: f64,
+    pub ready_timeout_s: f64,
+    pub grace: Duration,
+    pub dir: PathBuf,
+    /// Also read each process's VRAM (NVML).
+    pub cuda: bool,
+}
+
+/// `memrel drive`'s driver of one server.
+pub struct Driver {
+    opts: Options,
+    client: Client,
+    pid: u32,
+    started: Option<Started>,
+    next: Next,
+    index: usize,
+    pub rows: Vec<RequestRow>,
+    pub processes: Vec<ProcessRow>,
+    before_load: Option<Layers>,
+    vram: Option<Box<dyn VramProbe>>,
+    /// The cycle has a load request (the start is then warm-up, not load).
+    loads: bool,
+    /// How the server that memrel started ended.
+    pub server_exit: Option<String>,
+    checks: Vec<Check>,
+}
+
+impl Driver {
+    pub fn new(opts: Options, pid: u32, started: Option<Started>) -> Driver {
+        let loads = opts
+            .cycle
+            .requests
+            .iter()
+            .any(|r| r.phase().ok() == Some(Phase::Load));
+        let vram = opts.cuda.then(crate::sampler::vram::open_nvml).flatten();
+        Driver {
+            client: Client::new(&opts.url),
+            opts,
+            pid,
+            started,
+            next: Next::Ready,
+            index: 0,
+            rows: Vec::new(),
+            processes: Vec::new(),
+            before_load: None,
+            vram,
+            loads,
+            server_exit: None,
+            checks: Vec::new(),
+        }
+    }
+
+    /// Whether the server is gone, and how it ended where memrel started it.
+    fn server_gone(&mut self) -> Option<String> {
+        match self.started.as_mut() {
+            Some(s) => s.exited().then(|| s.exit.clone().unwrap_or_default()),
+            None => (!std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+                || proc_state(self.pid) == Some('Z'))
+            .then(|| "exited".to_string()),
+        }
+    }
+
+    /// Waits for the readiness GET (the start marked as a phase where memrel
+    /// started the server).
+    fn ready(&mut self, marks: &mut dyn Marks) -> Result<(), String> {
+        let path = match self.opts.cycle.ready_path() {
+            Some(Ok(path)) => Some(path.to_string()),
+            Some(Err(e)) => return Err(e.to_string()),
+            None => None,
+        };
+        let phase = if self.loads {
+            Phase::Warmup
+        } else {
+            Phase::Load
+        };
+        let line = format!("GET {}", path.as_deref().unwrap_or("(no ready)"));
+        let sent = if self.started.is_some() {
+            let r = marks.mark(
+                MarkPhase::Begin(phase),
+                None,
+                format!("memrel drive: the server starting, until {line} answers"),
+            );
+            self.before_load = Some(Layers::of(&r));
+            Some(r)
+        } else {
+            None
+        };
+        let started = Instant::now();
+        if let Some(path) = &path {
+            let mut last;
+            loop {
+                if let Some(exit) = self.server_gone() {
+                    return Err(format!(
+                        "the server {exit} before it answered {line} ({} says why)",
+                        super::server::SERVER_LOG
+                    ));
+                }
+                match self.client.send("GET", path, None, 5.0) {
+                    Ok(a) if (200..300).contains(&a.status) => break,
+                    Ok(a) => last = format!("it answered {}", a.status),
+                    Err(e) => last = e,
+                }
+                if started.elapsed().as_secs_f64() > self.opts.ready_timeout_s {
+                    return Err(format!(
+                        "the server did not answer {line} at {} within --ready-timeout {} s (last: {last})",
+                        self.client.url(path),
+                        self.opts.ready_timeout_s
+                    ));
+                }
+                std::thread::sleep(POLL);
+            }
+        }
+        if let Some(sent) = sent {
+            let answered = marks.mark(
+                MarkPhase::End,
+                None,
+                format!("memrel drive: {line} answered"),
+            );
+            let row = RequestRow {
+                index: 0,
+                cycle: 0,
+                phase: phase.as_str().to_string(),
+                request: format!("(server start) {line}"),
+                model: None,
+                status: Some(200),
+                latency_s: Some(answered.t_s - sent.t_s),
+                send_t_s: sent.t_s,
+                response_t_s: Some(answered.t_s),
+                at_send: Layers::of(&sent),
+                at_response: Some(Layers::of(&answered)),
+                until_s: None,
+                settled: None,
+                settle_s: None,
+                late: None,
+                before_load: None,
+                held: None,
+                error: None,
+            };
+            self.rows.push(row);
+        }
+        Ok(())
+    }
+
+    /// One request: its edges, its checks, `until` and the settling.
+    fn request(&mut self, marks: &mut dyn Marks, cycle: u32, i: usize) -> Result<(), String> {
+        let request: Request = self.opts.cycle.requests[i].clone();
+        let phase = request.phase().map_err(|e| e.to_string())?;
+        self.index += 1;
+        let index = self.index;
+        let name = format!(
+            "request {index} ({}: {}, cycle {cycle})",
+            request.phase,
+            request.line()
+        );
+        let sent = marks.mark(
+            MarkPhase::Begin(phase),
+            request.model.clone(),
+            format!("memrel drive: {} sent", request.line()),
+        );
+        if phase == Phase::Load {
+            self.before_load = Some(Layers::of(&sent));
+        }
+        let mut row = RequestRow {
+            index,
+            cycle,
+            phase: request.phase.clone(),
+            request: request.line(),
+            model: request.model.clone(),
+            status: None,
+            latency_s: None,
+            send_t_s: sent.t_s,
+            response_t_s: None,
+            at_send: Layers::of(&sent),
+            at_response: None,
+            until_s: None,
+            settled: None,
+            settle_s: None,
+            late: None,
+            before_load: self.before_load,
+            held: None,
+            error: None,
+        };
+        let answer = self.client.send(
+            &request.method,
+            &request.path,
+            request.body.as_ref(),
+            request.timeout_s(),
+        );
+        let answered = marks.mark(
+            MarkPhase::End,
+            request.model.clone(),
+            match &answer {
+                Ok(a) => format!("memrel drive: {} answered {}", request.line(), a.status),
+                Err(e) => format!("memrel drive: {} failed: {e}", request.line()),
+            },
+        );
+        row.response_t_s = Some(answered.t_s);
+        row.at_response = Some(Layers::of(&answered));
+        let failed = |row: &mut RequestRow, rows: &mut Vec<RequestRow>, why: String| {
+            row.error = Some(why.clone());
+            rows.push(row.clone());
+            Err(why)
+        };
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                // A server that died closes its sockets a moment before
+                // it can be reaped: give its exit that moment.
+                let waited = Instant::now();
+                let mut gone = self.server_gone();
+                while gone.is_none() && waited.elapsed() < Duration::from_secs(1) {
+                    std::thread::sleep(Duration::from_millis(10));
+                    gone = self.server_gone();
+                }
+                let why = match gone {
+                    Some(exit) => format!("{name}: the server {exit} during the request ({e})"),
+                    None => format!("{name}: {e}"),
+                };
+                return failed(&mut row, &mut self.rows, why);
+            }
+        };
+        row.status = Some(answer.status);
+        row.latency_s = Some(answer.latency_s);
+        if answer.status != request.status {
+            let why = format!(
+                "{name}: the server answered {} where {} was expected: {}",
+                answer.status,
+                request.status,
+                excerpt(&answer.body)
+            );
+            return failed(&mut row, &mut self.rows, why);
+        }
+        if request.json && serde_json::from_str::<serde_json::Value>(&answer.body).is_err() {
+            let why = format!(
+                "{name}: the answer is not json where json was expected: {:?}",
+                excerpt(&answer.body)
+            );
+            return failed(&mut row, &mut self.rows, why);
+        }
+        // The phase that follows the answer: asleep after a sleep, settling
+        // after an unload (their edges read as the others).
+        let after = match phase {
+            Phase::Sleep => Some(Phase::Asleep),
+            Phase::Unload => Some(Phase::Settle),
+            _ => None,
+        };
+        if let Some(after) = after {
+            marks.mark(
+                MarkPhase::Begin(after),
+                request.model.clone(),
+                format!("memrel drive: after {}", request.line()),
+            );
+        }
+        if let Some(until) = &request.until {
+            let waited = Instant::now();
+            loop {
+                let polled = self.client.send("GET", &until.path, None, 10.0);
+                if matches!(&polled, Ok(a) if (200..300).contains(&a.status) && until.met(&a.body))
+                {
+                    break;
+                }
+                if waited.elapsed().as_secs_f64() > until.timeout_s() {
+                    let last = match polled {
+                        Ok(a) => format!("{} {}", a.status, excerpt(&a.body)),
+                        Err(e) => e,
+                    };
+                    let why = format!(
+                        "{name}: GET {} did not say so within {} s (last: {last})",
+                        until.path,
+                        until.timeout_s()
+                    );
+                    return failed(&mut row, &mut self.rows, why);
+                }
+                std::thread::sleep(POLL);
+            }
+            row.until_s = Some(waited.elapsed().as_secs_f64());
+        }
+        let settle_for = request.settle_s.unwrap_or(self.opts.settle_s);
+        if settle_for > 0.0 {
+            let response = Layers::of(&answered);
+            let mut readings = vec![(answered.t_s, response)];
+            let until = Instant::now() + Duration::from_secs_f64(settle_for);
+            loop {
+                std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+                let r = marks.read();
+                readings.push((r.t_s, Layers::of(&r)));
+                if Instant::now() >= until {
+                    break;
+                }
+            }
+            // A settling phase ends on its settled reading (an edge).
+            let settled = if after == Some(Phase::Settle) {
+                let r = marks.mark(
+                    MarkPhase::End,
+                    request.model.clone(),
+                    format!(
+                        "memrel drive: settled {settle_for} s after {}",
+                        request.line()
+                    ),
+                );
+                readings.push((r.t_s, Layers::of(&r)));
+                Layers::of(&r)
+            } else {
+                readings.last().map(|(_, l)| *l).unwrap_or(response)
+            };
+            row.settle_s = Some(settle_s(&readings, &settled, answered.t_s));
+            row.settled = Some(settled);
+            row.late = Some(minus(&response, &settled));
+            self.per_process(index, cycle, &request.phase);
+        }
+        if matches!(phase, Phase::Unload | Phase::Sleep) {
+            if let (Some(before), Some(settled)) =
+                (row.before_load, row.settled.or(row.at_response))
+            {
+                row.held = Some(minus(&settled, &before));
+            }
+        }
+        if let Some(late) = &row.late {
+            if late.host_bytes > TOLERANCE_BYTES as i64
+                || late.vram_bytes.is_some_and(|v| v > TOLERANCE_BYTES as i64)
+            {
+                self.checks.push(Check {
+                    name: "memory left after the answer".into(),
+                    ok: true,
+                    detail: format!(
+                        "{name}: {} MiB host, {} MiB VRAM still left after the answer; settled {:.2} s after it",
+                        late.host_bytes >> 20,
+                        late.vram_bytes.map_or("-".to_string(), |v| (v >> 20).to_string()),
+                        row.settle_s.unwrap_or(0.0)
+                    ),
+                });
+            }
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// Each process of the tree's PSS (and VRAM) now.
+    fn per_process(&mut self, index: usize, cycle: u32, phase: &str) {
+        for pid in tree_pids(self.pid) {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|c| c.trim().to_string())
+                .unwrap_or_default();
+            let vram_bytes = self.vram.as_mut().and_then(|v| v.process_bytes(pid));
+            self.processes.push(ProcessRow {
+                index,
+                cycle,
+                phase: phase.to_string(),
+                pid,
+                comm,
+                pss_bytes: pss_bytes(pid),
+                vram_bytes,
+            });
+        }
+    }
+
+    /// The phases closed, the server stopped where memrel started it.
+    fn finish(&mut self, marks: &mut dyn Marks) {
+        marks.mark(MarkPhase::End, None, "memrel drive: done".into());
+        if let Some(started) = self.started.as_mut() {
+            let exit = started.stop(self.opts.grace);
+            self.checks.push(Check {
+                name: "server stopped".into(),
+                ok: true,
+                detail: format!(
+                    "SIGTERM to its process group, SIGKILL after {} s: {exit}",
+                    self.opts.grace.as_secs_f64()
+                ),
+            });
+            self.server_exit = Some(exit);
+        }
+    }
+
+    /// requests.csv, requests.json and processes.csv, written again whole.
+    fn write(&self) -> Result<(), String> {
+        let dir = &self.opts.dir;
+        let json = serde_json::to_vec_pretty(&self.rows).map_err(|e| e.to_string())?;
+        crate::fsutil::write_atomic(&dir.join(REQUESTS_JSON), &json).map_err(|e| e.to_string())?;
+        let mut csv = csv::Writer::from_writer(Vec::new());
+        let mut header = vec![
+            "index",
+            "cycle",
+            "phase",
+            "request",
+            "model",
+            "status",
+            "latency_s",
+            "send_t_s",
+            "response_t_s",
+            "until_s",
+            "settle_s",
+        ];
+        let layers = ["host", "vram", "container", "page_cache"];
+        let mut names = Vec::new();
+        for layer in layers {
+            for what in ["send", "response", "settled", "late", "before_load", "held"] {
+                names.push(format!("{layer}_{what}_bytes"));
+            }
+        }
+        for layer in layers {
+            names.push(format!("{layer}_back"));
+        }
+        header.extend(names.iter().map(String::as_str));
+        header.push("error");
+        csv.write_record(&header).map_err(|e| e.to_string())?;
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        for r in &self.rows {
+            let mut cells = vec![
+                r.index.to_string(),
+                r.cycle.to_string(),
+                r.phase.clone(),
+                r.request.clone(),
+                opt(r.model.clone()),
+                opt(r.status.map(|s| s.to_string())),
+                opt(r.latency_s.map(|s| format!("{s:.6}"))),
+                format!("{:.6}", r.send_t_s),
+                opt(r.response_t_s.map(|s| format!("{s:.6}"))),
+                opt(r.until_s.map(|s| format!("{s:.6}"))),
+                opt(r.settle_s.map(|s| format!("{s:.6}"))),
+            ];
+            let layer = |l: &Option<Layers>, i: usize| -> String {
+                l.as_ref()
+                    .and_then(|l| l.named()[i].1)
+                    .map(|b| b.to_string())
+                    .unwrap_or_default()
+            };
+            let delta = |d: &Option<Delta>, i: usize| -> String {
+                d.as_ref()
+                    .and_then(|d| {
+                        [
+                            Some(d.host_bytes),
+                            d.vram_bytes,
+                            d.container_bytes,
+                            d.page_cache_bytes,
+                        ][i]
+                    })
+                    .map(|b| b.to_string())
+                    .unwrap_or_default()
+            };
+            for i in 0..layers.len() {
+                cells.push(layer(&Some(r.at_send), i));
+                cells.push(layer(&r.at_response, i));
+                cells.push(layer(&r.settled, i));
+                cells.push(delta(&r.late, i));
+                cells.push(layer(&r.before_load, i));
+                cells.push(delta(&r.held, i));
+            }
+            for i in 0..layers.len() {
+                let held = delta(&r.held, i);
+                cells.push(match held.parse::<i64>() {
+                    Ok(h) if h <= TOLERANCE_BYTES as i64 => "yes".into(),
+                    Ok(_) => "no".into(),
+                    Err(_) => String::new(),
+                });
+            }
+            cells.push(opt(r.error.clone()));
+            csv.write_record(&cells).map_err(|e| e.to_string())?;
+        }
+        let bytes = csv.into_inner().map_err(|e| e.to_string())?;
+        crate::fsutil::write_atomic(&dir.join(REQUESTS_CSV), &bytes).map_err(|e| e.to_string())?;
+        let mut csv = csv::Writer::from_writer(Vec::new());
+        csv.write_record([
+            "index",
+            "cycle",
+            "phase",
+            "pid",
+            "comm",
+            "pss_bytes",
+            "vram_bytes",
+        ])
+        .map_err(|e| e.to_string())?;
+        for p in &self.processes {
+            csv.write_record([
+                p.index.to_string(),
+                p.cycle.to_string(),
+                p.phase.clone(),
+                p.pid.to_string(),
+                p.comm.clone(),
+                opt(p.pss_bytes.map(|b| b.to_string())),
+                opt(p.vram_bytes.map(|b| b.to_string())),
+            ])
+            .map_err(|e| e.to_string())?;
+        }
+        let bytes = csv.into_inner().map_err(|e| e.to_string())?;
+        crate::fsutil::write_atomic(&dir.join(PROCESSES_CSV), &bytes).map_err(|e| e.to_string())
+    }
+
+    /// Stops a server memrel started after a failure (its exit kept).
+    fn stop_after_failure(&mut self) {
+        if let Some(started) = self.started.as_mut() {
+            self.server_exit = Some(started.stop(self.opts.grace));
+        }
+    }
+}
+
+impl SessionDriver for Driver {
+    fn step(&mut self, marks: &mut dyn Marks) -> Step {
+        let result = match self.next {
+            Next::Ready => self.ready(marks).map(|()| {
+                self.next = Next::Request { cycle: 1, i: 0 };
+            }),
+            Next::Request { cycle, i } => self.request(marks, cycle, i).map(|()| {
+                self.next = if i + 1 < self.opts.cycle.requests.len() {
+                    Next::Request { cycle, i: i + 1 }
+                } else if cycle < self.opts.cycles {
+                    Next::Request {
+                        cycle: cycle + 1,
+                        i: 0,
+                    }
+                } else {
+                    Next::Finish
+                };
+            }),
+            Next::Finish => {
+                self.finish(marks);
+                self.next = Next::Over;
+                Ok(())
+            }
+            Next::Over => return Step::Done,
+        };
+        let written = self.write();
+        match (result, written) {
+            (Err(why), written) => {
+                marks.mark(MarkPhase::End, None, format!("memrel drive: failed: {why}"));
+                self.stop_after_failure();
+                let _ = self.write();
+                let kept = match written {
+                    Ok(()) => String::new(),
+                    Err(e) => format!(" (and {REQUESTS_CSV} could not be written: {e})"),
+                };
+                Step::Failed(format!("{why}{kept}"))
+            }
+            (Ok(()), Err(e)) => Step::Failed(format!(
+                "cannot write {REQUESTS_CSV} into {}: {e}",
+                self.opts.dir.display()
+            )),
+            (Ok(()), Ok(())) if self.next == Next::Over => Step::Done,
+            (Ok(()), Ok(())) => Step::More,
+        }
+    }
+
+    fn checks(&mut self) -> Vec<Check> {
+        std::mem::take(&mut self.checks)
+    }
+}
+
+/// From the answer (at `answered_t_s`) to the last of `readings` that was
+/// more than [`TOLERANCE_BYTES`] from `settled` in any layer; 0 when none was.
+fn settle_s(readings: &[(f64, Layers)], settled: &Layers, answered_t_s: f64) -> f64 {
+    readings
+        .iter()
+        .rev()
+        .find(|(_, l)| l.moved_from(settled))
+        .map_or(0.0, |(t, _)| (t - answered_t_s).max(0.0))
+}
+
+/// /proc/PID/stat's state letter.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// `root` and its descendants now (by /proc/*/stat's parent pid).
+pub fn tree_pids(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rfind(')')
+                .and_then(|i| stat.get(i + 1..))
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(ppid) = ppid {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    tree
+}
+
+/// A process's PSS (/proc/PID/smaps_rollup).
+fn pss_bytes(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_mib(mib: u64) -> Layers {
+        Layers {
+            host_bytes: mib << 20,
+            vram_bytes: Some(0),
+            ..Layers::default()
+        }
+    }
+
+    #[test]
+    fn memory_that_leaves_after_the_answer_is_late_and_sets_the_settle_time() {
+        // Answered at 1.0 s holding 200 MiB, freed between 1.5 and 1.55 s.
+        let readings = [
+            (1.0, host_mib(200)),
+            (1.25, host_mib(200)),
+            (1.5, host_mib(199)),
+            (1.55, host_mib(40)),
+            (2.0, host_mib(41)),
+        ];
+        let settled = readings[4].1;
+        let s = settle_s(&readings, &settled, 1.0);
+        assert!((s - 0.5).abs() < 1e-9, "{s}");
+        let late = minus(&readings[0].1, &settled);
+        assert_eq!(late.host_bytes, 159 << 20);
+        assert_eq!(late.vram_bytes, Some(0));
+        // Nothing moved by more than the tolerance: settled at the answer.
+        let quiet = [(1.0, host_mib(40)), (1.5, host_mib(45))];
+        assert_eq!(settle_s(&quiet, &quiet[1].1, 1.0), 0.0);
+        // A layer one reading lacks is not compared.
+        let no_vram = Layers {
+            vram_bytes: None,
+            ..host_mib(40)
+        };
+        assert!(!no_vram.moved_from(&Layers {
+            vram_bytes: Some(1 << 30),
+            ..host_mib(40)
+        }));
+        assert_eq!(minus(&no_vram, &host_mib(40)).vram_bytes, None);
+    }
+
+    #[test]
+    fn the_tree_of_a_process_holds_its_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let tree = tree_pids(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(tree[0], std::process::id());
+        assert!(tree.contains(&child.id()), "{tree:?}");
+        assert!(pss_bytes(std::process::id()).is_some_and(|b| b > 0));
+    }
+}

@@ -1,0 +1,241 @@
+//! The server `memrel drive` measures: one it starts (`-- CMD`, in a
+//! process group of its own, stopped at the end with SIGTERM and, after a
+//! grace period, SIGKILL; its exit recorded), or one already running, named
+//! by `--pid` or found as the process listening on the URL's port
+//! (/proc/net/tcp and tcp6: the socket's inode, then the /proc/PID/fd link
+//! that points at it). Its output goes to `server.log` in the results
+//! directory. It measures nothing.
+
+/// Where a server memrel started writes its stdout and stderr.
+pub const SERVER_LOG: &str = "server.log";
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// The host and port of `http://HOST:PORT/...` (port 80 when none is given).
+pub fn host_port(url: &str) -> Result<(String, u16)> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        bail!("--url {url:?} must start with http:// (memrel speaks plain HTTP to a local server)");
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) => (
+            host,
+            port.parse::<u16>()
+                .map_err(|_| anyhow::anyhow!("--url {url:?}: {port:?} is not a port number"))?,
+        ),
+        None => (authority, 80),
+    };
+    if host.is_empty() {
+        bail!("--url {url:?} has no host: write it as http://127.0.0.1:8000");
+    }
+    Ok((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+/// The socket inodes listening on `port` (TCP state 0A, any address).
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let local_port = local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if *state == "0A" && local_port == Some(port) {
+                if let Ok(inode) = inode.parse::<u64>() {
+                    inodes.push(inode);
+                }
+            }
+        }
+    }
+    inodes
+}
+
+/// The process listening on `port`, or why none was found.
+pub fn listener_pid(port: u16) -> Result<u32> {
+    let inodes = listening_inodes(port);
+    if inodes.is_empty() {
+        bail!(
+            "no process listens on port {port} (checked /proc/net/tcp and tcp6): start the server, \
+             pass its --pid, or let memrel start it with -- CMD"
+        );
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")
+        .context("cannot read /proc")?
+        .flatten()
+    {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .ok()
+                .and_then(|l| l.to_str().map(|s| wanted.iter().any(|w| w == s)))
+                .unwrap_or(false)
+        });
+        if holds {
+            found.push(pid);
+        }
+    }
+    // Forked workers share the socket: the oldest (lowest pid, usually the
+    // parent) is the server.
+    found.sort_unstable();
+    found.first().copied().with_context(|| {
+        format!(
+            "port {port} is listened on, but by no process memrel may look into \
+             (another user's?): pass --pid, or run memrel as that user"
+        )
+    })
+}
+
+/// A server memrel started.
+pub struct Started {
+    pub child: Child,
+    /// The exit as it was reaped (`exited 0`, `killed by SIGTERM`, …).
+    pub exit: Option<String>,
+}
+
+impl Started {
+    /// Starts `command` in a process group of its own (so SIGTERM reaches
+    /// its workers too).
+    /// Its stdout and stderr go to `log` (a server logs much).
+    pub fn spawn(command: &[String], log: &std::path::Path) -> Result<Started> {
+        let Some((program, args)) = command.split_first() else {
+            bail!("-- CMD is empty: name the server's command after --");
+        };
+        use std::os::unix::process::CommandExt;
+        let out = std::fs::File::create(log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let err = out
+            .try_clone()
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {program:?}: is it installed and on PATH?"))?;
+        Ok(Started { child, exit: None })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has exited (reaped here: its exit is kept).
+    pub fn exited(&mut self) -> bool {
+        if self.exit.is_some() {
+            return true;
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                self.exit = Some(describe(status));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// SIGTERM to its group, then SIGKILL after `grace`; its exit.
+    pub fn stop(&mut self, grace: Duration) -> String {
+        if self.exited() {
+            return self.exit.clone().unwrap_or_default();
+        }
+        let group = rustix::process::Pid::from_raw(self.pid() as i32);
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::TERM);
+        }
+        let until = Instant::now() + grace;
+        while Instant::now() < until {
+            if self.exited() {
+                return self.exit.clone().unwrap_or_default();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+        let exit = match self.child.wait() {
+            Ok(status) => describe(status),
+            Err(e) => format!("not reaped: {e}"),
+        };
+        let exit = format!("{exit} (SIGKILL after a {} s grace)", grace.as_secs_f64());
+        self.exit = Some(exit.clone());
+        exit
+    }
+}
+
+impl Drop for Started {
+    /// Never leaves a server behind (an early error).
+    fn drop(&mut self) {
+        if !self.exited() {
+            self.stop(Duration::from_secs(2));
+        }
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "ended".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_give_their_port_and_bad_ones_are_named() {
+        assert_eq!(
+            host_port("http://127.0.0.1:8000/v1").expect("valid"),
+            ("127.0.0.1".to_string(), 8000)
+        );
+        assert_eq!(host_port("http://localhost").expect("valid").1, 80);
+        assert!(host_port("https://x:1")
+            .unwrap_err()
+            .to_string()
+            .contains("http://"));
+        assert!(host_port("http://x:port")
+            .unwrap_err()
+            .to_string()
+            .contains("not a port"));
+    }
+
+    #[test]
+    fn the_process_listening_on_a_port_is_found() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        assert_eq!(listener_pid(port).expect("found"), std::process::id());
+        drop(listener);
+        let e = listener_pid(port).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("no process listens on port {port}")),
+            "{e}"
+        );
+    }
+}
