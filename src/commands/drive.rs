@@ -240,11 +240,11 @@ fn late_line(r: &RequestRow) -> Option<String> {
     let what: Vec<String> = host.into_iter().chain(vram).collect();
     (!what.is_empty()).then(|| {
         format!(
-            "request {} ({}): {} still left after the answer (late bytes); settled {:.2} s after it",
+            "request {} ({}): {} still left after the answer (late bytes); {}",
             r.index,
             r.request,
             what.join(" and "),
-            r.settle_s.unwrap_or(0.0)
+            crate::drive::driver::settle_words(r)
         )
     })
 }

@@ -134,6 +134,9 @@ pub struct RequestRow {
     /// From the answer until the last reading that moved (more than
     /// [`TOLERANCE_BYTES`] from the settled one): 0 when nothing moved.
     pub settle_s: Option<f64>,
+    /// How long memory was read after the answer (`settle_s` of the request,
+    /// else `--settle`).
+    pub settle_window_s: Option<f64>,
     /// At the answer minus settled: bytes that left after the answer (a
     /// release gap); negative where memory grew after it.
     pub late: Option<Delta>,
@@ -304,6 +307,7 @@ impl Driver {
                 until_s: None,
                 settled: None,
                 settle_s: None,
+                settle_window_s: None,
                 late: None,
                 before_load: None,
                 held: None,
@@ -348,6 +352,7 @@ impl Driver {
             until_s: None,
             settled: None,
             settle_s: None,
+            settle_window_s: None,
             late: None,
             before_load: self.before_load,
             held: None,
@@ -477,6 +482,7 @@ impl Driver {
                 readings.last().map(|(_, l)| *l).unwrap_or(response)
             };
             row.settle_s = Some(settle_s(&readings, &settled, answered.t_s));
+            row.settle_window_s = Some(settle_for);
             row.settled = Some(settled);
             row.late = Some(minus(&response, &settled));
             self.per_process(index, cycle, &request.phase);
@@ -496,10 +502,11 @@ impl Driver {
                     name: "memory left after the answer".into(),
                     ok: true,
                     detail: format!(
-                        "{name}: {} MiB host, {} MiB VRAM still left after the answer; settled {:.2} s after it",
+                        "{name}: {} MiB host, {} MiB VRAM still left after the answer; {}",
                         late.host_bytes >> 20,
-                        late.vram_bytes.map_or("-".to_string(), |v| (v >> 20).to_string()),
-                        row.settle_s.unwrap_or(0.0)
+                        late.vram_bytes
+                            .map_or("-".to_string(), |v| (v >> 20).to_string()),
+                        settle_words(&row)
                     ),
                 });
             }
@@ -562,6 +569,7 @@ impl Driver {
             "response_t_s",
             "until_s",
             "settle_s",
+            "settle_window_s",
         ];
         let layers = ["host", "vram", "container", "page_cache"];
         let mut names = Vec::new();
@@ -590,6 +598,7 @@ impl Driver {
                 opt(r.response_t_s.map(|s| format!("{s:.6}"))),
                 opt(r.until_s.map(|s| format!("{s:.6}"))),
                 opt(r.settle_s.map(|s| format!("{s:.6}"))),
+                opt(r.settle_window_s.map(|s| format!("{s:.6}"))),
             ];
             let layer = |l: &Option<Layers>, i: usize| -> String {
                 l.as_ref()
@@ -717,6 +726,26 @@ impl SessionDriver for Driver {
     }
 }
 
+/// When a request's memory settled, in words: by the first reading after
+/// the answer, S s after it, or still moving when the settle window ended
+/// (it moved within the window's last two readings: the settled reading
+/// need not be where it stops).
+pub fn settle_words(row: &RequestRow) -> String {
+    let settle_s = row.settle_s.unwrap_or(0.0);
+    let poll_s = POLL.as_secs_f64();
+    match row.settle_window_s {
+        Some(window_s) if settle_s > window_s - 2.0 * poll_s => format!(
+            "still moving when the {window_s} s settle window ended: raise --settle (or the \
+             request's settle_s) to see where it stops"
+        ),
+        _ if settle_s == 0.0 => format!(
+            "settled by the first reading after it (within {:.0} ms)",
+            poll_s * 1000.0
+        ),
+        _ => format!("settled {settle_s:.2} s after it"),
+    }
+}
+
 /// From the answer (at `answered_t_s`) to the last of `readings` that was
 /// more than [`TOLERANCE_BYTES`] from `settled` in any layer; 0 when none was.
 fn settle_s(readings: &[(f64, Layers)], settled: &Layers, answered_t_s: f64) -> f64 {
@@ -790,6 +819,41 @@ fn pss_bytes(pid: u32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settling_is_said_by_when_the_memory_last_moved_in_its_window() {
+        let row = |settle_s: f64| RequestRow {
+            index: 1,
+            cycle: 1,
+            phase: "sleep".into(),
+            request: "POST /sleep?level=1".into(),
+            model: None,
+            status: Some(200),
+            latency_s: Some(0.01),
+            send_t_s: 1.0,
+            response_t_s: Some(1.01),
+            at_send: Layers::default(),
+            at_response: None,
+            until_s: None,
+            settled: None,
+            settle_s: Some(settle_s),
+            settle_window_s: Some(2.0),
+            late: None,
+            before_load: None,
+            held: None,
+            error: None,
+        };
+        assert_eq!(
+            settle_words(&row(0.0)),
+            "settled by the first reading after it (within 50 ms)"
+        );
+        assert_eq!(settle_words(&row(0.52)), "settled 0.52 s after it");
+        assert!(
+            settle_words(&row(1.97)).starts_with("still moving when the 2 s settle window ended"),
+            "{}",
+            settle_words(&row(1.97))
+        );
+    }
 
     fn host_mib(mib: u64) -> Layers {
         Layers {

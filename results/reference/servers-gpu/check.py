@@ -9,7 +9,10 @@ clock's zero within tens of milliseconds), SMI_CSV nvidia-smi's
 whose VRAM settled, every nvidia-smi poll while it stayed settled (from the
 settled reading to the next request's send, 0.2 s in from each end) is summed
 over the server's processes (processes.csv) and must equal memrel's settled
-reading, in MiB.
+reading, in MiB. nvidia-smi prints no row while no process holds the GPU:
+a settled window of at least 0.5 s (10 polls) without a row is read as
+0 MiB. A window that is empty because the memory was still moving until the
+next request (settle time as long as the settle window) is said so.
 """
 
 import csv
@@ -30,9 +33,7 @@ def main():
         pids.setdefault(row["index"], set()).add(row["pid"])
     every = set().union(*pids.values()) if pids else set()
     polls = {}
-    listed_none = False
     for line in open(smi_file):
-        listed_none |= "No running processes found" in line
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 3 or not parts[2].isdigit():
             continue
@@ -52,11 +53,15 @@ def main():
             end = t0 + answer + 2.0 - MARGIN_S
         tree = pids.get(r["index"], every)
         sums = sorted({sum(v for p, v in polls[t].items() if p in tree) for t in times if start <= t <= end})
+        if end - start < 0.5:
+            print("request %s (cycle %s, %s: %s): memrel settled %.0f MiB; still moving %.2f s after the answer, no settled window to check"
+                  % (r["index"], r["cycle"], r["phase"], r["request"], settled_mib, float(r["settle_s"] or 0)))
+            continue
         total += 1
         ok = sums == [round(settled_mib)]
-        if not sums and settled_mib == 0 and listed_none:
-            # nvidia-smi prints no timestamped row while no process holds the GPU.
-            sums, ok = ["no process listed"], True
+        if not sums and settled_mib == 0:
+            # nvidia-smi prints no row while no process holds the GPU.
+            sums, ok = ["no process listed for %.1f s" % (end - start)], True
         equal += ok
         print(
             "request %s (cycle %s, %s: %s): memrel settled %.0f MiB; nvidia-smi over %d polls: %s MiB -> %s"
