@@ -345,7 +345,9 @@ pub struct ListArgs {
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
     /// Write a synthetic model (config.json + model.safetensors, seeded weights) into DIR.
-    #[command(after_help = "Example:\n  memrel model gen bert-base ./bert-base")]
+    #[command(
+        after_help = "Example:\n  memrel model gen bert-base ./bert-base\n  memrel model gen llama-tiny --gguf --gguf-type q8_0 ./llama-tiny.gguf"
+    )]
     Gen {
         /// A preset name (see `memrel list`).
         preset: String,
@@ -354,11 +356,19 @@ pub enum ModelCommand {
         /// Write into DIR even if it already holds files (config.json and model.safetensors are replaced).
         #[arg(long)]
         force: bool,
+        /// Write one GGUF file at DIR instead (llama-family presets; llama.cpp's names).
+        #[arg(long)]
+        gguf: bool,
+        /// The GGUF tensor type of the 2-D weights: f32, f16, q8_0 or q4_0 (norms stay f32).
+        #[arg(long, value_name = "TYPE", requires = "gguf", default_value = "f32")]
+        gguf_type: String,
     },
-    /// Show what a HuggingFace-layout directory holds and whether memrel can load it.
-    #[command(after_help = "Example:\n  memrel model info ./bert-base")]
+    /// Show what a HuggingFace-layout directory or a GGUF file holds and whether memrel can load it.
+    #[command(
+        after_help = "Example:\n  memrel model info ./bert-base\n  memrel model info ./llama-tiny.gguf"
+    )]
     Info {
-        /// A directory with config.json and model.safetensors (or a sharded index).
+        /// A directory with config.json and model.safetensors (or a sharded index), or a .gguf file.
         dir: PathBuf,
     },
 }

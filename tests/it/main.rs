@@ -30,6 +30,7 @@ mod fake;
 mod fake_nvml;
 mod faults;
 mod gate;
+mod gguf;
 mod gpu;
 mod gpus;
 mod hostile;
