@@ -38,6 +38,7 @@ mod launcher;
 mod light;
 mod machine;
 mod model_arg;
+mod ort;
 mod page_cache;
 mod peaks;
 mod program;
