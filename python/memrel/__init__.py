@@ -83,6 +83,7 @@ START_ACTIONS = (
     "ort_no_arena",
     "ort_shrink",
     "ort_same_as_requested",
+    "xla_env",
 )
 RELEASE_ACTIONS = (
     "gc",
@@ -96,6 +97,7 @@ RELEASE_ACTIONS = (
     "clear_cublas_workspaces",
     "device_reset",
     "destroy_process_group",
+    "jax_clear",
 )
 # Release actions that work on the objects passed to release().
 _OBJECT_ACTIONS = ("to_cpu", "detach")
@@ -727,6 +729,88 @@ def _ort_check():
     return _check("ort settings", ok, "%s: %s" % (_ORT_SETTINGS[asked], detail))
 
 
+# JAX / XLA: the client reads these once, when it starts.
+_XLA_VARS = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+)
+_xla = {"asked": False, "started_with": {}, "want": {}}
+
+
+def _start_xla_env(value):
+    """`xla_env=KEY:VALUE`: the variable the strategy sets, checked at the end."""
+    if value:
+        key, _, want = value.partition(":")
+        _xla["want"][key] = want
+    started = {}
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                key, _, value = item.partition(b"=")
+                key = key.decode("ascii", "replace")
+                if key in _XLA_VARS:
+                    started[key] = value.decode("ascii", "replace")
+    except OSError:
+        started = {k: os.environ[k] for k in _XLA_VARS if k in os.environ}
+    _xla["asked"] = True
+    _xla["started_with"] = started
+    shown = ", ".join("%s=%s" % kv for kv in sorted(started.items())) or "no XLA_PYTHON_CLIENT_* variable"
+    return True, "the process started with %s; the done check adds what the XLA client reports" % shown
+
+
+def _xla_check():
+    """The XLA variables the process started with and, once jax is in use,
+    its backend and (on a GPU) what the client's allocator reports."""
+    if not _xla["asked"]:
+        return None
+    started = _xla["started_with"]
+    want = _xla["want"]
+    missing = ["%s=%s" % kv for kv in sorted(want.items()) if started.get(kv[0]) != kv[1]]
+    detail = "started with %s" % (
+        ", ".join("%s=%s" % kv for kv in sorted(started.items())) or "no XLA_PYTHON_CLIENT_* variable"
+    )
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return _check("xla env", False, "%s; jax was never imported, so no XLA client read them" % detail)
+    try:
+        dev = jax.devices()[0]
+        detail += "; jax %s, backend %s (%s)" % (jax.__version__, jax.default_backend(), dev.device_kind)
+        stats = dev.memory_stats() if hasattr(dev, "memory_stats") else None
+        if stats:
+            keys = ("bytes_limit", "bytes_reserved", "pool_bytes", "peak_bytes_in_use", "bytes_in_use")
+            detail += "; memory_stats: " + ", ".join(
+                "%s %s" % (k, _fmt_bytes(stats[k])) for k in keys if k in stats
+            )
+        elif dev.platform == "cpu":
+            detail += "; a CPU client: the XLA_PYTHON_CLIENT_* variables apply to GPU clients only"
+    except Exception as e:
+        detail += "; jax.devices() failed: %s" % _first_line(e)
+    if missing:
+        return _check("xla env", False, "%s; not in the environment at start: %s" % (detail, ", ".join(missing)))
+    return _check("xla env", True, detail)
+
+
+def _act_jax_clear(objs):
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return _skipped("jax_clear", "jax is not imported")
+    before = _anon()
+    t0 = time.perf_counter()
+    arrays = list(jax.live_arrays())
+    count, nbytes = len(arrays), 0
+    for a in arrays:
+        nbytes += a.nbytes
+        a.delete()
+    del arrays
+    jax.clear_caches()
+    dt = time.perf_counter() - t0
+    return _Outcome(
+        "jax_clear: deleted %d live array(s) (%s), jax.clear_caches(), %s, anon %s"
+        % (count, _fmt_bytes(nbytes), _fmt_ms(dt), _anon_change(before, _anon()))
+    )
+
+
 def _run_start_actions(actions):
     checks = []
     for action in actions:
@@ -739,6 +823,8 @@ def _run_start_actions(actions):
                 ok, detail = _start_setenv_trim_threshold(value)
             elif name in _ORT_SETTINGS:
                 ok, detail = _start_ort(name)
+            elif name == "xla_env":
+                ok, detail = _start_xla_env(value)
             else:
                 hint = " (a release action)" if name in RELEASE_ACTIONS else ""
                 ok, detail = False, "unknown start action %r%s, nothing done; known: %s" % (
@@ -1092,6 +1178,7 @@ _ACTIONS = {
     "clear_cublas_workspaces": _act_clear_cublas_workspaces,
     "device_reset": _act_device_reset,
     "destroy_process_group": _act_destroy_process_group,
+    "jax_clear": _act_jax_clear,
 }
 
 
@@ -1256,9 +1343,9 @@ def _at_exit():
     with _tally_lock:
         for action, tally in _tallies.items():
             checks.append(tally.check(action))
-    ort = _ort_check()
-    if ort is not None:
-        checks.append(ort)
+    for extra in (_ort_check(), _xla_check()):
+        if extra is not None:
+            checks.append(extra)
     with _open_lock:
         still_open = sorted(
             "%s%s" % (p, "" if m is None else "(%s)" % m) for (p, m), s in _open.items() if s

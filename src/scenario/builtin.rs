@@ -94,6 +94,8 @@ pub const BUILTINS: &[(&str, &str)] = &[
         include_str!("../../scenarios/torch-gpu-tp.toml"),
     ),
     ("ort-cpu", include_str!("../../scenarios/ort-cpu.toml")),
+    ("jax-cpu", include_str!("../../scenarios/jax-cpu.toml")),
+    ("jax-gpu", include_str!("../../scenarios/jax-gpu.toml")),
 ];
 
 /// The files the built-in program scenarios run, by their path under
@@ -134,6 +136,10 @@ pub const SCRIPTS: &[(&str, &str)] = &[
     (
         "onnxruntime/ort_cpu.py",
         include_str!("../../scenarios/onnxruntime/ort_cpu.py"),
+    ),
+    (
+        "jax/jax_weights.py",
+        include_str!("../../scenarios/jax/jax_weights.py"),
     ),
 ];
 

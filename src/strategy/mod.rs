@@ -10,7 +10,8 @@
 //! tcmalloc, mimalloc preloaded), `respawn` (a new process per cycle),
 //! `sleep` (offload to the host and back, or reload: what `sleep`/`wake`
 //! steps do), `page_cache` (the weight files' cached pages), `program` (what only a measured program can do: PyTorch's
-//! calls) and `ort` (ONNX Runtime's arena settings, for programs).
+//! calls), `ort` (ONNX Runtime's arena settings) and `jax` (XLA's client
+//! allocator), the last two for programs.
 //!
 //! A strategy applies to the candle worker and, where it has a meaning there,
 //! to any program (`memrel exec`): its environment as it is, its in-process
@@ -20,6 +21,7 @@
 mod allocators;
 mod cuda;
 mod glibc;
+mod jax;
 mod ort;
 mod page_cache;
 mod preload;
@@ -156,7 +158,7 @@ impl SleepMode {
 /// `clear_cublas_workspaces`, `device_reset`; at start
 /// `mallopt_mmap_threshold=BYTES`, `setenv_trim_threshold` and the ONNX
 /// Runtime session settings `ort_arena`, `ort_no_arena`, `ort_shrink`,
-/// `ort_same_as_requested` (see `ort`).
+/// `ort_same_as_requested` (see `ort`), and `xla_env` (see `jax`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProgramActions {
     pub start: Vec<String>,
@@ -226,6 +228,7 @@ pub fn all() -> impl Iterator<Item = &'static Strategy> {
         .chain(page_cache::PAGE_CACHE)
         .chain(program::PROGRAM)
         .chain(ort::ORT)
+        .chain(jax::JAX)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -276,6 +279,7 @@ impl ProgramActions {
         "clear_cublas_workspaces",
         "device_reset",
         "destroy_process_group",
+        "jax_clear",
     ];
     /// Every step name a program may be asked to take at `import memrel`
     /// (`mallopt_mmap_threshold` takes `=BYTES`): the module's `START_ACTIONS`.
@@ -286,6 +290,7 @@ impl ProgramActions {
         "ort_no_arena",
         "ort_shrink",
         "ort_same_as_requested",
+        "xla_env",
     ];
 }
 

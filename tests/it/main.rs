@@ -34,6 +34,7 @@ mod gguf;
 mod gpu;
 mod gpus;
 mod hostile;
+mod jax;
 mod launcher;
 mod light;
 mod machine;

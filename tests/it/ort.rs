@@ -37,7 +37,7 @@ fn ort_cpu_runs_every_ort_strategy_with_its_setting_read_back() {
         ("ort-no-arena", "enable_cpu_mem_arena=False; 8 request(s)"),
         (
             "ort-shrink",
-            "9 of 8 request(s) with memory.enable_memory_arena_shrinkage=cpu:0",
+            "8 of 8 request(s) with memory.enable_memory_arena_shrinkage=cpu:0",
         ),
         (
             "ort-same-as-requested",

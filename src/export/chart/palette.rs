@@ -52,6 +52,10 @@ const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
     ("ort-no-arena", RGBColor(220, 20, 60)),         // crimson
     ("ort-shrink", RGBColor(0, 191, 255)),           // deep sky blue
     ("ort-same-as-requested", RGBColor(154, 205, 50)), // yellow green
+    ("xla-no-prealloc", RGBColor(255, 99, 71)),      // tomato
+    ("xla-platform-allocator", RGBColor(75, 0, 130)), // indigo
+    ("xla-mem-fraction", RGBColor(244, 164, 96)),    // sandy brown
+    ("jax-clear", RGBColor(0, 255, 127)),            // spring green
 ];
 
 /// Colours for names not in [`STRATEGY_COLOURS`], picked by a stable hash of
