@@ -806,7 +806,7 @@ def _act_jax_clear(objs):
     jax.clear_caches()
     dt = time.perf_counter() - t0
     return _Outcome(
-        "jax_clear: deleted %d live array(s) (%s), jax.clear_caches(), %s, %s"
+        "jax_clear: deleted %d live array(s) (%s), jax.clear_caches(), %s%s"
         % (count, _fmt_bytes(nbytes), _fmt_ms(dt), _anon_change(before, _anon()))
     )
 
