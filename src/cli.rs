@@ -84,7 +84,7 @@ pub struct RunArgs {
     /// A built-in scenario name (see `memrel list`) or a path to a scenario TOML file (default: cpu-trim).
     #[arg(short, long, conflicts_with = "model")]
     pub scenario: Option<String>,
-    /// Measure this checkpoint with the default scenario's workload and strategies, no TOML file needed: a local HuggingFace-layout directory, or a hub repository `org/name` (`org/name@revision`) fetched into the hub cache.
+    /// Measure this checkpoint with the default scenario's workload and strategies, no TOML file needed: a local HuggingFace-layout directory, a llama-family .gguf file, or a hub repository `org/name` (`org/name@revision`) fetched into the hub cache.
     #[arg(long, value_name = "DIR|ORG/NAME")]
     pub model: Option<String>,
     /// Run only these strategies (repeatable, or comma-separated); default: the scenario's list.
