@@ -89,7 +89,7 @@ pub struct RunArgs {
     /// A built-in scenario name (see `memrel list`) or a path to a scenario TOML file (default: cpu-trim).
     #[arg(short, long, conflicts_with = "model")]
     pub scenario: Option<String>,
-    /// Measure this checkpoint with the default scenario's workload and strategies, no TOML file needed: a local HuggingFace-layout directory, or a hub repository `org/name` (`org/name@revision`) fetched into the hub cache.
+    /// Measure this checkpoint with the default scenario's workload and strategies, no TOML file needed: a local HuggingFace-layout directory, a llama-family .gguf file, or a hub repository `org/name` (`org/name@revision`) fetched into the hub cache.
     #[arg(long, value_name = "DIR|ORG/NAME")]
     pub model: Option<String>,
     /// Run only these strategies (repeatable, or comma-separated); default: the scenario's list.
@@ -406,7 +406,9 @@ pub struct ListArgs {
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
     /// Write a synthetic model (config.json + model.safetensors, seeded weights) into DIR.
-    #[command(after_help = "Example:\n  memrel model gen bert-base ./bert-base")]
+    #[command(
+        after_help = "Example:\n  memrel model gen bert-base ./bert-base\n  memrel model gen llama-tiny --gguf --gguf-type q8_0 ./llama-tiny.gguf"
+    )]
     Gen {
         /// A preset name (see `memrel list`).
         preset: String,
@@ -415,11 +417,19 @@ pub enum ModelCommand {
         /// Write into DIR even if it already holds files (config.json and model.safetensors are replaced).
         #[arg(long)]
         force: bool,
+        /// Write one GGUF file at DIR instead (llama-family presets; llama.cpp's names).
+        #[arg(long)]
+        gguf: bool,
+        /// The GGUF tensor type of the 2-D weights: f32, f16, q8_0 or q4_0 (norms stay f32).
+        #[arg(long, value_name = "TYPE", requires = "gguf", default_value = "f32")]
+        gguf_type: String,
     },
-    /// Show what a HuggingFace-layout directory holds and whether memrel can load it.
-    #[command(after_help = "Example:\n  memrel model info ./bert-base")]
+    /// Show what a HuggingFace-layout directory or a GGUF file holds and whether memrel can load it.
+    #[command(
+        after_help = "Example:\n  memrel model info ./bert-base\n  memrel model info ./llama-tiny.gguf"
+    )]
     Info {
-        /// A directory with config.json and model.safetensors (or a sharded index).
+        /// A directory with config.json and model.safetensors (or a sharded index), or a .gguf file.
         dir: PathBuf,
     },
 }

@@ -29,7 +29,8 @@ once it has read every resource at that edge; so what the program does right
 after ``begin``/``end`` returns cannot leak into the edge's reading.
 
 Standard library only. torch is used only when the program has imported it
-(``sys.modules``); this module never imports it.
+(``sys.modules``); this module never imports it. onnxruntime is imported only
+by ``ort_session()`` and ``ort_run_options()``, which a program using it calls.
 """
 
 import atexit
@@ -56,6 +57,8 @@ __all__ = [
     "device",
     "strategy",
     "takes_objects",
+    "ort_session",
+    "ort_run_options",
 ]
 
 PROTOCOL_VERSION = 1
@@ -73,7 +76,15 @@ PHASES = (
     "asleep",
     "wake",
 )
-START_ACTIONS = ("mallopt_mmap_threshold", "setenv_trim_threshold")
+START_ACTIONS = (
+    "mallopt_mmap_threshold",
+    "setenv_trim_threshold",
+    "ort_arena",
+    "ort_no_arena",
+    "ort_shrink",
+    "ort_same_as_requested",
+    "xla_env",
+)
 RELEASE_ACTIONS = (
     "gc",
     "malloc_trim",
@@ -86,6 +97,7 @@ RELEASE_ACTIONS = (
     "clear_cublas_workspaces",
     "device_reset",
     "destroy_process_group",
+    "jax_clear",
 )
 # Release actions that work on the objects passed to release().
 _OBJECT_ACTIONS = ("to_cpu", "detach")
@@ -612,6 +624,193 @@ def _start_setenv_trim_threshold(value):
     )
 
 
+# ONNX Runtime: what the strategy asks of the sessions the program makes
+# through ort_session() and the requests it runs with ort_run_options().
+_ORT_SETTINGS = {
+    "ort_arena": "the default CPU arena (enable_cpu_mem_arena = True, next power of two)",
+    "ort_no_arena": "SessionOptions.enable_cpu_mem_arena = False",
+    "ort_shrink": "run option memory.enable_memory_arena_shrinkage = cpu:0 on every request",
+    "ort_same_as_requested": "a shared CPU arena with arena_extend_strategy = 1 (kSameAsRequested)",
+}
+_ort = {"asked": None, "sessions": [], "requests": 0, "shrink_read_back": 0, "env_allocator": None}
+_ort_lock = threading.Lock()
+
+
+def _start_ort(name):
+    _ort["asked"] = name
+    return True, (
+        "%s for the sessions made with memrel.ort_session() (and requests run with "
+        "memrel.ort_run_options()); the done check reads them back" % _ORT_SETTINGS[name]
+    )
+
+
+def _ort_module(ort):
+    if ort is not None:
+        return ort
+    import onnxruntime
+
+    return onnxruntime
+
+
+def ort_session(model, ort=None, **kwargs):
+    """An ``onnxruntime.InferenceSession`` on the CPU for `model` (a path or
+    the model's bytes) with the strategy's arena settings: ort-no-arena turns
+    the CPU arena off, ort-same-as-requested registers one shared arena that
+    grows by what is asked (``arena_extend_strategy`` 1) and makes the session
+    use it; any other strategy leaves onnxruntime's defaults. What the session
+    really got is read back and reported in the done check."""
+    ort = _ort_module(ort)
+    asked = _ort["asked"]
+    so = ort.SessionOptions()
+    if asked == "ort_no_arena":
+        so.enable_cpu_mem_arena = False
+    if asked == "ort_same_as_requested":
+        with _ort_lock:
+            if _ort["env_allocator"] is None:
+                info = ort.OrtMemoryInfo(
+                    "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
+                )
+                ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": 1}))
+                _ort["env_allocator"] = "create_and_register_allocator(Cpu arena, arena_extend_strategy=1)"
+        so.add_session_config_entry("session.use_env_allocators", "1")
+    session = ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"], **kwargs)
+    got = session.get_session_options()
+    seen = "enable_cpu_mem_arena=%s" % got.enable_cpu_mem_arena
+    env = got.get_session_config_entry("session.use_env_allocators") if asked == "ort_same_as_requested" else ""
+    if env:
+        seen += ", session.use_env_allocators=%s" % env
+    with _ort_lock:
+        _ort["sessions"].append((got.enable_cpu_mem_arena, env == "1", seen))
+    return session
+
+
+def ort_run_options(ort=None):
+    """``onnxruntime.RunOptions`` for one request: under ort-shrink with
+    ``memory.enable_memory_arena_shrinkage`` = ``cpu:0`` (the arena frees its
+    unused chunks at the end of that run), else plain run options."""
+    ort = _ort_module(ort)
+    ro = ort.RunOptions()
+    shrink = _ort["asked"] == "ort_shrink"
+    if shrink:
+        ro.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    with _ort_lock:
+        _ort["requests"] += 1
+        if shrink and ro.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0":
+            _ort["shrink_read_back"] += 1
+    return ro
+
+
+def _ort_check():
+    """Whether the sessions and requests got what the strategy asked, read back."""
+    asked = _ort["asked"]
+    if asked is None:
+        return None
+    with _ort_lock:
+        sessions = list(_ort["sessions"])
+        requests = _ort["requests"]
+        shrunk = _ort["shrink_read_back"]
+    if not sessions:
+        return _check(
+            "ort settings", False, "no session was made with memrel.ort_session(): %s was not applied"
+            % _ORT_SETTINGS[asked]
+        )
+    want_arena = asked != "ort_no_arena"
+    ok = all(arena == want_arena for arena, _, _ in sessions)
+    if asked == "ort_same_as_requested":
+        ok = ok and all(env for _, env, _ in sessions) and _ort["env_allocator"] is not None
+    detail = "%d session(s), read back: %s" % (len(sessions), sessions[-1][2])
+    if _ort["env_allocator"]:
+        detail += "; %s" % _ort["env_allocator"]
+    if asked == "ort_shrink":
+        ok = ok and requests > 0 and shrunk == requests
+        detail += "; %d of %d request(s) with memory.enable_memory_arena_shrinkage=cpu:0" % (shrunk, requests)
+    else:
+        detail += "; %d request(s)" % requests
+    return _check("ort settings", ok, "%s: %s" % (_ORT_SETTINGS[asked], detail))
+
+
+# JAX / XLA: the client reads these once, when it starts.
+_XLA_VARS = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+)
+_xla = {"asked": False, "started_with": {}, "want": {}}
+
+
+def _start_xla_env(value):
+    """`xla_env=KEY:VALUE`: the variable the strategy sets, checked at the end."""
+    if value:
+        key, _, want = value.partition(":")
+        _xla["want"][key] = want
+    started = {}
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                key, _, value = item.partition(b"=")
+                key = key.decode("ascii", "replace")
+                if key in _XLA_VARS:
+                    started[key] = value.decode("ascii", "replace")
+    except OSError:
+        started = {k: os.environ[k] for k in _XLA_VARS if k in os.environ}
+    _xla["asked"] = True
+    _xla["started_with"] = started
+    shown = ", ".join("%s=%s" % kv for kv in sorted(started.items())) or "no XLA_PYTHON_CLIENT_* variable"
+    return True, "the process started with %s; the done check adds what the XLA client reports" % shown
+
+
+def _xla_check():
+    """The XLA variables the process started with and, once jax is in use,
+    its backend and (on a GPU) what the client's allocator reports."""
+    if not _xla["asked"]:
+        return None
+    started = _xla["started_with"]
+    want = _xla["want"]
+    missing = ["%s=%s" % kv for kv in sorted(want.items()) if started.get(kv[0]) != kv[1]]
+    detail = "started with %s" % (
+        ", ".join("%s=%s" % kv for kv in sorted(started.items())) or "no XLA_PYTHON_CLIENT_* variable"
+    )
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return _check("xla env", False, "%s; jax was never imported, so no XLA client read them" % detail)
+    try:
+        dev = jax.devices()[0]
+        detail += "; jax %s, backend %s (%s)" % (jax.__version__, jax.default_backend(), dev.device_kind)
+        stats = dev.memory_stats() if hasattr(dev, "memory_stats") else None
+        if stats:
+            keys = ("bytes_limit", "bytes_reserved", "pool_bytes", "peak_bytes_in_use", "bytes_in_use")
+            detail += "; memory_stats: " + ", ".join(
+                "%s %s" % (k, _fmt_bytes(stats[k])) for k in keys if k in stats
+            )
+        elif dev.platform == "cpu":
+            detail += "; a CPU client: the XLA_PYTHON_CLIENT_* variables apply to GPU clients only"
+    except Exception as e:
+        detail += "; jax.devices() failed: %s" % _first_line(e)
+    if missing:
+        return _check("xla env", False, "%s; not in the environment at start: %s" % (detail, ", ".join(missing)))
+    return _check("xla env", True, detail)
+
+
+def _act_jax_clear(objs):
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return _skipped("jax_clear", "jax is not imported")
+    before = _anon()
+    t0 = time.perf_counter()
+    arrays = list(jax.live_arrays())
+    count, nbytes = len(arrays), 0
+    for a in arrays:
+        nbytes += a.nbytes
+        a.delete()
+    del arrays
+    jax.clear_caches()
+    dt = time.perf_counter() - t0
+    return _Outcome(
+        "jax_clear: deleted %d live array(s) (%s), jax.clear_caches(), %s%s"
+        % (count, _fmt_bytes(nbytes), _fmt_ms(dt), _anon_change(before, _anon()))
+    )
+
+
 def _run_start_actions(actions):
     checks = []
     for action in actions:
@@ -622,6 +821,10 @@ def _run_start_actions(actions):
                 ok, detail = _start_mallopt(value)
             elif name == "setenv_trim_threshold":
                 ok, detail = _start_setenv_trim_threshold(value)
+            elif name in _ORT_SETTINGS:
+                ok, detail = _start_ort(name)
+            elif name == "xla_env":
+                ok, detail = _start_xla_env(value)
             else:
                 hint = " (a release action)" if name in RELEASE_ACTIONS else ""
                 ok, detail = False, "unknown start action %r%s, nothing done; known: %s" % (
@@ -975,6 +1178,7 @@ _ACTIONS = {
     "clear_cublas_workspaces": _act_clear_cublas_workspaces,
     "device_reset": _act_device_reset,
     "destroy_process_group": _act_destroy_process_group,
+    "jax_clear": _act_jax_clear,
 }
 
 
@@ -1139,6 +1343,9 @@ def _at_exit():
     with _tally_lock:
         for action, tally in _tallies.items():
             checks.append(tally.check(action))
+    for extra in (_ort_check(), _xla_check()):
+        if extra is not None:
+            checks.append(extra)
     with _open_lock:
         still_open = sorted(
             "%s%s" % (p, "" if m is None else "(%s)" % m) for (p, m), s in _open.items() if s

@@ -1,4 +1,4 @@
-//! `memrel model gen` and `memrel model info`.
+//! `memrel model gen` and `memrel model info` (a model directory, or a GGUF file).
 
 use std::io::Write;
 use std::path::Path;
@@ -7,13 +7,23 @@ use anyhow::{bail, Context, Result};
 
 use super::ExitStatus;
 use crate::cli::ModelCommand;
-use crate::model::{preset, synth, ModelDir};
+use crate::model::{gguf, gguf_gen, preset, synth, ModelDir};
 use crate::textutil::MIB;
 
 /// `memrel model gen` or `memrel model info`, its one line or block printed to `out`.
 pub fn run(command: &ModelCommand, out: &mut dyn Write) -> Result<ExitStatus> {
     let text = match command {
-        ModelCommand::Gen { preset, dir, force } => gen(preset, dir, *force)?,
+        ModelCommand::Gen {
+            preset,
+            dir,
+            force,
+            gguf: true,
+            gguf_type,
+        } => gen_gguf(preset, gguf_type, dir, *force)?,
+        ModelCommand::Gen {
+            preset, dir, force, ..
+        } => gen(preset, dir, *force)?,
+        ModelCommand::Info { dir } if dir.is_file() => gguf_info(dir)?,
         ModelCommand::Info { dir } => info(dir)?,
     };
     writeln!(out, "{text}")?;
@@ -34,6 +44,66 @@ fn gen(preset_name: &str, dir: &Path, force: bool) -> Result<String> {
         info.tensor_count,
         info.tensor_bytes as f64 / MIB,
         dir.display()
+    ))
+}
+
+/// `model gen --gguf`: one GGUF file at `path`, refused over an existing file unless `force`.
+fn gen_gguf(preset_name: &str, type_name: &str, path: &Path, force: bool) -> Result<String> {
+    let preset = preset::lookup(preset_name)?;
+    if path.is_dir() {
+        bail!(
+            "{} is a directory: with --gguf give the file to write (e.g. {}/{}.gguf)",
+            path.display(),
+            path.display(),
+            preset.name
+        );
+    }
+    if path.exists() && !force {
+        bail!(
+            "{} already exists: memrel model gen --gguf would overwrite it; choose a new file \
+             name, or pass --force",
+            path.display()
+        );
+    }
+    let tensors = gguf_gen::write(preset, type_name, path).with_context(|| {
+        format!(
+            "cannot write preset {preset_name} as GGUF into {}",
+            path.display()
+        )
+    })?;
+    let header = gguf::read_header(path)?;
+    Ok(format!(
+        "wrote {} as GGUF {type_name} ({tensors} tensors, {:.1} MiB of tensor data) into {}",
+        preset.name,
+        header.tensor_bytes() as f64 / MIB,
+        path.display()
+    ))
+}
+
+/// `model info FILE.gguf`: the header, checked against the file, and whether
+/// candle's quantized llama loader can load it (exit 2 with the reason if not).
+fn gguf_info(path: &Path) -> Result<String> {
+    let h = gguf::read_header(path)?;
+    let types: Vec<String> = h
+        .type_counts()
+        .iter()
+        .map(|(t, n)| format!("{t} ×{n}"))
+        .collect();
+    let model = h.loadable()?;
+    Ok(format!(
+        "file          {}\nformat        gguf v{}\nfile bytes    {}\nmetadata      {} entries\narchitecture  {}\ntensors       {}\ntensor types  {}\nparameters    {}\ntensor bytes  {} ({:.1} MiB)\ndata offset   {}\nloadable      yes (candle's quantized_llama loader; {})",
+        path.display(),
+        h.version,
+        h.file_bytes,
+        h.metadata.len(),
+        h.architecture().unwrap_or("(none)"),
+        h.tensors.len(),
+        types.join(", "),
+        model.parameters,
+        model.tensor_bytes,
+        model.tensor_bytes as f64 / MIB,
+        h.data_offset_bytes,
+        "read into memory, not mapped",
     ))
 }
 

@@ -41,11 +41,34 @@ pub struct ModelDir {
     pub vocab_size: usize,
     /// Prefix before the names the candle loader expects (e.g. `bert.`), empty if none.
     pub tensor_prefix: String,
+    /// Safetensors in a directory, or one GGUF file (then `dir` is the file).
+    #[serde(default, skip_serializing_if = "WeightFormat::is_safetensors")]
+    pub format: WeightFormat,
+}
+
+/// What the weights are stored as, which decides the loader the worker uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightFormat {
+    /// config.json + safetensors, loaded through candle-transformers' float loaders.
+    #[default]
+    Safetensors,
+    /// One GGUF file, loaded through candle's quantized llama loader.
+    Gguf,
+}
+
+impl WeightFormat {
+    fn is_safetensors(&self) -> bool {
+        *self == WeightFormat::Safetensors
+    }
 }
 
 impl ModelDir {
     /// Inspects `dir`; errors name the path and say what is missing.
     pub fn inspect(dir: &Path) -> Result<ModelDir> {
+        if dir.is_file() && super::gguf::looks_like_gguf(dir) {
+            return super::gguf::inspect(dir);
+        }
         if !dir.is_dir() {
             bail!("model directory {} does not exist", dir.display());
         }
@@ -123,6 +146,7 @@ impl ModelDir {
             tensor_count: names.len(),
             vocab_size: sizes.vocab_size as usize,
             tensor_prefix,
+            format: WeightFormat::Safetensors,
         };
         super::fit::check(
             &config_path,

@@ -15,7 +15,7 @@ use candle_nn::VarBuilder;
 
 use super::backend::{head_name, Recording, Renamed};
 use super::config;
-use super::inspect::ModelDir;
+use super::inspect::{ModelDir, WeightFormat};
 use super::net::Net;
 use super::spec::{Dtype, LoadMethod};
 
@@ -49,6 +49,9 @@ impl LoadedModel {
         method: LoadMethod,
         keep_weights: bool,
     ) -> Result<LoadedModel> {
+        if model.format == WeightFormat::Gguf {
+            return LoadedModel::load_gguf(model, device, keep_weights);
+        }
         let dtype = candle_dtype(dtype);
         let typed = typed_config(model)?;
         let backend: Box<dyn SimpleBackend> = match method {
@@ -68,6 +71,32 @@ impl LoadedModel {
         LoadedModel::assemble(model, typed, backend, dtype, device, keep_weights)
     }
 
+    /// A GGUF file through candle's quantized llama loader (the dtype and the
+    /// load method do not apply: its tensors keep the file's types and are
+    /// read, never mapped). Quantized weights have no float tensors to hand
+    /// out by name, so strategies that move them are refused.
+    fn load_gguf(model: &ModelDir, device: &Device, keep_weights: bool) -> Result<LoadedModel> {
+        if keep_weights {
+            bail!(
+                "{} is a GGUF model: its quantized weights cannot be moved by name, so \
+                 strategies that take the weights off the device (to-cpu, sleep) do not apply; \
+                 choose another strategy or a safetensors model",
+                model.dir.display()
+            );
+        }
+        let [file] = &model.files[..] else {
+            bail!(
+                "a GGUF model is one file, {} has {}",
+                model.dir.display(),
+                model.files.len()
+            );
+        };
+        Ok(LoadedModel {
+            net: Net::load_gguf(file, device)?,
+            weights: Vec::new(),
+        })
+    }
+
     /// Builds the model again from weights taken off it by name (a wake): each
     /// tensor is served as the loader asks for it, moved to `device` where it
     /// is not there yet (a pageable host-to-device copy) and kept as a weight
@@ -78,6 +107,12 @@ impl LoadedModel {
         dtype: Dtype,
         weights: HashMap<String, Tensor>,
     ) -> Result<LoadedModel> {
+        if model.format == WeightFormat::Gguf {
+            bail!(
+                "{} is a GGUF model: it cannot be rebuilt from named weights",
+                model.dir.display()
+            );
+        }
         let typed = typed_config(model)?;
         LoadedModel::assemble(
             model,

@@ -8,6 +8,8 @@ pub mod arch;
 pub mod backend;
 pub mod config;
 pub mod fit;
+pub mod gguf;
+pub mod gguf_gen;
 pub mod header;
 pub mod hub;
 pub mod inspect;

@@ -8,7 +8,9 @@
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::{bert, gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3};
+use candle_transformers::models::{
+    bert, gemma2, gemma3, llama, mistral, phi3, quantized_llama, qwen2, qwen3,
+};
 
 use super::config::Typed;
 
@@ -21,6 +23,8 @@ pub enum Net {
     Gemma2(gemma2::Model),
     Gemma3(gemma3::Model),
     Phi3(phi3::Model),
+    /// A GGUF file through candle's quantized llama loader.
+    QuantizedLlama(quantized_llama::ModelWeights),
 }
 
 impl Net {
@@ -50,6 +54,20 @@ impl Net {
             Typed::Phi3(c) => Net::Phi3(phi3::Model::new(c, vb)?),
         };
         Ok(net)
+    }
+
+    /// Builds a llama from a GGUF file through candle's quantized loader:
+    /// it reads the header, then seeks to each tensor and reads it into a
+    /// buffer (no mapping); quantized tensors stay quantized on `device`.
+    pub fn load_gguf(path: &std::path::Path, device: &Device) -> Result<Net> {
+        use anyhow::Context;
+        let shown = path.display();
+        let mut file = std::fs::File::open(path).with_context(|| format!("cannot open {shown}"))?;
+        let content = candle_core::quantized::gguf_file::Content::read(&mut file)
+            .with_context(|| format!("cannot read the GGUF header of {shown}"))?;
+        let weights = quantized_llama::ModelWeights::from_gguf(content, &mut file, device)
+            .with_context(|| format!("cannot load the GGUF model {shown}"))?;
+        Ok(Net::QuantizedLlama(weights))
     }
 
     /// One forward pass over `input` (token ids, batch × sequence); the KV
@@ -103,6 +121,19 @@ impl Net {
                 let out = m.forward(input, 0);
                 m.clear_kv_cache();
                 out?
+            }
+            Net::QuantizedLlama(m) => {
+                // candle 0.11's quantized llama slices the last position out
+                // of a batch ("input tensor is not contiguous" in QMatMul on
+                // the CPU) unless the batch holds one sequence: feed the
+                // sequences one by one, as a llama.cpp server does per slot.
+                let mut outs = Vec::with_capacity(input.dim(0)?);
+                for b in 0..input.dim(0)? {
+                    let out = m.forward(&input.narrow(0, b, 1)?, 0);
+                    m.clear_kv_cache();
+                    outs.push(out?);
+                }
+                Tensor::cat(&outs, 0)?
             }
         };
         Ok(out)

@@ -17,9 +17,10 @@ use crate::cli::ScenarioOverrides;
 use crate::export;
 use crate::fsutil::now_unix_s;
 use crate::metrics::{self, Summary};
-use crate::model::source;
+use crate::model::inspect::WeightFormat;
 use crate::model::spec::ModelSource;
 use crate::model::synth::cache_dir;
+use crate::model::{gguf, source};
 use crate::orchestrator::{self, RunPlan};
 use crate::protocol::Check;
 use crate::record::live::LiveRun;
@@ -292,6 +293,7 @@ impl Plan {
                     architecture: "fake".into(),
                     tensor_bytes: fake.load_bytes(),
                     parameters: 0,
+                    load: None,
                 });
                 fakes.push((id.clone(), *fake));
                 continue;
@@ -299,6 +301,14 @@ impl Plan {
             eprintln!("memrel: preparing model {id} ({src})");
             let dir = source::resolve(src, &base, cache)
                 .with_context(|| format!("model {id:?} of scenario {}", scenario.name))?;
+            let load = match dir.format {
+                WeightFormat::Gguf => {
+                    let words = gguf::read_header(&dir.dir)?.load_words();
+                    eprintln!("memrel: model {id} is {words}");
+                    Some(words)
+                }
+                WeightFormat::Safetensors => None,
+            };
             infos.push(ModelInfo {
                 id: id.clone(),
                 source: src.to_string(),
@@ -306,6 +316,7 @@ impl Plan {
                 architecture: dir.architecture.as_str().to_string(),
                 tensor_bytes: dir.tensor_bytes,
                 parameters: dir.parameters,
+                load,
             });
             dirs.push((id.clone(), dir));
         }

@@ -38,6 +38,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
             architecture: "bert".into(),
             tensor_bytes: 100 * MIB,
             parameters: 25 * MIB,
+            load: None,
         }],
         program: None,
         attached: None,

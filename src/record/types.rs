@@ -188,6 +188,10 @@ pub struct ModelInfo {
     pub architecture: String,
     pub tensor_bytes: u64,
     pub parameters: u64,
+    /// How the worker loads it where the scenario's load method does not
+    /// apply (a GGUF file: its types, read into memory); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

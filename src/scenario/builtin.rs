@@ -93,6 +93,9 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "torch-gpu-tp",
         include_str!("../../scenarios/torch-gpu-tp.toml"),
     ),
+    ("ort-cpu", include_str!("../../scenarios/ort-cpu.toml")),
+    ("jax-cpu", include_str!("../../scenarios/jax-cpu.toml")),
+    ("jax-gpu", include_str!("../../scenarios/jax-gpu.toml")),
 ];
 
 /// The files the built-in program scenarios run, by their path under
@@ -129,6 +132,14 @@ pub const SCRIPTS: &[(&str, &str)] = &[
     (
         "pytorch/tensor_parallel.py",
         include_str!("../../scenarios/pytorch/tensor_parallel.py"),
+    ),
+    (
+        "onnxruntime/ort_cpu.py",
+        include_str!("../../scenarios/onnxruntime/ort_cpu.py"),
+    ),
+    (
+        "jax/jax_weights.py",
+        include_str!("../../scenarios/jax/jax_weights.py"),
     ),
 ];
 

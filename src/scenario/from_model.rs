@@ -1,4 +1,4 @@
-//! `memrel run --model DIR|org/name`: a scenario made from a model alone.
+//! `memrel run --model DIR|FILE.gguf|org/name`: a scenario made from a model alone.
 //!
 //! The default scenario ([`DEFAULT`]) is taken as it is (its cycles, steps,
 //! strategies, thresholds) and only its one model is replaced, then the text
@@ -34,7 +34,7 @@ pub fn for_model(arg: &str) -> Result<Scenario> {
         .with_context(|| format!("--model {arg}: the scenario made from it"))
 }
 
-/// What `--model` names: a directory that exists (used as it is), a model
+/// What `--model` names: a directory or a GGUF file that exists (used as it is), a model
 /// preset (`memrel list`), or else a hub repository `org/name[@revision]`.
 /// Anything on disk at that path (a file, a symlink however broken, a path
 /// memrel may not look into) is local: it is refused here with the reason,
@@ -86,8 +86,19 @@ fn local_path(arg: &str, path: &Path) -> Result<Option<ModelSource>> {
             io_fix(&e)
         ),
     };
+    if meta.is_file() && crate::model::gguf::looks_like_gguf(path) {
+        let full = std::fs::canonicalize(path)
+            .with_context(|| format!("--model {arg}: cannot resolve the file"))?;
+        let text = full.to_str().with_context(|| {
+            format!(
+                "--model {arg}: its full path {} is not UTF-8: move or link the file to a UTF-8 path",
+                full.display()
+            )
+        })?;
+        return Ok(Some(ModelSource::Path(text.to_string())));
+    }
     if !meta.is_dir() {
-        anyhow::bail!("--model {arg} is a file: {give_dir}");
+        anyhow::bail!("--model {arg} is a file and not GGUF: {give_dir}, or a .gguf file");
     }
     if let Err(e) = std::fs::read_dir(path) {
         anyhow::bail!(

@@ -9,8 +9,9 @@
 //! `glibc` (drop and glibc's knobs), `cuda`, `allocators` (jemalloc,
 //! tcmalloc, mimalloc preloaded), `respawn` (a new process per cycle),
 //! `sleep` (offload to the host and back, or reload: what `sleep`/`wake`
-//! steps do), `page_cache` (the weight files' cached pages) and `program` (what only a measured program can do: PyTorch's
-//! calls).
+//! steps do), `page_cache` (the weight files' cached pages), `program` (what only a measured program can do: PyTorch's
+//! calls), `ort` (ONNX Runtime's arena settings) and `jax` (XLA's client
+//! allocator), the last two for programs.
 //!
 //! A strategy applies to the candle worker and, where it has a meaning there,
 //! to any program (`memrel exec`): its environment as it is, its in-process
@@ -20,6 +21,8 @@
 mod allocators;
 mod cuda;
 mod glibc;
+mod jax;
+mod ort;
 mod page_cache;
 mod preload;
 mod program;
@@ -153,7 +156,9 @@ impl SleepMode {
 /// "Phase markers"): `gc`, `malloc_trim`, `allocator_release`, `to_cpu`, `detach`,
 /// `cuda_synchronize`, `empty_cache`, `ipc_collect`,
 /// `clear_cublas_workspaces`, `device_reset`; at start
-/// `mallopt_mmap_threshold=BYTES` and `setenv_trim_threshold`.
+/// `mallopt_mmap_threshold=BYTES`, `setenv_trim_threshold` and the ONNX
+/// Runtime session settings `ort_arena`, `ort_no_arena`, `ort_shrink`,
+/// `ort_same_as_requested` (see `ort`), and `xla_env` (see `jax`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProgramActions {
     pub start: Vec<String>,
@@ -222,6 +227,8 @@ pub fn all() -> impl Iterator<Item = &'static Strategy> {
         .chain(sleep::SLEEP)
         .chain(page_cache::PAGE_CACHE)
         .chain(program::PROGRAM)
+        .chain(ort::ORT)
+        .chain(jax::JAX)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -272,11 +279,19 @@ impl ProgramActions {
         "clear_cublas_workspaces",
         "device_reset",
         "destroy_process_group",
+        "jax_clear",
     ];
     /// Every step name a program may be asked to take at `import memrel`
     /// (`mallopt_mmap_threshold` takes `=BYTES`): the module's `START_ACTIONS`.
-    pub const START_STEPS: &'static [&'static str] =
-        &["mallopt_mmap_threshold", "setenv_trim_threshold"];
+    pub const START_STEPS: &'static [&'static str] = &[
+        "mallopt_mmap_threshold",
+        "setenv_trim_threshold",
+        "ort_arena",
+        "ort_no_arena",
+        "ort_shrink",
+        "ort_same_as_requested",
+        "xla_env",
+    ];
 }
 
 impl Strategy {

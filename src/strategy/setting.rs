@@ -23,6 +23,16 @@ pub fn program_step_call(step: &str) -> Option<&'static str> {
         "destroy_process_group" => "torch.distributed.destroy_process_group()",
         "setenv_trim_threshold" => "os.environ[\"MALLOC_TRIM_THRESHOLD_\"] = \"-1\"",
         "mallopt_mmap_threshold" => "ctypes.CDLL(\"libc.so.6\").mallopt(-3, BYTES)",
+        "xla_env" => "nothing to call (memrel reports the XLA_PYTHON_CLIENT_* variables the process started with and the XLA client's memory_stats())",
+        "jax_clear" => "for a in jax.live_arrays(): a.delete(); jax.clear_caches()",
+        "ort_arena" => "onnxruntime.SessionOptions() as it is (enable_cpu_mem_arena = True)",
+        "ort_no_arena" => "so = onnxruntime.SessionOptions(); so.enable_cpu_mem_arena = False",
+        "ort_shrink" => {
+            "ro = onnxruntime.RunOptions(); ro.add_run_config_entry(\"memory.enable_memory_arena_shrinkage\", \"cpu:0\"); session.run(None, feeds, ro) for every request"
+        }
+        "ort_same_as_requested" => {
+            "onnxruntime.create_and_register_allocator(onnxruntime.OrtMemoryInfo(\"Cpu\", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, onnxruntime.OrtMemType.DEFAULT), onnxruntime.OrtArenaCfg({\"arena_extend_strategy\": 1})); so.add_session_config_entry(\"session.use_env_allocators\", \"1\")"
+        }
         _ => return None,
     })
 }
@@ -130,7 +140,11 @@ impl Strategy {
 fn calls(steps: &[&str]) -> String {
     steps
         .iter()
-        .map(|s| program_step_call(s).map_or_else(|| s.to_string(), str::to_string))
+        .map(|s| {
+            // A step with a value (`xla_env=VARIABLE:VALUE`) has its name's call.
+            let name = s.split('=').next().unwrap_or(s);
+            program_step_call(name).map_or_else(|| s.to_string(), str::to_string)
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }

@@ -612,6 +612,7 @@ fn fixed_header() -> Header {
             architecture: "bert".to_string(),
             tensor_bytes: 438 << 20,
             parameters: 109_000_000,
+            load: None,
         }],
         program: None,
         attached: None,

@@ -48,6 +48,14 @@ const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
     ("destroy-pg-empty-cache", RGBColor(0, 100, 0)), // dark green
     ("fadvise-dontneed", RGBColor(32, 178, 170)),    // light sea green
     ("read-load", RGBColor(184, 134, 11)),           // dark goldenrod
+    ("ort-arena", RGBColor(112, 128, 144)),          // slate grey
+    ("ort-no-arena", RGBColor(220, 20, 60)),         // crimson
+    ("ort-shrink", RGBColor(0, 191, 255)),           // deep sky blue
+    ("ort-same-as-requested", RGBColor(154, 205, 50)), // yellow green
+    ("xla-no-prealloc", RGBColor(255, 99, 71)),      // tomato
+    ("xla-platform-allocator", RGBColor(75, 0, 130)), // indigo
+    ("xla-mem-fraction", RGBColor(244, 164, 96)),    // sandy brown
+    ("jax-clear", RGBColor(0, 255, 127)),            // spring green
 ];
 
 /// Colours for names not in [`STRATEGY_COLOURS`], picked by a stable hash of

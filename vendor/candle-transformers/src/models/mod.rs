@@ -7,4 +7,5 @@ pub mod mistral;
 pub mod phi3;
 pub mod qwen2;
 pub mod qwen3;
+pub mod quantized_llama;
 pub mod with_tracing;
