@@ -148,6 +148,9 @@ pub struct AttachArgs {
     /// Sample the process alone (its RSS), not its process tree (PSS summed over it and its descendants).
     #[arg(long)]
     pub no_tree: bool,
+    /// The model's weight files whose page cache is read at every edge and sampled: a file, or a directory (its .safetensors, .gguf, .bin, .pt, .pth and .onnx files); repeatable.
+    #[arg(long = "model-files", value_name = "PATH")]
+    pub model_files: Vec<PathBuf>,
     /// Also sample the process's VRAM on this device (cuda or cuda:N; NVML); default cpu: host memory only.
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -187,6 +190,9 @@ pub struct DriveArgs {
     /// The model a preset loads and unloads (ollama).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+    /// The model's weight files whose page cache is read at every edge and sampled: a file, or a directory (its .safetensors, .gguf, .bin, .pt, .pth and .onnx files); repeatable.
+    #[arg(long = "model-files", value_name = "PATH")]
+    pub model_files: Vec<PathBuf>,
     /// Seconds memory is read after each answer (a request's own settle_s wins).
     #[arg(long = "settle", value_name = "SECONDS", default_value_t = 2.0)]
     pub settle_s: f64,

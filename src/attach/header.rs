@@ -25,6 +25,8 @@ pub struct Setup<'a> {
     pub tree: bool,
     pub log: Option<String>,
     pub command_line: Vec<String>,
+    /// The model's files (`--model-files`): their page cache is read.
+    pub model_files: Vec<std::path::PathBuf>,
 }
 
 impl Setup<'_> {

@@ -136,6 +136,13 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         .ok()
         .and_then(|at| crate::cgroup::others::count(&at.dir, &[std::process::id(), pid]));
     let container = || crate::cgroup::setup::whole_cgroup_probe(pid).ok();
+    // The model files' page cache, where the user named them (a program's
+    // files are not memrel's to guess): sampled and read at every edge.
+    let files = &job.setup.model_files;
+    let page_cache = (!files.is_empty()).then(|| {
+        use crate::sampler::page_cache::{Method, PageCacheProbe};
+        PageCacheProbe::new(files, Method::choose(files.first().map(|f| f.as_path())).0)
+    });
     let sampler = Sampler::start_with(
         pid,
         interval,
@@ -145,7 +152,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         writer,
         crate::sampler::Extras {
             container: container(),
-            page_cache: None,
+            page_cache: page_cache.clone(),
             resources: crate::sampler::resources::open_all(pid),
         },
     )
@@ -165,7 +172,8 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
                 .then(crate::sampler::vram::open_nvml)
                 .flatten(),
         )
-        .container(container());
+        .container(container())
+        .page_cache(page_cache);
     let mut marker = Marker {
         events: &mut live.events,
         numbering: CycleNumbering::default(),

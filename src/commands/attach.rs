@@ -68,6 +68,7 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             tree: !args.no_tree,
             log: log.as_ref().map(|l| l.path().display().to_string()),
             command_line: crate::plan::command_line(),
+            model_files: crate::attach::model_files(&args.model_files)?,
         },
         duration,
         rules,

@@ -105,6 +105,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             tree: true,
             log: None,
             command_line: crate::plan::command_line(),
+            model_files: crate::attach::model_files(&args.model_files)?,
         },
         duration: None,
         rules: Vec::new(),

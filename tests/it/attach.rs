@@ -544,3 +544,84 @@ fn bad_flags_and_dirs_are_errors_that_name_them_and_record_nothing() {
     let err = fails_with_2(&["mark", nowhere.to_str().expect("utf-8"), "load"]);
     assert!(err.contains("is not a directory"), "{err}");
 }
+
+/// Reads its 32 MiB model file into the page cache when told (`read`) and
+/// drops it from the cache when told (`evict`).
+const CACHES_ITS_MODEL_FILE: &str = r#"
+import os, sys, time
+d = sys.argv[1]
+path = os.path.join(d, "model.safetensors")
+with open(path, "wb") as f:
+    f.write(os.urandom(32 << 20))
+def evict():
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+def wait(name):
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.005)
+def say(name):
+    open(os.path.join(d, name), "w").close()
+evict()
+say("ready")
+wait("read")
+with open(path, "rb") as f:
+    while f.read(1 << 20):
+        pass
+say("was-read")
+wait("evict")
+evict()
+say("evicted")
+wait("exit")
+"#;
+
+/// `--model-files`: the page cache of the files named is read at every
+/// mark (a program's files are not memrel's to guess).
+#[test]
+fn the_page_cache_of_the_model_files_named_is_read_at_every_mark() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let results = work.path().join("results");
+    let mut program = start_program(work.path(), CACHES_ITS_MODEL_FILE);
+    let model = work.path().join("model.safetensors");
+    let missing = memrel()
+        .args(["attach", "--model-files", "/nonexistent/model.safetensors"])
+        .arg(program.id().to_string())
+        .output()
+        .expect("memrel starts");
+    assert_eq!(missing.status.code(), Some(2), "{}", streams(&missing));
+    assert!(
+        stderr(&missing).contains("--model-files /nonexistent/model.safetensors: no such file"),
+        "{}",
+        stderr(&missing)
+    );
+    let attach = start_attach(
+        &results,
+        program.id(),
+        &["--model-files", model.to_str().expect("utf-8 temp dir")],
+    );
+    mark_ok(&results, "load");
+    touch(work.path(), "read");
+    wait_for("the read", || work.path().join("was-read").exists());
+    mark_ok(&results, "unload");
+    touch(work.path(), "evict");
+    wait_for("the eviction", || work.path().join("evicted").exists());
+    mark_ok(&results, "end");
+    touch(work.path(), "exit");
+    let output = finish(attach);
+    program.wait().expect("the program ends");
+    assert!(output.status.success(), "{}", streams(&output));
+    let cached: Vec<(String, f64)> = csv_rows(&results.join("events.csv"))
+        .into_iter()
+        .map(|r| {
+            let bytes: f64 = r["page_cache_bytes"]
+                .parse()
+                .expect("page cache at every edge");
+            (format!("{} {}", r["phase"], r["edge"]), bytes / MIB)
+        })
+        .collect();
+    let at = |edge: &str| cached.iter().find(|(e, _)| e == edge).expect(edge).1;
+    assert!(at("load begin") < 1.0, "{cached:?}");
+    assert!(at("unload begin") > 31.0, "{cached:?}");
+    assert!(at("unload end") < 1.0, "{cached:?}");
+}
