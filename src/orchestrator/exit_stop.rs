@@ -29,7 +29,7 @@ pub const ENV: &str = "MEMREL_EXIT_STOP";
 /// How long a held process waits for the sampler's reading at most: a busy
 /// machine may not run the sampler thread for a while; a sampler that has
 /// ended answers at once.
-const READ_LIMIT: Duration = Duration::from_secs(10);
+const READ_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long the tracer waits for the sampler to exist (it starts just after
 /// the process).
@@ -81,6 +81,17 @@ impl ExitStop {
     /// The sampler that reads the process at its exit.
     pub fn read_with(&self, nudge: Nudge) {
         let _ = self.nudge.set(nudge);
+    }
+
+    /// memrel is stopping the process (a signal to memrel, the deadline): no
+    /// reading is waited for at its exit.
+    pub fn let_go(&self) {
+        match self.nudge.get() {
+            Some(nudge) => nudge.close(),
+            None => {
+                let _ = self.nudge.set(Nudge::ended());
+            }
+        }
     }
 
     /// What the hold did, once the process has been reaped (waits at most

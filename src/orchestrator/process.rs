@@ -266,6 +266,10 @@ impl Process<'_> {
             program.environment_checked = true;
             meta.checks.append(&mut program.failed_checks);
         }
+        // Stopped by memrel (a signal, the deadline): its exit is not waited on.
+        if let (Some(_), Some(hold)) = (stop, &exit_stop) {
+            hold.let_go();
+        }
         // The worker is a zombie or about to be killed: its group id is still
         // reserved, so this reaches everything it started and nothing else.
         child::kill_group(pid);

@@ -289,6 +289,9 @@ impl Reader {
     fn once(&mut self) -> bool {
         let answering = self.nudge.begin();
         let Ok(reading) = self.probe.read() else {
+            if answering {
+                self.nudge.answer();
+            }
             return false;
         };
         let t_s = self.clock_zero.elapsed().as_secs_f64();
@@ -327,9 +330,11 @@ impl Reader {
                 readings,
             });
             self.writer.write_processes(t_s, &self.processes);
-            if answering {
-                self.nudge.answer();
-            }
+        }
+        // Answered whatever it read (a zombie's 0 is no row, and no reason
+        // to keep the asker waiting).
+        if answering {
+            self.nudge.answer();
         }
         true
     }

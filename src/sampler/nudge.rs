@@ -101,8 +101,9 @@ impl Nudge {
         }
     }
 
-    /// The sampler has ended.
-    pub(super) fn close(&self) {
+    /// The sampler has ended, or no reading is wanted any more (memrel is
+    /// stopping the process): every wait, now and later, ends at once.
+    pub fn close(&self) {
         if let Ok(mut state) = self.0.state.lock() {
             state.closed = true;
         }
