@@ -98,34 +98,22 @@ impl Ticker {
 impl Waker {
     /// Makes the ticker's current or next wait return at once.
     pub fn wake(&self, thread: &std::thread::Thread) {
-        match self {
-            Waker::Timer(fd) => {
-                let now = Itimerspec {
-                    it_interval: Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    },
-                    it_value: Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 1,
-                    },
-                };
-                if timerfd_settime(&**fd, TimerfdTimerFlags::empty(), &now).is_err() {
-                    thread.unpark();
-                }
-            }
-            Waker::Park => thread.unpark(),
-        }
+        self.fire(thread, Duration::ZERO);
     }
 
     /// Makes the ticker's current or next wait return at once and the
     /// ticks go on every `interval` from then (a reading asked for now,
     /// `Nudge`). A parked ticker returns where its `stop` says so.
     pub fn nudge(&self, thread: &std::thread::Thread, interval: Duration) {
+        self.fire(thread, interval);
+    }
+
+    /// The timer fires in a nanosecond, then every `every` (zero: once).
+    fn fire(&self, thread: &std::thread::Thread, every: Duration) {
         match self {
             Waker::Timer(fd) => {
                 let now = Itimerspec {
-                    it_interval: timespec(interval),
+                    it_interval: timespec(every),
                     it_value: Timespec {
                         tv_sec: 0,
                         tv_nsec: 1,
