@@ -24,14 +24,14 @@ use super::header::{Setup, STRATEGY};
 use super::live::{LiveDir, MarkLine, MarkPhase};
 use crate::export;
 use crate::metrics::{self, Summary};
-use crate::orchestrator::edges::EdgeReader;
+use crate::orchestrator::edges::{EdgeExtras, EdgeReader};
 use crate::orchestrator::signals;
+use crate::orchestrator::Collected;
 use crate::protocol::{monotonic_s, Check, Edge, MemoryAtEdge, Phase, PhaseEdge, CYCLE_UNSET};
 use crate::record::live::{EventLog, LiveRun};
 use crate::record::Sample;
-use crate::record::{Event, Record, RunMeta, RunRecord, RunStatus};
+use crate::record::{Record, RunMeta, RunRecord, RunStatus};
 use crate::sampler::{Probe, Sampler, VramProbe};
-use crate::worker::command::CycleNumbering;
 
 /// How often the loop reads marks, the log, and looks at the process.
 const TICK: Duration = Duration::from_millis(20);
@@ -176,11 +176,9 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         .page_cache(page_cache);
     let mut marker = Marker {
         events: &mut live.events,
-        numbering: CycleNumbering::default(),
+        collected: Collected::for_marks(),
         open: None,
-        last_t_s: 0.0,
         edges,
-        max_cycle: 0,
         woke: None,
         clock_zero,
         quiet: job.driver.is_some(),
@@ -267,7 +265,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         (Ended::Exited, Some(last)) => marker.close_on_sample(&last, "the process exited"),
         _ => marker.close_open(end_s, "the measurement ended"),
     }
-    let cycles = marker.max_cycle.max(1);
+    let cycles = marker.collected.max_cycle().max(1);
     drop(marker);
     meta.checks
         .extend(vram.map(|v| v.checks()).unwrap_or_default());
@@ -379,14 +377,14 @@ fn vram_probe(cuda: bool) -> (Option<Box<dyn VramProbe>>, Option<String>) {
 /// Turns marks into phase edges, appended to events.csv as they come.
 struct Marker<'a> {
     events: &'a mut EventLog,
-    numbering: CycleNumbering,
-    /// The phase the last mark began, when, and its model.
-    open: Option<(Phase, f64, Option<String>)>,
-    /// Edges never go back in time (the marks file and the log are two sources).
-    last_t_s: f64,
+    /// The run's collector, as a run's channel lines go through: numbers
+    /// the cycles, keeps edges in time order (the marks file and the log
+    /// are two sources), times each end from its begin.
+    collected: Collected,
+    /// The phase the last mark began, and its model.
+    open: Option<(Phase, Option<String>)>,
     /// Reads every resource at each edge (as the channel does for a run).
     edges: EdgeReader,
-    max_cycle: u32,
     /// When a write in a watched directory last woke the loop (`watch`).
     woke: Option<Instant>,
     clock_zero: Instant,
@@ -473,7 +471,6 @@ impl Marker<'_> {
 
     /// Ends the open phase and begins `phase` (unless it is `end`) at `t_s`.
     fn mark(&mut self, phase: MarkPhase, t_s: f64, model: Option<String>, note: String) {
-        let t_s = t_s.max(self.last_t_s);
         if !self.quiet {
             eprintln!("memrel: {t_s:.3} s: {} ({note})", phase.as_str());
         }
@@ -482,25 +479,22 @@ impl Marker<'_> {
         }
         self.close_open(t_s, &note);
         if let MarkPhase::Begin(p) = phase {
-            self.edge(p, Edge::Begin, t_s, None, model.clone(), note);
-            self.open = Some((p, t_s, model));
+            self.edge(p, Edge::Begin, t_s, model.clone(), note);
+            self.open = Some((p, model));
         }
     }
 
     /// Ends the phase a mark opened, if any.
     fn close_open(&mut self, t_s: f64, note: &str) {
-        if let Some((p, begun_s, model)) = self.open.take() {
-            let t_s = t_s.max(self.last_t_s);
-            let elapsed_s = Some(t_s - begun_s);
-            self.edge(p, Edge::End, t_s, elapsed_s, model, note.to_string());
+        if let Some((p, model)) = self.open.take() {
+            self.edge(p, Edge::End, t_s, model, note.to_string());
         }
     }
 
     /// Ends the phase a mark opened, if any, on `last`: the last sample of a
     /// process that exited (its reading and its time).
     fn close_on_sample(&mut self, last: &Sample, note: &str) {
-        if let Some((p, begun_s, model)) = self.open.take() {
-            let t_s = last.t_s.max(self.last_t_s);
+        if let Some((p, model)) = self.open.take() {
             let memory = MemoryAtEdge {
                 rss_bytes: last.rss_bytes,
                 anon_bytes: last.anon_bytes,
@@ -510,32 +504,24 @@ impl Marker<'_> {
                 container_anon_bytes: last.container.and_then(|c| c.anon_bytes),
                 page_cache_bytes: last.page_cache_bytes,
             };
-            let note = format!("{note}: closed on its last sample");
-            let edge = PhaseEdge {
-                phase: p,
-                edge: Edge::End,
-                cycle: CYCLE_UNSET,
-                model,
-                elapsed_s: Some(t_s - begun_s),
-                memory,
-                allocator: None,
-                heap: None,
-                note: Some(note),
-                mono_s: None,
+            let extras = EdgeExtras {
+                gpu_vram: last.gpu_vram,
+                readings: last.readings.clone(),
+                after_exit: true,
             };
-            self.append(edge, t_s, last.gpu_vram, last.readings.clone());
+            let edge = marked(
+                p,
+                Edge::End,
+                model,
+                memory,
+                format!("{note}: closed on its last sample"),
+            );
+            self.take(edge, last.t_s, extras);
         }
     }
 
-    fn edge(
-        &mut self,
-        phase: Phase,
-        edge: Edge,
-        t_s: f64,
-        elapsed_s: Option<f64>,
-        model: Option<String>,
-        note: String,
-    ) {
+    /// One edge of a mark, every resource read now by the edge reader.
+    fn edge(&mut self, phase: Phase, edge: Edge, t_s: f64, model: Option<String>, note: String) {
         let mut memory = MemoryAtEdge::default();
         let extras = self.edges.read(&mut memory);
         self.last_reading = Some(EdgeReading {
@@ -543,38 +529,35 @@ impl Marker<'_> {
             memory,
             extras: extras.clone(),
         });
-        let edge = PhaseEdge {
-            phase,
-            edge,
-            cycle: CYCLE_UNSET,
-            model,
-            elapsed_s,
-            memory,
-            allocator: None,
-            heap: None,
-            note: Some(note),
-            mono_s: None,
-        };
-        self.append(edge, t_s, extras.gpu_vram, extras.readings);
+        self.take(marked(phase, edge, model, memory, note), t_s, extras);
     }
 
-    /// Numbers `edge`'s cycle and appends it to events.csv.
-    fn append(
-        &mut self,
-        mut edge: PhaseEdge,
-        t_s: f64,
-        gpu_vram: crate::record::gpu::GpuVram,
-        readings: crate::record::Readings,
-    ) {
-        self.numbering.assign(&mut edge);
-        self.max_cycle = self.max_cycle.max(edge.cycle);
-        self.last_t_s = t_s;
-        self.events.append(&Event {
-            t_s,
-            edge,
-            kernel_peak_bytes: None,
-            gpu_vram,
-            readings,
-        });
+    /// Into the run's collector, and from there into events.csv.
+    fn take(&mut self, edge: PhaseEdge, t_s: f64, extras: EdgeExtras) {
+        let events = &mut *self.events;
+        self.collected
+            .take_edge(edge, t_s, None, extras, &mut |event| events.append(event));
+    }
+}
+
+/// A mark's phase edge: its cycle and duration are the collector's to give.
+fn marked(
+    phase: Phase,
+    edge: Edge,
+    model: Option<String>,
+    memory: MemoryAtEdge,
+    note: String,
+) -> PhaseEdge {
+    PhaseEdge {
+        phase,
+        edge,
+        cycle: CYCLE_UNSET,
+        model,
+        elapsed_s: None,
+        memory,
+        allocator: None,
+        heap: None,
+        note: Some(note),
+        mono_s: None,
     }
 }

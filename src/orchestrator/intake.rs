@@ -8,6 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::channel::Arrival;
+use super::edges::EdgeExtras;
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::{Event, RunMeta};
 use crate::sampler::page_cache::PageCacheProbe;
@@ -37,14 +38,17 @@ impl ProgramState {
     }
 }
 
-/// What arrived on the channel (of every process of the run).
+/// What arrived on the channel (of every process of the run), or the
+/// marks of an attached process (`for_marks`).
 #[derive(Default)]
-pub(super) struct Collected {
+pub struct Collected {
     /// The latest edges (at most [`EVENTS_KEPT`]): each is also handed to
     /// `on_event`, which writes it to events.csv, where the record's full
     /// list is read back from; a run of any length keeps memory flat.
     pub(super) events: Vec<Event>,
     pub(super) events_taken: usize,
+    /// The highest cycle of the edges taken.
+    pub(super) max_cycle: u32,
     /// A release phase ended (a program's release steps ran).
     pub(super) released: bool,
     pub(super) done: bool,
@@ -75,6 +79,62 @@ pub(super) struct Collected {
 }
 
 impl Collected {
+    /// A collector of marks (`memrel attach`, `memrel drive`): phase edges
+    /// that leave their cycle out, numbered as a program's are.
+    pub fn for_marks() -> Collected {
+        Collected {
+            program: Some(ProgramState {
+                numbering: CycleNumbering::default(),
+                environment_checked: true,
+                failed_checks: Vec::new(),
+            }),
+            ..Collected::default()
+        }
+    }
+
+    /// Takes one phase edge read at `t_s` on the run's clock (its memory
+    /// and `extras` read by the edge reader): gives it its cycle where it
+    /// has none, keeps edges in time order (an edge never precedes the one
+    /// before it), times an end from its begin, and hands the event to
+    /// `on_event` (which writes it). A run's channel lines and attach's
+    /// marks all come through here.
+    pub fn take_edge(
+        &mut self,
+        mut edge: PhaseEdge,
+        t_s: f64,
+        kernel_peak_bytes: Option<u64>,
+        extras: EdgeExtras,
+        on_event: &mut dyn FnMut(&Event),
+    ) {
+        if let Some(program) = self.program.as_mut() {
+            program.complete(&mut edge);
+        }
+        let t_s = self.events.last().map_or(t_s, |last| t_s.max(last.t_s));
+        if edge.elapsed_s.is_none() && edge.edge == Edge::End {
+            edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
+        }
+        self.max_cycle = self.max_cycle.max(edge.cycle);
+        let event = Event {
+            t_s,
+            edge,
+            kernel_peak_bytes,
+            gpu_vram: extras.gpu_vram,
+            readings: extras.readings,
+        };
+        on_event(&event);
+        self.events_taken += 1;
+        self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;
+        if self.events.len() >= EVENTS_KEPT {
+            self.events.drain(..EVENTS_KEPT / 2);
+        }
+        self.events.push(event);
+    }
+
+    /// The highest cycle of the edges taken (0 before any).
+    pub fn max_cycle(&self) -> u32 {
+        self.max_cycle
+    }
+
     pub(super) fn take(
         &mut self,
         arrival: Arrival,
@@ -124,10 +184,7 @@ impl Collected {
                         .extend(hello.checks.into_iter().filter(|c| !c.ok));
                 }
             }
-            Message::Phase(mut edge) => {
-                if let Some(program) = self.program.as_mut() {
-                    program.complete(&mut edge);
-                }
+            Message::Phase(edge) => {
                 // The sender's own stamp, on the samples' clock: an edge
                 // happened before its line arrived, never after.
                 if let Some(sent_s) = edge.mono_s.map(|m| m - self.zero_mono_s) {
@@ -135,23 +192,7 @@ impl Collected {
                         t_s = sent_s;
                     }
                 }
-                if edge.elapsed_s.is_none() && edge.edge == Edge::End {
-                    edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
-                }
-                let event = Event {
-                    t_s,
-                    edge,
-                    kernel_peak_bytes,
-                    gpu_vram: extras.gpu_vram,
-                    readings: extras.readings,
-                };
-                on_event(&event);
-                self.events_taken += 1;
-                self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;
-                if self.events.len() >= EVENTS_KEPT {
-                    self.events.drain(..EVENTS_KEPT / 2);
-                }
-                self.events.push(event);
+                self.take_edge(edge, t_s, kernel_peak_bytes, extras, on_event);
             }
             Message::Done(d) if self.tree => {
                 meta.checks.extend(d.checks);

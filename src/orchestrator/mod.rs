@@ -48,7 +48,7 @@ use crate::record::{Event, RunMeta, RunRecord, RunStatus};
 use crate::sampler::VramProbe;
 use crate::strategy::{self, Strategy};
 use crate::worker::Plug;
-use intake::Collected;
+pub use intake::Collected;
 use outcome::{allocation_failed, name_out_of_memory, outcome};
 use process::Process;
 
