@@ -4,10 +4,14 @@
 //! (and to the cgroup that first touched it) after every process that mapped
 //! it has exited; no process's RSS shows it then.
 //!
-//! Read as the blocks its files hold (`st_blocks`, the tmpfs's own count),
-//! summed over the directory and its subdirectories at each reading: the
-//! whole machine's /dev/shm, so its baseline is what was there before the
-//! run. `MEMREL_SHM_DIR` names another directory (a container that mounts
+//! Read as the blocks its files hold, the tmpfs's own count: where the
+//! directory is a mount of its own (as /dev/shm is), one `statvfs` a
+//! reading gives the mount's used blocks (a sampler tick stays one system
+//! call however many segments there are); elsewhere (a directory inside
+//! another filesystem, a tmpfs without a size limit, whose `statvfs` counts
+//! nothing) the files' `st_blocks` summed over the directory and its
+//! subdirectories. Either way the whole machine's /dev/shm, so its baseline
+//! is what was there before the run. `MEMREL_SHM_DIR` names another directory (a container that mounts
 //! its shared memory elsewhere; the tests, which keep theirs apart from the
 //! machine's).
 
@@ -34,12 +38,46 @@ const MAX_ENTRIES: usize = 10_000;
 
 struct ShmProbe {
     dir: PathBuf,
+    /// The directory is a mount whose `statvfs` counts its blocks.
+    mount: bool,
 }
 
 fn open(_pid: u32) -> Result<Box<dyn Probe>, String> {
     let dir = std::env::var_os(SHM_DIR_ENV).map_or_else(|| PathBuf::from(SHM_DIR), PathBuf::from);
     held_bytes(&dir).map_err(|e| format!("{} cannot be read: {e}", dir.display()))?;
-    Ok(Box::new(ShmProbe { dir }))
+    let mount = is_mount(&dir) && mount_used_bytes(&dir).is_some();
+    Ok(Box::new(ShmProbe { dir, mount }))
+}
+
+/// Whether `dir` is the root of a filesystem of its own (its device is not
+/// its parent's).
+fn is_mount(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(dir), std::fs::metadata(dir.join(".."))) {
+        (Ok(at), Ok(parent)) => at.dev() != parent.dev(),
+        _ => false,
+    }
+}
+
+/// The bytes in use on the filesystem mounted at `dir` (`statvfs`: its
+/// blocks less the free ones); `None` where it cannot be read or counts no
+/// blocks (a tmpfs mounted without a size limit).
+fn mount_used_bytes(dir: &Path) -> Option<u64> {
+    let path =
+        std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())).ok()?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call, and
+    // `stat` is a plain struct the call fills in (zeroed beforehand).
+    let stat = unsafe {
+        let mut stat: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut stat) != 0 {
+            return None;
+        }
+        stat
+    };
+    let blocks = u64::try_from(stat.f_blocks).ok()?;
+    let free = u64::try_from(stat.f_bfree).ok()?;
+    let block_bytes = u64::try_from(stat.f_frsize).ok()?;
+    (blocks > 0).then(|| blocks.saturating_sub(free) * block_bytes)
 }
 
 /// The bytes the files under `dir` hold (512-byte blocks, as `du` counts).
@@ -68,14 +106,25 @@ fn held_bytes(dir: &Path) -> std::io::Result<u64> {
 
 impl Probe for ShmProbe {
     fn read(&mut self, _pids: &[u32]) -> Option<u64> {
-        held_bytes(&self.dir).ok()
+        if self.mount {
+            mount_used_bytes(&self.dir)
+        } else {
+            held_bytes(&self.dir).ok()
+        }
     }
 
     fn how(&self) -> String {
-        format!(
-            "the blocks of the files under {}, the whole machine's",
-            self.dir.display()
-        )
+        if self.mount {
+            format!(
+                "the used blocks of the filesystem mounted at {} (statvfs), the whole machine's",
+                self.dir.display()
+            )
+        } else {
+            format!(
+                "the blocks of the files under {}, the whole machine's",
+                self.dir.display()
+            )
+        }
     }
 }
 
@@ -88,6 +137,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let mut probe = ShmProbe {
             dir: tmp.path().to_path_buf(),
+            mount: false,
         };
         assert_eq!(probe.read(&[]), Some(0));
         std::fs::create_dir(tmp.path().join("sub")).unwrap();
@@ -99,9 +149,32 @@ mod tests {
 
     #[test]
     fn the_machines_dev_shm_opens() {
-        let probe = ShmProbe {
-            dir: PathBuf::from(SHM_DIR),
+        assert!(held_bytes(Path::new(SHM_DIR)).is_ok());
+    }
+
+    #[test]
+    fn a_mount_is_read_by_statvfs_as_its_files_are_counted() {
+        let dir = Path::new(SHM_DIR);
+        if !(is_mount(dir) && mount_used_bytes(dir).is_some()) {
+            eprintln!("skipped: {SHM_DIR} is not a tmpfs mount with a size here");
+            return;
+        }
+        let mut probe = ShmProbe {
+            dir: dir.to_path_buf(),
+            mount: true,
         };
-        assert!(held_bytes(&probe.dir).is_ok());
+        let segment = dir.join(format!("memrel-test-{}", std::process::id()));
+        let before = probe.read(&[]).unwrap();
+        std::fs::write(&segment, vec![1u8; 8 << 20]).unwrap();
+        let held = probe.read(&[]).unwrap();
+        let walked = held_bytes(dir).unwrap();
+        std::fs::remove_file(&segment).unwrap();
+        // Other programs may use /dev/shm meanwhile: by far less than 8 MiB.
+        assert!(held >= before + (8 << 20), "{before} -> {held}");
+        assert!(
+            held.abs_diff(walked) < 4 << 20,
+            "statvfs {held}, files {walked}"
+        );
+        assert!(probe.how().contains("statvfs"), "{}", probe.how());
     }
 }
