@@ -74,9 +74,8 @@ fn mount_used_bytes(dir: &Path) -> Option<u64> {
         }
         stat
     };
-    let blocks = u64::try_from(stat.f_blocks).ok()?;
-    let free = u64::try_from(stat.f_bfree).ok()?;
-    let block_bytes = u64::try_from(stat.f_frsize).ok()?;
+    // 64-bit counts on the 64-bit Linux targets memrel builds for.
+    let (blocks, free, block_bytes): (u64, u64, u64) = (stat.f_blocks, stat.f_bfree, stat.f_frsize);
     (blocks > 0).then(|| blocks.saturating_sub(free) * block_bytes)
 }
 
