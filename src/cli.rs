@@ -113,6 +113,9 @@ pub struct ExecArgs {
     /// Stop a run that takes longer than this many seconds (default: a day).
     #[arg(long, value_name = "S", default_value_t = 86_400.0)]
     pub timeout_s: f64,
+    /// The model's weight files the program reads, whose page cache is read at every edge and sampled: a file, or a directory (its .safetensors, .gguf, .bin, .pt, .pth and .onnx files); repeatable.
+    #[arg(long = "model-files", value_name = "PATH")]
+    pub model_files: Vec<PathBuf>,
     /// The name its results go under (<OUT>/<NAME>/<timestamp>).
     #[arg(long, default_value = "exec")]
     pub name: String,

@@ -222,6 +222,21 @@ fn scenario_text(args: &ExecArgs) -> Result<String> {
     table.insert("interval_ms".into(), o.interval_ms.unwrap_or(10.0).into());
     table.insert("timeout_s".into(), args.timeout_s.into());
     table.insert("command".into(), args.command.clone().into());
+    if !args.model_files.is_empty() {
+        // Checked here, each named by the flag; kept absolute in the
+        // scenario text, so that `check` re-runs it from anywhere.
+        crate::model::files::model_files(&args.model_files)?;
+        let files: Result<Vec<String>> = args
+            .model_files
+            .iter()
+            .map(|f| {
+                std::fs::canonicalize(f)
+                    .map(|f| f.display().to_string())
+                    .with_context(|| format!("--model-files {}: cannot be resolved", f.display()))
+            })
+            .collect();
+        table.insert("model_files".into(), files?.into());
+    }
     toml::to_string(&table).context("cannot write the scenario of memrel exec")
 }
 

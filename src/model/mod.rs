@@ -7,6 +7,7 @@
 pub mod arch;
 pub mod backend;
 pub mod config;
+pub mod files;
 pub mod fit;
 pub mod gguf;
 pub mod gguf_gen;

@@ -349,9 +349,14 @@ impl Plan {
                         cache.display()
                     )
                 })?;
+                let named: Vec<PathBuf> =
+                    scenario.model_files.iter().map(|f| base.join(f)).collect();
+                let model_files = crate::model::files::model_files_named(&named, "model_files")
+                    .with_context(|| format!("scenario {}", scenario.name))?;
                 Plug::Command(CommandSpec {
                     argv,
                     cwd: base,
+                    model_files,
                     models: dirs.into_iter().map(|(id, d)| (id, d.dir)).collect(),
                     device: scenario.device,
                     cycles: scenario.cycles,

@@ -61,6 +61,8 @@ struct ScenarioFile {
     workload: Option<Spanned<WorkloadFile>>,
     /// A program to measure instead of the candle worker (`[workload]`).
     command: Option<Spanned<Vec<String>>>,
+    /// A program's model files, whose page cache is read.
+    model_files: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     thresholds: ThresholdsFile,
 }
@@ -229,6 +231,7 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
     let strategies = strategies(&file, &ctx)?;
     let models = models(&file, &ctx)?;
     let (worker, workload) = worker(&file, &models, &ctx)?;
+    let model_files = model_files(&file, &worker, &ctx)?;
     let thresholds = thresholds(&file.thresholds, device, &ctx)?;
     Ok(Scenario {
         name: name.to_string(),
@@ -246,7 +249,36 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
         workload,
         worker,
         thresholds,
+        model_files,
     })
+}
+
+/// `model_files = [...]`: a program's (memrel's worker reads its own
+/// models' files), each a path that is not empty.
+fn model_files(
+    file: &ScenarioFile,
+    worker: &WorkerKind,
+    ctx: &Ctx,
+) -> Result<Vec<String>, ScenarioError> {
+    let Some(files) = &file.model_files else {
+        return Ok(Vec::new());
+    };
+    if !matches!(worker, WorkerKind::Command(_)) {
+        return Err(ctx.invalid(
+            files.span(),
+            "model_files is for a program (command = [...]): memrel's worker reads the page \
+             cache of its own models' files; remove it"
+                .into(),
+        ));
+    }
+    if files.get_ref().iter().any(|f| f.trim().is_empty()) {
+        return Err(ctx.invalid(
+            files.span(),
+            "model_files has an empty path: name the model's weight files or their directory"
+                .into(),
+        ));
+    }
+    Ok(files.get_ref().clone())
 }
 
 /// `device`: `cpu`, `cuda` or `cuda:N`.
@@ -812,6 +844,31 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
         assert_eq!(s.cycles, 5);
         assert_eq!(s.workload.steps.len(), 5);
         assert_eq!(s.thresholds.retention_threshold_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn model_files_are_a_programs_and_name_a_path() {
+        let program =
+            "description = \"p\"\nstrategies = [\"drop\"]\ncommand = [\"python3\", \"p.py\"]\n";
+        let s = parse_str("p", "p.toml", &format!("{program}model_files = [\"w\"]\n")).unwrap();
+        assert_eq!(s.model_files, ["w"]);
+        assert!(parse_str("p", "p.toml", program)
+            .unwrap()
+            .model_files
+            .is_empty());
+        let err = parse_str("p", "p.toml", &format!("{program}model_files = [\" \"]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("p.toml:4:") && err.contains("empty path"),
+            "{err}"
+        );
+        let text = MINIMAL.replace("strategies", "model_files = [\"w\"]\nstrategies");
+        let err = parse_str("t", "t.toml", &text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.toml:3:") && err.contains("model_files is for a program"),
+            "{err}"
+        );
     }
 
     #[test]

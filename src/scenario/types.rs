@@ -298,6 +298,10 @@ pub struct Scenario {
     pub workload: Workload,
     pub thresholds: Thresholds,
     pub worker: WorkerKind,
+    /// A program's model files (`model_files`: files, or directories of
+    /// weight files, as written; relative to where the program runs), whose
+    /// page cache is read at every edge and in the samples.
+    pub model_files: Vec<String>,
 }
 
 impl Workload {

@@ -47,6 +47,9 @@ pub struct CommandSpec {
     /// Its stdin and output (`memrel exec`'s; a scenario's program keeps none).
     #[serde(default)]
     pub io: ProgramIo,
+    /// The model files whose page cache is read (`model_files`, resolved).
+    #[serde(default)]
+    pub model_files: Vec<PathBuf>,
 }
 
 /// What a program gets of memrel's own stdin, stdout and stderr. Off (the

@@ -180,7 +180,8 @@ impl Plug {
     }
 
     /// The model files the process loads (their page cache is a resource):
-    /// memrel's candle worker's safetensors; none for fakes and programs.
+    /// memrel's candle worker's safetensors, a program's `model_files`;
+    /// none for fakes.
     pub fn weight_files(&self) -> Vec<std::path::PathBuf> {
         match self {
             Plug::Memrel(spec) => spec
@@ -188,7 +189,7 @@ impl Plug {
                 .iter()
                 .flat_map(|(_, m)| m.files.iter().cloned())
                 .collect(),
-            Plug::Command(_) => Vec::new(),
+            Plug::Command(spec) => spec.model_files.clone(),
         }
     }
 

@@ -8,8 +8,10 @@
 //! (the program acts once memrel has recorded the line's edge: a log line
 //! has no handshake of its own). The resources: host memory, VRAM on one
 //! and on two GPUs (a fake NVML, `fake_nvml`; held by a child under a tree),
-//! the container (a fake cgroupfs, `MEMREL_CGROUP_DIR`) and shared memory
-//! (a directory of its own, `MEMREL_SHM_DIR`). The `run` column is the fake
+//! the container (a fake cgroupfs, `MEMREL_CGROUP_DIR`), the page cache of
+//! the program's model file (`--model-files`; the program reads it whole as
+//! a load begins and evicts it as an unload begins, its own reading
+//! `mincore`'s) and shared memory (a directory of its own, `MEMREL_SHM_DIR`). The `run` column is the fake
 //! worker's (`fake.rs`); docs/validation.md has the table.
 
 use std::path::Path;
@@ -19,11 +21,11 @@ use std::time::Duration;
 use super::common::*;
 use super::fake_nvml::fake_nvml_dir;
 
-/// The program. argv: resource (host, vram, vram2, container, shm), way
+/// The program. argv: resource (host, vram, vram2, container, page_cache, shm), way
 /// (exec, tree, mark, log), its directory. Two cycles of load and unload;
 /// its readings before each edge go to `own.json` in its directory.
 const ACTS_RIGHT_AFTER_EACH_EDGE: &str = r#"
-import csv, json, os, subprocess, sys, time
+import csv, ctypes, json, os, subprocess, sys, time
 
 resource, way, d = sys.argv[1], sys.argv[2], sys.argv[3]
 if way in ("exec", "tree"):
@@ -68,6 +70,14 @@ def hold(loaded):
             with open(os.path.join(cgroup, name), "r+") as f:
                 f.write(text)
         now["container"] = usage
+    elif resource == "page_cache":
+        fd = os.open(os.path.join(d, "model.safetensors"), os.O_RDONLY)
+        if loaded:
+            while os.read(fd, 1 << 20):
+                pass
+        else:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
     elif resource == "shm":
         path = os.path.join(shm, "segment")
         if loaded:
@@ -84,6 +94,23 @@ def own():
             if line.startswith("Pss_Anon:"):
                 anon = int(line.split()[1]) * 1024
         return {"rss": rss, "anon": anon}
+    if resource == "page_cache":
+        # The file's pages in the page cache: mincore over a mapping of it.
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        path = os.path.join(d, "model.safetensors")
+        size = os.path.getsize(path)
+        fd = os.open(path, os.O_RDONLY)
+        addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        os.close(fd)
+        pages = (size + PAGE - 1) // PAGE
+        vec = ctypes.create_string_buffer(pages)
+        assert libc.mincore(addr, size, vec) == 0, ctypes.get_errno()
+        libc.munmap(addr, size)
+        return {"page_cache": sum(b & 1 for b in vec.raw) * PAGE}
     if resource == "shm":
         total = 0
         for name in os.listdir(shm):
@@ -161,12 +188,16 @@ if child:
     child.wait()
 "#;
 
+/// The program's model file, for the page-cache cells.
+const MODEL_FILE: &str = "model.safetensors";
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Resource {
     Host,
     Vram,
     Vram2,
     Container,
+    PageCache,
     Shm,
 }
 
@@ -185,12 +216,21 @@ impl Resource {
             Resource::Vram => "vram",
             Resource::Vram2 => "vram2",
             Resource::Container => "container",
+            Resource::PageCache => "page_cache",
             Resource::Shm => "shm",
         }
     }
 
     /// The environment memrel and the program share: the fake NVML, the fake
     /// cgroupfs, the shared-memory directory.
+    /// memrel's arguments for the resource: the model file's page cache.
+    fn args(self, d: &Path) -> Vec<std::ffi::OsString> {
+        match self {
+            Resource::PageCache => vec!["--model-files".into(), d.join(MODEL_FILE).into()],
+            _ => Vec::new(),
+        }
+    }
+
     fn environment(self, d: &Path) -> Vec<(&'static str, std::ffi::OsString)> {
         match self {
             Resource::Host => Vec::new(),
@@ -211,6 +251,12 @@ impl Resource {
                     std::fs::write(fake.join(name), "").expect(name);
                 }
                 vec![("MEMREL_CGROUP_DIR", fake.into_os_string())]
+            }
+            Resource::PageCache => {
+                // Not in the page cache to begin with: the program evicts it
+                // before its first edge.
+                std::fs::write(d.join(MODEL_FILE), vec![7u8; 32 << 20]).expect("model file");
+                Vec::new()
             }
             Resource::Shm => {
                 let shm = d.join("shm");
@@ -257,13 +303,14 @@ fn measure(resource: Resource, way: Way) -> Vec<Edge> {
             if gpu {
                 command.args(["--device", "cuda"]);
             }
+            command.args(resource.args(d));
             command.arg("--");
             program_args(&mut command);
             let output = command.output().expect("memrel starts");
             assert!(output.status.success(), "{}", streams(&output));
             only_results_dir(&d.join("out"), "exec")
         }
-        Way::Mark | Way::Log => attach(d, &env, way, gpu, program_args),
+        Way::Mark | Way::Log => attach(d, &env, &resource.args(d), way, gpu, program_args),
     };
     let edges: Vec<Row> = csv_rows(&results.join("events.csv"))
         .into_iter()
@@ -290,6 +337,7 @@ fn measure(resource: Resource, way: Way) -> Vec<Edge> {
 fn attach(
     d: &Path,
     env: &[(&'static str, std::ffi::OsString)],
+    args: &[std::ffi::OsString],
     way: Way,
     gpu: bool,
     program_args: impl Fn(&mut Command),
@@ -314,6 +362,7 @@ fn attach(
     if gpu {
         command.args(["--device", "cuda"]);
     }
+    command.args(args);
     if way == Way::Log {
         command.arg("--log").arg(d.join("app.log"));
         for phase in ["load", "unload", "end"] {
@@ -404,6 +453,13 @@ fn cell(resource: Resource, way: Way) {
                     "{edge:?}"
                 )
             }
+            Resource::PageCache => {
+                assert_eq!(
+                    bytes(&edge, "page_cache_bytes"),
+                    want("page_cache"),
+                    "{edge:?}"
+                )
+            }
             Resource::Shm => {
                 let cell = &edge["readings"];
                 let shm: u64 = cell
@@ -446,6 +502,10 @@ cells! {
     container_exec_tree: Container, Tree;
     container_attach_mark: Container, Mark;
     container_attach_log: Container, Log;
+    page_cache_exec: PageCache, Exec;
+    page_cache_exec_tree: PageCache, Tree;
+    page_cache_attach_mark: PageCache, Mark;
+    page_cache_attach_log: PageCache, Log;
     shm_exec: Shm, Exec;
     shm_exec_tree: Shm, Tree;
     shm_attach_mark: Shm, Mark;

@@ -1,7 +1,9 @@
-//! `--model-files PATH` of `attach` and `drive`: the model files whose page
-//! cache is read, as the user names them. A program's or a server's files
-//! are not memrel's to guess (a server may close them once loaded), so the
-//! page cache of an attached process is read only where they are named.
+//! The model files whose page cache is read for a program memrel did not
+//! load the model for, as the user names them: `--model-files PATH` of
+//! `exec`, `attach` and `drive`, `model_files = [...]` of a program's
+//! scenario. A program's or a server's files are not memrel's to guess (a
+//! server may close them once loaded), so their page cache is read only
+//! where they are named.
 
 use std::path::{Path, PathBuf};
 
@@ -14,13 +16,18 @@ const WEIGHT_SUFFIXES: &[&str] = &[".safetensors", ".gguf", ".bin", ".pt", ".pth
 /// that is not there, or a directory with no weight file, is an error naming
 /// the flag and the fix.
 pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    model_files_named(paths, "--model-files")
+}
+
+/// [`model_files`], its errors naming `named` (the flag or the key).
+pub fn model_files_named(paths: &[PathBuf], named: &str) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let mut found = weights_in(path)?;
+            let mut found = weights_in(path, named)?;
             if found.is_empty() {
                 bail!(
-                    "--model-files {}: a directory with no weight file ({}): name the files, or the directory that holds them",
+                    "{named} {}: a directory with no weight file ({}): name the files, or the directory that holds them",
                     path.display(),
                     WEIGHT_SUFFIXES.join(", ")
                 );
@@ -30,7 +37,7 @@ pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             files.push(path.clone());
         } else {
             bail!(
-                "--model-files {}: no such file or directory: name the model's weight files or their directory",
+                "{named} {}: no such file or directory: name the model's weight files or their directory",
                 path.display()
             );
         }
@@ -38,9 +45,9 @@ pub fn model_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn weights_in(dir: &Path) -> Result<Vec<PathBuf>> {
+fn weights_in(dir: &Path, named: &str) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("--model-files {}: cannot be read", dir.display()))?;
+        .with_context(|| format!("{named} {}: cannot be read", dir.display()))?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
