@@ -54,7 +54,8 @@ fn render(long: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "\nstrategies (memrel run --strategy NAME; for a program: memrel exec --strategy NAME):"
+        "\nstrategies (memrel run --strategy NAME; for a program: memrel exec --strategy NAME; \
+         NAME=VALUE for one that takes a value):"
     );
     for s in strategy::all() {
         let _ = writeln!(out, "  {:<21} [{}] {}", s.name, s.device, s.summary);
@@ -79,6 +80,13 @@ fn render(long: bool) -> String {
                 let _ = writeln!(
                     out,
                     "      preloads: {library} (Debian/Ubuntu package {package})"
+                );
+            }
+            if let Some(p) = s.param {
+                let _ = writeln!(
+                    out,
+                    "      takes: {}={} ({}; {} alone means {}), e.g. --strategy {}={}",
+                    s.name, p.name, p.about, s.name, p.default, s.name, p.example
                 );
             }
             for (k, v) in s.env {
