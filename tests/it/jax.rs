@@ -244,14 +244,12 @@ fn exec_starts_the_program_with_the_fraction_in_the_strategy_name_and_reads_it_b
     );
 }
 
-/// `memrel ARGS` must stop with exit 2 before running anything, its one
-/// error line containing each of `wanted`.
+/// `memrel ARGS` (in a temp dir, where its results would go) must stop with
+/// exit 2 before running anything, its error containing each of `wanted`.
 fn refused(args: &[&str], wanted: &[&str]) {
     let out = tempfile::tempdir().expect("tempdir");
     let output = memrel()
         .args(args)
-        .arg("--out")
-        .arg(out.path())
         .current_dir(out.path())
         .output()
         .expect("memrel starts");
