@@ -219,7 +219,21 @@ fn exec_starts_the_program_with_the_fraction_in_the_strategy_name_and_reads_it_b
             .contains("started with XLA_PYTHON_CLIENT_MEM_FRACTION=0.4;"),
         "{start}"
     );
-    // The name as saved reads back: report re-renders it, advise names it.
+    // The name as saved reads back: report re-renders it, compare and
+    // advise name it.
+    let compare = memrel()
+        .arg("compare")
+        .arg("--out")
+        .arg(out.path())
+        .arg(&dir)
+        .output()
+        .expect("memrel starts");
+    assert!(compare.status.success(), "{}", streams(&compare));
+    assert!(
+        text(&compare.stdout).contains("xla-mem-fraction=0.4"),
+        "{}",
+        streams(&compare)
+    );
     let report = memrel()
         .arg("report")
         .arg(&dir)
@@ -319,4 +333,22 @@ fn a_scenario_file_with_a_bad_fraction_is_refused_naming_the_file() {
             "xla-mem-fraction=0.40",
         ],
     );
+}
+
+#[test]
+fn list_says_which_strategy_takes_a_value_and_how_to_write_it() {
+    let long = text(&run_ok(memrel().args(["list", "--long"])).stdout);
+    // Wrapped at 76 columns: the words, in order.
+    let long = long.split_whitespace().collect::<Vec<_>>().join(" ");
+    let takes = "takes: xla-mem-fraction=FRACTION (the fraction of the GPU's memory XLA";
+    assert!(long.contains(takes), "{long}");
+    assert!(
+        long.contains("e.g. --strategy xla-mem-fraction=0.40"),
+        "{long}"
+    );
+    assert!(
+        long.contains("environment: XLA_PYTHON_CLIENT_MEM_FRACTION=0.25"),
+        "{long}"
+    );
+    assert!(!long.contains("{value}"), "{long}");
 }
