@@ -92,7 +92,7 @@ pub struct RunArgs {
     /// Measure this checkpoint with the default scenario's workload and strategies, no TOML file needed: a local HuggingFace-layout directory, a llama-family .gguf file, or a hub repository `org/name` (`org/name@revision`) fetched into the hub cache.
     #[arg(long, value_name = "DIR|ORG/NAME")]
     pub model: Option<String>,
-    /// Run only these strategies (repeatable, or comma-separated); default: the scenario's list.
+    /// Run only these strategies (repeatable, or comma-separated; NAME=VALUE for one that takes a value, e.g. xla-mem-fraction=0.40); default: the scenario's list.
     #[arg(long = "strategy", value_name = "NAME", value_delimiter = ',')]
     pub strategies: Vec<String>,
     #[command(flatten)]
@@ -105,7 +105,7 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// A release strategy (repeatable, or comma-separated; default: drop). Environment strategies apply as they are; in-process ones run in memrel.release().
+    /// A release strategy (repeatable, or comma-separated; default: drop; NAME=VALUE for one that takes a value, e.g. xla-mem-fraction=0.40). Environment strategies apply as they are; in-process ones run in memrel.release().
     #[arg(long = "strategy", value_name = "NAME", value_delimiter = ',')]
     pub strategies: Vec<String>,
     #[command(flatten)]
@@ -368,7 +368,7 @@ pub struct CompareArgs {
     /// Run this scenario (a built-in name or a TOML path) and compare its strategies.
     #[arg(short, long)]
     pub scenario: Option<String>,
-    /// Run only these strategies (repeatable, or comma-separated); default: the scenario's list.
+    /// Run only these strategies (repeatable, or comma-separated; NAME=VALUE for one that takes a value, e.g. xla-mem-fraction=0.40); default: the scenario's list.
     // `--strategies a,b`, the old spelling, still works (a hidden alias).
     #[arg(
         long = "strategy",

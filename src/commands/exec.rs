@@ -207,6 +207,11 @@ fn scenario_text(args: &ExecArgs) -> Result<String> {
     } else {
         args.strategies.clone()
     };
+    // Named here, the error names the flag (the scenario's parse would name
+    // a line of the TOML written below, which the user never saw).
+    for name in &strategies {
+        crate::strategy::lookup(name).map_err(|e| anyhow::anyhow!("--strategy: {e}"))?;
+    }
     let mut table = toml::Table::new();
     table.insert(
         "description".into(),

@@ -33,6 +33,24 @@ fn for_programs(s: &strategy::Strategy) -> String {
     }
 }
 
+/// `text` indented under a strategy's line, wrapped at 76 columns.
+fn wrapped(out: &mut String, text: &str) {
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if line.len() + word.len() > 76 {
+            let _ = writeln!(out, "      {line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "      {line}");
+    }
+}
+
 /// `memrel list` (`--long`: with each strategy explained), printed to `out`.
 pub fn run(args: &ListArgs, out: &mut dyn std::io::Write) -> Result<ExitStatus> {
     out.write_all(render(args.long).as_bytes())?;
@@ -54,25 +72,13 @@ fn render(long: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "\nstrategies (memrel run --strategy NAME; for a program: memrel exec --strategy NAME):"
+        "\nstrategies (memrel run --strategy NAME; for a program: memrel exec --strategy NAME; \
+         NAME=VALUE for one that takes a value):"
     );
     for s in strategy::all() {
         let _ = writeln!(out, "  {:<21} [{}] {}", s.name, s.device, s.summary);
         if long {
-            let mut line = String::new();
-            for word in s.explanation.split_whitespace() {
-                if line.len() + word.len() > 76 {
-                    let _ = writeln!(out, "      {line}");
-                    line.clear();
-                }
-                if !line.is_empty() {
-                    line.push(' ');
-                }
-                line.push_str(word);
-            }
-            if !line.is_empty() {
-                let _ = writeln!(out, "      {line}");
-            }
+            wrapped(&mut out, s.explanation);
             if let (Some(library), Some(package)) =
                 (s.allocator.library(), s.allocator.debian_package())
             {
@@ -80,6 +86,13 @@ fn render(long: bool) -> String {
                     out,
                     "      preloads: {library} (Debian/Ubuntu package {package})"
                 );
+            }
+            if let Some(p) = s.param {
+                let takes = format!(
+                    "takes: {}={} ({}; {} alone means {}), e.g. --strategy {}={}",
+                    s.name, p.name, p.about, s.name, p.default, s.name, p.example
+                );
+                wrapped(&mut out, &takes);
             }
             for (k, v) in s.env {
                 let _ = writeln!(out, "      environment: {k}={v}");

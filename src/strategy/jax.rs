@@ -9,10 +9,13 @@
 //! variables the process really started with and, where a GPU client is in
 //! use, what its allocator reports (`memory_stats()`: the pool's limit and
 //! what it reserved); the candle worker refuses these strategies.
+//! `xla-mem-fraction` takes its fraction after its name
+//! (`xla-mem-fraction=0.40`, a [`Param`]); bare, it means 0.25.
 
-use super::{ReleaseAction, StartAction, Strategy};
+use super::{fraction, Param, ReleaseAction, StartAction, Strategy};
 
-/// The fraction of GPU memory `xla-mem-fraction` lets XLA take (its default is 0.75).
+/// The fraction of GPU memory bare `xla-mem-fraction` lets XLA take (XLA's
+/// own default is 0.75); `xla-mem-fraction=FRACTION` chooses another.
 pub const MEM_FRACTION: &str = "0.25";
 
 pub const JAX: &[Strategy] = &[
@@ -42,14 +45,22 @@ pub const JAX: &[Strategy] = &[
     },
     Strategy {
         name: "xla-mem-fraction",
-        summary: "programs: JAX with XLA_PYTHON_CLIENT_MEM_FRACTION=0.25 (preallocate a quarter of the GPU, not 75 %)",
+        summary: "programs: JAX with XLA_PYTHON_CLIENT_MEM_FRACTION={value} (preallocate that fraction of the GPU, not 75 %; =FRACTION chooses it)",
         explanation: "Preallocation stays, at the fraction given instead of 0.75; a program that \
-            needs more than that fails with an out-of-memory error rather than growing. memrel \
-            sets 0.25; to choose another fraction, run the program under memrel exec with the \
-            variable in its environment. No effect on a CPU client.",
-        env: &[("XLA_PYTHON_CLIENT_MEM_FRACTION", MEM_FRACTION)],
-        start: StartAction::ProgramOnly(&["xla_env=XLA_PYTHON_CLIENT_MEM_FRACTION:0.25"]),
+            needs more than that fails with an out-of-memory error rather than growing. The \
+            fraction is part of the name: xla-mem-fraction=0.40 sets 0.40 (above 0, at most 1), \
+            xla-mem-fraction alone sets 0.25. Read once, at client start. No effect on a CPU \
+            client.",
+        env: &[("XLA_PYTHON_CLIENT_MEM_FRACTION", Param::VALUE)],
+        start: StartAction::ProgramOnly(&["xla_env=XLA_PYTHON_CLIENT_MEM_FRACTION:{value}"]),
         release: ReleaseAction::ProgramOnly(&["gc"]),
+        param: Some(Param {
+            name: "FRACTION",
+            about: "the fraction of the GPU's memory XLA preallocates, above 0 and at most 1",
+            default: MEM_FRACTION,
+            example: "0.40",
+            check: fraction,
+        }),
         ..Strategy::PLAIN
     },
     Strategy {

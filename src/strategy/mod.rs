@@ -17,6 +17,9 @@
 //! to any program (`memrel exec`): its environment as it is, its in-process
 //! actions as named steps ([`ProgramActions`]) that the `memrel` Python module
 //! (or any program reading `MEMREL_STRATEGY`) carries out.
+//!
+//! A row may take a value after its name (`xla-mem-fraction=0.40`): it
+//! declares a [`Param`] and `param` makes the strategy each name asks for.
 
 mod allocators;
 mod cuda;
@@ -24,6 +27,7 @@ mod glibc;
 mod jax;
 mod ort;
 mod page_cache;
+mod param;
 mod preload;
 mod program;
 mod respawn;
@@ -34,6 +38,7 @@ use std::fmt;
 
 use crate::textutil::did_you_mean;
 pub use page_cache::WeightFiles;
+pub use param::{fraction, Param};
 pub use preload::{
     clean_environment, find_library, inherited_allocator_variables, PreloadError,
     ALLOCATOR_PATH_ENV,
@@ -194,6 +199,9 @@ pub struct Strategy {
     /// What the worker does with the weight files' page cache (the
     /// page-cache family); candle's worker only.
     pub weights: WeightFiles,
+    /// The value the strategy takes after its name (`NAME=VALUE`), if any;
+    /// the row writes [`Param::VALUE`] where it goes.
+    pub param: Option<Param>,
 }
 
 impl Strategy {
@@ -214,11 +222,31 @@ impl Strategy {
         allocator: Allocator::Glibc,
         expect: &[],
         weights: WeightFiles::AsScenario,
+        param: None,
     };
+
+    /// The name without its value: the row's (`xla-mem-fraction` for
+    /// `xla-mem-fraction=0.40`).
+    pub fn family(&self) -> &'static str {
+        family(self.name)
+    }
 }
 
-/// Every strategy, in the order of `memrel list`.
+/// A strategy name without its value (`xla-mem-fraction=0.40` →
+/// `xla-mem-fraction`); a name without `=` as it is.
+pub fn family(name: &str) -> &str {
+    name.split_once('=').map_or(name, |(row, _)| row)
+}
+
+/// Every strategy, in the order of `memrel list`: a row that takes a value
+/// with its default, under its bare name.
 pub fn all() -> impl Iterator<Item = &'static Strategy> {
+    rows().map(|row| param::instance(row, None).unwrap_or(row))
+}
+
+/// Every table row as written (a parameterized one with [`Param::VALUE`] in
+/// its strings).
+fn rows() -> impl Iterator<Item = &'static Strategy> {
     glibc::GLIBC
         .iter()
         .chain(cuda::CUDA)
@@ -235,14 +263,28 @@ pub fn all() -> impl Iterator<Item = &'static Strategy> {
 pub enum StrategyError {
     #[error("unknown strategy {name:?}{suggestion}; see `memrel list --long`")]
     Unknown { name: String, suggestion: String },
+    #[error("strategy {name:?} takes no value (\"={value}\"): name it alone, as {name:?}")]
+    TakesNoValue { name: &'static str, value: String },
+    #[error("strategy {name:?}: {why}; {fix}")]
+    BadValue {
+        name: String,
+        why: String,
+        fix: String,
+    },
 }
 
-/// Finds a strategy by name, with a "did you mean" on a typo.
+/// Finds a strategy by name (`NAME`, or `NAME=VALUE` for one that takes a
+/// value), with a "did you mean" on a typo and the fix for a bad value.
 pub fn lookup(name: &str) -> Result<&'static Strategy, StrategyError> {
-    if let Some(s) = all().find(|s| s.name == name) {
-        return Ok(s);
+    let (row_name, value) = match name.split_once('=') {
+        Some((row, value)) => (row, Some(value)),
+        None => (name, None),
+    };
+    if let Some(row) = rows().find(|s| s.name == row_name) {
+        return param::instance(row, value);
     }
-    let names: Vec<&str> = all().map(|s| s.name).collect();
+    let name = row_name;
+    let names: Vec<&str> = rows().map(|s| s.name).collect();
     let suggestion = match did_you_mean(name, &names) {
         Some(guess) => format!(" (did you mean {guess:?}?)"),
         None => format!(" (known: {})", names.join(", ")),

@@ -199,5 +199,8 @@ mod tests {
             of("fadvise-dontneed").contains("os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)")
         );
         assert_eq!(of("drop"), "del model; gc.collect()");
+        // A strategy with a value (what `memrel advise` prints for it).
+        assert!(of("xla-mem-fraction").starts_with("XLA_PYTHON_CLIENT_MEM_FRACTION=0.25 "));
+        assert!(of("xla-mem-fraction=0.40").starts_with("XLA_PYTHON_CLIENT_MEM_FRACTION=0.40 "));
     }
 }

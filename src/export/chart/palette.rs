@@ -75,11 +75,13 @@ const FALLBACK_COLOURS: &[RGBColor] = &[
     RGBColor(95, 158, 160), // cadet blue
 ];
 
-/// The strategy's colour: its own from [`STRATEGY_COLOURS`]; for a name not
+/// The strategy's colour: its own from [`STRATEGY_COLOURS`] (a strategy
+/// with a value, `xla-mem-fraction=0.40`, has its family's); for a name not
 /// there, a fallback colour fixed by the name's FNV-1a hash (the same name
 /// gets the same colour in every chart and every memrel version).
 pub fn strategy_colour(name: &str) -> RGBColor {
-    if let Some((_, colour)) = STRATEGY_COLOURS.iter().find(|(n, _)| *n == name) {
+    let family = crate::strategy::family(name);
+    if let Some((_, colour)) = STRATEGY_COLOURS.iter().find(|(n, _)| *n == family) {
         return *colour;
     }
     let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
@@ -172,6 +174,14 @@ mod tests {
         assert_eq!(rgb(strategy_colour("malloc-trim")), (31, 119, 180));
         assert_eq!(rgb(strategy_colour("jemalloc")), (27, 158, 119));
         assert_eq!(rgb(strategy_colour("device-reset")), (255, 20, 147));
+    }
+
+    #[test]
+    fn a_strategy_with_a_value_has_its_familys_colour() {
+        let family = rgb(strategy_colour("xla-mem-fraction"));
+        assert_eq!(family, (244, 164, 96));
+        assert_eq!(rgb(strategy_colour("xla-mem-fraction=0.40")), family);
+        assert_eq!(rgb(strategy_colour("xla-mem-fraction=1")), family);
     }
 
     #[test]
