@@ -9,9 +9,9 @@
 //!   short and squeezed into a stub of at most [`STUB_PX`] pixels when it
 //!   is long (a first CUDA worker spends ~20 s in candle's PTX JIT), so the
 //!   cycles of every strategy line up and fill the width.
-//! - panel builders for a time panel ([`time_panel`], main or lane style) and
-//!   a cycle panel ([`cycle_panel`]), the axes drawn once under a stack of
-//!   lanes, a labelled level line (baseline, context floor), phase shading,
+//! - panel builders for a time panel ([`time_panel`], main or lane style)
+//!   (a cycle panel, retained per cycle, is `cycles.rs`'s), the axes drawn
+//!   once under a stack of lanes, a labelled level line (baseline, context floor), phase shading,
 //!   a lane label, and the "not measured" note drawn in place of a panel.
 //!
 //! Nothing here knows about metrics; it draws what it is given. Drawing that
@@ -627,77 +627,6 @@ pub fn time_strip<'a, 'b>(
     }
     mesh.draw().map_err(plot_err)?;
     Ok(chart)
-}
-
-/// The x range of a cycle axis: cycle 1 to `last_cycle`, half a cycle either side.
-pub fn cycle_range(last_cycle: u32) -> Range<f64> {
-    0.5..(f64::from(last_cycle.max(1)) + 0.5)
-}
-
-/// A lane over cycles (retained per cycle), its mesh and cycle separators drawn.
-pub fn cycle_panel<'a, 'b>(
-    area: &'a Area<'b>,
-    last_cycle: u32,
-    y: Range<f64>,
-) -> Result<Chart<'a, 'b>> {
-    let (y0, y1) = (y.start, y.end);
-    let mut chart = ChartBuilder::on(area)
-        .margin_left(MARGIN)
-        .margin_right(MARGIN)
-        .margin_top(16)
-        .margin_bottom(4)
-        .y_label_area_size(Y_LABEL_AREA)
-        .build_cartesian_2d(cycle_range(last_cycle), y)
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .disable_x_axis()
-        .y_labels(3)
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .label_style((FONT, 12))
-        .light_line_style(WHITE)
-        .bold_line_style(RGBColor(232, 232, 232))
-        .draw()
-        .map_err(plot_err)?;
-    // Cycle separators, so a dot reads against its cycle.
-    chart
-        .draw_series((1..last_cycle).map(|c| {
-            let x = f64::from(c) + 0.5;
-            PathElement::new(vec![(x, y0), (x, y1)], RGBColor(240, 240, 240))
-        }))
-        .map_err(plot_err)?;
-    Ok(chart)
-}
-
-/// The cycle axis drawn once under lanes of cycles, into `area`.
-pub fn draw_cycle_axis(area: &Area, last_cycle: u32) -> Result<()> {
-    let (_, h) = area.dim_in_pixel();
-    let mut chart = ChartBuilder::on(area)
-        .margin_left(MARGIN)
-        .margin_right(MARGIN)
-        .x_label_area_size(h.saturating_sub(6))
-        .y_label_area_size(Y_LABEL_AREA)
-        .build_cartesian_2d(cycle_range(last_cycle), 0.0..1.0)
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .disable_y_axis()
-        .x_labels(last_cycle.min(25) as usize + 1)
-        .x_label_formatter(&|x| {
-            if (x - x.round()).abs() < 1e-6 && *x >= 1.0 {
-                format!("{:.0}", x)
-            } else {
-                String::new()
-            }
-        })
-        .x_desc("cycle")
-        .label_style((FONT, 15))
-        .axis_desc_style((FONT, 16))
-        .draw()
-        .map_err(plot_err)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -18,10 +18,8 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::frame::{
-    self, cycle_panel, cycle_range, draw_cycle_axis, draw_lane_label, draw_not_measured, header,
-    Band, Chart, LEVEL_GREY,
-};
+use super::cycles::{cycle_panel, cycle_range, draw_cycle_axis};
+use super::frame::{self, draw_lane_label, draw_not_measured, header, Band, Chart, LEVEL_GREY};
 use super::palette::{lighten, strategy_colour};
 use super::png::{plot_err, Area, FONT};
 use super::{measured_in, notes_first};
