@@ -249,6 +249,38 @@ pub fn parse_str(name: &str, origin: &str, text: &str) -> Result<Scenario, Scena
     })
 }
 
+/// The `[thresholds]` table of any TOML text (its other keys are not read
+/// here), checked as a scenario's is: known keys only, amounts in range,
+/// VRAM budgets only on a CUDA `device`. Returns its keys and amounts as
+/// written, in the order they appear. `origin` names the text in errors
+/// (`origin:line:column: …`). What `memrel drive` and `memrel attach` budget
+/// (a cycle file's `[thresholds]`, `--budget KEY=VALUE`) goes through here,
+/// so a key is spelled and checked once.
+pub fn thresholds_table(
+    origin: &str,
+    text: &str,
+    device: DeviceSpec,
+) -> Result<Vec<(String, f64)>, ScenarioError> {
+    #[derive(Deserialize)]
+    struct Only {
+        #[serde(default)]
+        thresholds: ThresholdsFile,
+    }
+    let ctx = Ctx { origin, text };
+    let file: Only = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let message = e.message().trim().replace('\n', " ");
+        ctx.invalid(span, lowercase_first(&message))
+    })?;
+    thresholds(&file.thresholds, device, &ctx)?;
+    let mut entries: Vec<(&Spanned<String>, &Spanned<f64>)> = file.thresholds.iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    Ok(entries
+        .into_iter()
+        .map(|(k, v)| (k.get_ref().clone(), *v.get_ref()))
+        .collect())
+}
+
 /// `device`: `cpu`, `cuda` or `cuda:N`.
 fn device(file: &ScenarioFile, ctx: &Ctx) -> Result<DeviceSpec, ScenarioError> {
     DeviceSpec::parse(file.device.get_ref()).ok_or_else(|| {
