@@ -179,3 +179,53 @@ pub fn budgets(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_flags_win_over_the_cycle_file_and_bad_ones_name_the_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "[[request]]\nphase = \"load\"\npath = \"/l\"\n[thresholds]\nmax_retained_mib = 64\nmax_peak_mib = 900\n",
+        )
+        .unwrap();
+        let flags = [
+            "max_retained_mib=32".to_string(),
+            "max_late_mib = 4".to_string(),
+        ];
+        let got = budgets(&flags, Some(&file), DeviceSpec::Cpu).unwrap();
+        assert_eq!(
+            got,
+            [
+                ("max_peak_mib".to_string(), 900.0),
+                ("max_retained_mib".to_string(), 32.0),
+                ("max_late_mib".to_string(), 4.0)
+            ]
+        );
+        let err = |flag: &str| {
+            budgets(&[flag.to_string()], None, DeviceSpec::Cpu)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err("max_peak_mib=-1");
+        assert!(
+            e.starts_with(
+                "--budget \"max_peak_mib=-1\": [thresholds] max_peak_mib = -1 is out of range"
+            ),
+            "{e}"
+        );
+        assert!(err("Max=1").contains("\"Max\" is not a budget key"));
+        assert!(err("max_peak_mib=inf").contains("\"inf\" is not a number"));
+        assert!(err("max_peak_vram_mib=1").ends_with("remove it, or pass --device cuda"));
+        assert!(budgets(
+            &["max_peak_vram_mib=1".to_string()],
+            None,
+            DeviceSpec::Cuda(0)
+        )
+        .is_ok());
+    }
+}

@@ -820,6 +820,39 @@ fn lowercase_first(text: &str) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_thresholds_table_is_read_from_any_text_and_checked_as_a_scenario_s() {
+        let text = "ready = \"GET /x\"\n[thresholds]\nmax_retained_mib = 64\nretention_mib = 8\n";
+        let pairs = thresholds_table("c.toml", text, DeviceSpec::Cpu).unwrap();
+        assert_eq!(
+            pairs,
+            [
+                ("max_retained_mib".to_string(), 64.0),
+                ("retention_mib".to_string(), 8.0)
+            ]
+        );
+        assert!(thresholds_table("c.toml", "x = 1\n", DeviceSpec::Cpu)
+            .unwrap()
+            .is_empty());
+        let vram = "[thresholds]\nmax_retained_vram_mib = 1\n";
+        let err = thresholds_table("c.toml", vram, DeviceSpec::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("c.toml:2:")
+                && err.contains("[thresholds] max_retained_vram_mib is a VRAM budget"),
+            "{err}"
+        );
+        assert!(thresholds_table("c.toml", vram, DeviceSpec::Cuda(0)).is_ok());
+        let err = thresholds_table("c.toml", "[thresholds]\nmax_x = 1\n", DeviceSpec::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("c.toml:2:1: unknown field `max_x`"),
+            "{err}"
+        );
+    }
+
     const MINIMAL: &str = r#"
 description = "t"
 strategies = ["drop"]
