@@ -555,6 +555,15 @@ fn a_drive_over_its_budget_fails_the_check_and_one_within_it_passes() {
     );
     let checked = check(work.path(), "srv", &["--lenient"], &over);
     assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    // No baseline entry: judged on the budgets, the warning naming the
+    // drive that would make one.
+    assert!(
+        stderr(&checked).contains(
+            "create it with `memrel drive <its flags> --name drive --repeat 3 --save-baseline srv`"
+        ),
+        "{}",
+        streams(&checked)
+    );
     let md = String::from_utf8_lossy(&checked.stdout).into_owned();
     assert!(md.contains("max_retained_mib = 32"), "{md}");
     let rows = verdicts(&over);
