@@ -47,7 +47,7 @@ pub enum Command {
     Attach(AttachArgs),
     /// Drive a model server over its own HTTP API (sleep/wake, load/unload) and measure every request's memory.
     #[command(
-        after_help = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md).\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept)."
+        after_help = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n  memrel drive --server vllm --repeat 3 --save-baseline main -- vllm serve MODEL --enable-sleep-mode\n  memrel drive --server vllm --budget max_retained_mib=512 --dir out -- vllm serve MODEL --enable-sleep-mode\n  memrel check --baseline main out      # exit 1: more retained than the baseline, or over a budget\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md). --repeat N makes N runs in one results directory (each\nrepeat-K/ holds its requests.csv); budgets (--budget, a cycle file's [thresholds]) are kept for\n`memrel check`.\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept)."
     )]
     Drive(DriveArgs),
     /// Mark a phase of a live `memrel attach` from another shell: `memrel mark DIR load`.
@@ -157,6 +157,9 @@ pub struct AttachArgs {
     /// Also sample the process's VRAM on this device (cuda or cuda:N; NVML); default cpu: host memory only.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// A budget, as a scenario's [thresholds] key: KEY=VALUE in the key's unit (MiB, MiB per cycle, ms), e.g. max_retained_mib=64; repeatable. Kept in the results, judged by `memrel check` (exit 1 when exceeded).
+    #[arg(long = "budget", value_name = "KEY=VALUE")]
+    pub budgets: Vec<String>,
     /// The name its results go under (<OUT>/<NAME>/<timestamp>).
     #[arg(long, default_value = "attach")]
     pub name: String,
@@ -215,6 +218,12 @@ pub struct DriveArgs {
     /// Also read VRAM on this device (cuda or cuda:N; NVML); default cpu: host memory only.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// A budget, as a scenario's [thresholds] key: KEY=VALUE in the key's unit (MiB, MiB per cycle, ms), e.g. max_retained_mib=64; repeatable. Kept in the results, judged by `memrel check` (exit 1 when exceeded).
+    #[arg(long = "budget", value_name = "KEY=VALUE")]
+    pub budgets: Vec<String>,
+    /// Runs: each drives the cycles once more as a run of its own (a server memrel starts with -- CMD is started again for each); 3 make a baseline without budgets.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
     /// The name its results go under (<OUT>/<NAME>/<timestamp>).
     #[arg(long, default_value = "drive")]
     pub name: String,

@@ -206,10 +206,12 @@ fn check_can_fail(record: &Record, results_dir: &Path, name: &str) -> Result<()>
 
 /// The command line that made `header`'s record with `--repeat` set to
 /// [`BASELINE_MIN_RUNS`] (added before `--save-baseline`, or replacing the
-/// one given), quoted for a shell; `None` for an attached process, which
-/// cannot be repeated.
+/// one given), quoted for a shell; `None` for a process `memrel attach`
+/// measured, which cannot be repeated (`memrel drive` can: it drives the
+/// server again).
 fn repeat_command(header: &Header) -> Option<String> {
-    if header.attached.is_some() || header.command.len() < 2 {
+    let driven = header.command.get(1).is_some_and(|c| c == "drive");
+    if (header.attached.is_some() && !driven) || header.command.len() < 2 {
         return None;
     }
     let repeat = BASELINE_MIN_RUNS.to_string();
@@ -324,6 +326,22 @@ mod tests {
             ])
             .as_deref(),
             Some("memrel exec --repeat=3 --save-baseline p -- python3 -c 'print('\\''x'\\'')'")
+        ); // A drive is repeated by memrel itself (the server started again).
+        assert_eq!(
+            command_of(&[
+                "memrel",
+                "drive",
+                "--server",
+                "vllm",
+                "--save-baseline",
+                "srv",
+                "--",
+                "vllm",
+                "serve",
+                "m"
+            ])
+            .as_deref(),
+            Some("memrel drive --server vllm --repeat 3 --save-baseline srv -- vllm serve m")
         );
     }
 }

@@ -10,16 +10,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::ExitStatus;
+use super::{output, ExitStatus};
 use crate::attach::follow::{Follower, Rule};
-use crate::attach::header::Setup;
+use crate::attach::header::{budgets, Setup};
 use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
-use crate::baseline;
 use crate::cli::AttachArgs;
 use crate::export::console;
 use crate::orchestrator::signals;
-use crate::results::{self, check_output_args, create_out_dir};
+use crate::results::{check_output_args, create_out_dir};
 use crate::scenario::DeviceSpec;
 
 pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
@@ -54,6 +53,7 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         .map(|r| Rule::parse(r))
         .collect::<Result<Vec<_>>>()?;
     let log = args.log.as_deref().map(Follower::open).transpose()?;
+    let thresholds = budgets(&args.budgets, None, device)?;
     check_output_args(&args.output)?;
     let target = Target::open(args.pid)?;
     let dir = results_dir(args)?;
@@ -69,6 +69,8 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             log: log.as_ref().map(|l| l.path().display().to_string()),
             command_line: crate::plan::command_line(),
             model_files: crate::attach::model_files(&args.model_files)?,
+            description: None,
+            thresholds,
         },
         duration,
         rules,
@@ -76,30 +78,19 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         dir: dir.clone(),
         driver: None,
     };
-    let (_, summary) = session::measure(job)?;
+    let (record, summary) = session::measure(job)?;
     write!(
         out,
         "{}",
         console::summary_table_as(&summary, args.console.view())
     )?;
-    writeln!(out, "\nresults: {}", dir.display())?;
-    if let Some(path) = &args.output.export_trace {
-        results::export_trace_of(&dir, path)?;
-        writeln!(out, "trace: {}", path.display())?;
-    }
-    if let Some(name) = &args.output.save_baseline {
-        let root = baseline::root(&args.output.out);
-        let saved = baseline::save(&dir, &root, name, args.output.replace)?;
-        writeln!(out, "baseline {name}: {}", saved.entry.display())?;
-    }
-    if let Some(error) = summary.runs.iter().find_map(|r| r.error.as_ref()) {
-        eprintln!(
-            "memrel: error: the measurement did not complete: {error}; what was measured is kept in {}",
-            dir.display()
-        );
-        return Ok(ExitStatus::Error);
-    }
-    Ok(ExitStatus::Success)
+    output::finish_measured(
+        out,
+        &dir,
+        (&record, &summary),
+        &args.output,
+        output::Measured::Attached,
+    )
 }
 
 /// `--dir` (made, or empty), else a new `<OUT>/<NAME>/<timestamp>`.

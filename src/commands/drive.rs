@@ -2,7 +2,10 @@
 //! results directory, drives and measures it (`drive`, an attach session
 //! whose marks come from the driver) and prints one line per request and
 //! where the results went. A request that fails ends the drive: its message
-//! names the request, what was measured is kept, exit 2.
+//! names the request, what was measured is kept, exit 2. `--repeat N` drives
+//! N runs (a server memrel starts is started again for each), joined into
+//! one record (`drive::repeats`); budgets (`--budget`, the cycle file's
+//! `[thresholds]`) go into the record's scenario for `memrel check`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,16 +13,18 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::ExitStatus;
-use crate::attach::header::Setup;
+use super::{output, ExitStatus};
+use crate::attach::header::{budgets, Setup};
 use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::cli::DriveArgs;
 use crate::drive::cycle::{Cycle, PresetArgs, Server};
 use crate::drive::driver::{Driver, Options, RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
+use crate::drive::repeats;
 use crate::drive::server::{host_port, listener_pid, Started, SERVER_LOG};
 use crate::orchestrator::signals;
-use crate::results::{self, check_output_args, create_out_dir};
+use crate::record::Record;
+use crate::results::{check_output_args, create_out_dir};
 use crate::scenario::DeviceSpec;
 
 pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
@@ -31,6 +36,9 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     }
     if args.cycles == 0 {
         bail!("--cycles 0: drive at least one cycle");
+    }
+    if args.repeat == 0 {
+        bail!("--repeat 0: make at least one run");
     }
     for (flag, s) in [
         ("--settle", args.settle_s),
@@ -56,95 +64,144 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         (None, Some(path)) => Cycle::read(path)?,
         _ => bail!("pass one of --server NAME and --cycle FILE"),
     };
+    let thresholds = budgets(&args.budgets, args.cycle.as_deref(), device)?;
     let (_, port) = host_port(&args.url)?;
     check_output_args(&args.output)?;
     // A running server is checked before anything is written; one memrel
     // starts logs into the results directory, made first.
-    let (dir, started, pid) = if args.command.is_empty() {
+    let running = if args.command.is_empty() {
         let pid = match args.pid {
             Some(pid) => pid,
             None => listener_pid(port).with_context(|| format!("--url {}", args.url))?,
         };
         Target::open(pid)?;
-        (results_dir(args)?, None, pid)
+        Some(pid)
     } else {
-        let dir = results_dir(args)?;
-        let started = Started::spawn(&args.command, &dir.join(SERVER_LOG))?;
-        let pid = started.pid();
-        (dir, Some(started), pid)
+        None
     };
-    let target = Target::open(pid)?;
+    let model_files = crate::attach::model_files(&args.model_files)?;
+    let dir = results_dir(args)?;
     signals::install()?;
-    let mut driver = Driver::new(
-        Options {
-            url: args.url.clone(),
-            cycle,
-            cycles: args.cycles,
-            settle_s: args.settle_s,
-            ready_timeout_s: args.ready_timeout_s,
-            grace: Duration::from_secs_f64(args.grace_s),
-            dir: dir.clone(),
-            cuda: device.is_cuda(),
-        },
-        pid,
-        started,
-    );
-    eprintln!(
-        "memrel: driving {} (pid {pid}: {}), its process tree measured every {} ms",
-        args.url,
-        target.argv.join(" "),
-        args.interval_ms
-    );
-    let job = Job {
-        setup: Setup {
-            name: &args.name,
-            target: &target,
-            device,
-            interval_ms: args.interval_ms,
-            duration_s: None,
-            tree: true,
+    let mut repeats = Vec::new();
+    for k in 1..=args.repeat {
+        // One run: the drive's directory itself; several: repeat-K/ each,
+        // joined once they are over.
+        let run_dir = if args.repeat == 1 {
+            dir.clone()
+        } else {
+            let sub = repeats::repeat_dir(&dir, k);
+            std::fs::create_dir_all(&sub)
+                .with_context(|| format!("cannot create {}", sub.display()))?;
+            sub
+        };
+        let (started, pid) = match running {
+            Some(pid) => (None, pid),
+            None => {
+                let started = Started::spawn(&args.command, &run_dir.join(SERVER_LOG))?;
+                let pid = started.pid();
+                (Some(started), pid)
+            }
+        };
+        let target = Target::open(pid)?;
+        let mut driver = Driver::new(
+            Options {
+                url: args.url.clone(),
+                cycle: cycle.clone(),
+                cycles: args.cycles,
+                settle_s: args.settle_s,
+                ready_timeout_s: args.ready_timeout_s,
+                grace: Duration::from_secs_f64(args.grace_s),
+                dir: run_dir.clone(),
+                cuda: device.is_cuda(),
+            },
+            pid,
+            started,
+        );
+        let of = if args.repeat == 1 {
+            String::new()
+        } else {
+            format!(", repeat {k} of {}", args.repeat)
+        };
+        eprintln!(
+            "memrel: driving {} (pid {pid}: {}), its process tree measured every {} ms{of}",
+            args.url,
+            target.argv.join(" "),
+            args.interval_ms
+        );
+        let job = Job {
+            setup: Setup {
+                name: &args.name,
+                target: &target,
+                device,
+                interval_ms: args.interval_ms,
+                duration_s: None,
+                tree: true,
+                log: None,
+                command_line: crate::plan::command_line(),
+                model_files: model_files.clone(),
+                // The same text every drive of the server (no pid), so a
+                // check against a baseline of it does not warn that its
+                // scenario differs.
+                description: Some(format!(
+                    "memrel drive {} ({})",
+                    args.url,
+                    target.argv.join(" ")
+                )),
+                thresholds: thresholds.clone(),
+            },
+            duration: None,
+            rules: Vec::new(),
             log: None,
-            command_line: crate::plan::command_line(),
-            model_files: crate::attach::model_files(&args.model_files)?,
-        },
-        duration: None,
-        rules: Vec::new(),
-        log: None,
-        dir: dir.clone(),
-        driver: Some(&mut driver),
-    };
-    let (_, summary) = session::measure(job)?;
-    write!(out, "{}", table(&driver.rows))?;
-    for row in &driver.rows {
-        if let Some(line) = late_line(row) {
-            writeln!(out, "{line}")?;
+            dir: run_dir.clone(),
+            driver: Some(&mut driver),
+        };
+        let (record, summary) = session::measure(job)?;
+        if args.repeat > 1 {
+            writeln!(
+                out,
+                "{}repeat {k} of {}:",
+                if k > 1 { "\n" } else { "" },
+                args.repeat
+            )?;
+        }
+        write!(out, "{}", table(&driver.rows))?;
+        for row in &driver.rows {
+            if let Some(line) = late_line(row) {
+                writeln!(out, "{line}")?;
+            }
+        }
+        if let Some(exit) = &driver.server_exit {
+            writeln!(out, "server: {exit}")?;
+        }
+        let failed = summary.runs.iter().any(|r| r.error.is_some());
+        repeats.push((run_dir, record, summary));
+        if failed || signals::received().is_some() {
+            break;
         }
     }
-    if let Some(exit) = &driver.server_exit {
-        writeln!(out, "server: {exit}")?;
-    }
-    writeln!(
+    let (record, summary) = match repeats.len() {
+        1 if args.repeat == 1 => {
+            let (_, record, summary) = repeats.remove(0);
+            (record, summary)
+        }
+        _ => {
+            let made: Vec<(PathBuf, Record)> =
+                repeats.into_iter().map(|(d, r, _)| (d, r)).collect();
+            repeats::join(&dir, &made)?
+        }
+    };
+    let requests = if args.repeat == 1 {
+        REQUESTS_CSV.to_string()
+    } else {
+        format!("repeat-K/{REQUESTS_CSV}")
+    };
+    output::finish_measured(
         out,
-        "\nresults: {} ({REQUESTS_CSV}: every request)",
-        dir.display()
-    )?;
-    if let Some(path) = &args.output.export_trace {
-        results::export_trace_of(&dir, path)?;
-        writeln!(out, "trace: {}", path.display())?;
-    }
-    if let Some(name) = &args.output.save_baseline {
-        let root = crate::baseline::root(&args.output.out);
-        let saved = crate::baseline::save(&dir, &root, name, args.output.replace)?;
-        writeln!(out, "baseline {name}: {}", saved.entry.display())?;
-    }
-    if let Some(error) = summary.runs.iter().find_map(|r| r.error.as_ref()) {
-        eprintln!(
-            "memrel: error: {error}; what was measured so far is kept in {}",
-            dir.display()
-        );
-        return Ok(ExitStatus::Error);
-    }
-    Ok(ExitStatus::Success)
+        &dir,
+        (&record, &summary),
+        &args.output,
+        output::Measured::Driven(&requests),
+    )
 }
 
 fn mib(bytes: u64) -> String {

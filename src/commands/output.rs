@@ -1,7 +1,7 @@
 //! What the commands share in printing: the lines run, exec and compare
 //! print after their table (results, trace, baseline) and how their runs
-//! ended, and stdout as a writer
-//! that a reader closing the pipe early cannot fail.
+//! ended, the same for attach and drive (with their budgets), and stdout as
+//! a writer that a reader closing the pipe early cannot fail.
 //!
 //! Results go to the writer a command is given; warnings and errors go to
 //! stderr. Nothing here measures or decides a number.
@@ -16,6 +16,7 @@ use crate::baseline;
 use crate::cli::OutputArgs;
 use crate::export::console;
 use crate::metrics::Summary;
+use crate::record::Record;
 use crate::results;
 
 /// After `memrel run` or `memrel exec`: the run's table, the advice where
@@ -63,6 +64,13 @@ pub fn finish(
         export_trace(path)?;
         writeln!(out, "trace: {}", path.display())?;
     }
+    save_baseline(out, dir, output)?;
+    Ok(runs_ended(runs, dir))
+}
+
+/// `--save-baseline NAME`: `dir` saved as that baseline, where it went said
+/// (and on stderr what a `--replace` dropped).
+fn save_baseline(out: &mut dyn Write, dir: &Path, output: &OutputArgs) -> Result<()> {
     if let Some(name) = &output.save_baseline {
         let saved = baseline::save(dir, &baseline::root(&output.out), name, output.replace)?;
         if !saved.dropped.is_empty() {
@@ -73,7 +81,84 @@ pub fn finish(
         }
         writeln!(out, "baseline {name}: {}", saved.entry.display())?;
     }
-    Ok(runs_ended(runs, dir))
+    Ok(())
+}
+
+/// Which command measured a process it did not start as a run: the words
+/// of its error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measured<'a> {
+    /// `memrel attach`: the process ended the measurement, or a signal did.
+    Attached,
+    /// `memrel drive`: a request that failed ends it; where its requests
+    /// are (`requests.csv`, or each repeat's) named after the results.
+    Driven(&'a str),
+}
+
+/// After `memrel attach` or `memrel drive` (its table printed): the budget
+/// rows (`--budget`, a cycle file's `[thresholds]`) as `memrel check` will
+/// judge them, where the results went, the trace, the baseline, and how the
+/// measurement ended (an error said on stderr, what was measured kept).
+pub fn finish_measured(
+    out: &mut dyn Write,
+    dir: &Path,
+    (record, summary): (&Record, &Summary),
+    output: &OutputArgs,
+    measured: Measured<'_>,
+) -> Result<ExitStatus> {
+    budget_rows(out, record, summary)?;
+    match measured {
+        Measured::Attached => writeln!(out, "\nresults: {}", dir.display())?,
+        Measured::Driven(requests) => writeln!(
+            out,
+            "\nresults: {} ({requests}: every request)",
+            dir.display()
+        )?,
+    }
+    if let Some(path) = &output.export_trace {
+        results::export_trace_of(dir, path)?;
+        writeln!(out, "trace: {}", path.display())?;
+    }
+    save_baseline(out, dir, output)?;
+    if let Some(error) = summary.runs.iter().find_map(|r| r.error.as_ref()) {
+        let (lead, kept) = match measured {
+            Measured::Attached => (
+                "the measurement did not complete: ",
+                "what was measured is kept",
+            ),
+            Measured::Driven(_) => ("", "what was measured so far is kept"),
+        };
+        eprintln!("memrel: error: {lead}{error}; {kept} in {}", dir.display());
+        return Ok(ExitStatus::Error);
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// One line per budget of the record's scenario, as the gate judges it
+/// (`memrel check` exits 1 on `over-budget`, 2 on `error`); nothing
+/// without budgets.
+fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Result<()> {
+    let header = &record.header;
+    let scenario = crate::scenario::parse_str(
+        &header.scenario,
+        &header.scenario_origin,
+        &header.scenario_toml,
+    )?;
+    let rows = crate::gate::budgets(summary, &scenario.thresholds);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    for v in rows {
+        writeln!(
+            out,
+            "budget ({}): {}: {}",
+            v.resource,
+            v.note,
+            v.verdict.as_str()
+        )?;
+    }
+    Ok(())
 }
 
 /// The last lines of `run` and `compare` before where the results went:

@@ -14,6 +14,9 @@
 //! json = true                      # the answer must be JSON (default false)
 //! until = { path = "/is_sleeping", pointer = "/is_sleeping", equals = true }
 //! settle_s = 2                     # memory read until then after the answer
+//!
+//! [thresholds]                     # budgets, as a scenario's (optional)
+//! max_retained_mib = 64
 //! ```
 //!
 //! The presets' endpoints are the servers' own (docs/servers.md says where
@@ -116,6 +119,10 @@ struct File {
     ready: Option<String>,
     #[serde(default)]
     request: Vec<Request>,
+    /// The drive's budgets: a scenario's `[thresholds]` keys, read and
+    /// checked by the scenario parser (`attach::header::budgets`), not here.
+    #[serde(default, rename = "thresholds")]
+    _thresholds: Option<toml::Table>,
 }
 
 impl Request {

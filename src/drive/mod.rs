@@ -10,9 +10,11 @@
 //! reader, the same record and outputs. Parts: `cycle` (the requests, the
 //! presets), `http` (one request and its answer, errors in words), `server`
 //! (which process: started, `--pid`, or the one listening on the port),
-//! `driver` (the steps, the per-request rows).
+//! `driver` (the steps, the per-request rows), `repeats` (`--repeat N`: the
+//! runs of N sessions joined into one record).
 
 pub mod cycle;
 pub mod driver;
 pub mod http;
+pub mod repeats;
 pub mod server;

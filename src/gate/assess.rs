@@ -105,10 +105,19 @@ pub fn assess(
             } else {
                 String::new()
             };
-            let create = format!(
-                "memrel run --scenario {name}{repeat} --save-baseline {}",
-                options.baseline
-            );
+            // A drive's record is made again by the drive (its own flags).
+            let driven = record.header.command.get(1).is_some_and(|c| c == "drive");
+            let create = if driven {
+                format!(
+                    "memrel drive <its flags> --name {name} --repeat {BASELINE_MIN_RUNS} --save-baseline {}",
+                    options.baseline
+                )
+            } else {
+                format!(
+                    "memrel run --scenario {name}{repeat} --save-baseline {}",
+                    options.baseline
+                )
+            };
             if options.lenient {
                 let why = format!(
                     "baseline {:?} has no entry for scenario {name}: skipped; create it with `{create}`",

@@ -12,5 +12,5 @@ mod types;
 
 pub use builtin::{builtin_names, builtin_text, extract_scripts, BUILTINS, DEFAULT};
 pub use from_model::for_model;
-pub use parse::{check_devices, load, parse_str, ScenarioError};
+pub use parse::{check_devices, load, parse_str, thresholds_table, ScenarioError};
 pub use types::*;

@@ -281,6 +281,38 @@ fn model_files(
     Ok(files.get_ref().clone())
 }
 
+/// The `[thresholds]` table of any TOML text (its other keys are not read
+/// here), checked as a scenario's is: known keys only, amounts in range,
+/// VRAM budgets only on a CUDA `device`. Returns its keys and amounts as
+/// written, in the order they appear. `origin` names the text in errors
+/// (`origin:line:column: …`). What `memrel drive` and `memrel attach` budget
+/// (a cycle file's `[thresholds]`, `--budget KEY=VALUE`) goes through here,
+/// so a key is spelled and checked once.
+pub fn thresholds_table(
+    origin: &str,
+    text: &str,
+    device: DeviceSpec,
+) -> Result<Vec<(String, f64)>, ScenarioError> {
+    #[derive(Deserialize)]
+    struct Only {
+        #[serde(default)]
+        thresholds: ThresholdsFile,
+    }
+    let ctx = Ctx { origin, text };
+    let file: Only = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let message = e.message().trim().replace('\n', " ");
+        ctx.invalid(span, lowercase_first(&message))
+    })?;
+    thresholds(&file.thresholds, device, &ctx)?;
+    let mut entries: Vec<(&Spanned<String>, &Spanned<f64>)> = file.thresholds.iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    Ok(entries
+        .into_iter()
+        .map(|(k, v)| (k.get_ref().clone(), *v.get_ref()))
+        .collect())
+}
+
 /// `device`: `cpu`, `cuda` or `cuda:N`.
 fn device(file: &ScenarioFile, ctx: &Ctx) -> Result<DeviceSpec, ScenarioError> {
     DeviceSpec::parse(file.device.get_ref()).ok_or_else(|| {
@@ -819,6 +851,39 @@ fn lowercase_first(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thresholds_table_is_read_from_any_text_and_checked_as_a_scenario_s() {
+        let text = "ready = \"GET /x\"\n[thresholds]\nmax_retained_mib = 64\nretention_mib = 8\n";
+        let pairs = thresholds_table("c.toml", text, DeviceSpec::Cpu).unwrap();
+        assert_eq!(
+            pairs,
+            [
+                ("max_retained_mib".to_string(), 64.0),
+                ("retention_mib".to_string(), 8.0)
+            ]
+        );
+        assert!(thresholds_table("c.toml", "x = 1\n", DeviceSpec::Cpu)
+            .unwrap()
+            .is_empty());
+        let vram = "[thresholds]\nmax_retained_vram_mib = 1\n";
+        let err = thresholds_table("c.toml", vram, DeviceSpec::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("c.toml:2:")
+                && err.contains("[thresholds] max_retained_vram_mib is a VRAM budget"),
+            "{err}"
+        );
+        assert!(thresholds_table("c.toml", vram, DeviceSpec::Cuda(0)).is_ok());
+        let err = thresholds_table("c.toml", "[thresholds]\nmax_x = 1\n", DeviceSpec::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("c.toml:2:1: unknown field `max_x`"),
+            "{err}"
+        );
+    }
 
     const MINIMAL: &str = r#"
 description = "t"

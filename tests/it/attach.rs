@@ -625,3 +625,68 @@ fn the_page_cache_of_the_model_files_named_is_read_at_every_mark() {
     assert!(at("unload begin") > 31.0, "{cached:?}");
     assert!(at("unload end") < 1.0, "{cached:?}");
 }
+
+#[test]
+fn budgets_given_to_attach_are_kept_and_judged_by_check() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut sleeper = Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep starts");
+    let pid = sleeper.id().to_string();
+    // One cycle, marked: load, unload, end; then SIGTERM ends it.
+    let attach = |name: &str, budget: &str| {
+        let dir = work.path().join(name);
+        let child = start_attach(&dir, sleeper.id(), &["--budget", budget]);
+        for phase in ["load", "unload", "end"] {
+            mark_ok(&dir, phase);
+        }
+        let kill = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill starts");
+        assert!(kill.success());
+        (dir.clone(), finish(child))
+    };
+    let check = |dir: &Path| {
+        memrel()
+            .args(["check", "--baseline", "b", "--lenient", "--out"])
+            .arg(work.path())
+            .arg(dir)
+            .output()
+            .expect("memrel starts")
+    };
+    // No process has a peak of 0 MiB: over; none of a sleep reaches 64 GiB.
+    let (over, output) = attach("over", "max_peak_mib=0");
+    assert!(output.status.success(), "{}", streams(&output));
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        out.contains("budget (host): max_peak_mib = 0.0 MiB") && out.contains("over-budget"),
+        "{out}"
+    );
+    let checked = check(&over);
+    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    let (within, output) = attach("within", "max_peak_mib=65536");
+    assert!(output.status.success(), "{}", streams(&output));
+    let checked = check(&within);
+    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
+    // A key no scenario knows: exit 2 naming the flag, nothing written.
+    let bad = work.path().join("bad");
+    let output = memrel()
+        .arg("attach")
+        .arg("--dir")
+        .arg(&bad)
+        .args(["--budget", "max_peek_mib=1", &pid])
+        .output()
+        .expect("memrel starts");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    assert!(
+        stderr(&output).contains("--budget \"max_peek_mib=1\": unknown field `max_peek_mib`"),
+        "{}",
+        streams(&output)
+    );
+    assert!(!bad.exists());
+}

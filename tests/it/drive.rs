@@ -463,3 +463,339 @@ fn an_sglang_shaped_server_found_by_its_port_releases_and_resumes_its_memory() {
         "resumed {resumed:.0} MiB"
     );
 }
+
+/// `memrel drive --dir DIR --interval-ms 20 --out ROOT ARGS…` (DIR under
+/// `work`), driving the Ollama-shaped server memrel starts (`model_mib` a
+/// runner, `leak_mib` left in the server by each unload), one cycle.
+fn drive_ollama(
+    work: &Path,
+    name: &str,
+    (model_mib, leak_mib): (u32, u32),
+    args: &[&str],
+) -> (PathBuf, Output) {
+    let dir = work.join(name);
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    let (model, leak) = (model_mib.to_string(), leak_mib.to_string());
+    let output = memrel()
+        .arg("drive")
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--out")
+        .arg(work)
+        .args(["--interval-ms", "20", "--grace", "5", "--settle", "0.3"])
+        .args(["--url", &url])
+        .args(args)
+        .args(["--", "python3", OLLAMA_LIKE, "--port", &port])
+        .args(["--model-mib", &model, "--leak-mib", &leak])
+        .stdin(Stdio::null())
+        .output()
+        .expect("memrel starts");
+    (dir, output)
+}
+
+/// `memrel check --baseline NAME --out ROOT ARGS… DIR`.
+fn check(work: &Path, baseline: &str, args: &[&str], dir: &Path) -> Output {
+    memrel()
+        .args(["check", "--baseline", baseline, "--out"])
+        .arg(work)
+        .args(args)
+        .arg(dir)
+        .output()
+        .expect("memrel starts")
+}
+
+/// The Ollama-shaped server's cycle as a file, with `extra` after it.
+fn ollama_cycle_file(work: &Path, extra: &str) -> PathBuf {
+    let path = work.join("ollama-cycle.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "ready = \"GET /api/version\"\n\
+             [[request]]\nphase = \"load\"\npath = \"/api/generate\"\nbody = {{ model = \"tiny\" }}\n\
+             [[request]]\nphase = \"unload\"\npath = \"/api/generate\"\n\
+             body = {{ model = \"tiny\", keep_alive = 0 }}\n\
+             until = {{ path = \"/api/ps\", absent = \"tiny\" }}\n{extra}"
+        ),
+    )
+    .expect("write the cycle file");
+    path
+}
+
+/// The verdict rows of a checked directory.
+fn verdicts(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("verdict.json")).expect("verdict.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("verdict.json is json");
+    json["verdicts"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_drive_over_its_budget_fails_the_check_and_one_within_it_passes() {
+    let work = tempfile::tempdir().expect("tempdir");
+    // Each unload leaves 64 MiB in the server, written before it answers:
+    // the retained host memory is 64 MiB at every reading after it.
+    let (over, output) = drive_ollama(
+        work.path(),
+        "over",
+        (128, 64),
+        &[
+            "--server",
+            "ollama",
+            "--model",
+            "tiny",
+            "--budget",
+            "max_retained_mib=32",
+        ],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        out.contains("budget (host): max_retained_mib = 32") && out.contains("over-budget"),
+        "the drive says its budget row: {out}"
+    );
+    let checked = check(work.path(), "srv", &["--lenient"], &over);
+    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    // No baseline entry: judged on the budgets, the warning naming the
+    // drive that would make one.
+    assert!(
+        stderr(&checked).contains(
+            "create it with `memrel drive <its flags> --name drive --repeat 3 --save-baseline srv`"
+        ),
+        "{}",
+        streams(&checked)
+    );
+    let md = String::from_utf8_lossy(&checked.stdout).into_owned();
+    assert!(md.contains("max_retained_mib = 32"), "{md}");
+    let rows = verdicts(&over);
+    let row = rows
+        .iter()
+        .find(|v| v["budget"]["key"] == "max_retained_mib")
+        .unwrap_or_else(|| panic!("a max_retained_mib row: {rows:?}"));
+    assert_eq!(row["verdict"], "over-budget", "{row}");
+    let worst = row["budget"]["worst"].as_f64().expect("its worst") / MIB;
+    assert!((60.0..100.0).contains(&worst), "retained {worst:.1} MiB");
+
+    // The same server within a budget its cycle file's [thresholds] gives.
+    let file = ollama_cycle_file(work.path(), "[thresholds]\nmax_retained_mib = 512\n");
+    let file = file.to_str().expect("utf-8 path");
+    let (within, output) = drive_ollama(work.path(), "within", (128, 64), &["--cycle", file]);
+    assert!(output.status.success(), "{}", streams(&output));
+    let checked = check(work.path(), "srv", &["--lenient"], &within);
+    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
+    let rows = verdicts(&within);
+    assert!(
+        rows.iter()
+            .any(|v| v["budget"]["key"] == "max_retained_mib" && v["verdict"] == "no-change"),
+        "{rows:?}"
+    );
+    // A flag wins over the file's same key.
+    let (flagged, output) = drive_ollama(
+        work.path(),
+        "flagged",
+        (128, 64),
+        &["--cycle", file, "--budget", "max_retained_mib=16"],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let checked = check(work.path(), "srv", &["--lenient"], &flagged);
+    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+}
+
+#[test]
+fn a_budget_of_a_layer_the_drive_did_not_read_is_an_error_not_a_pass() {
+    let work = tempfile::tempdir().expect("tempdir");
+    // No --model-files: the page cache of the model's files was not read.
+    let (dir, output) = drive_ollama(
+        work.path(),
+        "drive",
+        (128, 0),
+        &[
+            "--server",
+            "ollama",
+            "--model",
+            "tiny",
+            "--budget",
+            "max_retained_page_cache_mib=64",
+        ],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let checked = check(work.path(), "srv", &["--lenient"], &dir);
+    assert_eq!(checked.status.code(), Some(2), "{}", streams(&checked));
+    let err = stderr(&checked);
+    assert!(err.contains("max_retained_page_cache_mib"), "{err}");
+}
+
+#[test]
+fn a_bad_budget_is_an_error_naming_the_flag_or_file_before_anything_is_written() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path().join("results");
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let file = ollama_cycle_file(work.path(), "[thresholds]\nmax_retaned_mib = 64\n");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--server", "vllm", "--budget", "max_retaned_mib=64"],
+            "--budget \"max_retaned_mib=64\": unknown field `max_retaned_mib`, expected one of",
+        ),
+        (
+            &["--server", "vllm", "--budget", "max_retained_mib=lots"],
+            "--budget \"max_retained_mib=lots\": \"lots\" is not a number: write it as KEY=VALUE",
+        ),
+        (
+            &["--server", "vllm", "--budget", "max_retained_mib"],
+            "--budget \"max_retained_mib\": no `=`: write it as KEY=VALUE",
+        ),
+        (
+            &["--server", "vllm", "--budget", "max_retained_vram_mib=64"],
+            "max_retained_vram_mib is a VRAM budget, but memrel reads host memory only: remove it, or pass --device cuda",
+        ),
+        (
+            &["--cycle", file.to_str().expect("utf-8 path")],
+            ":12:1: unknown field `max_retaned_mib`",
+        ),
+    ];
+    for (args, says) in cases {
+        let output = memrel()
+            .arg("drive")
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--url", &url])
+            .args(args)
+            .output()
+            .expect("memrel starts");
+        assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+        let err = stderr(&output);
+        assert!(err.contains(says), "{args:?}: stderr lacks {says:?}: {err}");
+        assert!(err.starts_with("memrel: error: "), "{err}");
+        assert!(!dir.exists(), "nothing is written for {args:?}");
+    }
+}
+
+#[test]
+fn a_baseline_of_three_driven_runs_judges_later_drives_of_the_server() {
+    let work = tempfile::tempdir().expect("tempdir");
+    // A runner of 1 MiB (some 14 MiB with its interpreter) and a retention
+    // threshold of 32 MiB: what a load and an unload move is no release to
+    // time, so no timing of a loaded machine is judged; what is judged is
+    // the level the server is left at (and its peak).
+    let file = ollama_cycle_file(work.path(), "[thresholds]\nretention_mib = 32\n");
+    let ollama = ["--cycle", file.to_str().expect("utf-8 path")];
+    let three = [&ollama[..], &["--repeat", "3"]].concat();
+    // One run and no budgets cannot show a regression: refused, naming the
+    // drive that would make one.
+    let (one, output) = drive_ollama(
+        work.path(),
+        "one",
+        (1, 0),
+        &[&ollama[..], &["--save-baseline", "srv"]].concat(),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("cannot save baseline srv: a baseline needs 3 runs")
+            && err.contains("memrel drive --dir")
+            && err.contains("--repeat 3 --save-baseline srv -- python3"),
+        "{err}"
+    );
+    assert_eq!(runs(&one).len(), 1);
+
+    // --repeat 3: the server started three times, three runs in one record.
+    let (base, output) = drive_ollama(
+        work.path(),
+        "base",
+        (1, 0),
+        &[&three[..], &["--save-baseline", "srv"]].concat(),
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        out.contains("repeat 3 of 3:") && out.contains("baseline srv: "),
+        "{out}"
+    );
+    let made = runs(&base);
+    let numbers: Vec<(u64, u64)> = made
+        .iter()
+        .map(|r| {
+            (
+                r["run"].as_u64().unwrap(),
+                r["repetition"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(numbers, [(1, 1), (2, 2), (3, 3)]);
+    let pids: std::collections::BTreeSet<u64> =
+        made.iter().map(|r| r["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids.len(), 3, "a server started for each repeat: {pids:?}");
+    for k in 1..=3 {
+        let rows = requests(&base.join(format!("repeat-{k}")));
+        let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str()).collect();
+        assert_eq!(phases, ["warmup", "load", "unload"], "repeat {k}");
+    }
+    assert!(
+        base.join("timeline.png").exists(),
+        "the joined record's chart"
+    );
+    assert_rerenders(&base);
+    // The scenario names the server, not its pid (a later drive's is the same).
+    let scenario = runs_json(&base)["header"]["scenario_toml"].to_string();
+    assert!(
+        scenario.contains("memrel drive http://127.0.0.1:"),
+        "{scenario}"
+    );
+
+    // The same server again: no regression.
+    let (same, output) = drive_ollama(work.path(), "same", (1, 0), &three);
+    assert!(output.status.success(), "{}", streams(&output));
+    let checked = check(work.path(), "srv", &[], &same);
+    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
+    let rows = verdicts(&same);
+    assert!(
+        rows.iter()
+            .any(|v| v["metric"] == "retained_bytes" && v["verdict"] == "no-change"),
+        "{rows:?}"
+    );
+
+    // A server that now leaks 64 MiB an unload: the retained host memory regressed.
+    let (leaks, output) = drive_ollama(work.path(), "leaks", (1, 64), &three);
+    assert!(output.status.success(), "{}", streams(&output));
+    let checked = check(work.path(), "srv", &[], &leaks);
+    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    let rows = verdicts(&leaks);
+    assert!(
+        rows.iter()
+            .any(|v| v["metric"] == "retained_bytes" && v["verdict"] == "regressed"),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn a_running_server_is_driven_again_for_each_repeat_and_left_running() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (server, port) = start_server(OLLAMA_LIKE, &["--model-mib", "64"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let (dir, output) = drive(
+        work.path(),
+        &[
+            "--server", "ollama", "--model", "tiny", "--settle", "0.3", "--repeat", "2", "--url",
+            &url,
+        ],
+    );
+    let pid = server.id();
+    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+    stop(server);
+    assert!(output.status.success(), "{}", streams(&output));
+    assert!(alive, "memrel left the server it did not start running");
+    let made = runs(&dir);
+    assert_eq!(made.len(), 2);
+    assert!(made
+        .iter()
+        .all(|r| r["pid"].as_u64() == Some(u64::from(pid))));
+    for k in 1..=2 {
+        let rows = requests(&dir.join(format!("repeat-{k}")));
+        let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str()).collect();
+        assert_eq!(phases, ["load", "unload"], "repeat {k}");
+    }
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        out.contains("(repeat-K/requests.csv: every request)"),
+        "{out}"
+    );
+}
