@@ -1,7 +1,10 @@
 //! TOML text → validated [`Scenario`], with errors that name the file, line,
 //! column and key and say how to fix it.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod fake;
+mod workload;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -10,9 +13,11 @@ use toml::Spanned;
 use super::builtin::{builtin_names, builtin_text};
 use super::types::*;
 use crate::metrics::catalogue::{self, Unit};
-use crate::model::spec::{Dtype, FakeModel, LoadMethod, LoadThread, ModelSource};
+use crate::model::spec::ModelSource;
 use crate::strategy;
 use crate::textutil::did_you_mean;
+use fake::{fake_model, is_fake};
+use workload::{parse_workload, WorkloadFile};
 
 /// The largest amount a threshold may name, in MiB (1 PiB): larger is a typo.
 const MAX_MIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -83,32 +88,6 @@ struct ModelFile {
     fake_spike_ms: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WorkloadFile {
-    steps: Spanned<Vec<Spanned<String>>>,
-    #[serde(default = "one")]
-    batch_size: Spanned<usize>,
-    #[serde(default = "default_seq_len")]
-    seq_len: Spanned<usize>,
-    #[serde(default = "default_load_method")]
-    load_method: LoadMethod,
-    #[serde(default = "default_load_thread")]
-    load_thread: LoadThread,
-    #[serde(default = "default_dtype")]
-    dtype: Dtype,
-    #[serde(default)]
-    small_allocs_between_loads: usize,
-    #[serde(default = "default_settle_ms")]
-    settle_ms: u64,
-    #[serde(default = "default_baseline_ms")]
-    baseline_ms: u64,
-    #[serde(default)]
-    warmup: bool,
-    #[serde(default)]
-    evict_page_cache: bool,
-}
-
 /// `[thresholds]` as written: every key with its value and position. The
 /// keys are checked against [`THRESHOLD_KEYS`] and the metric catalogue's
 /// budget keys (`thresholds`), so each budget key is spelled once.
@@ -139,32 +118,8 @@ fn default_interval_ms() -> Spanned<f64> {
 fn default_timeout_s() -> Spanned<f64> {
     Spanned::new(0..0, 600.0)
 }
-fn one() -> Spanned<usize> {
-    Spanned::new(0..0, 1)
-}
-fn default_seq_len() -> Spanned<usize> {
-    Spanned::new(0..0, 32)
-}
-fn default_load_method() -> LoadMethod {
-    LoadMethod::Mmap
-}
-fn default_load_thread() -> LoadThread {
-    LoadThread::Main
-}
-fn default_dtype() -> Dtype {
-    Dtype::F32
-}
-fn default_settle_ms() -> u64 {
-    300
-}
-fn default_baseline_ms() -> u64 {
-    200
-}
 /// The longest timeout a scenario may ask for: a week, in seconds.
 const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
-/// The most tokens one forward pass may take (batch_size × seq_len): the
-/// worker builds the batch before any model code can refuse it.
-const MAX_TOKENS: usize = 1 << 20;
 
 /// Loads a scenario by built-in name or file path.
 pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
@@ -605,202 +560,6 @@ fn thresholds(
         out.budgets_mut(resource).set(metric, *value.get_ref());
     }
     Ok(out)
-}
-
-/// The `[workload]` table: steps that name only known models, each loaded
-/// model unloaded in the cycle, and a forward pass of a sane size.
-fn parse_workload(
-    table: &Spanned<WorkloadFile>,
-    models: &BTreeMap<String, ModelSource>,
-    invalid: &dyn Fn(std::ops::Range<usize>, String) -> ScenarioError,
-) -> Result<Workload, ScenarioError> {
-    let w = table.get_ref();
-    let mut steps = Vec::new();
-    let mut loaded: BTreeSet<String> = BTreeSet::new();
-    let mut asleep: BTreeSet<String> = BTreeSet::new();
-    for raw in w.steps.get_ref() {
-        let step = Step::parse(raw.get_ref()).map_err(|e| invalid(raw.span(), e))?;
-        let model_ref = match &step {
-            Step::Load(m) | Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) | Step::Wake(m) => {
-                Some(m.clone())
-            }
-            _ => None,
-        };
-        if let Some(m) = &model_ref {
-            if !models.contains_key(m) {
-                let known: Vec<&str> = models.keys().map(String::as_str).collect();
-                return Err(invalid(
-                    raw.span(),
-                    format!(
-                        "step {:?} names model {m:?}, which is not under [models]; known: {}",
-                        raw.get_ref(),
-                        known.join(", ")
-                    ),
-                ));
-            }
-        }
-        match &step {
-            Step::Load(m) if !loaded.insert(m.clone()) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("model {m:?} is loaded twice without an unload in between"),
-                ))
-            }
-            Step::Forward(m) if !loaded.contains(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("forward {m:?} comes before \"load {m}\""),
-                ))
-            }
-            Step::Unload(m) if !loaded.remove(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("unload {m:?} comes before \"load {m}\""),
-                ))
-            }
-            Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) if asleep.contains(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!(
-                        "step {:?}: model {m:?} is asleep; add \"wake {m}\" before it",
-                        raw.get_ref()
-                    ),
-                ))
-            }
-            Step::Sleep(m) if !loaded.contains(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("sleep {m:?} comes before \"load {m}\""),
-                ))
-            }
-            Step::Sleep(m) => {
-                asleep.insert(m.clone());
-            }
-            Step::Wake(m) if !asleep.remove(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("wake {m:?} comes before \"sleep {m}\""),
-                ))
-            }
-            _ => {}
-        }
-        steps.push(step);
-    }
-    if let Some(m) = asleep.iter().next() {
-        return Err(invalid(
-            w.steps.span(),
-            format!("model {m:?} is still asleep at the end of the cycle: add \"wake {m}\""),
-        ));
-    }
-    if let Some(m) = loaded.iter().next() {
-        return Err(invalid(
-            w.steps.span(),
-            format!("model {m:?} is still loaded at the end of the cycle: add \"unload {m}\""),
-        ));
-    }
-    if !steps.iter().any(|s| matches!(s, Step::Load(_))) {
-        return Err(invalid(
-            w.steps.span(),
-            "steps load no model: add e.g. \"load bert\"".into(),
-        ));
-    }
-    let (batch_size, seq_len) = (&w.batch_size, &w.seq_len);
-    for (key, value) in [("batch_size", batch_size), ("seq_len", seq_len)] {
-        if *value.get_ref() == 0 {
-            let span = if value.span().is_empty() {
-                w.steps.span()
-            } else {
-                value.span()
-            };
-            return Err(invalid(span, format!("{key} must be at least 1")));
-        }
-    }
-    if batch_size.get_ref().saturating_mul(*seq_len.get_ref()) > MAX_TOKENS {
-        let span = if seq_len.span().is_empty() {
-            batch_size.span()
-        } else {
-            seq_len.span()
-        };
-        return Err(invalid(
-            span,
-            format!(
-                "batch_size × seq_len = {} × {} is more than {MAX_TOKENS} tokens in one forward pass: make them smaller",
-                batch_size.get_ref(),
-                seq_len.get_ref()
-            ),
-        ));
-    }
-    Ok(Workload {
-        steps,
-        batch_size: *batch_size.get_ref(),
-        seq_len: *seq_len.get_ref(),
-        load_method: w.load_method,
-        load_thread: w.load_thread,
-        dtype: w.dtype,
-        small_allocs_between_loads: w.small_allocs_between_loads,
-        settle_ms: w.settle_ms,
-        baseline_ms: w.baseline_ms,
-        warmup: w.warmup,
-        evict_page_cache: w.evict_page_cache,
-    })
-}
-
-/// The most one fake model may allocate, in MiB (64 GiB): more is a typo.
-const MAX_FAKE_MIB: f64 = 64.0 * 1024.0;
-
-/// The longest a fake model may hold its memory after the release returns (1 min).
-const MAX_LATE_FREE_MS: u64 = 60_000;
-
-/// How long a fake model's spike (`fake_spike_mib`) is held when
-/// `fake_spike_ms` is not given: shorter than the default 10 ms interval.
-const DEFAULT_SPIKE_MS: u64 = 5;
-
-fn is_fake(m: &ModelFile) -> bool {
-    m.fake_anon_mib.is_some()
-        || m.fake_file_mib.is_some()
-        || m.fake_leak_mib.is_some()
-        || m.fake_vram_mib.is_some()
-        || m.fake_late_free_ms.is_some()
-        || m.fake_spike_mib.is_some()
-        || m.fake_spike_ms.is_some()
-}
-
-/// A fake model's bytes, each amount 0 to [`MAX_FAKE_MIB`] and some of them above 0.
-fn fake_model(m: &ModelFile) -> Result<FakeModel, String> {
-    let bytes = |key: &str, v: Option<f64>| -> Result<u64, String> {
-        let v = v.unwrap_or(0.0);
-        if !(0.0..=MAX_FAKE_MIB).contains(&v) {
-            return Err(format!(
-                "{key} = {v} is out of range: use 0 to {MAX_FAKE_MIB}"
-            ));
-        }
-        Ok((v * crate::textutil::MIB).round() as u64)
-    };
-    let model = FakeModel {
-        anon_bytes: bytes("fake_anon_mib", m.fake_anon_mib)?,
-        file_bytes: bytes("fake_file_mib", m.fake_file_mib)?,
-        leak_bytes: bytes("fake_leak_mib", m.fake_leak_mib)?,
-        vram_bytes: bytes("fake_vram_mib", m.fake_vram_mib)?,
-        late_free_ms: m.fake_late_free_ms.unwrap_or(0),
-        spike_bytes: bytes("fake_spike_mib", m.fake_spike_mib)?,
-        spike_ms: m.fake_spike_ms.unwrap_or(DEFAULT_SPIKE_MS),
-    };
-    if model.spike_ms > MAX_LATE_FREE_MS {
-        return Err(format!(
-            "fake_spike_ms = {} is out of range: use 0 to {MAX_LATE_FREE_MS}",
-            model.spike_ms
-        ));
-    }
-    if model.late_free_ms > MAX_LATE_FREE_MS {
-        return Err(format!(
-            "fake_late_free_ms = {} is out of range: use 0 to {MAX_LATE_FREE_MS}",
-            model.late_free_ms
-        ));
-    }
-    if model.load_bytes() == 0 {
-        return Err("a fake model needs some bytes: set fake_anon_mib, fake_file_mib, fake_leak_mib or fake_vram_mib above 0".into());
-    }
-    Ok(model)
 }
 
 /// A hub repository id (`owner/name` or `name`) and revision become paths in
