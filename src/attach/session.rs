@@ -173,7 +173,9 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
                 .flatten(),
         )
         .container(container())
-        .page_cache(page_cache);
+        .page_cache(page_cache)
+        // Which process holds what, at a driver's every reading.
+        .per_process(job.driver.is_some());
     let mut marker = Marker {
         events: &mut live.events,
         collected: Collected::for_marks(),
@@ -508,6 +510,7 @@ impl Marker<'_> {
                 gpu_vram: last.gpu_vram,
                 readings: last.readings.clone(),
                 after_exit: true,
+                processes: Vec::new(),
             };
             let edge = marked(
                 p,

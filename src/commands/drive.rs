@@ -112,7 +112,6 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
                 ready_timeout_s: args.ready_timeout_s,
                 grace: Duration::from_secs_f64(args.grace_s),
                 dir: run_dir.clone(),
-                cuda: device.is_cuda(),
             },
             pid,
             started,

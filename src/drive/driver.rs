@@ -22,7 +22,6 @@ use super::server::Started;
 use crate::attach::live::MarkPhase;
 use crate::attach::session::{Driver as SessionDriver, EdgeReading, Marks, Step};
 use crate::protocol::{Check, Phase};
-use crate::sampler::VramProbe;
 
 /// The driver's per-request rows.
 pub const REQUESTS_CSV: &str = "requests.csv";
@@ -178,8 +177,6 @@ pub struct Options {
     pub ready_timeout_s: f64,
     pub grace: Duration,
     pub dir: PathBuf,
-    /// Also read each process's VRAM (NVML).
-    pub cuda: bool,
 }
 
 /// `memrel drive`'s driver of one server.
@@ -193,7 +190,6 @@ pub struct Driver {
     pub rows: Vec<RequestRow>,
     pub processes: Vec<ProcessRow>,
     before_load: Option<Layers>,
-    vram: Option<Box<dyn VramProbe>>,
     /// The cycle has a load request (the start is then warm-up, not load).
     loads: bool,
     /// How the server that memrel started ended.
@@ -208,7 +204,6 @@ impl Driver {
             .requests
             .iter()
             .any(|r| r.phase().ok() == Some(Phase::Load));
-        let vram = opts.cuda.then(crate::sampler::vram::open_nvml).flatten();
         Driver {
             client: Client::new(&opts.url),
             opts,
@@ -219,7 +214,6 @@ impl Driver {
             rows: Vec::new(),
             processes: Vec::new(),
             before_load: None,
-            vram,
             loads,
             server_exit: None,
             checks: Vec::new(),
@@ -458,16 +452,16 @@ impl Driver {
             let response = Layers::of(&answered);
             let mut readings = vec![(answered.t_s, response)];
             let until = Instant::now() + Duration::from_secs_f64(settle_for);
-            loop {
+            let mut last = loop {
                 std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
                 let r = marks.read();
                 readings.push((r.t_s, Layers::of(&r)));
                 if Instant::now() >= until {
-                    break;
+                    break r;
                 }
-            }
+            };
             // A settling phase ends on its settled reading (an edge).
-            let settled = if after == Some(Phase::Settle) {
+            if after == Some(Phase::Settle) {
                 let r = marks.mark(
                     MarkPhase::End,
                     request.model.clone(),
@@ -477,15 +471,15 @@ impl Driver {
                     ),
                 );
                 readings.push((r.t_s, Layers::of(&r)));
-                Layers::of(&r)
-            } else {
-                readings.last().map(|(_, l)| *l).unwrap_or(response)
-            };
+                last = r;
+            }
+            let settled_at = last;
+            let settled = Layers::of(&settled_at);
             row.settle_s = Some(settle_s(&readings, &settled, answered.t_s));
             row.settle_window_s = Some(settle_for);
             row.settled = Some(settled);
             row.late = Some(minus(&response, &settled));
-            self.per_process(index, cycle, &request.phase);
+            self.per_process(&settled_at, index, cycle, &request.phase);
         }
         if matches!(phase, Phase::Unload | Phase::Sleep) {
             if let (Some(before), Some(settled)) =
@@ -515,21 +509,21 @@ impl Driver {
         Ok(())
     }
 
-    /// Each process of the tree's PSS (and VRAM) now.
-    fn per_process(&mut self, index: usize, cycle: u32, phase: &str) {
-        for pid in tree_pids(self.pid) {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+    /// Which process of the tree held what at `reading` (the edge reader's
+    /// own readings of each, as it summed them).
+    fn per_process(&mut self, reading: &EdgeReading, index: usize, cycle: u32, phase: &str) {
+        for p in &reading.extras.processes {
+            let comm = std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
                 .map(|c| c.trim().to_string())
                 .unwrap_or_default();
-            let vram_bytes = self.vram.as_mut().and_then(|v| v.process_bytes(pid));
             self.processes.push(ProcessRow {
                 index,
                 cycle,
                 phase: phase.to_string(),
-                pid,
+                pid: p.pid,
                 comm,
-                pss_bytes: pss_bytes(pid),
-                vram_bytes,
+                pss_bytes: Some(p.host_bytes),
+                vram_bytes: p.vram_bytes,
             });
         }
     }
@@ -766,56 +760,6 @@ fn proc_state(pid: u32) -> Option<char> {
         .next()
 }
 
-/// `root` and its descendants now (by /proc/*/stat's parent pid).
-pub fn tree_pids(root: u32) -> Vec<u32> {
-    let mut parents: Vec<(u32, u32)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let ppid = stat
-                .rfind(')')
-                .and_then(|i| stat.get(i + 1..))
-                .and_then(|rest| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            if let Some(ppid) = ppid {
-                parents.push((pid, ppid));
-            }
-        }
-    }
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        tree.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(c, _)| *c),
-        );
-        i += 1;
-    }
-    tree
-}
-
-/// A process's PSS (/proc/PID/smaps_rollup).
-fn pss_bytes(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("Pss:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -892,19 +836,5 @@ mod tests {
             ..host_mib(40)
         }));
         assert_eq!(minus(&no_vram, &host_mib(40)).vram_bytes, None);
-    }
-
-    #[test]
-    fn the_tree_of_a_process_holds_its_children() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("sleep starts");
-        let tree = tree_pids(std::process::id());
-        let _ = child.kill();
-        let _ = child.wait();
-        assert_eq!(tree[0], std::process::id());
-        assert!(tree.contains(&child.id()), "{tree:?}");
-        assert!(pss_bytes(std::process::id()).is_some_and(|b| b > 0));
     }
 }

@@ -40,6 +40,8 @@ pub struct EdgeReader {
     /// The last host reading of a live process: what an edge taken after the
     /// process exited closes on (never 0).
     last_host: Option<Reading>,
+    /// Each process's own reading too (`EdgeExtras::processes`).
+    per_process: bool,
 }
 
 /// What one edge reading gives besides the line's own [`MemoryAtEdge`].
@@ -51,6 +53,19 @@ pub struct EdgeExtras {
     pub readings: Readings,
     /// The process was gone: the host reading is its last one while alive.
     pub after_exit: bool,
+    /// Each measured process at this reading (a tree's, root first; else
+    /// the process alone): its own host memory (a tree's PSS share, else
+    /// its RSS) and VRAM summed over the GPUs, where read. Which process
+    /// holds what (`memrel drive`'s processes.csv); empty after the exit.
+    pub processes: Vec<ProcessReading>,
+}
+
+/// One process of an edge's reading (see [`EdgeExtras::processes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessReading {
+    pub pid: u32,
+    pub host_bytes: u64,
+    pub vram_bytes: Option<u64>,
 }
 
 impl EdgeReader {
@@ -66,7 +81,16 @@ impl EdgeReader {
             resources: resources::open_all(pid),
             processes: Vec::new(),
             last_host: None,
+            per_process: false,
         }
+    }
+
+    /// Also gives each measured process's own reading at every edge (see
+    /// [`EdgeExtras::processes`]): one more NVML call per process on a
+    /// machine of one GPU.
+    pub fn per_process(mut self, on: bool) -> EdgeReader {
+        self.per_process = on;
+        self
     }
 
     /// Reads host memory with `probe` (a program's process, or its tree).
@@ -114,6 +138,23 @@ impl EdgeReader {
                     Some(r) => {
                         self.last_host = Some(r);
                         set_host(memory, r);
+                        if self.per_process {
+                            extras.processes = match probe {
+                                Probe::Tree(t) => t
+                                    .processes()
+                                    .map(|(pid, own)| ProcessReading {
+                                        pid,
+                                        host_bytes: own.rss_bytes,
+                                        vram_bytes: None,
+                                    })
+                                    .collect(),
+                                _ => vec![ProcessReading {
+                                    pid: self.pid,
+                                    host_bytes: r.rss_bytes,
+                                    vram_bytes: None,
+                                }],
+                            };
+                        }
                     }
                     None => {
                         if let Some(r) = self.last_host {
@@ -130,8 +171,10 @@ impl EdgeReader {
         };
         resources::read_all(&mut self.resources, pids, &mut extras.readings);
         if let Some(vram) = self.vram.as_mut() {
+            let mut several = false;
             match vram.per_gpu(pids, &mut self.processes) {
                 Some((root, touched)) => {
+                    several = true;
                     extras.gpu_vram = GpuVram::of(touched, &self.processes);
                     if memory.vram_bytes.is_none() {
                         memory.vram_bytes = root;
@@ -142,6 +185,21 @@ impl EdgeReader {
                     memory.vram_bytes = vram.process_bytes(self.pid);
                 }
                 None => {}
+            }
+            // Each process's VRAM: its rows of the per-GPU lists, or (one
+            // GPU) its own reading.
+            for p in extras.processes.iter_mut() {
+                p.vram_bytes = if several {
+                    Some(
+                        self.processes
+                            .iter()
+                            .filter(|v| v.pid == p.pid)
+                            .map(|v| v.bytes)
+                            .sum(),
+                    )
+                } else {
+                    vram.process_bytes(p.pid)
+                };
             }
         }
         if let Some(probe) = self.container.as_mut() {
@@ -213,6 +271,37 @@ mod tests {
         assert_eq!(extras.gpu_vram.get(0), Some(7));
         assert_eq!(extras.gpu_vram.get(1), Some(11));
         assert!(!extras.after_exit);
+    }
+
+    #[test]
+    fn each_process_of_a_tree_is_read_with_its_share_of_the_sum() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let pid = std::process::id();
+        let mut reader = EdgeReader::new(pid)
+            .host(Some(Probe::open_tree(pid)))
+            .vram(Some(Box::new(TwoGpus { bytes: [7, 11] })))
+            .per_process(true);
+        let mut memory = MemoryAtEdge::default();
+        let extras = reader.read(&mut memory);
+        let _ = child.kill();
+        let _ = child.wait();
+        let pids: Vec<u32> = extras.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids.first(), Some(&pid), "{pids:?}");
+        assert!(pids.contains(&child.id()), "{pids:?}");
+        let host: u64 = extras.processes.iter().map(|p| p.host_bytes).sum();
+        assert_eq!(host, memory.rss_bytes);
+        // The fake lists the first pid on both GPUs: 7 + 11.
+        assert_eq!(extras.processes[0].vram_bytes, Some(18));
+        assert_eq!(extras.processes[1].vram_bytes, Some(0));
+        // Not asked for: none.
+        let mut plain = EdgeReader::new(pid).host(Some(Probe::open_tree(pid)));
+        assert!(plain
+            .read(&mut MemoryAtEdge::default())
+            .processes
+            .is_empty());
     }
 
     #[test]

@@ -149,6 +149,8 @@ pub struct TreeProbe {
     discovery: Discovery,
     /// The tree at the last reading, root first, parents before children.
     pids: Vec<u32>,
+    /// Each of `pids`' own reading at the last reading (their sum is it).
+    own: Vec<Reading>,
     /// (pid, ppid) of every process on the system, for [`Discovery::StatScan`].
     parents: Vec<(u32, u32)>,
     path: String,
@@ -164,6 +166,7 @@ impl TreeProbe {
             root,
             discovery: Discovery::StatScan,
             pids: Vec::with_capacity(16),
+            own: Vec::with_capacity(16),
             parents: Vec::new(),
             path: String::with_capacity(64),
             text: String::with_capacity(2048),
@@ -182,6 +185,8 @@ impl TreeProbe {
         let root = self.read_rollup(self.root)?.reading();
         self.find_tree();
         let mut total = root;
+        self.own.clear();
+        self.own.push(root);
         let mut kept = 1;
         for i in 1..self.pids.len() {
             let pid = self.pids[i];
@@ -195,6 +200,7 @@ impl TreeProbe {
             total.anon_bytes += r.anon_bytes;
             total.file_bytes += r.file_bytes;
             self.pids[kept] = pid;
+            self.own.push(r);
             kept += 1;
         }
         self.pids.truncate(kept);
@@ -204,6 +210,12 @@ impl TreeProbe {
     /// The processes counted at the last reading, root first.
     pub fn pids(&self) -> &[u32] {
         &self.pids
+    }
+
+    /// Each process counted at the last reading with its own share (PSS),
+    /// root first: what the tree's sum is made of.
+    pub fn processes(&self) -> impl Iterator<Item = (u32, Reading)> + '_ {
+        self.pids.iter().copied().zip(self.own.iter().copied())
     }
 
     fn read_rollup(&mut self, pid: u32) -> io::Result<RollupKib> {
