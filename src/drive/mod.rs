@@ -10,11 +10,13 @@
 //! reader, the same record and outputs. Parts: `cycle` (the requests, the
 //! presets), `http` (one request and its answer, errors in words), `server`
 //! (which process: started, `--pid`, or the one listening on the port),
-//! `driver` (the steps, the per-request rows), `repeats` (`--repeat N`: the
+//! `driver` (the steps), `rows` (the per-request and per-process rows on
+//! disk), `repeats` (`--repeat N`: the
 //! runs of N sessions joined into one record).
 
 pub mod cycle;
 pub mod driver;
 pub mod http;
 pub mod repeats;
+pub mod rows;
 pub mod server;
