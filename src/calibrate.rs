@@ -90,6 +90,9 @@ pub fn model_id(kind: Kind, mib: u64) -> String {
 /// The spike's model id.
 pub const SPIKE_ID: &str = "spike";
 
+/// The model loaded once before the sizes (no case of its own).
+pub const WARMUP_ID: &str = "warmup";
+
 /// The calibration scenario: every size of one kind in turn (load, hold,
 /// unload, wait), then the spike (`spike_mib` held for `spike_ms`), on
 /// `device` (a VRAM scenario names it; host ones run on the CPU).
@@ -108,7 +111,15 @@ pub fn scenario_text(
     if let DeviceSpec::Cuda(_) = kind.device(device) {
         let _ = writeln!(text, "device = \"{}\"", kind.device(device));
     }
-    let mut steps = Vec::new();
+    // One small load and unload of the kind first, measured by no case: the
+    // worker's first pass through its loading code faults that code's pages
+    // in (file-backed, ~0.3 MiB), which would count in the first size's.
+    let _ = write!(text, "[models.{WARMUP_ID}]\n{} = 1\n", kind.fake_key());
+    let mut steps = vec![
+        format!("load {WARMUP_ID}"),
+        format!("unload {WARMUP_ID}"),
+        format!("idle {HOLD_MS}"),
+    ];
     for &mib in sizes_mib {
         let id = model_id(kind, mib);
         let _ = write!(text, "[models.{id}]\n{} = {mib}\n", kind.fake_key());
