@@ -23,6 +23,24 @@ pub struct Loaded {
     pub damage: Vec<String>,
 }
 
+/// `--dir` (made, or empty: results are never written over others), else
+/// a new `<root>/<name>/<timestamp>` (`attach`, `drive`).
+pub fn results_dir(dir: Option<&Path>, root: &Path, name: &str) -> Result<PathBuf> {
+    let Some(dir) = dir else {
+        return create_out_dir(root, name);
+    };
+    let empty = std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_none());
+    if dir.exists() && !empty {
+        bail!(
+            "--dir {}: not an empty directory: name a new one (results are never written over others)",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--dir {}: cannot create it", dir.display()))?;
+    Ok(dir.to_path_buf())
+}
+
 /// A new, never-reused directory `<root>/<scenario>/<UTC timestamp>[-N]`.
 pub fn create_out_dir(root: &Path, scenario: &str) -> Result<PathBuf> {
     let parent = crate::fsutil::join_name(root, "scenario", scenario)?;

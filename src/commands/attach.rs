@@ -5,7 +5,6 @@
 //! 0 (a program that started memrel stops it this way).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -18,7 +17,7 @@ use crate::attach::target::Target;
 use crate::cli::AttachArgs;
 use crate::export::console;
 use crate::orchestrator::signals;
-use crate::results::{check_output_args, create_out_dir};
+use crate::results::{check_output_args, results_dir};
 use crate::scenario::DeviceSpec;
 
 pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
@@ -56,7 +55,7 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let thresholds = budgets(&args.budgets, None, device)?;
     check_output_args(&args.output)?;
     let target = Target::open(args.pid)?;
-    let dir = results_dir(args)?;
+    let dir = results_dir(args.dir.as_deref(), &args.output.out, &args.name)?;
     signals::install()?;
     let job = Job {
         setup: Setup {
@@ -91,24 +90,4 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         &args.output,
         output::Measured::Attached,
     )
-}
-
-/// `--dir` (made, or empty), else a new `<OUT>/<NAME>/<timestamp>`.
-fn results_dir(args: &AttachArgs) -> Result<PathBuf> {
-    let Some(dir) = &args.dir else {
-        return create_out_dir(&args.output.out, &args.name);
-    };
-    if dir.exists() && !is_empty_dir(dir) {
-        bail!(
-            "--dir {}: not an empty directory: name a new one (results are never written over others)",
-            dir.display()
-        );
-    }
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("--dir {}: cannot create it", dir.display()))?;
-    Ok(dir.clone())
-}
-
-fn is_empty_dir(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
 }

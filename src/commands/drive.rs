@@ -25,7 +25,7 @@ use crate::drive::rows::{RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
 use crate::drive::server::{host_port, listener_pid, Started, SERVER_LOG};
 use crate::orchestrator::signals;
 use crate::record::Record;
-use crate::results::{check_output_args, create_out_dir};
+use crate::results::{check_output_args, results_dir};
 use crate::scenario::DeviceSpec;
 
 pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
@@ -81,7 +81,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         None
     };
     let model_files = crate::attach::model_files(&args.model_files)?;
-    let dir = results_dir(args)?;
+    let dir = results_dir(args.dir.as_deref(), &args.output.out, &args.name)?;
     signals::install()?;
     let mut repeats = Vec::new();
     for k in 1..=args.repeat {
@@ -305,21 +305,4 @@ fn late_line(r: &RequestRow) -> Option<String> {
             crate::drive::driver::settle_words(r)
         )
     })
-}
-
-/// `--dir` (made, or empty), else a new `<OUT>/<NAME>/<timestamp>`.
-fn results_dir(args: &DriveArgs) -> Result<PathBuf> {
-    let Some(dir) = &args.dir else {
-        return create_out_dir(&args.output.out, &args.name);
-    };
-    let empty = std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_none());
-    if dir.exists() && !empty {
-        bail!(
-            "--dir {}: not an empty directory: name a new one (results are never written over others)",
-            dir.display()
-        );
-    }
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("--dir {}: cannot create it", dir.display()))?;
-    Ok(dir.clone())
 }
