@@ -4,6 +4,7 @@
 //! record, never from its summary.json (which a hand edit could leave
 //! stale). Decides nothing.
 
+use crate::metrics::ResourceFacts;
 use crate::metrics::{Resource, Summary};
 use crate::record::Record;
 

@@ -3,6 +3,7 @@
 //! runs.json to know what `memrel check` will compare against. Reads
 //! baselines; never writes one.
 
+use crate::metrics::ResourceFacts;
 use std::io::Write;
 use std::path::Path;
 

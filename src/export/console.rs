@@ -15,6 +15,7 @@
 //!
 //! Formats a [`Summary`]; computes nothing.
 
+use crate::metrics::ResourceFacts;
 use std::fmt::Write;
 
 use super::glance::{self, Notes};

@@ -12,6 +12,7 @@
 
 use super::table::{held_text, percent, said, sig, Line, Said, COMPACT_MAX_CHARS};
 use crate::metrics::Resource;
+use crate::metrics::ResourceFacts;
 use crate::textutil::MIB;
 
 /// Notes the default console shows; `--verbose` shows every one.

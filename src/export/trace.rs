@@ -13,6 +13,7 @@
 //!
 //! Formats raw samples and events; computes no metric.
 
+use crate::metrics::ResourceFacts;
 use std::io::Write;
 
 use anyhow::Result;

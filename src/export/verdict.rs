@@ -6,6 +6,7 @@
 //! baseline, the scenario's absolute budgets) and how to read them into a
 //! `<details>` block. Metric names and units come from the metric catalogue.
 
+use crate::metrics::ResourceFacts;
 use std::fmt::Write;
 
 use anyhow::Result;

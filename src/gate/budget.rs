@@ -9,6 +9,7 @@
 use super::metric::{runs_of, Judged, Observations, Statistic, GATED};
 use super::report::{BudgetCheck, MetricVerdict, Verdict};
 use crate::metrics::catalogue::MemoryMetric;
+use crate::metrics::ResourceFacts;
 use crate::metrics::{Resource, Still, Summary};
 use crate::scenario::Thresholds;
 

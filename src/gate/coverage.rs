@@ -5,6 +5,7 @@
 //! [`CoverageGap`]; `memrel check` exits 2 on any, so the gate never passes
 //! on what it did not judge. It decides no verdict.
 
+use crate::metrics::ResourceFacts;
 use std::path::Path;
 
 use super::metric::{runs_of, Judged, Observations, GATED};

@@ -8,6 +8,7 @@
 //! ([`thin_strategies`], [`unbudgeted`]: a baseline's save reads them) is
 //! here too. It decides no verdict.
 
+use crate::metrics::ResourceFacts;
 use std::path::PathBuf;
 
 use super::metric::{Judged, Observations, GATED};

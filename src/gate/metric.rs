@@ -7,6 +7,7 @@
 //! What one observation is, per metric, is decided here (see the gate's
 //! module docs for why); this file judges nothing.
 
+use crate::metrics::ResourceFacts;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::catalogue::MemoryMetric;

@@ -77,6 +77,7 @@ mod report;
 #[cfg(test)]
 mod tests;
 
+use crate::metrics::ResourceFacts;
 pub use assess::{assess, CheckOptions, SavedBaseline};
 pub use budget::budgets;
 pub use coverage::{gaps, Covered};

@@ -1,6 +1,7 @@
 //! The verdict schema: what verdict.json holds and verdict.md shows. Types
 //! and their names only; nothing here judges or reads a record.
 
+use crate::metrics::ResourceFacts;
 use serde::{Deserialize, Serialize};
 
 use super::machine::OtherMachine;

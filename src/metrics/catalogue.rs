@@ -7,6 +7,7 @@
 //! metrics; it computes none (that is `metrics::memory`).
 
 use super::Resource;
+use crate::metrics::ResourceFacts;
 
 const MIB: f64 = 1024.0 * 1024.0;
 

@@ -12,6 +12,7 @@
 //! a begin edge the last sample at or before it, an end edge the first at
 //! or after it.
 
+use crate::metrics::ResourceFacts;
 use std::borrow::Cow;
 
 use super::Resource;

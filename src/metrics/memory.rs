@@ -5,6 +5,7 @@
 //! retaining. One function each, applied alike to host RSS and device VRAM;
 //! the definitions are in docs/metrics.md.
 
+use crate::metrics::ResourceFacts;
 use serde::{Deserialize, Serialize};
 
 use super::resource::Resource;

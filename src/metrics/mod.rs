@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::stats::{slope, spread, Spread};
 pub use memory::{CycleMemory, CycleSpread, FirstLoad, LastCycle, ResourceRun, ResourceSummary};
-pub use resource::Resource;
+pub use resource::{Resource, ResourceFacts};
 pub use soundness::Broken;
 
 use crate::protocol::{Edge, Phase};

@@ -10,6 +10,7 @@
 //! `ceiling_d2h_gib_s=R ceiling_h2d_gib_s=R`; memory at the edges is the
 //! record's own.
 
+use crate::metrics::ResourceFacts;
 use serde::{Deserialize, Serialize};
 
 use super::memory;

@@ -26,6 +26,14 @@ pub struct GpuVram {
 }
 
 impl GpuVram {
+    /// The GPUs were asked and none has listed a sampled process yet.
+    pub fn read_none() -> GpuVram {
+        GpuVram {
+            read: true,
+            ..GpuVram::default()
+        }
+    }
+
     /// Bytes on `gpu`; `None` where this sample has no reading of it.
     pub fn get(&self, gpu: u32) -> Option<u64> {
         let i = gpu as usize;

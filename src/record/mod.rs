@@ -18,6 +18,7 @@ pub mod envelope;
 pub mod gpu;
 pub mod live;
 mod readings;
+mod resource;
 mod rows;
 mod salvage;
 mod schema;
@@ -33,7 +34,8 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::fsutil::write_atomic;
-pub use readings::is_key as is_reading_key;
+pub use readings::{Part, Readings};
+pub use resource::{is_key as is_reading_key, Key, Resource};
 pub use schema::{record_file, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION, SUMMARY_FILE};
 pub use types::*;
 

@@ -1,82 +1,229 @@
-//! The readings of the catalogued resources (`sampler::resources`): one map
-//! per sample and per phase edge, keyed by the resource's key (`shm`, …).
+//! One map of readings: the bytes of every resource read at one instant (a
+//! sample, or a phase edge), keyed by the resource (`record::Resource`) and,
+//! where a resource has parts, by the part (host memory's anonymous and
+//! file pages, the container's usage).
 //!
-//! The record knows a key and its bytes, nothing of what a resource is: a
-//! resource added to the catalogue is carried, written and read back here
-//! without a line changed. In samples.csv and events.csv the map is one
-//! `readings` cell of `KEY=BYTES` entries separated by spaces, e.g.
-//! `shm=67108864`, empty where nothing was read (and in older records).
+//! The record knows a key and its bytes, nothing of what a resource is or
+//! how it is read: a resource added to the sampler's catalogue is carried,
+//! written and read back here without a line changed. In samples.csv and
+//! events.csv the fixed resources keep their own columns (`rss_bytes`,
+//! `vram_bytes`, `gpu_vram`, `container_bytes`, `page_cache_bytes`, …) and
+//! the catalogued ones share one `readings` cell of `KEY=BYTES` entries
+//! separated by spaces, e.g. `shm=67108864`, empty where nothing was read.
 
-use std::collections::BTreeMap;
+use super::gpu::GpuVram;
+use super::resource::{Key, Resource};
 
-/// Bytes per resource key; a key without an entry was not read at that instant.
+/// What of a resource a reading is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Part {
+    /// The resource's bytes (host RSS or PSS, a GPU's VRAM, the container's
+    /// working set, the cached bytes, a catalogued resource's bytes).
+    Whole,
+    /// The anonymous part (host memory; the container's `memory.stat` anon).
+    Anon,
+    /// The file-backed part (host memory; the container's `memory.stat` file).
+    File,
+    /// The container's whole charge (`memory.current`), page cache included.
+    Usage,
+    /// On a machine of several GPUs: the root process's own VRAM on the GPU
+    /// that lists it (the resource's `Whole` is every measured process's sum).
+    Own,
+}
+
+/// Bytes per resource and part; a resource without an entry was not read at
+/// that instant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Readings(BTreeMap<String, u64>);
+pub struct Readings {
+    /// Sorted by (resource, part); a handful of entries.
+    entries: Vec<(Resource, Part, u64)>,
+    /// VRAM was read per GPU (NVML sees several GPUs): the `Device` entries
+    /// are the GPUs that listed a measured process so far, possibly none.
+    per_gpu: bool,
+}
 
 impl Readings {
-    /// The bytes of `key`; `None` where it was not read.
-    pub fn get(&self, key: &str) -> Option<u64> {
-        self.0.get(key).copied()
+    /// The bytes of `resource`; `None` where it was not read.
+    pub fn get(&self, resource: Resource) -> Option<u64> {
+        self.part(resource, Part::Whole)
     }
 
-    pub fn set(&mut self, key: &str, bytes: u64) {
-        self.0.insert(key.to_string(), bytes);
+    /// The bytes of one part of `resource`; `None` where it was not read.
+    pub fn part(&self, resource: Resource, part: Part) -> Option<u64> {
+        self.find(resource, part).ok().map(|i| self.entries[i].2)
+    }
+
+    fn find(&self, resource: Resource, part: Part) -> Result<usize, usize> {
+        self.entries
+            .binary_search_by(|(r, p, _)| (*r, *p).cmp(&(resource, part)))
+    }
+
+    pub fn set(&mut self, resource: Resource, bytes: u64) {
+        self.set_part(resource, Part::Whole, bytes);
+    }
+
+    pub fn set_part(&mut self, resource: Resource, part: Part, bytes: u64) {
+        match self.find(resource, part) {
+            Ok(i) => self.entries[i].2 = bytes,
+            Err(i) => self.entries.insert(i, (resource, part, bytes)),
+        }
+    }
+
+    /// Sets `part` to `bytes` where there are bytes; leaves it unread otherwise.
+    pub fn set_opt(&mut self, resource: Resource, part: Part, bytes: Option<u64>) {
+        if let Some(bytes) = bytes {
+            self.set_part(resource, part, bytes);
+        }
+    }
+
+    /// Forgets every reading of `resource` (all its parts).
+    pub fn remove(&mut self, resource: Resource) {
+        self.entries.retain(|(r, _, _)| *r != resource);
+    }
+
+    /// Every reading of `other` into this one (its entries win).
+    pub fn extend(&mut self, other: &Readings) {
+        for (r, p, b) in &other.entries {
+            self.set_part(*r, *p, *b);
+        }
+        self.per_gpu |= other.per_gpu;
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty() && !self.per_gpu
     }
 
-    /// The keys read, in order.
-    pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
-        self.0.keys().map(String::as_str)
+    /// The resources read (their `Whole`), in order.
+    pub fn resources(&self) -> impl Iterator<Item = Resource> + '_ {
+        self.entries
+            .iter()
+            .filter(|(_, p, _)| *p == Part::Whole)
+            .map(|(r, _, _)| *r)
     }
 
-    /// The `readings` cell: `KEY=BYTES` entries separated by spaces.
+    /// Whether VRAM was read per GPU (a machine of several GPUs).
+    pub fn per_gpu(&self) -> bool {
+        self.per_gpu
+    }
+
+    /// The GPUs read, with their bytes, in order.
+    pub fn gpus(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.entries.iter().filter_map(|(r, p, b)| match (r, p) {
+            (Resource::Device(n), Part::Whole) => Some((*n, *b)),
+            _ => None,
+        })
+    }
+
+    /// Every GPU's sum of a per-GPU reading (a machine of several GPUs):
+    /// replaces the `Device` entries.
+    pub fn set_gpu_vram(&mut self, gpus: &GpuVram) {
+        self.entries
+            .retain(|(r, p, _)| !(r.is_device() && *p == Part::Whole));
+        if gpus.was_read() {
+            self.per_gpu = true;
+            for gpu in gpus.gpus() {
+                self.set_opt(Resource::Device(gpu), Part::Whole, gpus.get(gpu));
+            }
+        }
+    }
+
+    /// The per-GPU reading as `GpuVram` (empty, not read, where VRAM was one
+    /// device's reading: see [`Readings::per_gpu`]).
+    pub fn gpu_vram(&self) -> GpuVram {
+        if !self.per_gpu {
+            return GpuVram::default();
+        }
+        let mut out = GpuVram::read_none();
+        for (gpu, bytes) in self.gpus() {
+            out.add(gpu, bytes);
+        }
+        out
+    }
+
+    /// The `vram_bytes` column: the one device's reading, or on a machine of
+    /// several GPUs the root process's own.
+    pub fn vram_column(&self) -> Option<u64> {
+        if self.per_gpu {
+            self.entries
+                .iter()
+                .find(|(r, p, _)| r.is_device() && *p == Part::Own)
+                .map(|e| e.2)
+        } else {
+            self.gpus().next().map(|(_, b)| b)
+        }
+    }
+
+    /// The `vram_bytes` column read back: the reading of `device` (the
+    /// run's), or its own part where the GPUs were read one by one.
+    pub fn set_vram_column(&mut self, device: u32, bytes: Option<u64>) {
+        let part = if self.per_gpu { Part::Own } else { Part::Whole };
+        self.set_opt(Resource::Device(device), part, bytes);
+    }
+
+    /// The `readings` cell: the catalogued resources' `KEY=BYTES` entries
+    /// separated by spaces.
     pub fn cell(&self) -> String {
-        let entries: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let entries: Vec<String> = self
+            .entries
+            .iter()
+            .filter_map(|(r, p, b)| match (r, p) {
+                (Resource::Probed(key), Part::Whole) => Some(format!("{}={b}", key.as_str())),
+                _ => None,
+            })
+            .collect();
         entries.join(" ")
     }
 
-    /// The readings of a `readings` cell; `Err` names the entry that is not
-    /// `KEY=BYTES`.
-    pub fn parse(cell: &str) -> Result<Readings, String> {
-        let mut out = Readings::default();
+    /// Whether a catalogued resource was read (a `readings` cell to write).
+    pub fn has_probed(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|(r, _, _)| matches!(r, Resource::Probed(_)))
+    }
+
+    /// The catalogued resources of a `readings` cell, into these readings;
+    /// `Err` names the entry that is not `KEY=BYTES`.
+    pub fn parse_cell(&mut self, cell: &str) -> Result<(), String> {
         for entry in cell.split_whitespace() {
             let parsed = entry
                 .split_once('=')
-                .and_then(|(k, v)| Some((k, v.parse::<u64>().ok()?)))
-                .filter(|(k, _)| is_key(k));
+                .and_then(|(k, v)| Some((Key::new(k)?, v.parse::<u64>().ok()?)));
             let Some((key, bytes)) = parsed else {
                 return Err(format!(
                     "readings entry {entry:?} is not KEY=BYTES (a lowercase key, whole bytes)"
                 ));
             };
-            out.set(key, bytes);
+            self.set(Resource::Probed(key), bytes);
         }
+        Ok(())
+    }
+
+    /// The readings of a `readings` cell alone.
+    pub fn parse(cell: &str) -> Result<Readings, String> {
+        let mut out = Readings::default();
+        out.parse_cell(cell)?;
         Ok(out)
     }
-}
-
-/// A resource key: lowercase letters, digits and `_`, as files and budget keys name it.
-pub fn is_key(key: &str) -> bool {
-    !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn probed(key: &str) -> Resource {
+        Resource::Probed(Key::new(key).unwrap())
+    }
+
     #[test]
     fn a_cell_round_trips() {
         let mut r = Readings::default();
-        r.set("shm", 64 << 20);
-        r.set("a_b", 0);
+        r.set(probed("shm"), 64 << 20);
+        r.set(probed("a_b"), 0);
+        r.set(Resource::Host, 5);
         assert_eq!(r.cell(), "a_b=0 shm=67108864");
-        assert_eq!(Readings::parse(&r.cell()).unwrap(), r);
+        let mut back = Readings::parse(&r.cell()).unwrap();
+        back.set(Resource::Host, 5);
+        assert_eq!(back, r);
         assert_eq!(Readings::parse("").unwrap(), Readings::default());
     }
 
@@ -86,5 +233,43 @@ mod tests {
         assert!(e.contains("\"Bad=3\""), "{e}");
         assert!(Readings::parse("shm=-1").is_err());
         assert!(Readings::parse("shm").is_err());
+    }
+
+    #[test]
+    fn parts_are_kept_apart_and_in_order() {
+        let mut r = Readings::default();
+        r.set_part(Resource::Host, Part::Anon, 3);
+        r.set(Resource::Host, 5);
+        r.set_part(Resource::Host, Part::File, 2);
+        r.set(Resource::Device(1), 7);
+        assert_eq!(r.get(Resource::Host), Some(5));
+        assert_eq!(r.part(Resource::Host, Part::Anon), Some(3));
+        assert_eq!(r.part(Resource::Host, Part::Usage), None);
+        assert_eq!(
+            r.resources().collect::<Vec<_>>(),
+            [Resource::Host, Resource::Device(1)]
+        );
+        assert_eq!(r.vram_column(), Some(7));
+        r.remove(Resource::Host);
+        assert_eq!(r.part(Resource::Host, Part::Anon), None);
+    }
+
+    #[test]
+    fn a_per_gpu_reading_keeps_the_roots_own_apart() {
+        let mut gpus = GpuVram::read_none();
+        gpus.add(0, 10);
+        gpus.add(1, 0);
+        let mut r = Readings::default();
+        r.set_gpu_vram(&gpus);
+        r.set_vram_column(0, Some(4));
+        assert_eq!(r.get(Resource::Device(0)), Some(10));
+        assert_eq!(r.get(Resource::Device(1)), Some(0));
+        assert_eq!(r.vram_column(), Some(4));
+        assert_eq!(r.gpu_vram(), gpus);
+        // Asked, none listed yet: still a per-GPU reading.
+        let mut none = Readings::default();
+        none.set_gpu_vram(&GpuVram::read_none());
+        assert!(none.per_gpu() && !none.is_empty());
+        assert_eq!(none.gpu_vram(), GpuVram::read_none());
     }
 }

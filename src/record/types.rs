@@ -9,9 +9,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::gpu::GpuVram;
+use super::readings::Part;
 pub use super::readings::Readings;
+use super::resource::Resource;
 pub use crate::cgroup::view::ContainerSample;
-use crate::protocol::{AllocatorReport, Check, Edge, Phase, PhaseEdge};
+use crate::protocol::{AllocatorReport, Check, Edge, MemoryAtEdge, Phase, PhaseEdge};
 
 /// One reading of the worker's memory by the parent's sampler.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +34,66 @@ pub struct Sample {
     pub page_cache_bytes: Option<u64>,
     /// The catalogued resources' bytes (`sampler::resources`: `shm`, …).
     pub readings: Readings,
+}
+
+impl Sample {
+    /// The sample of one map of readings taken at `t_s` (the sampler's and
+    /// the edge reader's one way to make one).
+    pub fn from_readings(t_s: f64, readings: Readings) -> Sample {
+        let container = match (
+            readings.get(Resource::Container),
+            readings.part(Resource::Container, Part::Usage),
+        ) {
+            (Some(working_set_bytes), Some(usage_bytes)) => Some(ContainerSample {
+                working_set_bytes,
+                usage_bytes,
+                anon_bytes: readings.part(Resource::Container, Part::Anon),
+                file_bytes: readings.part(Resource::Container, Part::File),
+            }),
+            _ => None,
+        };
+        Sample {
+            t_s,
+            rss_bytes: readings.get(Resource::Host).unwrap_or(0),
+            anon_bytes: readings.part(Resource::Host, Part::Anon).unwrap_or(0),
+            file_bytes: readings.part(Resource::Host, Part::File).unwrap_or(0),
+            vram_bytes: readings.vram_column(),
+            gpu_vram: readings.gpu_vram(),
+            container,
+            page_cache_bytes: readings.get(Resource::PageCache),
+            readings,
+        }
+    }
+}
+
+impl Readings {
+    /// The readings a phase edge's line carried (the sender's own).
+    pub fn of_memory(memory: &MemoryAtEdge) -> Readings {
+        let mut r = Readings::default();
+        if memory.rss_bytes > 0 {
+            r.set(Resource::Host, memory.rss_bytes);
+            r.set_part(Resource::Host, Part::Anon, memory.anon_bytes);
+            r.set_part(Resource::Host, Part::File, memory.file_bytes);
+        }
+        r.set_opt(Resource::Device(0), Part::Whole, memory.vram_bytes);
+        r.set_opt(Resource::Container, Part::Whole, memory.container_bytes);
+        r.set_opt(Resource::Container, Part::Anon, memory.container_anon_bytes);
+        r.set_opt(Resource::PageCache, Part::Whole, memory.page_cache_bytes);
+        r
+    }
+
+    /// These readings into a phase edge's memory (what it has columns for).
+    pub fn fill_memory(&self, memory: &mut MemoryAtEdge) {
+        if let Some(rss) = self.get(Resource::Host) {
+            memory.rss_bytes = rss;
+            memory.anon_bytes = self.part(Resource::Host, Part::Anon).unwrap_or(0);
+            memory.file_bytes = self.part(Resource::Host, Part::File).unwrap_or(0);
+        }
+        memory.vram_bytes = self.vram_column();
+        memory.container_bytes = self.get(Resource::Container);
+        memory.container_anon_bytes = self.part(Resource::Container, Part::Anon);
+        memory.page_cache_bytes = self.get(Resource::PageCache);
+    }
 }
 
 /// A phase edge as the parent received it, stamped on the sampler's clock.

@@ -2,6 +2,7 @@
 //! words for a model and how it loads are `model::spec`'s: a scenario holds
 //! them, and whoever names them imports them from there.
 
+use crate::metrics::ResourceFacts;
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -28,6 +28,7 @@
 mod key;
 mod lanes;
 
+use crate::metrics::ResourceFacts;
 use std::path::Path;
 
 use anyhow::Result;

@@ -14,6 +14,7 @@ pub mod retained;
 pub mod timeline;
 
 use crate::metrics::comparison::{Comparison, Row};
+use crate::metrics::ResourceFacts;
 use crate::metrics::{Resource, ResourceSummary, Summary};
 use crate::record::{Record, RunRecord, RunStatus};
 

@@ -17,6 +17,7 @@
 //! Draws only: the curve is the run's samples, the edges bound it as
 //! `metrics::memory::cycle_edges` says, t50/t90 come from the summary row.
 
+use crate::metrics::ResourceFacts;
 use std::ops::Range;
 use std::path::Path;
 

@@ -13,6 +13,7 @@
 //!
 //! Draws [`Comparison`] values only (`ResourceSummary::retained_by_cycle`).
 
+use crate::metrics::ResourceFacts;
 use std::path::Path;
 
 use anyhow::Result;

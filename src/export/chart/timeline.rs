@@ -14,6 +14,7 @@
 //! Draws only: every sample goes through min/max decimation, so a run of a
 //! million samples costs no more to draw than one of a few thousand.
 
+use crate::metrics::ResourceFacts;
 use std::path::Path;
 
 use anyhow::Result;

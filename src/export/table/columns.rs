@@ -7,6 +7,7 @@
 use super::super::fields::{names_of, table_metrics, Names};
 use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::Resource;
+use crate::metrics::ResourceFacts;
 
 /// The width the compact console layout must fit in.
 pub const COMPACT_MAX_CHARS: usize = 100;

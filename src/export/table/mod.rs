@@ -27,6 +27,7 @@ mod cells;
 mod columns;
 mod retention;
 
+use crate::metrics::ResourceFacts;
 use std::fmt::Write;
 
 use super::console::View;

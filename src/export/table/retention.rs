@@ -13,6 +13,7 @@
 use super::cells::sig;
 use super::Line;
 use crate::metrics::Resource;
+use crate::metrics::ResourceFacts;
 use crate::textutil::MIB;
 
 /// Completed runs per strategy below which a table says it cannot conclude.

@@ -24,6 +24,14 @@ pub struct ResourceDef {
     pub open: fn(pid: u32) -> Result<Box<dyn Probe>, String>,
 }
 
+impl ResourceDef {
+    /// Its key in the record (`record::Resource::Probed`); the catalogue's
+    /// keys are checked by a test, so `None` is never met.
+    pub fn resource(&self) -> Option<crate::record::Resource> {
+        crate::record::Key::new(self.key).map(crate::record::Resource::Probed)
+    }
+}
+
 /// A catalogued resource's probe: one number of bytes per reading.
 pub trait Probe: Send {
     /// The bytes now; `None`: not readable at this instant. `pids` are the
@@ -70,8 +78,8 @@ pub fn read_all(
     into: &mut crate::record::Readings,
 ) {
     for (def, probe) in probes.iter_mut() {
-        if let Some(bytes) = probe.read(pids) {
-            into.set(def.key, bytes);
+        if let (Some(resource), Some(bytes)) = (def.resource(), probe.read(pids)) {
+            into.set(resource, bytes);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! in rows that fit the plot's width. Draws only, as the rest of the chart.
 
 use super::*;
+use crate::metrics::ResourceFacts;
 
 /// The lane key's entries: a swatch and its text, the resources' first, then
 /// the phases the drawn runs went through (`None` before "phases:").

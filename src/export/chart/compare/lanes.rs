@@ -3,6 +3,7 @@
 //! each lane. Draws only, as the rest of the chart.
 
 use super::*;
+use crate::metrics::ResourceFacts;
 
 /// One strategy's lane: a sub-lane per resource, the phases under the last one.
 pub(super) fn draw_lane(
