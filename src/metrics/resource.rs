@@ -56,7 +56,7 @@ pub trait ResourceFacts: Sized {
     /// Whether the gate judges it: not the container, whose cgroup holds
     /// other processes than the worker (memrel itself, at least) and whose
     /// page cache moves with the whole machine's memory pressure.
-    fn is_gated(self) -> bool;
+    fn is_gated(&self) -> bool;
 
     /// The word `[thresholds]` keys put after the metric's (`vram` in
     /// `max_retained_vram_mib`); `""` for host memory, `None` where nothing
@@ -69,7 +69,7 @@ pub trait ResourceFacts: Sized {
 
     /// Whether it is the machine's, not the measured process's: the page
     /// cache and the catalogued resources (charts draw them as context).
-    fn is_machine_wide(self) -> bool;
+    fn is_machine_wide(&self) -> bool;
 
     /// This resource in one sample (`None`: not read at that instant).
     fn in_sample(self, sample: &Sample) -> Option<u64>;
@@ -192,7 +192,7 @@ impl ResourceFacts for Resource {
     /// Whether the gate judges it: not the container, whose cgroup holds
     /// other processes than the worker (memrel itself, at least) and whose
     /// page cache moves with the whole machine's memory pressure.
-    fn is_gated(self) -> bool {
+    fn is_gated(&self) -> bool {
         !matches!(self, Resource::Container)
     }
 
@@ -219,7 +219,7 @@ impl ResourceFacts for Resource {
 
     /// Whether it is the machine's, not the measured process's: the page
     /// cache and the catalogued resources (charts draw them as context).
-    fn is_machine_wide(self) -> bool {
+    fn is_machine_wide(&self) -> bool {
         matches!(self, Resource::PageCache | Resource::Probed(_))
     }
 
