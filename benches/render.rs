@@ -55,7 +55,7 @@ fn render(c: &mut Criterion) {
                         record.runs[0]
                             .samples
                             .iter()
-                            .map(|s| (s.t_s, s.rss_bytes as f64)),
+                            .map(|s| (s.t_s, s.host_bytes() as f64)),
                         0.0,
                         1000.0,
                         1300,

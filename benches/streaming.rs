@@ -18,17 +18,13 @@ use memrel::record::{Record, RunMeta, Sample};
 use support::synthetic::{synthetic_record, SAMPLES};
 
 fn sample(i: u64) -> Sample {
-    Sample {
-        t_s: i as f64 * 1e-3,
-        rss_bytes: 1_000_000_000 + (i % 977) * 4096,
-        anon_bytes: 900_000_000 + (i % 977) * 4096,
-        file_bytes: 100_000_000,
-        vram_bytes: None,
-        gpu_vram: Default::default(),
-        container: None,
-        page_cache_bytes: None,
-        readings: Default::default(),
-    }
+    Sample::of_host(
+        i as f64 * 1e-3,
+        1_000_000_000 + (i % 977) * 4096,
+        900_000_000 + (i % 977) * 4096,
+        100_000_000,
+        None,
+    )
 }
 
 fn write_rows(c: &mut Criterion) {

@@ -17,8 +17,8 @@ use crate::export::markdown::{
     Align::{Left, Right},
     Table,
 };
-use crate::protocol::{Edge, MemoryAtEdge, Phase};
-use crate::record::{Event, RunRecord, Sample};
+use crate::protocol::{Edge, Phase};
+use crate::record::{Event, Part, Readings, Resource, RunRecord, Sample};
 use crate::scenario::DeviceSpec;
 use crate::stats;
 use crate::textutil::MIB;
@@ -57,19 +57,20 @@ impl Kind {
 
     /// The part of a sample this kind lands in (`None`: not read then).
     fn part(self, s: &Sample) -> Option<u64> {
-        match self {
-            Kind::Anon => Some(s.anon_bytes),
-            Kind::File => Some(s.file_bytes),
-            Kind::Vram => s.vram_bytes,
-        }
+        self.in_readings(&s.readings)
     }
 
     /// The part of the worker's own reading at an edge this kind lands in.
-    fn at_edge(self, m: &MemoryAtEdge) -> Option<u64> {
+    fn at_edge(self, e: &Event) -> Option<u64> {
+        self.in_readings(&e.readings)
+    }
+
+    /// The part of one map of readings this kind lands in.
+    fn in_readings(self, r: &Readings) -> Option<u64> {
         match self {
-            Kind::Anon => Some(m.anon_bytes),
-            Kind::File => Some(m.file_bytes),
-            Kind::Vram => m.vram_bytes,
+            Kind::Anon => r.part(Resource::Host, Part::Anon),
+            Kind::File => r.part(Resource::Host, Part::File),
+            Kind::Vram => r.vram_column(),
         }
     }
 
@@ -233,10 +234,7 @@ pub fn measure(
         ) else {
             continue;
         };
-        let (Some(at_begin), Some(at_end)) = (
-            kind.at_edge(&begin.edge.memory),
-            kind.at_edge(&end.edge.memory),
-        ) else {
+        let (Some(at_begin), Some(at_end)) = (kind.at_edge(begin), kind.at_edge(end)) else {
             continue;
         };
         let edge_bytes = at_end as i64 - at_begin as i64;
@@ -280,7 +278,7 @@ pub fn measure(
         });
     }
     let peak = run.meta.vm_hwm_bytes.and_then(|hwm| {
-        let sampled = run.samples.iter().map(|s| s.rss_bytes).max()?;
+        let sampled = run.samples.iter().map(|s| s.host_bytes()).max()?;
         let error_fraction = (sampled as f64 - hwm as f64).abs() / hwm as f64;
         Some(Peak {
             kind,
@@ -305,7 +303,7 @@ pub fn measure(
                 .saturating_sub(begin.edge.memory.anon_bytes);
             let before = begin.edge.memory.rss_bytes as i64;
             let seen = window(run, begin.t_s, end.t_s)
-                .map(|s| s.rss_bytes as i64 - before)
+                .map(|s| s.host_bytes() as i64 - before)
                 .max()
                 .unwrap_or(0);
             Some(Spike {

@@ -497,17 +497,10 @@ impl Marker<'_> {
     /// process that exited (its reading and its time).
     fn close_on_sample(&mut self, last: &Sample, note: &str) {
         if let Some((p, model)) = self.open.take() {
-            let memory = MemoryAtEdge {
-                rss_bytes: last.rss_bytes,
-                anon_bytes: last.anon_bytes,
-                file_bytes: last.file_bytes,
-                vram_bytes: last.vram_bytes,
-                container_bytes: last.container.map(|c| c.working_set_bytes),
-                container_anon_bytes: last.container.and_then(|c| c.anon_bytes),
-                page_cache_bytes: last.page_cache_bytes,
-            };
+            let mut memory = MemoryAtEdge::default();
+            last.readings.fill_memory(&mut memory);
             let extras = EdgeExtras {
-                gpu_vram: last.gpu_vram,
+                gpu_vram: last.readings.gpu_vram(),
                 readings: last.readings.clone(),
                 after_exit: true,
                 processes: Vec::new(),

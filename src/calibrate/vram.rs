@@ -126,7 +126,7 @@ pub fn measure(
             run.samples
                 .iter()
                 .filter(|s| s.t_s >= begin.t_s)
-                .find(|s| s.vram_bytes.is_some_and(|v| v >= target))
+                .find(|s| s.vram_bytes().is_some_and(|v| v >= target))
                 .map(|s| s.t_s - end.t_s)
         });
         let aligned =
@@ -153,7 +153,7 @@ pub fn measure(
             expected_peak = expected_peak.max(before.map(|b| b + bytes));
             let seen = before.and_then(|b| {
                 window(run, begin.t_s, end.t_s)
-                    .filter_map(|s| s.vram_bytes)
+                    .filter_map(|s| s.vram_bytes())
                     .map(|v| v as i64 - b as i64)
                     .max()
             });
@@ -166,7 +166,7 @@ pub fn measure(
         }
         _ => None,
     };
-    let sampled_peak = run.samples.iter().filter_map(|s| s.vram_bytes).max();
+    let sampled_peak = run.samples.iter().filter_map(|s| s.vram_bytes()).max();
     let peak = sampled_peak.zip(expected_peak).map(|(sampled, expected)| {
         let error_bytes = sampled as i64 - expected as i64;
         VramPeak {
@@ -206,7 +206,7 @@ pub fn measure(
 /// The smallest change between successive VRAM samples: the step NVML's
 /// per-process figure (and the allocations under it) moved in, in this run.
 fn smallest_step(run: &RunRecord) -> Option<u64> {
-    let values: Vec<u64> = run.samples.iter().filter_map(|s| s.vram_bytes).collect();
+    let values: Vec<u64> = run.samples.iter().filter_map(|s| s.vram_bytes()).collect();
     values
         .windows(2)
         .map(|w| w[0].abs_diff(w[1]))
@@ -323,9 +323,9 @@ mod tests {
     const INTERVAL_S: f64 = 0.01;
 
     fn event(t_s: f64, phase: Phase, edge: Edge, model: Option<&str>, vram_mib: u64) -> Event {
-        Event {
+        Event::of_line(
             t_s,
-            edge: PhaseEdge {
+            PhaseEdge {
                 phase,
                 edge,
                 cycle: u32::from(phase != Phase::Baseline),
@@ -340,10 +340,7 @@ mod tests {
                 note: None,
                 mono_s: None,
             },
-            kernel_peak_bytes: None,
-            gpu_vram: Default::default(),
-            readings: Default::default(),
-        }
+        )
     }
 
     /// A `calibrate-vram` run as memrel records it: the context holds
@@ -390,17 +387,7 @@ mod tests {
             .take_while(|s| *s < t)
             .map(|t_s| {
                 let mib = levels.iter().rev().find(|l| l.0 <= t_s).map_or(0, |l| l.1);
-                Sample {
-                    t_s,
-                    rss_bytes: 0,
-                    anon_bytes: 0,
-                    file_bytes: 0,
-                    vram_bytes: Some(mib * M),
-                    gpu_vram: Default::default(),
-                    container: None,
-                    page_cache_bytes: None,
-                    readings: Default::default(),
-                }
+                Sample::of_host(t_s, 0, 0, 0, Some(mib * M))
             })
             .collect();
         run.meta.vram_floor_bytes = Some(BASE_MIB * M);
@@ -493,7 +480,7 @@ mod tests {
     fn without_vram_samples_every_row_fails_and_nothing_reads_as_zero() {
         let mut run = synthetic(&SIZES, (100, 20), |m| m);
         for s in &mut run.samples {
-            s.vram_bytes = None;
+            s.readings.set_one_device(0, None);
         }
         let v = measure(&run, "cuda:0", &SIZES, INTERVAL_S, (100, 20));
         assert!(!v.passed);

@@ -652,10 +652,10 @@ retained mostly at the first load (imports, caches, a pool reused later), not re
                     586,
                 );
                 for e in &mut run.events {
-                    e.edge.memory.page_cache_bytes = Some(415 * MIB);
+                    e.readings.set(Resource::PageCache, 415 * MIB);
                 }
                 for s in &mut run.samples {
-                    s.page_cache_bytes = Some(415 * MIB);
+                    s.readings.set(Resource::PageCache, 415 * MIB);
                 }
                 runs.push(run);
             }

@@ -145,8 +145,8 @@ fn tracks(resources: &[Resource]) -> Vec<Track> {
         match r {
             Resource::Host => {
                 out.push(("rss".into(), Box::new(move |s| r.in_sample(s))));
-                out.push(("anon".into(), Box::new(|s| Some(s.anon_bytes))));
-                out.push(("file".into(), Box::new(|s| Some(s.file_bytes))));
+                out.push(("anon".into(), Box::new(|s| Some(s.anon_bytes()))));
+                out.push(("file".into(), Box::new(|s| Some(s.file_bytes()))));
             }
             Resource::Device(_) => out.push((
                 format!("vram {}", r.key()),
@@ -159,7 +159,7 @@ fn tracks(resources: &[Resource]) -> Vec<Track> {
                 ));
                 out.push((
                     "container usage".into(),
-                    Box::new(|s| s.container.map(|c| c.usage_bytes)),
+                    Box::new(|s| s.container().map(|c| c.usage_bytes)),
                 ));
             }
             Resource::PageCache => {

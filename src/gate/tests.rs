@@ -59,8 +59,10 @@ fn cuda_unmeasured() -> Record {
     for r in &mut record.runs {
         r.events
             .iter_mut()
-            .for_each(|e| e.edge.memory.vram_bytes = None);
-        r.samples.iter_mut().for_each(|s| s.vram_bytes = None);
+            .for_each(|e| e.readings.set_one_device(0, None));
+        r.samples
+            .iter_mut()
+            .for_each(|s| s.readings.set_one_device(0, None));
         r.meta.checks.push(Check {
             name: "vram sampler (nvml)".into(),
             ok: false,
@@ -609,7 +611,8 @@ fn with_page_cache() -> Record {
         let keeps = r.meta.strategy == "drop";
         for e in &mut r.events {
             let loaded = e.edge.cycle >= 1;
-            e.edge.memory.page_cache_bytes = Some(if keeps && loaded { 100 << 20 } else { 0 });
+            let bytes = if keeps && loaded { 100 << 20 } else { 0 };
+            e.readings.set(Resource::PageCache, bytes);
         }
     }
     record

@@ -269,10 +269,11 @@ mod tests {
             for e in &mut run.events {
                 // The first run starts cold: its baseline edge reads 0.
                 let cold = i == 0 && e.edge.cycle == 0;
-                e.edge.memory.page_cache_bytes = Some(if cold { 0 } else { 415 * MIB });
+                let bytes = if cold { 0 } else { 415 * MIB };
+                e.readings.set(Resource::PageCache, bytes);
             }
             for s in &mut run.samples {
-                s.page_cache_bytes = Some(415 * MIB);
+                s.readings.set(Resource::PageCache, 415 * MIB);
             }
         }
         let summary = summarize(&record);

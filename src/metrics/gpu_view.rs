@@ -56,7 +56,7 @@ pub fn of<'a>(header: &Header, run: &'a RunRecord, r: Resource) -> Cow<'a, RunRe
 /// `None` for a program). A run of one device on a machine of one GPU is
 /// its own view (borrowed: nothing copied).
 pub fn view(run: &RunRecord, gpu: u32, own: Option<u32>) -> Cow<'_, RunRecord> {
-    let per_gpu = run.samples.iter().any(|s| s.gpu_vram.was_read());
+    let per_gpu = run.samples.iter().any(|s| s.readings.per_gpu());
     // A program sampled as a tree on one GPU: its samples hold the tree's
     // sum and its edges no reading of their own (one process's is not the
     // tree's), so the edges are read off the samples.
@@ -64,35 +64,45 @@ pub fn view(run: &RunRecord, gpu: u32, own: Option<u32>) -> Cow<'_, RunRecord> {
         && run
             .events
             .iter()
-            .all(|e| e.edge.memory.vram_bytes.is_none())
-        && run.samples.iter().any(|s| s.vram_bytes.is_some());
+            .all(|e| e.readings.vram_column().is_none())
+        && run.samples.iter().any(|s| s.vram_bytes().is_some());
     if !per_gpu && !edges_from_samples && own.is_none_or(|own| own == gpu) {
         return Cow::Borrowed(run);
     }
     let resource = Resource::Device(gpu);
     let mut out = run.clone();
     for sample in &mut out.samples {
-        sample.vram_bytes = if per_gpu {
+        let bytes = if per_gpu {
             resource.in_sample(sample)
         } else if edges_from_samples {
-            sample.vram_bytes
+            sample.vram_bytes()
         } else {
             None
         };
+        sample.readings.set_one_device(gpu, bytes);
     }
     if own != Some(gpu) {
         let read: Vec<(f64, u64)> = out
             .samples
             .iter()
-            .filter_map(|s| s.vram_bytes.map(|v| (s.t_s, v)))
+            .filter_map(|s| s.vram_bytes().map(|v| (s.t_s, v)))
             .collect();
         for event in &mut out.events {
-            event.edge.memory.vram_bytes = if event.gpu_vram.was_read() {
+            let bytes = if event.readings.per_gpu() {
                 // Read at the edge: a GPU that lists none of the processes holds 0.
-                Some(event.gpu_vram.get(gpu).unwrap_or(0))
+                Some(event.readings.get(resource).unwrap_or(0))
             } else {
                 at_edge(&read, event.t_s, event.edge.edge)
             };
+            event.readings.set_one_device(gpu, bytes);
+            event.edge.memory.vram_bytes = bytes;
+        }
+    } else {
+        // The worker's own reading of its GPU (the root's own, where the
+        // parent also read every GPU).
+        for event in &mut out.events {
+            let own_bytes = event.readings.vram_column();
+            event.readings.set_one_device(gpu, own_bytes);
         }
     }
     Cow::Owned(out)
@@ -136,27 +146,27 @@ mod tests {
                 bytes: 1000 + i as u64,
             }];
             // GPU 1 lists the run's process from its first edge on.
-            s.gpu_vram = if s.t_s >= first_edge_s {
+            s.readings.set_gpu_vram(&if s.t_s >= first_edge_s {
                 GpuVram::of(0b10, &on_gpu1)
             } else {
                 GpuVram::of(0, &[])
-            };
+            });
         }
         let view1 = view(run, 1, Some(0));
         for (s, v) in run.samples.iter().zip(&view1.samples) {
-            assert_eq!(v.vram_bytes, s.gpu_vram.get(1));
+            assert_eq!(v.vram_bytes(), s.readings.gpu_vram().get(1));
         }
         for e in &view1.events {
             let mut read = run
                 .samples
                 .iter()
-                .filter_map(|s| s.gpu_vram.get(1).map(|v| (s.t_s, v)));
+                .filter_map(|s| s.readings.gpu_vram().get(1).map(|v| (s.t_s, v)));
             let expected = match e.edge.edge {
                 Edge::Begin => read.rfind(|(t, _)| *t <= e.t_s),
                 Edge::End => read.clone().find(|(t, _)| *t >= e.t_s).or(read.next_back()),
             };
             assert_eq!(
-                e.edge.memory.vram_bytes,
+                e.readings.vram_column(),
                 Some(expected.map_or(0, |r| r.1)),
                 "{e:?}"
             );
@@ -164,7 +174,7 @@ mod tests {
         // GPU 0, the worker's own, keeps the worker's edge readings; its
         // samples have no GPU 0 reading: none.
         let view0 = view(run, 0, Some(0));
-        assert!(view0.samples.iter().all(|s| s.vram_bytes.is_none()));
+        assert!(view0.samples.iter().all(|s| s.vram_bytes().is_none()));
         assert_eq!(view0.events, run.events);
     }
 
@@ -175,24 +185,24 @@ mod tests {
         let mut record = fixture::record();
         let run = &mut record.runs[0];
         for (i, s) in run.samples.iter_mut().enumerate() {
-            s.vram_bytes = Some(100 * i as u64);
+            s.readings.set_one_device(0, Some(100 * i as u64));
         }
         for e in &mut run.events {
-            e.edge.memory.vram_bytes = None;
+            e.readings.set_one_device(0, None);
         }
         let program = view(run, 0, None);
         let read: Vec<(f64, u64)> = run
             .samples
             .iter()
-            .filter_map(|s| s.vram_bytes.map(|v| (s.t_s, v)))
+            .filter_map(|s| s.vram_bytes().map(|v| (s.t_s, v)))
             .collect();
         for e in &program.events {
             assert_eq!(
-                e.edge.memory.vram_bytes,
+                e.readings.vram_column(),
                 at_edge(&read, e.t_s, e.edge.edge),
                 "{e:?}"
             );
-            assert!(e.edge.memory.vram_bytes.is_some());
+            assert!(e.readings.vram_column().is_some());
         }
         assert_eq!(program.samples, run.samples);
         // memrel's worker keeps its own edges (none here: none made up).
@@ -215,7 +225,7 @@ mod tests {
                 pid: 7,
                 bytes: 1636 * MIB,
             }];
-            s.gpu_vram = GpuVram::of(0b11, &on);
+            s.readings.set_gpu_vram(&GpuVram::of(0b11, &on));
         }
         for e in &mut run.events {
             let on = [
@@ -230,15 +240,15 @@ mod tests {
                     bytes: 500 * MIB,
                 },
             ];
-            e.gpu_vram = GpuVram::of(0b11, &on);
+            e.readings.set_gpu_vram(&GpuVram::of(0b11, &on));
         }
         for (gpu, expected) in [(0, 612 * MIB), (1, 500 * MIB)] {
             let v = view(run, gpu, None);
             assert!(v
                 .events
                 .iter()
-                .all(|e| e.edge.memory.vram_bytes == Some(expected)));
-            assert!(v.samples.iter().all(|s| s.vram_bytes.is_some()));
+                .all(|e| e.readings.vram_column() == Some(expected)));
+            assert!(v.samples.iter().all(|s| s.vram_bytes().is_some()));
         }
     }
 
@@ -251,10 +261,10 @@ mod tests {
         ));
         // Another GPU of a record without per-GPU readings: nothing read.
         let other = view(&record.runs[0], 1, Some(0));
-        assert!(other.samples.iter().all(|s| s.vram_bytes.is_none()));
+        assert!(other.samples.iter().all(|s| s.vram_bytes().is_none()));
         assert!(other
             .events
             .iter()
-            .all(|e| e.edge.memory.vram_bytes.is_none()));
+            .all(|e| e.readings.vram_column().is_none()));
     }
 }

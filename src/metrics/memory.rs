@@ -355,8 +355,8 @@ fn cycle_memory(
     let release_t90_s = release_time_s(run, resource, loaded, released, threshold, 0.9);
     let gap = release_edge(run, cycle).and_then(|e| settle(run, resource, e, threshold));
     let retained_anon_bytes = match (
-        resource.anon_at_edge(&released.edge.memory),
-        resource.anon_at_edge(&baseline.edge.memory),
+        resource.anon_at_event(released),
+        resource.anon_at_event(baseline),
     ) {
         (Some(after), Some(base)) => Some(after as i64 - base as i64),
         _ => None,

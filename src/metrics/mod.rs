@@ -678,38 +678,27 @@ mod tests {
         let mut run = crate::record::fixture::run(1, "drop", 1, &[0]);
         run.events = edges
             .iter()
-            .map(|&(t_s, phase, edge, mib)| crate::record::Event {
-                t_s,
-                edge: PhaseEdge {
-                    phase,
-                    edge,
-                    cycle: u32::from(phase != Phase::Baseline),
-                    model: None,
-                    elapsed_s: None,
-                    memory: memory(mib),
-                    allocator: None,
-                    heap: None,
-                    note: None,
-                    mono_s: None,
-                },
-                kernel_peak_bytes: None,
-                gpu_vram: Default::default(),
-                readings: Default::default(),
+            .map(|&(t_s, phase, edge, mib)| {
+                crate::record::Event::of_line(
+                    t_s,
+                    PhaseEdge {
+                        phase,
+                        edge,
+                        cycle: u32::from(phase != Phase::Baseline),
+                        model: None,
+                        elapsed_s: None,
+                        memory: memory(mib),
+                        allocator: None,
+                        heap: None,
+                        note: None,
+                        mono_s: None,
+                    },
+                )
             })
             .collect();
         run.samples = samples
             .iter()
-            .map(|&(t_s, mib)| crate::record::Sample {
-                t_s,
-                rss_bytes: mib * MIB,
-                anon_bytes: mib * MIB,
-                file_bytes: 0,
-                vram_bytes: None,
-                gpu_vram: Default::default(),
-                container: None,
-                page_cache_bytes: None,
-                readings: Default::default(),
-            })
+            .map(|&(t_s, mib)| crate::record::Sample::of_host(t_s, mib * MIB, mib * MIB, 0, None))
             .collect();
         run
     }

@@ -85,7 +85,7 @@ fn sampled_peak(run: &RunRecord, from_s: f64, to_s: f64) -> Option<u64> {
     run.samples[first..]
         .iter()
         .take_while(|s| s.t_s <= to_s)
-        .map(|s| s.rss_bytes)
+        .map(|s| s.host_bytes())
         .max()
 }
 

@@ -9,9 +9,8 @@
 //! each resource; this is the one place that knows where a resource's bytes
 //! live in a record.
 
-use crate::protocol::MemoryAtEdge;
 pub use crate::record::Resource;
-use crate::record::{Event, Header, Record, Sample};
+use crate::record::{Event, Header, Part, Record, Sample};
 use crate::sampler::resources::{ResourceDef, CATALOGUE};
 
 /// How far a catalogued resource must move during a record to be one of its
@@ -74,16 +73,12 @@ pub trait ResourceFacts: Sized {
     /// This resource in one sample (`None`: not read at that instant).
     fn in_sample(self, sample: &Sample) -> Option<u64>;
 
-    /// This resource at a phase edge: the line's memory, or for a
-    /// catalogued resource the parent's reading of it.
+    /// This resource at a phase edge (`None`: not read there).
     fn at_event(self, event: &Event) -> Option<u64>;
-
-    /// This resource at a phase edge, as the worker read it.
-    fn at_edge(self, memory: &MemoryAtEdge) -> Option<u64>;
 
     /// The anonymous part at a phase edge, where the resource has parts
     /// (host memory; the container, where its edges read memory.stat).
-    fn anon_at_edge(self, memory: &MemoryAtEdge) -> Option<u64>;
+    fn anon_at_event(self, event: &Event) -> Option<u64>;
 }
 
 impl ResourceFacts for Resource {
@@ -122,7 +117,8 @@ impl ResourceFacts for Resource {
             let per_gpu = run
                 .samples
                 .iter()
-                .flat_map(|s| s.gpu_vram.gpus().map(Resource::Device));
+                .filter(|s| s.readings.per_gpu())
+                .flat_map(|s| s.readings.gpus().map(|(gpu, _)| Resource::Device(gpu)));
             for r in own.into_iter().chain(per_gpu) {
                 if !devices.contains(&r) {
                     devices.push(r);
@@ -225,45 +221,17 @@ impl ResourceFacts for Resource {
 
     /// This resource in one sample (`None`: not read at that instant).
     fn in_sample(self, sample: &Sample) -> Option<u64> {
-        match self {
-            Resource::Host => Some(sample.rss_bytes),
-            Resource::Device(gpu) if sample.gpu_vram.was_read() => sample.gpu_vram.get(gpu),
-            Resource::Device(_) => sample.vram_bytes,
-            Resource::Container => sample.container.map(|c| c.working_set_bytes),
-            Resource::PageCache => sample.page_cache_bytes,
-            Resource::Probed(_) => sample.readings.get(self),
-        }
+        sample.readings.at(self)
     }
 
-    /// This resource at a phase edge: the line's memory, or for a
-    /// catalogued resource the parent's reading of it.
     fn at_event(self, event: &Event) -> Option<u64> {
-        match self {
-            Resource::Probed(_) => event.readings.get(self),
-            _ => self.at_edge(&event.edge.memory),
-        }
-    }
-
-    /// This resource at a phase edge, as the worker read it.
-    fn at_edge(self, memory: &MemoryAtEdge) -> Option<u64> {
-        match self {
-            Resource::Host => Some(memory.rss_bytes),
-            Resource::Device(_) => memory.vram_bytes,
-            Resource::Container => memory.container_bytes,
-            Resource::PageCache => memory.page_cache_bytes,
-            // The parent's reading, not the line's: see `at_event`.
-            Resource::Probed(_) => None,
-        }
+        event.readings.at(self)
     }
 
     /// The anonymous part at a phase edge, where the resource has parts
     /// (host memory; the container, where its edges read memory.stat).
-    fn anon_at_edge(self, memory: &MemoryAtEdge) -> Option<u64> {
-        match self {
-            Resource::Host => Some(memory.anon_bytes),
-            Resource::Container => memory.container_anon_bytes,
-            Resource::Device(_) | Resource::PageCache | Resource::Probed(_) => None,
-        }
+    fn anon_at_event(self, event: &Event) -> Option<u64> {
+        event.readings.part(self, Part::Anon)
     }
 }
 

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::memory;
 use super::resource::Resource;
 use crate::protocol::{Edge, Phase, PhaseEdge};
-use crate::record::RunRecord;
+use crate::record::{Event, RunRecord};
 use crate::stats::{spread, Spread};
 
 /// One sleep of a model and its wake.
@@ -97,7 +97,7 @@ pub fn memory_of(run: &RunRecord, resource: Resource) -> Vec<SleepMemory> {
     pairs(run)
         .into_iter()
         .map(|p| {
-            let at = |e: &PhaseEdge| resource.at_edge(&e.memory);
+            let at = |e: &PhaseEdge| event_of(run, e).and_then(|ev| resource.at_event(ev));
             let delta = |e: Option<&PhaseEdge>| match (e.and_then(at), at(p.begin)) {
                 (Some(a), Some(b)) => Some(a as i64 - b as i64),
                 _ => None,
@@ -164,6 +164,11 @@ fn pairs(run: &RunRecord) -> Vec<Pair<'_>> {
     out
 }
 
+/// The event of `run` whose edge is `edge` (one of its own).
+fn event_of<'a>(run: &'a RunRecord, edge: &PhaseEdge) -> Option<&'a Event> {
+    run.events.iter().find(|e| std::ptr::eq(&e.edge, edge))
+}
+
 /// Every sleep/wake pair of a run, in order; empty when it slept no model.
 pub fn of_run(run: &RunRecord, device: Option<Resource>, threshold: u64) -> Vec<SleepWake> {
     let (ceiling_d2h, ceiling_h2d) = run
@@ -175,9 +180,9 @@ pub fn of_run(run: &RunRecord, device: Option<Resource>, threshold: u64) -> Vec<
         .map(|n| (field(n, "ceiling_d2h_gib_s"), field(n, "ceiling_h2d_gib_s")))
         .find(|(a, b)| a.is_some() || b.is_some())
         .unwrap_or_default();
-    let host = |e: &PhaseEdge| Resource::Host.at_edge(&e.memory);
-    let vram = |e: &PhaseEdge| device.and_then(|d| d.at_edge(&e.memory));
-    let event = |edge: &PhaseEdge| run.events.iter().find(|e| std::ptr::eq(&e.edge, edge));
+    let host = |e: &PhaseEdge| event_of(run, e).and_then(|ev| Resource::Host.at_event(ev));
+    let vram = |e: &PhaseEdge| event_of(run, e).and_then(|ev| device?.at_event(ev));
+    let event = |edge: &PhaseEdge| event_of(run, edge);
     pairs(run)
         .into_iter()
         .map(|p| {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::channel::Arrival;
 use super::edges::EdgeExtras;
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
-use crate::record::{Event, RunMeta};
+use crate::record::{Event, Readings, RunMeta};
 use crate::sampler::page_cache::PageCacheProbe;
 use crate::strategy::Strategy;
 use crate::worker::command::CycleNumbering;
@@ -114,12 +114,12 @@ impl Collected {
             edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
         }
         self.max_cycle = self.max_cycle.max(edge.cycle);
+        let readings = Readings::of_edge(&edge.memory, &extras.gpu_vram, &extras.readings);
         let event = Event {
             t_s,
             edge,
             kernel_peak_bytes,
-            gpu_vram: extras.gpu_vram,
-            readings: extras.readings,
+            readings,
         };
         on_event(&event);
         self.events_taken += 1;

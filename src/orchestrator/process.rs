@@ -408,7 +408,7 @@ fn last_reading(last: Option<&crate::record::Sample>) -> String {
         return "none (no sample was taken)".to_string();
     };
     let container = s
-        .container
+        .container()
         .map(|c| {
             format!(
                 ", cgroup usage {}, working set {}",
@@ -417,7 +417,7 @@ fn last_reading(last: Option<&crate::record::Sample>) -> String {
             )
         })
         .unwrap_or_default();
-    format!("RSS {} at {:.3} s{container}", mib(s.rss_bytes), s.t_s)
+    format!("RSS {} at {:.3} s{container}", mib(s.host_bytes()), s.t_s)
 }
 
 /// Adds one process's output tail to the run's, keeping the last [`TAIL_BYTES`];

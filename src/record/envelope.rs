@@ -135,10 +135,10 @@ const SERIES: usize = 4;
 
 fn series(s: &Sample) -> [Option<u64>; SERIES] {
     [
-        Some(s.rss_bytes),
-        Some(s.anon_bytes),
-        Some(s.file_bytes),
-        s.vram_bytes,
+        Some(s.host_bytes()),
+        Some(s.anon_bytes()),
+        Some(s.file_bytes()),
+        s.vram_bytes(),
     ]
 }
 
@@ -175,17 +175,13 @@ mod tests {
     use super::*;
 
     fn sample(i: u64, rss_bytes: u64) -> Sample {
-        Sample {
-            t_s: i as f64 * 1e-3,
+        Sample::of_host(
+            i as f64 * 1e-3,
             rss_bytes,
-            anon_bytes: rss_bytes / 2,
-            file_bytes: rss_bytes / 4,
-            vram_bytes: i.is_multiple_of(3).then_some(i),
-            gpu_vram: Default::default(),
-            container: None,
-            page_cache_bytes: None,
-            readings: Default::default(),
-        }
+            rss_bytes / 2,
+            rss_bytes / 4,
+            i.is_multiple_of(3).then_some(i),
+        )
     }
 
     #[test]
@@ -216,12 +212,12 @@ mod tests {
         assert_eq!(decimation.samples_taken, n);
         assert!(decimation.bucket_samples.is_power_of_two());
         assert!(kept.windows(2).all(|w| w[0].t_s < w[1].t_s), "time order");
-        let max = kept.iter().map(|s| s.rss_bytes).max();
-        let min = kept.iter().map(|s| s.rss_bytes).min();
+        let max = kept.iter().map(|s| s.host_bytes()).max();
+        let min = kept.iter().map(|s| s.host_bytes()).min();
         assert_eq!((min, max), (Some(0), Some(10_000)));
         assert!(kept
             .iter()
-            .any(|s| s.rss_bytes == 10_000 && (s.t_s * 1e3).round() as u64 == 123_457));
+            .any(|s| s.host_bytes() == 10_000 && (s.t_s * 1e3).round() as u64 == 123_457));
         assert_eq!(kept.first().map(|s| s.t_s), Some(0.0));
         assert_eq!(kept.last().map(|s| s.t_s), Some((n - 1) as f64 * 1e-3));
         // Every bucket's own lowest and highest reading is kept.
@@ -231,11 +227,12 @@ mod tests {
             let high = range.clone().map(value).max().unwrap();
             assert!(
                 kept.iter()
-                    .any(|s| range.contains(&((s.t_s * 1e3).round() as u64)) && s.rss_bytes == high),
+                    .any(|s| range.contains(&((s.t_s * 1e3).round() as u64))
+                        && s.host_bytes() == high),
                 "bucket {bucket}"
             );
         }
-        let vram_max = kept.iter().filter_map(|s| s.vram_bytes).max();
+        let vram_max = kept.iter().filter_map(|s| s.vram_bytes()).max();
         assert_eq!(vram_max, Some((n - 1) / 3 * 3));
     }
 }

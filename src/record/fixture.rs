@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::protocol::{Check, Edge, MemoryAtEdge, Phase, PhaseEdge};
+use crate::record::gpu::GpuVram;
 
 pub const MIB: u64 = 1 << 20;
 
@@ -65,21 +66,13 @@ pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
 /// A sampler reading at `t_s`, split as [`memory`].
 pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
     let m = memory(rss_bytes, vram_bytes);
-    Sample {
-        t_s,
-        rss_bytes: m.rss_bytes,
-        anon_bytes: m.anon_bytes,
-        file_bytes: m.file_bytes,
-        vram_bytes: m.vram_bytes,
-        gpu_vram: Default::default(),
-        container: None,
-        page_cache_bytes: None,
-        readings: Default::default(),
-    }
+    let readings = Readings::of_edge(&m, &GpuVram::default(), &Readings::default());
+    Sample::from_readings(t_s, readings)
 }
 
 /// A phase edge at `t_s` with no model, no elapsed time and nothing else.
 pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge) -> Event {
+    let readings = Readings::of_edge(&memory, &GpuVram::default(), &Readings::default());
     Event {
         t_s,
         edge: PhaseEdge {
@@ -95,8 +88,7 @@ pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge
             mono_s: None,
         },
         kernel_peak_bytes: None,
-        gpu_vram: Default::default(),
-        readings: Default::default(),
+        readings,
     }
 }
 
@@ -213,20 +205,23 @@ pub fn with_vram(
         }
     };
     for e in &mut run.events {
-        e.edge.memory.vram_bytes = Some(level(e.edge.cycle, e.edge.phase, e.edge.edge) * MIB);
+        let bytes = Some(level(e.edge.cycle, e.edge.phase, e.edge.edge) * MIB);
+        e.edge.memory.vram_bytes = bytes;
+        e.readings.set_one_device(0, bytes);
     }
     let edges: Vec<(f64, Option<u64>)> = run
         .events
         .iter()
-        .map(|e| (e.t_s, e.edge.memory.vram_bytes))
+        .map(|e| (e.t_s, e.readings.vram_column()))
         .collect();
     for s in &mut run.samples {
-        s.vram_bytes = edges
+        let bytes = edges
             .iter()
             .rev()
             .find(|(t, _)| *t <= s.t_s)
             .and_then(|(_, v)| *v)
             .or(Some(base_mib * MIB));
+        s.readings.set_one_device(0, bytes);
     }
     run.meta.vram_floor_bytes = Some(floor_mib * MIB);
     run

@@ -13,6 +13,7 @@
 
 use super::gpu::GpuVram;
 use super::resource::{Key, Resource};
+use crate::cgroup::view::ContainerSample;
 
 /// What of a resource a reading is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,6 +100,55 @@ impl Readings {
             .iter()
             .filter(|(_, p, _)| *p == Part::Whole)
             .map(|(r, _, _)| *r)
+    }
+
+    /// The bytes on GPU `gpu`: with VRAM read per GPU that GPU's sum, else
+    /// the one device's reading (a run's VRAM is one device's: its index is
+    /// the record's device, not the slot's).
+    pub fn device(&self, gpu: u32) -> Option<u64> {
+        if self.per_gpu {
+            self.get(Resource::Device(gpu))
+        } else {
+            self.vram_column()
+        }
+    }
+
+    /// This resource's bytes, a GPU's as [`Readings::device`] reads them.
+    pub fn at(&self, resource: Resource) -> Option<u64> {
+        match resource {
+            Resource::Device(gpu) => self.device(gpu),
+            other => self.get(other),
+        }
+    }
+
+    /// Makes these readings one device's: `bytes` on GPU `gpu` and no other
+    /// VRAM reading (one GPU's view of a run of several: `metrics::gpu_view`).
+    pub fn set_one_device(&mut self, gpu: u32, bytes: Option<u64>) {
+        self.entries.retain(|(r, _, _)| !r.is_device());
+        self.per_gpu = false;
+        self.set_opt(Resource::Device(gpu), Part::Whole, bytes);
+    }
+
+    /// The container's view, where its working set and usage were read.
+    pub fn container(&self) -> Option<ContainerSample> {
+        let c = Resource::Container;
+        Some(ContainerSample {
+            working_set_bytes: self.get(c)?,
+            usage_bytes: self.part(c, Part::Usage)?,
+            anon_bytes: self.part(c, Part::Anon),
+            file_bytes: self.part(c, Part::File),
+        })
+    }
+
+    /// The container's view into these readings.
+    pub fn set_container(&mut self, c: Option<ContainerSample>) {
+        if let Some(c) = c {
+            let r = Resource::Container;
+            self.set(r, c.working_set_bytes);
+            self.set_part(r, Part::Usage, c.usage_bytes);
+            self.set_opt(r, Part::Anon, c.anon_bytes);
+            self.set_opt(r, Part::File, c.file_bytes);
+        }
     }
 
     /// Whether VRAM was read per GPU (a machine of several GPUs).

@@ -11,6 +11,8 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::gpu::GpuVram;
+use super::readings::Part;
+use super::resource::Resource;
 use super::types::{round_us, ContainerSample, Event, Readings, Record, RunMeta, Sample};
 use crate::protocol::{AllocatorState, Edge, HeapStats, MemoryAtEdge, Phase, PhaseEdge};
 
@@ -161,7 +163,9 @@ impl<'a> SampleRow<'a> {
         sample: &Sample,
         cell: &'a mut String,
     ) -> SampleRow<'a> {
-        sample.gpu_vram.write_cell(cell);
+        let r = &sample.readings;
+        r.gpu_vram().write_cell(cell);
+        let container = r.container();
         SampleRow {
             t_s: round_us(sample.t_s),
             run,
@@ -169,48 +173,46 @@ impl<'a> SampleRow<'a> {
             repetition,
             cycle,
             phase: Cow::Borrowed(phase.as_str()),
-            rss_bytes: sample.rss_bytes,
-            anon_bytes: sample.anon_bytes,
-            file_bytes: sample.file_bytes,
-            vram_bytes: sample.vram_bytes,
+            rss_bytes: r.get(Resource::Host).unwrap_or(0),
+            anon_bytes: r.part(Resource::Host, Part::Anon).unwrap_or(0),
+            file_bytes: r.part(Resource::Host, Part::File).unwrap_or(0),
+            vram_bytes: r.vram_column(),
             gpu_vram: (!cell.is_empty()).then_some(Cow::Borrowed(cell.as_str())),
-            container_bytes: sample.container.map(|c| c.working_set_bytes),
-            container_usage_bytes: sample.container.map(|c| c.usage_bytes),
-            container_anon_bytes: sample.container.and_then(|c| c.anon_bytes),
-            container_file_bytes: sample.container.and_then(|c| c.file_bytes),
-            page_cache_bytes: sample.page_cache_bytes,
-            readings: (!sample.readings.is_empty()).then(|| Cow::Owned(sample.readings.cell())),
+            container_bytes: container.map(|c| c.working_set_bytes),
+            container_usage_bytes: container.map(|c| c.usage_bytes),
+            container_anon_bytes: container.and_then(|c| c.anon_bytes),
+            container_file_bytes: container.and_then(|c| c.file_bytes),
+            page_cache_bytes: r.get(Resource::PageCache),
+            readings: r.has_probed().then(|| Cow::Owned(r.cell())),
         }
     }
 
-    /// The sample this row holds; `Err` names a `gpu_vram` cell that is not
-    /// `GPU:BYTES` entries.
+    /// The sample this row holds; `Err` names a `gpu_vram` or `readings`
+    /// cell that is not `GPU:BYTES` or `KEY=BYTES` entries.
     pub(super) fn sample(&self) -> Result<Sample, String> {
-        Ok(Sample {
-            t_s: self.t_s,
-            rss_bytes: self.rss_bytes,
-            anon_bytes: self.anon_bytes,
-            file_bytes: self.file_bytes,
-            vram_bytes: self.vram_bytes,
-            gpu_vram: match &self.gpu_vram {
-                Some(cell) => GpuVram::parse(cell)?,
-                None => GpuVram::default(),
-            },
-            container: match (self.container_bytes, self.container_usage_bytes) {
-                (Some(working_set_bytes), Some(usage_bytes)) => Some(ContainerSample {
-                    working_set_bytes,
-                    usage_bytes,
-                    anon_bytes: self.container_anon_bytes,
-                    file_bytes: self.container_file_bytes,
-                }),
-                _ => None,
-            },
-            page_cache_bytes: self.page_cache_bytes,
-            readings: match &self.readings {
-                Some(cell) => Readings::parse(cell)?,
-                None => Readings::default(),
-            },
-        })
+        let mut r = Readings::default();
+        r.set(Resource::Host, self.rss_bytes);
+        r.set_part(Resource::Host, Part::Anon, self.anon_bytes);
+        r.set_part(Resource::Host, Part::File, self.file_bytes);
+        if let Some(cell) = &self.gpu_vram {
+            r.set_gpu_vram(&GpuVram::parse(cell)?);
+        }
+        r.set_vram_column(0, self.vram_bytes);
+        if let (Some(working_set_bytes), Some(usage_bytes)) =
+            (self.container_bytes, self.container_usage_bytes)
+        {
+            r.set_container(Some(ContainerSample {
+                working_set_bytes,
+                usage_bytes,
+                anon_bytes: self.container_anon_bytes,
+                file_bytes: self.container_file_bytes,
+            }));
+        }
+        r.set_opt(Resource::PageCache, Part::Whole, self.page_cache_bytes);
+        if let Some(cell) = &self.readings {
+            r.parse_cell(cell)?;
+        }
+        Ok(Sample::from_readings(self.t_s, r))
     }
 }
 
@@ -218,6 +220,7 @@ impl<'a> EventRow<'a> {
     /// The row of `event`, borrowing its texts (for writing).
     pub(super) fn new(meta: &'a RunMeta, event: &'a Event) -> EventRow<'a> {
         let e = &event.edge;
+        let r = &event.readings;
         let alloc = e.allocator;
         EventRow {
             t_s: round_us(event.t_s),
@@ -229,10 +232,10 @@ impl<'a> EventRow<'a> {
             edge: Cow::Borrowed(e.edge.as_str()),
             model: e.model.as_deref().map(Cow::Borrowed),
             elapsed_s: e.elapsed_s,
-            rss_bytes: e.memory.rss_bytes,
-            anon_bytes: e.memory.anon_bytes,
-            file_bytes: e.memory.file_bytes,
-            vram_bytes: e.memory.vram_bytes,
+            rss_bytes: r.get(Resource::Host).unwrap_or(0),
+            anon_bytes: r.part(Resource::Host, Part::Anon).unwrap_or(0),
+            file_bytes: r.part(Resource::Host, Part::File).unwrap_or(0),
+            vram_bytes: r.vram_column(),
             glibc_arena_bytes: alloc.map(|a| a.arena_bytes),
             glibc_mmapped_bytes: alloc.map(|a| a.mmapped_bytes),
             glibc_in_use_bytes: alloc.map(|a| a.in_use_bytes),
@@ -240,17 +243,17 @@ impl<'a> EventRow<'a> {
             glibc_top_releasable_bytes: alloc.map(|a| a.top_releasable_bytes),
             heap_in_use_bytes: e.heap.and_then(|h| h.in_use_bytes),
             heap_held_bytes: e.heap.map(|h| h.held_bytes),
-            container_bytes: e.memory.container_bytes,
-            page_cache_bytes: e.memory.page_cache_bytes,
+            container_bytes: r.get(Resource::Container),
+            page_cache_bytes: r.get(Resource::PageCache),
             note: e.note.as_deref().map(Cow::Borrowed),
             kernel_peak_bytes: event.kernel_peak_bytes,
             gpu_vram: {
                 let mut cell = String::new();
-                event.gpu_vram.write_cell(&mut cell);
+                r.gpu_vram().write_cell(&mut cell);
                 (!cell.is_empty()).then_some(Cow::Owned(cell))
             },
-            readings: (!event.readings.is_empty()).then(|| Cow::Owned(event.readings.cell())),
-            container_anon_bytes: e.memory.container_anon_bytes,
+            readings: r.has_probed().then(|| Cow::Owned(r.cell())),
+            container_anon_bytes: r.part(Resource::Container, Part::Anon),
         }
     }
 }
@@ -317,6 +320,22 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
         }),
         _ => None,
     };
+    let mut readings = Readings::default();
+    readings.set(Resource::Host, row.rss_bytes);
+    readings.set_part(Resource::Host, Part::Anon, row.anon_bytes);
+    readings.set_part(Resource::Host, Part::File, row.file_bytes);
+    if let Some(cell) = &row.gpu_vram {
+        readings.set_gpu_vram(&GpuVram::parse(cell)?);
+    }
+    readings.set_vram_column(0, row.vram_bytes);
+    readings.set_opt(Resource::Container, Part::Whole, row.container_bytes);
+    readings.set_opt(Resource::Container, Part::Anon, row.container_anon_bytes);
+    readings.set_opt(Resource::PageCache, Part::Whole, row.page_cache_bytes);
+    if let Some(cell) = &row.readings {
+        readings.parse_cell(cell)?;
+    }
+    let mut memory = MemoryAtEdge::default();
+    readings.fill_memory(&mut memory);
     let event = Event {
         t_s: row.t_s,
         edge: PhaseEdge {
@@ -325,15 +344,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
             cycle: row.cycle,
             model: row.model.map(Cow::into_owned),
             elapsed_s: row.elapsed_s,
-            memory: MemoryAtEdge {
-                rss_bytes: row.rss_bytes,
-                anon_bytes: row.anon_bytes,
-                file_bytes: row.file_bytes,
-                vram_bytes: row.vram_bytes,
-                container_bytes: row.container_bytes,
-                container_anon_bytes: row.container_anon_bytes,
-                page_cache_bytes: row.page_cache_bytes,
-            },
+            memory,
             allocator,
             heap: row.heap_held_bytes.map(|held_bytes| HeapStats {
                 in_use_bytes: row.heap_in_use_bytes,
@@ -343,14 +354,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
             mono_s: None,
         },
         kernel_peak_bytes: row.kernel_peak_bytes,
-        gpu_vram: match &row.gpu_vram {
-            Some(cell) => GpuVram::parse(cell)?,
-            None => GpuVram::default(),
-        },
-        readings: match &row.readings {
-            Some(cell) => Readings::parse(cell)?,
-            None => Readings::default(),
-        },
+        readings,
     };
     Ok((row.run, event))
 }

@@ -8,31 +8,21 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::gpu::GpuVram;
 use super::readings::Part;
 pub use super::readings::Readings;
 use super::resource::Resource;
 pub use crate::cgroup::view::ContainerSample;
 use crate::protocol::{AllocatorReport, Check, Edge, MemoryAtEdge, Phase, PhaseEdge};
 
-/// One reading of the worker's memory by the parent's sampler.
+/// One reading of the measured process's memory by the parent's sampler:
+/// every resource it read at that instant, in one map.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// Seconds since the worker was spawned (parent's monotonic clock).
     pub t_s: f64,
-    pub rss_bytes: u64,
-    pub anon_bytes: u64,
-    pub file_bytes: u64,
-    pub vram_bytes: Option<u64>,
-    /// VRAM per GPU, where NVML sees several (empty otherwise: `vram_bytes`
-    /// is the run's one device).
-    pub gpu_vram: GpuVram,
-    /// The container's view (`None`: not read at that instant).
-    pub container: Option<ContainerSample>,
-    /// The model files' bytes in the page cache (`sampler::page_cache`):
-    /// read every 100 ms or so, `None` between readings and where not available.
-    pub page_cache_bytes: Option<u64>,
-    /// The catalogued resources' bytes (`sampler::resources`: `shm`, …).
+    /// Every resource read at `t_s` (host memory and its parts, VRAM per
+    /// GPU, the container, the page cache (read every 100 ms or so: absent
+    /// between readings), the catalogued resources).
     pub readings: Readings,
 }
 
@@ -40,29 +30,57 @@ impl Sample {
     /// The sample of one map of readings taken at `t_s` (the sampler's and
     /// the edge reader's one way to make one).
     pub fn from_readings(t_s: f64, readings: Readings) -> Sample {
-        let container = match (
-            readings.get(Resource::Container),
-            readings.part(Resource::Container, Part::Usage),
-        ) {
-            (Some(working_set_bytes), Some(usage_bytes)) => Some(ContainerSample {
-                working_set_bytes,
-                usage_bytes,
-                anon_bytes: readings.part(Resource::Container, Part::Anon),
-                file_bytes: readings.part(Resource::Container, Part::File),
-            }),
-            _ => None,
+        Sample { t_s, readings }
+    }
+
+    /// A sample of host memory (RSS and its parts) and one device's VRAM,
+    /// as hand-built records and benches make them.
+    pub fn of_host(
+        t_s: f64,
+        rss_bytes: u64,
+        anon_bytes: u64,
+        file_bytes: u64,
+        vram_bytes: Option<u64>,
+    ) -> Sample {
+        let memory = MemoryAtEdge {
+            rss_bytes,
+            anon_bytes,
+            file_bytes,
+            vram_bytes,
+            ..MemoryAtEdge::default()
         };
-        Sample {
-            t_s,
-            rss_bytes: readings.get(Resource::Host).unwrap_or(0),
-            anon_bytes: readings.part(Resource::Host, Part::Anon).unwrap_or(0),
-            file_bytes: readings.part(Resource::Host, Part::File).unwrap_or(0),
-            vram_bytes: readings.vram_column(),
-            gpu_vram: readings.gpu_vram(),
-            container,
-            page_cache_bytes: readings.get(Resource::PageCache),
-            readings,
-        }
+        Sample::from_readings(t_s, Readings::of_line(&memory))
+    }
+
+    /// The host memory read (RSS, or a tree's PSS sum); 0 where none was.
+    pub fn host_bytes(&self) -> u64 {
+        self.readings.get(Resource::Host).unwrap_or(0)
+    }
+
+    /// Host memory's anonymous part; 0 where none was read.
+    pub fn anon_bytes(&self) -> u64 {
+        self.readings.part(Resource::Host, Part::Anon).unwrap_or(0)
+    }
+
+    /// Host memory's file-backed part; 0 where none was read.
+    pub fn file_bytes(&self) -> u64 {
+        self.readings.part(Resource::Host, Part::File).unwrap_or(0)
+    }
+
+    /// The `vram_bytes` column: the one device's VRAM, or on a machine of
+    /// several GPUs the root process's own (each GPU's: `Resource::Device`).
+    pub fn vram_bytes(&self) -> Option<u64> {
+        self.readings.vram_column()
+    }
+
+    /// The model files' bytes in the page cache, where read at this instant.
+    pub fn page_cache_bytes(&self) -> Option<u64> {
+        self.readings.get(Resource::PageCache)
+    }
+
+    /// The container's view at this sample, where it was read.
+    pub fn container(&self) -> Option<ContainerSample> {
+        self.readings.container()
     }
 }
 
@@ -82,6 +100,41 @@ impl Readings {
         r
     }
 
+    /// An edge's one map: its `memory` as the edge reader settled it (the
+    /// sender's own reading, or the parent's), VRAM per GPU where read
+    /// (`gpus`; `memory.vram_bytes` is then the root process's own) and
+    /// the catalogued resources of `probed`.
+    pub fn of_edge(
+        memory: &MemoryAtEdge,
+        gpus: &super::gpu::GpuVram,
+        probed: &Readings,
+    ) -> Readings {
+        let mut r = Readings::default();
+        r.set(Resource::Host, memory.rss_bytes);
+        r.set_part(Resource::Host, Part::Anon, memory.anon_bytes);
+        r.set_part(Resource::Host, Part::File, memory.file_bytes);
+        r.set_gpu_vram(gpus);
+        r.set_vram_column(0, memory.vram_bytes);
+        r.set_opt(Resource::Container, Part::Whole, memory.container_bytes);
+        r.set_opt(Resource::Container, Part::Anon, memory.container_anon_bytes);
+        r.set_opt(Resource::PageCache, Part::Whole, memory.page_cache_bytes);
+        for resource in probed.resources() {
+            if matches!(resource, Resource::Probed(_)) {
+                r.set_opt(resource, Part::Whole, probed.get(resource));
+            }
+        }
+        r
+    }
+
+    /// The readings of an edge whose line's memory is all there is.
+    pub fn of_line(memory: &MemoryAtEdge) -> Readings {
+        Readings::of_edge(
+            memory,
+            &super::gpu::GpuVram::default(),
+            &Readings::default(),
+        )
+    }
+
     /// These readings into a phase edge's memory (what it has columns for).
     pub fn fill_memory(&self, memory: &mut MemoryAtEdge) {
         if let Some(rss) = self.get(Resource::Host) {
@@ -96,6 +149,19 @@ impl Readings {
     }
 }
 
+impl Event {
+    /// An edge whose line's memory is all that was read (hand-built records).
+    pub fn of_line(t_s: f64, edge: PhaseEdge) -> Event {
+        let readings = Readings::of_line(&edge.memory);
+        Event {
+            t_s,
+            edge,
+            kernel_peak_bytes: None,
+            readings,
+        }
+    }
+}
+
 /// A phase edge as the parent received it, stamped on the sampler's clock.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -106,11 +172,10 @@ pub struct Event {
     /// edge closes, which samples can miss. `None` where it is not available
     /// (the run's `kernel_peak_unavailable` says why) or in older records.
     pub kernel_peak_bytes: Option<u64>,
-    /// VRAM per GPU of the measured process (or tree) read by the parent at
-    /// the edge, where NVML sees several GPUs (`record::gpu`); not read in
-    /// older records (a GPU's edge is then read off the samples).
-    pub gpu_vram: super::gpu::GpuVram,
-    /// The catalogued resources' bytes, read by the parent at the edge.
+    /// Every resource read at the edge: the sender's own reading (memrel's
+    /// worker reads itself) with the parent's (`orchestrator::edges`) of
+    /// what the sender did not read, VRAM per GPU included. The line's
+    /// `edge.memory` mirrors what of it the protocol has fields for.
     pub readings: Readings,
 }
 

@@ -317,18 +317,17 @@ impl Reader {
                 };
                 resources::read_all(&mut self.side.resources, pids, &mut readings);
             }
-            self.writer.write(&Sample {
-                t_s,
-                rss_bytes: reading.rss_bytes,
-                anon_bytes: reading.anon_bytes,
-                file_bytes: reading.file_bytes,
-                vram_bytes,
-                gpu_vram,
-                container: self.side.container.as_mut().and_then(|c| c.read(false)),
-                // Read on its own thread every `page_cache::PERIOD`: one atomic here.
-                page_cache_bytes: self.side.page_cache.as_ref().and_then(|p| p.take()),
-                readings,
-            });
+            use crate::record::{Part, Resource};
+            readings.set(Resource::Host, reading.rss_bytes);
+            readings.set_part(Resource::Host, Part::Anon, reading.anon_bytes);
+            readings.set_part(Resource::Host, Part::File, reading.file_bytes);
+            readings.set_gpu_vram(&gpu_vram);
+            readings.set_vram_column(0, vram_bytes);
+            readings.set_container(self.side.container.as_mut().and_then(|c| c.read(false)));
+            // Read on its own thread every `page_cache::PERIOD`: one atomic here.
+            let page_cache = self.side.page_cache.as_ref().and_then(|p| p.take());
+            readings.set_opt(Resource::PageCache, Part::Whole, page_cache);
+            self.writer.write(&Sample::from_readings(t_s, readings));
             self.writer.write_processes(t_s, &self.processes);
         }
         // Answered whatever it read (a zombie's 0 is no row, and no reason

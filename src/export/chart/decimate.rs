@@ -84,8 +84,8 @@ pub fn anon_and_rss_mib(
     columns: usize,
 ) -> (Vec<Point>, Vec<Point>) {
     (
-        series_mib(run, x, x_range, columns, |s| Some(s.anon_bytes)),
-        series_mib(run, x, x_range, columns, |s| Some(s.rss_bytes)),
+        series_mib(run, x, x_range, columns, |s| Some(s.anon_bytes())),
+        series_mib(run, x, x_range, columns, |s| Some(s.host_bytes())),
     )
 }
 
@@ -115,9 +115,9 @@ mod tests {
     #[test]
     fn samples_without_a_reading_are_left_out_not_drawn_at_zero() {
         let mut run = crate::record::fixture::run(1, "drop", 1, &[2]);
-        assert!(series_mib(&run, |t| t, (0.0, 2.0), 100, |s| s.vram_bytes).is_empty());
-        run.samples[3].vram_bytes = Some(5 << 20);
-        let points = series_mib(&run, |t| t - 1.0, (-1.0, 1.0), 100, |s| s.vram_bytes);
+        assert!(series_mib(&run, |t| t, (0.0, 2.0), 100, |s| s.vram_bytes()).is_empty());
+        run.samples[3].readings.set_one_device(0, Some(5 << 20));
+        let points = series_mib(&run, |t| t - 1.0, (-1.0, 1.0), 100, |s| s.vram_bytes());
         assert_eq!(points, vec![(run.samples[3].t_s - 1.0, 5.0)]);
     }
 }

@@ -195,7 +195,7 @@ fn draw_run_panel(
                     .iter()
                     .filter_map(|s| match r {
                         // The container panel draws its usage above the working set.
-                        Resource::Container => s.container.map(|c| c.usage_bytes),
+                        Resource::Container => s.container().map(|c| c.usage_bytes),
                         _ => r.in_sample(s),
                     })
                     .max()
@@ -358,7 +358,7 @@ fn draw_memory(
         Resource::Container => {
             // The usage (page cache included) light, the working set strong.
             let usage = series_mib(run, x, range, columns, |s| {
-                s.container.map(|c| c.usage_bytes)
+                s.container().map(|c| c.usage_bytes)
             });
             let light = lighten(colour, 0.55);
             chart
@@ -552,17 +552,7 @@ mod tests {
             .map(|i| {
                 let spike = if i == 777_777 { 900 } else { 0 };
                 let mib = 10 + (i % 1000) / 10 + spike;
-                Sample {
-                    t_s: i as f64 * 3.2e-6,
-                    rss_bytes: mib << 20,
-                    anon_bytes: mib << 19,
-                    file_bytes: mib << 19,
-                    vram_bytes: None,
-                    gpu_vram: Default::default(),
-                    container: None,
-                    page_cache_bytes: None,
-                    readings: Default::default(),
-                }
+                Sample::of_host(i as f64 * 3.2e-6, mib << 20, mib << 19, mib << 19, None)
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();

@@ -730,15 +730,19 @@ pub(super) mod tests {
         record.header.container.as_mut().unwrap().unavailable = None;
         for run in &mut record.runs {
             for s in &mut run.samples {
-                s.container = Some(crate::record::ContainerSample {
-                    working_set_bytes: s.rss_bytes + 300 * 1024 * 1024,
-                    usage_bytes: s.rss_bytes + 400 * 1024 * 1024,
-                    anon_bytes: None,
-                    file_bytes: None,
-                });
+                let host = s.host_bytes();
+                s.readings
+                    .set_container(Some(crate::record::ContainerSample {
+                        working_set_bytes: host + 300 * 1024 * 1024,
+                        usage_bytes: host + 400 * 1024 * 1024,
+                        anon_bytes: None,
+                        file_bytes: None,
+                    }));
             }
             for e in &mut run.events {
-                e.edge.memory.container_bytes = Some(e.edge.memory.rss_bytes + 300 * 1024 * 1024);
+                let host = e.readings.get(Resource::Host).unwrap_or(0);
+                e.readings
+                    .set(Resource::Container, host + 300 * 1024 * 1024);
             }
         }
         let summary = summarize(&record);
@@ -817,10 +821,10 @@ pub(super) mod tests {
         let mut record = fixture::cuda_record();
         for run in &mut record.runs {
             for e in &mut run.events {
-                e.edge.memory.vram_bytes = None;
+                e.readings.set_one_device(0, None);
             }
             for s in &mut run.samples {
-                s.vram_bytes = None;
+                s.readings.set_one_device(0, None);
             }
             run.meta.error = Some("nvml: library not found".into());
         }
