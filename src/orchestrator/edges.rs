@@ -4,24 +4,31 @@
 //!
 //! `run`, `exec`, `exec --tree`, several GPUs and `attach` all read their
 //! edges here, so the same program gives the same edge values whichever
-//! way it is measured. Per resource:
+//! way it is measured. It reads with the sampler's kinds of probe and its
+//! loop (`sampler::probe`): the host probe, then every other probe into
+//! one map of readings, which starts as what the line carried (the
+//! sender's own reading) and fills the line's memory in. Per resource:
 //! - host memory: memrel's worker reads itself at the edge (exact, sent on
 //!   the line); a program's process is read here (statm), a tree's PSS sum
 //!   replaces whatever the line says (one process is not the tree);
 //! - VRAM: the process's (or the tree's) on the GPU that lists it, and on a
 //!   machine of several GPUs every GPU's sum over the same processes, as
-//!   the samples read them (`sampler::read_vram`);
-//! - the container's working set and the model files' page cache;
-//! - every catalogued resource (`sampler::resources`), into the edge's readings.
+//!   the samples read them (`sampler::vram::Vram`);
+//! - the container's working set (always read here, memory.stat included)
+//!   and the model files' page cache (where the line has none);
+//! - every catalogued resource (`sampler::resources`).
 //!
 //! It must not parse events or write anything: it fills a reading in.
 
 use crate::cgroup::probe::CgroupProbe;
 use crate::protocol::MemoryAtEdge;
-use crate::record::gpu::{GpuVram, ProcessVram};
+use crate::record::gpu::GpuVram;
 use crate::record::Readings;
+use crate::sampler::container::Container;
 use crate::sampler::page_cache::PageCacheProbe;
-use crate::sampler::resources::{self, ResourceDef};
+use crate::sampler::probe::{self, Got, Measured, ResourceProbe};
+use crate::sampler::resources::{self, Catalogued};
+use crate::sampler::vram::Vram;
 use crate::sampler::{Probe, Reading, VramProbe};
 
 /// Reads every resource at a phase edge (see the module's doc).
@@ -30,13 +37,10 @@ pub struct EdgeReader {
     /// A program's process or tree; `None` where the sender reads its own
     /// host memory (memrel's worker) or nothing can read it.
     host: Option<Probe>,
-    vram: Option<Box<dyn VramProbe>>,
-    container: Option<CgroupProbe>,
-    page_cache: Option<PageCacheProbe>,
-    /// The catalogued resources' probes (its own: the sampler has others).
-    resources: Vec<(&'static ResourceDef, Box<dyn resources::Probe>)>,
-    /// Per-GPU readings (a buffer kept between edges).
-    processes: Vec<ProcessVram>,
+    /// Every other probe: the catalogued resources', and VRAM (its own
+    /// NVML handle), the container and the page cache where added (the
+    /// sampler has others).
+    probes: Vec<Box<dyn ResourceProbe>>,
     /// The last host reading of a live process: what an edge taken after the
     /// process exited closes on (never 0).
     last_host: Option<Reading>,
@@ -49,7 +53,8 @@ pub struct EdgeReader {
 pub struct EdgeExtras {
     /// VRAM per GPU where NVML sees several (empty otherwise).
     pub gpu_vram: GpuVram,
-    /// The catalogued resources (`sampler::resources`).
+    /// Every resource of this reading (the line's own and the reader's),
+    /// the catalogued ones (`sampler::resources`) included.
     pub readings: Readings,
     /// The process was gone: the host reading is its last one while alive.
     pub after_exit: bool,
@@ -75,11 +80,7 @@ impl EdgeReader {
         EdgeReader {
             pid,
             host: None,
-            vram: None,
-            container: None,
-            page_cache: None,
-            resources: resources::open_all(pid),
-            processes: Vec::new(),
+            probes: Catalogued::all(resources::open_all(pid)).collect(),
             last_host: None,
             per_process: false,
         }
@@ -101,23 +102,24 @@ impl EdgeReader {
 
     /// Reads VRAM with `probe` (its own NVML handle: the sampler has another).
     pub fn vram(mut self, probe: Option<Box<dyn VramProbe>>) -> EdgeReader {
-        self.vram = probe;
+        probe::replace(&mut self.probes, probe.map(Vram::new));
         self
     }
 
     pub fn container(mut self, probe: Option<CgroupProbe>) -> EdgeReader {
-        self.container = probe;
+        probe::replace(&mut self.probes, probe.map(Container::at_edges));
         self
     }
 
     pub fn page_cache(mut self, probe: Option<PageCacheProbe>) -> EdgeReader {
-        self.page_cache = probe;
+        probe::replace(&mut self.probes, probe);
         self
     }
 
-    /// Whether host memory is the tree's (the line's own reading is replaced).
-    fn tree(&self) -> bool {
-        matches!(self.host, Some(Probe::Tree(_)))
+    /// Adds a probe of another kind, read at every edge after the others.
+    pub fn with_probe(mut self, probe: Box<dyn ResourceProbe>) -> EdgeReader {
+        self.probes.push(probe);
+        self
     }
 
     /// The probe's name for host memory, `None` where the sender reads itself.
@@ -130,106 +132,85 @@ impl EdgeReader {
     /// [`MemoryAtEdge`].
     pub fn read(&mut self, memory: &mut MemoryAtEdge) -> EdgeExtras {
         let mut extras = EdgeExtras::default();
-        let tree = self.tree();
-        if let Some(probe) = self.host.as_mut() {
-            if memory.rss_bytes == 0 || tree {
-                // A zombie (exited, not yet reaped) reads as 0: not a value.
-                match probe.read().ok().filter(|r| r.rss_bytes > 0) {
-                    Some(r) => {
-                        self.last_host = Some(r);
-                        set_host(memory, r);
-                        if self.per_process {
-                            extras.processes = match probe {
-                                Probe::Tree(t) => t
-                                    .processes()
-                                    .map(|(pid, own)| ProcessReading {
-                                        pid,
-                                        host_bytes: own.rss_bytes,
-                                        vram_bytes: None,
-                                    })
-                                    .collect(),
-                                _ => vec![ProcessReading {
-                                    pid: self.pid,
-                                    host_bytes: r.rss_bytes,
+        let mut readings = Readings::of_memory(memory);
+        let root = [self.pid];
+        if let Some(host) = self.host.as_mut() {
+            let at = Measured {
+                pids: &root,
+                tree: host.is_tree(),
+            };
+            match ResourceProbe::read(host, &at, &mut readings) {
+                Got::Read => {
+                    let r = Reading::of(&readings);
+                    self.last_host = r;
+                    if let (true, Some(r)) = (self.per_process, r) {
+                        extras.processes = match &*host {
+                            Probe::Tree(t) => t
+                                .processes()
+                                .map(|(pid, own)| ProcessReading {
+                                    pid,
+                                    host_bytes: own.rss_bytes,
                                     vram_bytes: None,
-                                }],
-                            };
-                        }
+                                })
+                                .collect(),
+                            _ => vec![ProcessReading {
+                                pid: self.pid,
+                                host_bytes: r.rss_bytes,
+                                vram_bytes: None,
+                            }],
+                        };
                     }
-                    None => {
-                        if let Some(r) = self.last_host {
-                            set_host(memory, r);
-                            extras.after_exit = true;
-                        }
+                }
+                // The sender's own reading stands.
+                Got::Kept => {}
+                // Gone, or a zombie (exited, not yet reaped) read as 0.
+                Got::Nothing | Got::Gone => {
+                    if let Some(r) = self.last_host {
+                        r.put(&mut readings);
+                        extras.after_exit = true;
                     }
                 }
             }
         }
-        let pids = match &self.host {
-            Some(Probe::Tree(t)) if !t.pids().is_empty() => t.pids(),
-            _ => std::slice::from_ref(&self.pid),
+        let at = match &self.host {
+            Some(host) => host.measured(&root),
+            None => Measured::process(&root),
         };
-        resources::read_all(&mut self.resources, pids, &mut extras.readings);
-        if let Some(vram) = self.vram.as_mut() {
-            let mut several = false;
-            match vram.per_gpu(pids, &mut self.processes) {
-                Some((root, touched)) => {
-                    several = true;
-                    extras.gpu_vram = GpuVram::of(touched, &self.processes);
-                    if memory.vram_bytes.is_none() {
-                        memory.vram_bytes = root;
-                    }
-                }
-                None if tree => memory.vram_bytes = vram.tree_bytes(pids),
-                None if memory.vram_bytes.is_none() => {
-                    memory.vram_bytes = vram.process_bytes(self.pid);
-                }
-                None => {}
-            }
+        probe::read_each(&mut self.probes, &at, &mut readings);
+        if let Some(vram) = probe::find_mut::<Vram>(&mut self.probes) {
             // Each process's VRAM: its rows of the per-GPU lists, or (one
             // GPU) its own reading.
+            let several = readings.per_gpu();
             for p in extras.processes.iter_mut() {
                 p.vram_bytes = if several {
                     Some(
-                        self.processes
+                        vram.processes()
                             .iter()
                             .filter(|v| v.pid == p.pid)
                             .map(|v| v.bytes)
                             .sum(),
                     )
                 } else {
-                    vram.process_bytes(p.pid)
+                    vram.probe_mut().process_bytes(p.pid)
                 };
             }
         }
-        if let Some(probe) = self.container.as_mut() {
-            let reading = probe.read(true);
-            memory.container_bytes = reading.map(|c| c.working_set_bytes);
-            memory.container_anon_bytes = reading.and_then(|c| c.anon_bytes);
-        }
-        if memory.page_cache_bytes.is_none() {
-            if let Some(probe) = self.page_cache.as_mut() {
-                memory.page_cache_bytes = probe.read().ok();
-            }
-        }
+        readings.fill_memory(memory);
+        extras.gpu_vram = readings.gpu_vram();
+        extras.readings = readings;
         extras
     }
 
     /// The VRAM probe back (its checks go into the run's metadata).
-    pub fn into_vram(self) -> Option<Box<dyn VramProbe>> {
-        self.vram
+    pub fn into_vram(mut self) -> Option<Box<dyn VramProbe>> {
+        probe::take::<Vram>(&mut self.probes).map(|v| v.into_inner())
     }
-}
-
-fn set_host(memory: &mut MemoryAtEdge, r: Reading) {
-    memory.rss_bytes = r.rss_bytes;
-    memory.anon_bytes = r.anon_bytes;
-    memory.file_bytes = r.file_bytes;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::gpu::ProcessVram;
     use crate::sampler::procfs::StatmProbe;
 
     /// Two fake GPUs: the process holds `bytes[gpu]` on each.

@@ -1,18 +1,29 @@
 //! The sampler: a thread in the parent that reads the worker's memory at a
 //! fixed interval and timestamps every reading on the run's clock.
 //!
-//! It must stay cheap (it shares the machine with the workload) and must not
-//! allocate per sample: each reading is written as one row of samples.csv
-//! (buffered, flushed every 100 ms: `record::live`), so memrel's memory does
-//! not grow with the length of a run. It never parses events: a row's phase
+//! It must stay cheap (it shares the machine with the workload) and its
+//! memory must not grow with the length of a run: each reading is written
+//! as one row of samples.csv (buffered, flushed every 100 ms:
+//! `record::live`) and kept nowhere else; the probes' buffers are grown once
+//! and reused, and the one map a reading makes (a handful of entries) is
+//! freed once its row is written. It never parses events: a row's phase
 //! is the one the orchestrator last heard of, made exact when the run ends.
+//!
+//! A reading is the host probe's ([`Probe`]: whether the process is still
+//! there, and which processes are measured), then every other probe of the
+//! run in one loop (`probe::read_each`: VRAM, the catalogued resources,
+//! the container, the page cache) into one map of readings, which is the
+//! row (`Sample::from_readings`). The edge reader
+//! (`orchestrator::edges`) reads the same kinds of probe the same way.
 
+pub mod container;
 pub mod hwm;
 mod nudge;
 pub mod nvml;
 mod nvml_list;
 pub mod page_cache;
 mod portable;
+pub mod probe;
 pub mod procfs;
 pub mod resources;
 mod tick;
@@ -26,10 +37,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::cgroup::probe::CgroupProbe;
-use crate::record::gpu::{GpuVram, ProcessVram};
 use crate::record::live::SampleWriter;
-use crate::record::Sample;
+use crate::record::{Part, Readings, Resource, Sample};
 pub use nudge::Nudge;
+use probe::{Got, Measured, ResourceProbe};
 pub use vram::VramProbe;
 
 /// One memory reading of a process.
@@ -38,6 +49,29 @@ pub struct Reading {
     pub rss_bytes: u64,
     pub anon_bytes: u64,
     pub file_bytes: u64,
+}
+
+impl Reading {
+    /// Into `into` as host memory (replacing a host reading there); a
+    /// zombie's 0 (exited, not yet reaped) is not a value: nothing.
+    pub fn put(self, into: &mut Readings) -> Got {
+        if self.rss_bytes == 0 {
+            return Got::Nothing;
+        }
+        into.set(Resource::Host, self.rss_bytes);
+        into.set_part(Resource::Host, Part::Anon, self.anon_bytes);
+        into.set_part(Resource::Host, Part::File, self.file_bytes);
+        Got::Read
+    }
+
+    /// The host reading of `readings`, if it has one.
+    pub fn of(readings: &Readings) -> Option<Reading> {
+        Some(Reading {
+            rss_bytes: readings.get(Resource::Host)?,
+            anon_bytes: readings.part(Resource::Host, Part::Anon).unwrap_or(0),
+            file_bytes: readings.part(Resource::Host, Part::File).unwrap_or(0),
+        })
+    }
 }
 
 /// How long [`Probe::open_tree`] tries a process whose tree cannot be read yet.
@@ -60,7 +94,8 @@ pub fn vram_scope(tree: bool) -> &'static str {
     }
 }
 
-/// Where readings come from.
+/// Where host memory readings come from: the host probe, which also
+/// decides what every other probe measures ([`Probe::measured`]).
 pub enum Probe {
     Procfs(procfs::StatmProbe),
     Sysinfo(portable::SysinfoProbe),
@@ -118,12 +153,57 @@ impl Probe {
             Probe::Unavailable => Err(io::Error::other("no memory probe on this system")),
         }
     }
+
+    /// Whether its readings are a process tree's.
+    pub fn is_tree(&self) -> bool {
+        matches!(self, Probe::Tree(_))
+    }
+
+    /// What a reading measures: a tree's processes at its latest reading
+    /// (`root` before the first), else `root`, the process alone.
+    pub fn measured<'a>(&'a self, root: &'a [u32]) -> Measured<'a> {
+        match self {
+            Probe::Tree(t) if !t.pids().is_empty() => Measured {
+                pids: t.pids(),
+                tree: true,
+            },
+            Probe::Tree(_) => Measured {
+                pids: root,
+                tree: true,
+            },
+            _ => Measured::process(root),
+        }
+    }
+}
+
+impl ResourceProbe for Probe {
+    /// The host reading of its kind (statm, sysinfo, a tree's PSS);
+    /// [`Got::Gone`] once the process is (or, with no probe, always).
+    fn read(&mut self, at: &Measured, into: &mut Readings) -> Got {
+        match self {
+            Probe::Procfs(p) => ResourceProbe::read(p, at, into),
+            Probe::Sysinfo(p) => ResourceProbe::read(p, at, into),
+            Probe::Tree(p) => ResourceProbe::read(p, at, into),
+            Probe::Unavailable if into.get(Resource::Host).is_some() => Got::Kept,
+            Probe::Unavailable => Got::Gone,
+        }
+    }
+
+    fn how(&self) -> String {
+        match self {
+            Probe::Procfs(p) => p.how(),
+            Probe::Sysinfo(p) => p.how(),
+            Probe::Tree(p) => p.how(),
+            Probe::Unavailable => "nothing (no memory probe on this system)".into(),
+        }
+    }
 }
 
 /// What the sampler thread hands back: the writer of its samples and the VRAM probe.
 pub type Finished = (SampleWriter, Option<Box<dyn VramProbe>>);
 
-/// What a sampler reads besides the process's memory and VRAM, where a run has it.
+/// What a sampler reads besides the process's memory and VRAM, where a run
+/// has it: each becomes one of its probes (`sampled_probes`).
 #[derive(Default)]
 pub struct Extras {
     pub container: Option<CgroupProbe>,
@@ -169,7 +249,8 @@ impl Sampler {
     }
 
     /// [`Sampler::start`], also reading what `extras` names: the worker's
-    /// cgroup (`container`), the model files' page cache.
+    /// cgroup (`container`), the model files' page cache, the catalogued
+    /// resources. The host probe is opened here (`tree`: the tree's).
     pub fn start_with(
         pid: u32,
         interval: Duration,
@@ -189,22 +270,13 @@ impl Sampler {
         let tree_pids = Arc::new(Mutex::new(Vec::new()));
         let flag = Arc::clone(&stop);
         let (mut ticker, waker) = tick::Ticker::start(interval);
-        // A reading thread that cannot start leaves the samples without it
-        // (the edges still have it).
-        let page_cache = extras.page_cache.and_then(|p| p.spawn().ok());
         let nudge = Nudge::default();
         let mut reader = Reader {
-            probe,
-            side: Side {
-                vram,
-                container: extras.container,
-                page_cache,
-                resources: extras.resources,
-            },
+            host: probe,
+            probes: sampled_probes(vram, extras),
             writer,
             pid,
             clock_zero,
-            processes: Vec::new(),
             tree_pids: Arc::clone(&tree_pids),
             nudge: nudge.clone(),
         };
@@ -219,10 +291,10 @@ impl Sampler {
                     sample_loop(&mut reader, &mut ticker, &flag);
                 }
                 reader.nudge.close();
-                if let Some(page_cache) = reader.side.page_cache {
-                    page_cache.stop();
-                }
-                (reader.writer, reader.side.vram)
+                let vram = probe::take::<vram::Vram>(&mut reader.probes).map(|v| v.into_inner());
+                // Stops the page cache's thread.
+                drop(reader.probes);
+                (reader.writer, vram)
             })?;
         nudge.attach(waker.clone(), handle.thread().clone(), interval);
         Ok(Sampler {
@@ -256,15 +328,24 @@ impl Sampler {
     }
 }
 
-/// What the loop reads besides the process's memory: its VRAM (every tick),
-/// the worker's cgroup (at most every 10 ms), the model files' page cache
-/// (the latest reading of its own thread) and the catalogued resources
-/// (every tick).
-struct Side {
-    vram: Option<Box<dyn VramProbe>>,
-    container: Option<CgroupProbe>,
-    page_cache: Option<page_cache::PageCacheReader>,
-    resources: Vec<(&'static resources::ResourceDef, Box<dyn resources::Probe>)>,
+/// The probes a sampler reads besides host memory, in the order it reads
+/// them: VRAM (every tick), the catalogued resources (every tick), the
+/// worker's cgroup (at most every 10 ms: `container`), the model files'
+/// page cache (the latest reading of its own thread; a thread that cannot
+/// start leaves the samples without it, the edges still have it).
+fn sampled_probes(vram: Option<Box<dyn VramProbe>>, extras: Extras) -> Vec<Box<dyn ResourceProbe>> {
+    let mut probes: Vec<Box<dyn ResourceProbe>> = Vec::new();
+    if let Some(vram) = vram {
+        probes.push(Box::new(vram::Vram::new(vram)));
+    }
+    probes.extend(resources::Catalogued::all(extras.resources));
+    if let Some(container) = extras.container {
+        probes.push(Box::new(container::Container::sampled(container)));
+    }
+    if let Some(page_cache) = extras.page_cache.and_then(|p| p.spawn().ok()) {
+        probes.push(Box::new(page_cache));
+    }
+    probes
 }
 
 /// What the readings need: the probes, where they go, and a tree's pids
@@ -272,63 +353,51 @@ struct Side {
 /// The first reading is taken by the caller, the rest by the thread it
 /// moves into.
 struct Reader {
-    probe: Probe,
-    side: Side,
+    /// Host memory: whether the process is there, and what is measured.
+    host: Probe,
+    /// Every other probe (`sampled_probes`).
+    probes: Vec<Box<dyn ResourceProbe>>,
     writer: SampleWriter,
     pid: u32,
     clock_zero: Instant,
-    processes: Vec<ProcessVram>,
     tree_pids: Arc<Mutex<Vec<u32>>>,
     nudge: Nudge,
 }
 
 impl Reader {
-    /// One reading into one row: one `pread` of the probe, one clock read
-    /// and a row into the writer's buffer (a `write` every 100 ms). `false`:
-    /// the process is gone.
+    /// One reading into one row: the host probe (one `pread` of statm),
+    /// one clock read, every other probe into the same map of readings, and
+    /// a row into the writer's buffer (a `write` every 100 ms). `false`: the
+    /// process is gone.
     fn once(&mut self) -> bool {
         let answering = self.nudge.begin();
-        let Ok(reading) = self.probe.read() else {
+        let root = [self.pid];
+        let mut readings = Readings::default();
+        let at = Measured {
+            pids: &root,
+            tree: self.host.is_tree(),
+        };
+        let got = ResourceProbe::read(&mut self.host, &at, &mut readings);
+        if got == Got::Gone {
             if answering {
                 self.nudge.answer();
             }
             return false;
-        };
+        }
         let t_s = self.clock_zero.elapsed().as_secs_f64();
-        if let (Probe::Tree(tree), Ok(mut seen)) = (&self.probe, self.tree_pids.lock()) {
-            if reading.rss_bytes > 0 {
+        // A zombie (exited, not yet reaped) reads as 0: no row.
+        if got == Got::Read {
+            if let (Probe::Tree(tree), Ok(mut seen)) = (&self.host, self.tree_pids.lock()) {
                 seen.clear();
                 seen.extend_from_slice(tree.pids());
             }
-        }
-        // A zombie (exited, not yet reaped) reads as 0: not a real value.
-        if reading.rss_bytes > 0 {
-            let (vram_bytes, gpu_vram) = read_vram(
-                &mut self.side.vram,
-                &self.probe,
-                self.pid,
-                &mut self.processes,
-            );
-            let mut readings = crate::record::Readings::default();
-            if !self.side.resources.is_empty() {
-                let pids = match &self.probe {
-                    Probe::Tree(tree) => tree.pids(),
-                    _ => std::slice::from_ref(&self.pid),
-                };
-                resources::read_all(&mut self.side.resources, pids, &mut readings);
-            }
-            use crate::record::{Part, Resource};
-            readings.set(Resource::Host, reading.rss_bytes);
-            readings.set_part(Resource::Host, Part::Anon, reading.anon_bytes);
-            readings.set_part(Resource::Host, Part::File, reading.file_bytes);
-            readings.set_gpu_vram(&gpu_vram);
-            readings.set_vram_column(0, vram_bytes);
-            readings.set_container(self.side.container.as_mut().and_then(|c| c.read(false)));
-            // Read on its own thread every `page_cache::PERIOD`: one atomic here.
-            let page_cache = self.side.page_cache.as_ref().and_then(|p| p.take());
-            readings.set_opt(Resource::PageCache, Part::Whole, page_cache);
+            let at = self.host.measured(&root);
+            probe::read_each(&mut self.probes, &at, &mut readings);
             self.writer.write(&Sample::from_readings(t_s, readings));
-            self.writer.write_processes(t_s, &self.processes);
+            // Each process's VRAM on each GPU (several GPUs only).
+            if let Some(vram) = probe::find_mut::<vram::Vram>(&mut self.probes) {
+                self.writer.write_processes(t_s, vram.processes());
+            }
         }
         // Answered whatever it read (a zombie's 0 is no row, and no reason
         // to keep the asker waiting).
@@ -357,28 +426,75 @@ fn sample_loop(reading: &mut Reader, ticker: &mut tick::Ticker, stop: &AtomicBoo
     }
 }
 
-/// The sampled process's VRAM on the GPU NVML lists it on (on a machine of
-/// one GPU, a process tree's sum; on several, the root's own) and, where NVML
-/// sees several GPUs, every sampled process's on each (into `processes`)
-/// with their sums.
-fn read_vram(
-    vram: &mut Option<Box<dyn VramProbe>>,
-    probe: &Probe,
-    pid: u32,
-    processes: &mut Vec<ProcessVram>,
-) -> (Option<u64>, GpuVram) {
-    processes.clear();
-    let Some(vram) = vram.as_mut() else {
-        return (None, GpuVram::default());
-    };
-    let pids = match probe {
-        Probe::Tree(tree) => tree.pids(),
-        _ => std::slice::from_ref(&pid),
-    };
-    // Several GPUs: one pass over their process lists gives both. One GPU:
-    // the tree's sum (a launcher or server often holds no context itself).
-    match vram.per_gpu(pids, processes) {
-        Some((root, touched)) => (root, GpuVram::of(touched, processes)),
-        None => (vram.tree_bytes(pids), GpuVram::default()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orchestrator::edges::EdgeReader;
+    use crate::protocol::MemoryAtEdge;
+    use crate::record::live::LivePhase;
+    use crate::record::Key;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A resource of its own kind: `bytes` under the key `fake`, its
+    /// readings counted, the processes it was asked about kept.
+    struct Fake {
+        bytes: u64,
+        reads: Arc<AtomicUsize>,
+        pids: Arc<Mutex<Vec<u32>>>,
+    }
+
+    fn fake_key() -> Resource {
+        Resource::Probed(Key::new("fake").unwrap())
+    }
+
+    impl ResourceProbe for Fake {
+        fn read(&mut self, at: &Measured, into: &mut Readings) -> Got {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            *self.pids.lock().unwrap() = at.pids.to_vec();
+            into.set(fake_key(), self.bytes);
+            Got::Read
+        }
+        fn how(&self) -> String {
+            "a fixed number".into()
+        }
+    }
+
+    #[test]
+    fn one_probe_is_read_by_the_samplers_tick_and_by_the_edge_reader() {
+        let pid = std::process::id();
+        let reads = Arc::new(AtomicUsize::new(0));
+        let pids = Arc::new(Mutex::new(Vec::new()));
+        let fake = || Fake {
+            bytes: 7,
+            reads: Arc::clone(&reads),
+            pids: Arc::clone(&pids),
+        };
+        let run = crate::record::fixture::run(1, "drop", 1, &[0]);
+        let mut reader = Reader {
+            host: Probe::open(pid),
+            probes: vec![Box::new(fake())],
+            writer: SampleWriter::new(Box::new(io::sink()), &run.meta, LivePhase::default()),
+            pid,
+            clock_zero: Instant::now(),
+            tree_pids: Arc::default(),
+            nudge: Nudge::default(),
+        };
+        assert!(reader.once(), "this process is alive");
+        let sample = reader.writer.last().expect("a row");
+        assert!(sample.host_bytes() > 0, "{sample:?}");
+        assert_eq!(sample.readings.get(fake_key()), Some(7));
+        assert_eq!(reads.load(Ordering::Relaxed), 1);
+        assert_eq!(*pids.lock().unwrap(), [pid]);
+
+        let mut edges = EdgeReader::new(pid)
+            .host(Some(Probe::open(pid)))
+            .with_probe(Box::new(fake()));
+        let mut memory = MemoryAtEdge::default();
+        let extras = edges.read(&mut memory);
+        assert!(memory.rss_bytes > 0, "{memory:?}");
+        assert_eq!(extras.readings.get(fake_key()), Some(7));
+        assert_eq!(extras.readings.get(Resource::Host), Some(memory.rss_bytes));
+        assert_eq!(reads.load(Ordering::Relaxed), 2);
+        assert_eq!(*pids.lock().unwrap(), [pid]);
     }
 }

@@ -22,6 +22,11 @@
 //! takes the latest reading; the worker reads it at every phase edge (the
 //! orchestrator on arrival, for edges that come without it).
 //!
+//! Both are probes of `probe::ResourceProbe`, into `Resource::PageCache`:
+//! [`PageCacheReader`] (the sampler's tick: the latest reading of the
+//! thread, if one came since the last tick) and [`PageCacheProbe`] (an
+//! edge: read now, where the line carried none).
+//!
 //! Also here: [`drop_cached`], `posix_fadvise(POSIX_FADV_DONTNEED)` on a file,
 //! which the parent uses to start every run of a scenario from the same cold
 //! state and the `fadvise-dontneed` strategy's worker after load and unload.
@@ -34,6 +39,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+
+use super::probe::{Got, Measured, ResourceProbe};
+use crate::record::{Readings, Resource};
 
 /// How often the sampler reads the page cache (phase edges are read besides).
 pub const PERIOD: Duration = Duration::from_millis(100);
@@ -176,7 +184,7 @@ impl PageCacheProbe {
         Ok(PageCacheReader {
             latest,
             stop,
-            handle,
+            handle: Some(handle),
         })
     }
 
@@ -222,10 +230,12 @@ const NONE: u64 = u64::MAX;
 
 /// A [`PageCacheProbe`] reading on its own thread; the sampler takes each
 /// reading once.
+/// Dropping it stops the thread, as [`PageCacheReader::stop`] does.
 pub struct PageCacheReader {
     latest: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<()>,
+    /// `None` once stopped.
+    handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl PageCacheReader {
@@ -237,10 +247,62 @@ impl PageCacheReader {
     }
 
     /// Stops the thread and waits for it (at most one reading).
-    pub fn stop(self) {
+    pub fn stop(mut self) {
+        self.stop_thread();
+    }
+
+    fn stop_thread(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.thread().unpark();
-        let _ = self.handle.join();
+        if let Some(handle) = self.handle.take() {
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for PageCacheReader {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+impl ResourceProbe for PageCacheReader {
+    /// One atomic swap: the reading its thread made since the last tick.
+    fn read(&mut self, _at: &Measured, into: &mut Readings) -> Got {
+        if into.get(Resource::PageCache).is_some() {
+            return Got::Kept;
+        }
+        match self.take() {
+            Some(bytes) => {
+                into.set(Resource::PageCache, bytes);
+                Got::Read
+            }
+            None => Got::Nothing,
+        }
+    }
+
+    fn how(&self) -> String {
+        "the model files' page cache, read on its own thread".into()
+    }
+}
+
+impl ResourceProbe for PageCacheProbe {
+    /// Read now (each file opened, counted and closed).
+    fn read(&mut self, _at: &Measured, into: &mut Readings) -> Got {
+        if into.get(Resource::PageCache).is_some() {
+            return Got::Kept;
+        }
+        match PageCacheProbe::read(self) {
+            Ok(bytes) => {
+                into.set(Resource::PageCache, bytes);
+                Got::Read
+            }
+            Err(_) => Got::Nothing,
+        }
+    }
+
+    fn how(&self) -> String {
+        format!("the model files' page cache ({})", self.method.name())
     }
 }
 

@@ -1,11 +1,14 @@
 //! The portable fallback probe through sysinfo, for systems without Linux
 //! procfs. It reports RSS only (no anon/file split), at ~40 µs per reading.
+//! As a [`ResourceProbe`] it is the host probe of one process, as `procfs`'s.
 
 use std::io;
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
+use super::probe::{Got, Measured, ResourceProbe};
 use super::Reading;
+use crate::record::{Readings, Resource};
 
 pub struct SysinfoProbe {
     system: System,
@@ -37,5 +40,21 @@ impl SysinfoProbe {
             anon_bytes: rss,
             file_bytes: 0,
         })
+    }
+}
+
+impl ResourceProbe for SysinfoProbe {
+    fn read(&mut self, _at: &Measured, into: &mut Readings) -> Got {
+        if into.get(Resource::Host).is_some() {
+            return Got::Kept;
+        }
+        match SysinfoProbe::read(self) {
+            Ok(reading) => reading.put(into),
+            Err(_) => Got::Gone,
+        }
+    }
+
+    fn how(&self) -> String {
+        "one process's RSS (sysinfo)".into()
     }
 }

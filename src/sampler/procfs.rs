@@ -4,12 +4,18 @@
 //!
 //! statm's `resident` is RSS and `shared` is RssFile + RssShmem, so
 //! anon = resident − shared exactly as the kernel counts RssAnon.
+//!
+//! As a [`ResourceProbe`] it is the host probe of one process: it fills
+//! `Resource::Host` where the map has no host reading yet (at an edge, the
+//! sender's own stands).
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 
+use super::probe::{Got, Measured, ResourceProbe};
 use super::Reading;
+use crate::record::{Readings, Resource};
 
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -62,6 +68,22 @@ impl StatmProbe {
         let n = self.file.read_at(&mut self.buf, 0)?;
         parse_statm(&self.buf[..n], self.page_size)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unreadable statm"))
+    }
+}
+
+impl ResourceProbe for StatmProbe {
+    fn read(&mut self, _at: &Measured, into: &mut Readings) -> Got {
+        if into.get(Resource::Host).is_some() {
+            return Got::Kept;
+        }
+        match StatmProbe::read(self) {
+            Ok(reading) => reading.put(into),
+            Err(_) => Got::Gone,
+        }
+    }
+
+    fn how(&self) -> String {
+        "one process's RSS (/proc/PID/statm)".into()
     }
 }
 

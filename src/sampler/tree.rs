@@ -58,12 +58,21 @@
 //! a tree holding GiBs cannot be read at the interval; the sampler then
 //! reads back to back. Path and read buffers are reused; the only
 //! per-reading allocations are the directory iterators' entries.
+//!
+//! # As the host probe
+//!
+//! As a [`ResourceProbe`] it is the host probe of a tree: its sum replaces
+//! whatever host reading the map holds (at an edge, one process's reading
+//! sent on the line is not the tree's), and its processes at the latest
+//! reading are what every other probe measures (`Probe::measured`).
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::{self, Read};
 
+use super::probe::{Got, Measured, ResourceProbe};
 use super::Reading;
+use crate::record::Readings;
 
 /// How the probe finds the root's descendants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,6 +325,19 @@ impl TreeProbe {
 fn set_path(path: &mut String, pid: u32, tid: u32, name: &str) {
     path.clear();
     let _ = write!(path, "/proc/{pid}/task/{tid}/{name}");
+}
+
+impl ResourceProbe for TreeProbe {
+    fn read(&mut self, _at: &Measured, into: &mut Readings) -> Got {
+        match TreeProbe::read(self) {
+            Ok(reading) => reading.put(into),
+            Err(_) => Got::Gone,
+        }
+    }
+
+    fn how(&self) -> String {
+        "a process tree's PSS, summed (/proc/PID/smaps_rollup)".into()
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,16 @@
 //! tables, the charts and the gate's budgets take it from there.
 //!
 //! Such a resource is a number of bytes read at each tick and at each phase
-//! edge. The resources with more shape (host memory's parts, VRAM per GPU and
-//! per process, the container's counters, the page cache's files) have their
-//! own probes in `sampler/` and their own fields in the record.
+//! edge: its probe ([`Probe`]) gives that one number, and [`Catalogued`]
+//! puts it under the resource's key as every other kind's probe does
+//! (`sampler::probe::ResourceProbe`), in the same loop. The resources with
+//! more shape (host memory's parts, VRAM per GPU and per process, the
+//! container's counters, the page cache's files) have their own probe
+//! files in `sampler/` and their own fields in the record.
 
 mod shm;
+
+use super::probe::{Got, Measured, ResourceProbe};
 
 /// One catalogued resource: its names and how to open its probe.
 pub struct ResourceDef {
@@ -70,17 +75,37 @@ pub fn probed() -> Vec<crate::record::Probed> {
         .collect()
 }
 
-/// The bytes of each probe in `probes`, into `into` (a probe that reads
-/// nothing at this instant leaves its key out).
-pub fn read_all(
-    probes: &mut [(&'static ResourceDef, Box<dyn Probe>)],
-    pids: &[u32],
-    into: &mut crate::record::Readings,
-) {
-    for (def, probe) in probes.iter_mut() {
-        if let (Some(resource), Some(bytes)) = (def.resource(), probe.read(pids)) {
-            into.set(resource, bytes);
+/// A catalogued resource's probe as a `ResourceProbe`: its bytes under its
+/// key (a probe that reads nothing at this instant leaves its key out).
+pub struct Catalogued {
+    def: &'static ResourceDef,
+    probe: Box<dyn Probe>,
+}
+
+impl Catalogued {
+    /// Each of `probes` (`open_all`'s), as the probes of one reading.
+    pub fn all(
+        probes: Vec<(&'static ResourceDef, Box<dyn Probe>)>,
+    ) -> impl Iterator<Item = Box<dyn ResourceProbe>> {
+        probes
+            .into_iter()
+            .map(|(def, probe)| Box::new(Catalogued { def, probe }) as Box<dyn ResourceProbe>)
+    }
+}
+
+impl ResourceProbe for Catalogued {
+    fn read(&mut self, at: &Measured, into: &mut crate::record::Readings) -> Got {
+        match (self.def.resource(), self.probe.read(at.pids)) {
+            (Some(resource), Some(bytes)) => {
+                into.set(resource, bytes);
+                Got::Read
+            }
+            _ => Got::Nothing,
         }
+    }
+
+    fn how(&self) -> String {
+        self.probe.how()
     }
 }
 
