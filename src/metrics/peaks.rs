@@ -45,7 +45,7 @@ impl PhasePeak {
 /// empty when no edge carries a kernel peak (records made before memrel
 /// read it, or where it was not available).
 pub fn of_run(run: &RunRecord) -> Vec<PhasePeak> {
-    if run.events.iter().all(|e| e.kernel_peak_bytes.is_none()) {
+    if run.events.iter().all(|e| e.kernel_peak_bytes().is_none()) {
         return Vec::new();
     }
     // Per phase begun: its begin's index, time and model.
@@ -62,7 +62,7 @@ pub fn of_run(run: &RunRecord) -> Vec<PhasePeak> {
                 // The spans after the begin edge, up to and including this one.
                 let kernel_peak_bytes = run.events[begun + 1..=i]
                     .iter()
-                    .map(|e| e.kernel_peak_bytes)
+                    .map(|e| e.kernel_peak_bytes())
                     .try_fold(0u64, |max, peak| Some(max.max(peak?)));
                 out.push(PhasePeak {
                     cycle: e.cycle,
@@ -93,6 +93,7 @@ fn sampled_peak(run: &RunRecord, from_s: f64, to_s: f64) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::record::fixture;
+    use crate::record::{Part, Resource};
 
     const MIB: u64 = 1 << 20;
 
@@ -102,14 +103,17 @@ mod tests {
     fn a_spike_between_samples_shows_in_the_kernel_peak_only() {
         let mut run = fixture::run(1, "drop", 1, &[0]);
         for e in &mut run.events {
-            e.kernel_peak_bytes = Some(e.edge.memory.rss_bytes);
+            let host = e.readings.get(Resource::Host).unwrap_or(0);
+            e.readings.set_part(Resource::Host, Part::Peak, host);
         }
         let load_end = run
             .events
             .iter_mut()
             .find(|e| e.edge.phase == Phase::Load && e.edge.edge == Edge::End)
             .expect("a load");
-        load_end.kernel_peak_bytes = Some(110 * MIB + 64 * MIB);
+        load_end
+            .readings
+            .set_part(Resource::Host, Part::Peak, 110 * MIB + 64 * MIB);
         let peaks = of_run(&run);
         let load = peaks
             .iter()
@@ -129,9 +133,12 @@ mod tests {
         let mut run = fixture::run(1, "drop", 1, &[0]);
         assert!(of_run(&run).is_empty());
         for e in &mut run.events {
-            e.kernel_peak_bytes = Some(e.edge.memory.rss_bytes);
+            let host = e.readings.get(Resource::Host).unwrap_or(0);
+            e.readings.set_part(Resource::Host, Part::Peak, host);
         }
-        run.events[3].kernel_peak_bytes = None;
+        run.events[3]
+            .readings
+            .remove_part(Resource::Host, Part::Peak);
         let peaks = of_run(&run);
         let load = peaks.iter().find(|p| p.phase == Phase::Load).expect("load");
         assert_eq!(load.kernel_peak_bytes, None, "{:?}", run.events[3]);

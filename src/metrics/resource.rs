@@ -1,13 +1,14 @@
-//! The memory memrel measures, as resources: host memory (the worker's RSS,
-//! with its anonymous and file parts), device memory (the worker's own
-//! VRAM on one CUDA device, `cuda:N`), the container's view (the working
-//! set of the cgroup the worker runs in, `container`: the whole cgroup's,
-//! memrel included, unless each worker has its own) and the model files'
-//! page cache (`page_cache`), and every resource of the catalogue
-//! (`sampler::resources`: `shm`, …), which needs no line here. Every metric,
-//! chart panel, table column and gate verdict is written once and applied to
-//! each resource; this is the one place that knows where a resource's bytes
-//! live in a record.
+//! What each resource is, for the metrics and everything above them: which
+//! resources a record measured (the host always, its CUDA devices, the
+//! container and the model files' page cache where the header names them,
+//! and every catalogued resource (`sampler::resources`: `shm`, …) that
+//! moved), their names and labels, their budget keys, whether the gate
+//! judges them, and their reading in a sample or at an edge.
+//!
+//! The key itself (`record::Resource`) and the bytes (`record::Readings`,
+//! one map per sample and per edge) live on the record's floor; this trait
+//! adds what a resource means. Every metric, chart panel, table column and
+//! gate verdict is written once and applied to each resource.
 
 pub use crate::record::Resource;
 use crate::record::{Event, Header, Part, Record, Sample};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::channel::Arrival;
 use super::edges::EdgeExtras;
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
-use crate::record::{Event, Readings, RunMeta};
+use crate::record::{Event, Part, Readings, Resource, RunMeta};
 use crate::sampler::page_cache::PageCacheProbe;
 use crate::strategy::Strategy;
 use crate::worker::command::CycleNumbering;
@@ -114,11 +114,11 @@ impl Collected {
             edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
         }
         self.max_cycle = self.max_cycle.max(edge.cycle);
-        let readings = Readings::of_edge(&edge.memory, &extras.gpu_vram, &extras.readings);
+        let mut readings = Readings::of_edge(&edge.memory, &extras.gpu_vram, &extras.readings);
+        readings.set_opt(Resource::Host, Part::Peak, kernel_peak_bytes);
         let event = Event {
             t_s,
             edge,
-            kernel_peak_bytes,
             readings,
         };
         on_event(&event);
@@ -231,10 +231,14 @@ impl Collected {
             return;
         }
         let n = self.events.len();
-        let before_has_peak = n < 2 || self.events[n - 2].kernel_peak_bytes.is_some();
+        let before_has_peak = n < 2 || self.events[n - 2].kernel_peak_bytes().is_some();
         if let Some(last) = self.events.last_mut() {
-            if last.kernel_peak_bytes.is_none() && before_has_peak {
-                last.kernel_peak_bytes = Some(peak_bytes);
+            if last.kernel_peak_bytes().is_none() && before_has_peak {
+                last.readings.set_part(
+                    crate::record::Resource::Host,
+                    crate::record::Part::Peak,
+                    peak_bytes,
+                );
             }
         }
     }

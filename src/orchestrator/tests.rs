@@ -70,17 +70,17 @@ fn the_last_edge_read_after_the_exit_gets_the_processs_last_peak() {
     );
     got.take(edge_arrival(Edge::End, None), &mut meta, &mut |_| {});
     got.take(done_arrival(300), &mut meta, &mut |_| {});
-    let peaks: Vec<_> = got.events.iter().map(|e| e.kernel_peak_bytes).collect();
+    let peaks: Vec<_> = got.events.iter().map(|e| e.kernel_peak_bytes()).collect();
     assert_eq!(peaks, [Some(100), Some(300)]);
     // wait4's peak after that changes nothing.
     got.fill_trailing_peak(Some(999), &meta);
-    assert_eq!(got.events[1].kernel_peak_bytes, Some(300));
+    assert_eq!(got.events[1].kernel_peak_bytes(), Some(300));
 
     let mut got = Collected::default();
     got.take(edge_arrival(Edge::Begin, None), &mut meta, &mut |_| {});
     got.take(edge_arrival(Edge::End, None), &mut meta, &mut |_| {});
     got.take(done_arrival(300), &mut meta, &mut |_| {});
-    assert!(got.events.iter().all(|e| e.kernel_peak_bytes.is_none()));
+    assert!(got.events.iter().all(|e| e.kernel_peak_bytes().is_none()));
 
     // Where the peaks are not available at all, none is made up.
     let mut meta = RunMeta::planned(1, "drop", 1);
@@ -92,7 +92,7 @@ fn the_last_edge_read_after_the_exit_gets_the_processs_last_peak() {
     );
     got.take(edge_arrival(Edge::End, None), &mut meta, &mut |_| {});
     got.fill_trailing_peak(Some(300), &meta);
-    assert!(got.events.iter().all(|e| e.kernel_peak_bytes.is_none()));
+    assert!(got.events.iter().all(|e| e.kernel_peak_bytes().is_none()));
 }
 
 #[test]

@@ -87,7 +87,6 @@ pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge
             note: None,
             mono_s: None,
         },
-        kernel_peak_bytes: None,
         readings,
     }
 }

@@ -296,15 +296,19 @@ impl LiveRun {
         // edge was streamed (its line arrived after the worker exited):
         // that peak is kept over the file's empty one.
         let late_peak = run.events.last().and_then(|e| {
-            e.kernel_peak_bytes
+            e.kernel_peak_bytes()
                 .map(|bytes| ((e.edge.cycle, e.edge.phase, e.edge.edge), bytes))
         });
         run.events = super::salvage::read_events_of_run(&self.dir, run.meta.run)?;
         if let (Some(last), Some((which, bytes))) = (run.events.last_mut(), late_peak) {
-            if last.kernel_peak_bytes.is_none()
+            if last.kernel_peak_bytes().is_none()
                 && (last.edge.cycle, last.edge.phase, last.edge.edge) == which
             {
-                last.kernel_peak_bytes = Some(bytes);
+                last.readings.set_part(
+                    crate::record::Resource::Host,
+                    crate::record::Part::Peak,
+                    bytes,
+                );
             }
         }
         finish_run(&self.dir, self.samples_from_byte, run)

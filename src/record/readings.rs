@@ -27,6 +27,10 @@ pub enum Part {
     File,
     /// The container's whole charge (`memory.current`), page cache included.
     Usage,
+    /// At a phase edge, the kernel's peak of host memory over the span the
+    /// edge closes (VmHWM, reset at each edge: `sampler::hwm`): the exact
+    /// peak, which samples can miss.
+    Peak,
     /// On a machine of several GPUs: the root process's own VRAM on the GPU
     /// that lists it (the resource's `Whole` is every measured process's sum).
     Own,
@@ -74,6 +78,13 @@ impl Readings {
     pub fn set_opt(&mut self, resource: Resource, part: Part, bytes: Option<u64>) {
         if let Some(bytes) = bytes {
             self.set_part(resource, part, bytes);
+        }
+    }
+
+    /// Forgets one part of `resource`.
+    pub fn remove_part(&mut self, resource: Resource, part: Part) {
+        if let Ok(i) = self.find(resource, part) {
+            self.entries.remove(i);
         }
     }
 

@@ -246,7 +246,7 @@ impl<'a> EventRow<'a> {
             container_bytes: r.get(Resource::Container),
             page_cache_bytes: r.get(Resource::PageCache),
             note: e.note.as_deref().map(Cow::Borrowed),
-            kernel_peak_bytes: event.kernel_peak_bytes,
+            kernel_peak_bytes: r.part(Resource::Host, Part::Peak),
             gpu_vram: {
                 let mut cell = String::new();
                 r.gpu_vram().write_cell(&mut cell);
@@ -331,6 +331,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
     readings.set_opt(Resource::Container, Part::Whole, row.container_bytes);
     readings.set_opt(Resource::Container, Part::Anon, row.container_anon_bytes);
     readings.set_opt(Resource::PageCache, Part::Whole, row.page_cache_bytes);
+    readings.set_opt(Resource::Host, Part::Peak, row.kernel_peak_bytes);
     if let Some(cell) = &row.readings {
         readings.parse_cell(cell)?;
     }
@@ -353,7 +354,6 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
             note: row.note.map(Cow::into_owned),
             mono_s: None,
         },
-        kernel_peak_bytes: row.kernel_peak_bytes,
         readings,
     };
     Ok((row.run, event))

@@ -156,7 +156,6 @@ impl Event {
         Event {
             t_s,
             edge,
-            kernel_peak_bytes: None,
             readings,
         }
     }
@@ -167,16 +166,22 @@ impl Event {
 pub struct Event {
     pub t_s: f64,
     pub edge: PhaseEdge,
-    /// The kernel's peak of the worker's RSS since its previous edge (VmHWM,
+    /// Every resource read at the edge: the sender's own reading (memrel's
+    /// worker reads itself) with the parent's (`orchestrator::edges`) of
+    /// what the sender did not read, VRAM per GPU included, and the
+    /// kernel's peak of host memory since the edge before (`Part::Peak`).
+    /// The line's `edge.memory` mirrors what of it the protocol has fields for.
+    pub readings: Readings,
+}
+
+impl Event {
+    /// The kernel's peak of the measured RSS since the previous edge (VmHWM,
     /// reset at each edge: `sampler::hwm`): the exact peak of the span this
     /// edge closes, which samples can miss. `None` where it is not available
     /// (the run's `kernel_peak_unavailable` says why) or in older records.
-    pub kernel_peak_bytes: Option<u64>,
-    /// Every resource read at the edge: the sender's own reading (memrel's
-    /// worker reads itself) with the parent's (`orchestrator::edges`) of
-    /// what the sender did not read, VRAM per GPU included. The line's
-    /// `edge.memory` mirrors what of it the protocol has fields for.
-    pub readings: Readings,
+    pub fn kernel_peak_bytes(&self) -> Option<u64> {
+        self.readings.part(Resource::Host, Part::Peak)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
