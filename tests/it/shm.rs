@@ -145,3 +145,60 @@ fn a_budget_on_shared_memory_fails_the_leak_and_passes_the_clean_program() {
         assert!(said.contains("max_retained_shm_mib"), "{mode}: {said}");
     }
 }
+
+/// `shmem`, the catalogue's second resource (`sampler::resources::shmem`):
+/// what the measured process maps of shared memory while it runs. A real
+/// python3 program maps a 16 MiB `multiprocessing.shared_memory` segment
+/// and writes it whole right after each load's begin edge, and closes and
+/// unlinks it right after each unload's begin edge: loaded holds the
+/// segment to the page, and nothing is retained.
+#[test]
+fn shared_memory_a_program_maps_is_its_shmem_while_mapped() {
+    const PROGRAM: &str = r#"
+import memrel
+from multiprocessing import shared_memory
+
+for cycle in range(2):
+    memrel.begin("load", model="segment")
+    seg = shared_memory.SharedMemory(create=True, size=16 << 20)
+    seg.buf[:] = b"\x01" * (16 << 20)
+    memrel.end("load", model="segment")
+    memrel.begin("unload", model="segment")
+    seg.close()
+    seg.unlink()
+    memrel.end("unload", model="segment")
+"#;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("prog.py");
+    std::fs::write(&path, PROGRAM).expect("write prog.py");
+    let output = memrel()
+        .arg("exec")
+        .arg("--out")
+        .arg(tmp.path())
+        .arg("--")
+        .arg("python3")
+        .arg(&path)
+        .output()
+        .expect("memrel starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    let dir = only_results_dir(tmp.path(), "exec");
+    let summary = read_json(&dir.join("summary.json"));
+    let shmem = summary["strategies"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource"] == "shmem")
+        .unwrap_or_else(|| panic!("no shmem resource in {summary}"))
+        .clone();
+    let median = |key: &str| shmem[key]["median"].as_f64().expect(key);
+    let held = median("loaded_bytes") - median("baseline_bytes");
+    let mib = 1024.0 * 1024.0;
+    assert!(
+        (held - 16.0 * mib).abs() <= 0.25 * mib,
+        "held {held}: {shmem}"
+    );
+    assert!(median("retained_bytes").abs() <= 0.25 * mib, "{shmem}");
+    let runs = read_json(&dir.join("runs.json"));
+    let probed = runs["header"]["probed"].as_array().expect("probed");
+    assert!(probed.iter().any(|p| p["key"] == "shmem"), "{runs}");
+}

@@ -12,6 +12,7 @@
 //! files in `sampler/` and their own fields in the record.
 
 mod shm;
+mod shmem;
 
 use super::probe::{Got, Measured, ResourceProbe};
 
@@ -47,7 +48,7 @@ pub trait Probe: Send {
 }
 
 /// Every catalogued resource, in the order reports show them.
-pub const CATALOGUE: &[&ResourceDef] = &[&shm::SHM];
+pub const CATALOGUE: &[&ResourceDef] = &[&shm::SHM, &shmem::SHMEM];
 
 /// The catalogued resource named `key`.
 pub fn find(key: &str) -> Option<&'static ResourceDef> {
