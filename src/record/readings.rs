@@ -14,6 +14,7 @@
 use super::gpu::GpuVram;
 use super::resource::{Key, Resource};
 use crate::cgroup::view::ContainerSample;
+use crate::protocol::MemoryAtEdge;
 
 /// What of a resource a reading is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -264,6 +265,71 @@ impl Readings {
         let mut out = Readings::default();
         out.parse_cell(cell)?;
         Ok(out)
+    }
+}
+
+impl Readings {
+    /// The readings a phase edge's line carried (the sender's own).
+    pub fn of_memory(memory: &MemoryAtEdge) -> Readings {
+        let mut r = Readings::default();
+        if memory.rss_bytes > 0 {
+            r.set(Resource::Host, memory.rss_bytes);
+            r.set_part(Resource::Host, Part::Anon, memory.anon_bytes);
+            r.set_part(Resource::Host, Part::File, memory.file_bytes);
+        }
+        r.set_opt(Resource::Device(0), Part::Whole, memory.vram_bytes);
+        r.set_opt(Resource::Container, Part::Whole, memory.container_bytes);
+        r.set_opt(Resource::Container, Part::Anon, memory.container_anon_bytes);
+        r.set_opt(Resource::PageCache, Part::Whole, memory.page_cache_bytes);
+        r
+    }
+
+    /// An edge's one map: its `memory` as the edge reader settled it (the
+    /// sender's own reading, or the parent's), VRAM per GPU where read
+    /// (`gpus`; `memory.vram_bytes` is then the root process's own) and
+    /// the catalogued resources of `probed`.
+    pub fn of_edge(
+        memory: &MemoryAtEdge,
+        gpus: &GpuVram,
+        probed: &Readings,
+    ) -> Readings {
+        let mut r = Readings::default();
+        r.set(Resource::Host, memory.rss_bytes);
+        r.set_part(Resource::Host, Part::Anon, memory.anon_bytes);
+        r.set_part(Resource::Host, Part::File, memory.file_bytes);
+        r.set_gpu_vram(gpus);
+        r.set_vram_column(0, memory.vram_bytes);
+        r.set_opt(Resource::Container, Part::Whole, memory.container_bytes);
+        r.set_opt(Resource::Container, Part::Anon, memory.container_anon_bytes);
+        r.set_opt(Resource::PageCache, Part::Whole, memory.page_cache_bytes);
+        for resource in probed.resources() {
+            if matches!(resource, Resource::Probed(_)) {
+                r.set_opt(resource, Part::Whole, probed.get(resource));
+            }
+        }
+        r
+    }
+
+    /// The readings of an edge whose line's memory is all there is.
+    pub fn of_line(memory: &MemoryAtEdge) -> Readings {
+        Readings::of_edge(
+            memory,
+            &GpuVram::default(),
+            &Readings::default(),
+        )
+    }
+
+    /// These readings into a phase edge's memory (what it has columns for).
+    pub fn fill_memory(&self, memory: &mut MemoryAtEdge) {
+        if let Some(rss) = self.get(Resource::Host) {
+            memory.rss_bytes = rss;
+            memory.anon_bytes = self.part(Resource::Host, Part::Anon).unwrap_or(0);
+            memory.file_bytes = self.part(Resource::Host, Part::File).unwrap_or(0);
+        }
+        memory.vram_bytes = self.vram_column();
+        memory.container_bytes = self.get(Resource::Container);
+        memory.container_anon_bytes = self.part(Resource::Container, Part::Anon);
+        memory.page_cache_bytes = self.get(Resource::PageCache);
     }
 }
 
