@@ -288,11 +288,7 @@ impl Readings {
     /// sender's own reading, or the parent's), VRAM per GPU where read
     /// (`gpus`; `memory.vram_bytes` is then the root process's own) and
     /// the catalogued resources of `probed`.
-    pub fn of_edge(
-        memory: &MemoryAtEdge,
-        gpus: &GpuVram,
-        probed: &Readings,
-    ) -> Readings {
+    pub fn of_edge(memory: &MemoryAtEdge, gpus: &GpuVram, probed: &Readings) -> Readings {
         let mut r = Readings::default();
         r.set(Resource::Host, memory.rss_bytes);
         r.set_part(Resource::Host, Part::Anon, memory.anon_bytes);
@@ -312,11 +308,7 @@ impl Readings {
 
     /// The readings of an edge whose line's memory is all there is.
     pub fn of_line(memory: &MemoryAtEdge) -> Readings {
-        Readings::of_edge(
-            memory,
-            &GpuVram::default(),
-            &Readings::default(),
-        )
+        Readings::of_edge(memory, &GpuVram::default(), &Readings::default())
     }
 
     /// These readings into a phase edge's memory (what it has columns for).
