@@ -104,12 +104,26 @@ pub fn kill_group(pid: u32) {
 }
 
 /// Reaps the child, waiting at most `limit`; `None` when it has not ended by then
-/// (a process stuck in the kernel) or cannot be waited for.
+/// (a process stuck in the kernel, or held at its exit by a tracer that has
+/// not let it go) or cannot be waited for.
+///
+/// It waits for the child only once [`has_exited`] has seen it end: a wait
+/// that is not `WNOWAIT` also takes a traced process's stop, which the kernel
+/// reports to every thread of memrel, and a stop taken here is one the tracer
+/// (`exit_stop`) never sees: the process would stay held at its exit, deaf to
+/// SIGKILL, until memrel itself exits.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     use rustix::process::{waitpid, Pid, WaitOptions};
     let deadline = Instant::now() + limit;
     let pid = Pid::from_raw(child.id() as i32)?;
     loop {
+        if !has_exited(child.id()) {
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(POLL);
+            continue;
+        }
         // rustix, not std's `try_wait`: std keeps the first status it is
         // given, and a traced process's stop (`exit_stop`) is not its end.
         match waitpid(Some(pid), WaitOptions::NOHANG) {
@@ -124,13 +138,21 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// Reaps the child like [`wait_bounded`], and returns with its status the
+/// Reaps the child like [`wait_bounded`] (once [`has_exited`] has seen it
+/// end, never taking a tracer's stop), and returns with its status the
 /// kernel's peak of its resident set (`ru_maxrss` of `wait4`: VmHWM, which a
 /// program that reports none still has), in bytes.
 pub fn wait_bounded_peak(child: &mut Child, limit: Duration) -> (Option<ExitStatus>, Option<u64>) {
     let pid = child.id() as libc::pid_t;
     let deadline = Instant::now() + limit;
     loop {
+        if !has_exited(child.id()) {
+            if Instant::now() < deadline {
+                std::thread::sleep(POLL);
+                continue;
+            }
+            return (None, None);
+        }
         let mut status: libc::c_int = 0;
         // libc directly: neither std nor rustix 1.1 has wait4 with its
         // rusage, and getrusage(RUSAGE_CHILDREN) is the largest of all

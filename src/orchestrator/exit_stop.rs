@@ -259,6 +259,77 @@ mod tests {
         assert_eq!(hold.finish(Duration::from_secs(10)), Held::Unread);
     }
 
+    /// memrel reaps the process (`child::wait_bounded_peak`) while it is
+    /// held at its exit: the reaper must leave the exit stop to the tracer.
+    /// A reaper that took it (a wait without `WNOWAIT` reports a tracee's
+    /// stop to any thread of memrel) left the tracer waiting for a stop that
+    /// never came, and the process held, deaf to SIGKILL, until memrel
+    /// exited: a signal to memrel as a worker started took 12 s to stop it.
+    #[test]
+    fn reaping_a_held_process_leaves_its_exit_stop_to_the_tracer() {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("cat starts");
+        let pid = child.id();
+        let (go, orders) = mpsc::channel::<()>();
+        let (report, reports) = mpsc::channel::<bool>();
+        // The tracer: attaches, then, when told, looks for the exit stop
+        // without waiting and lets the process go.
+        let tracer = std::thread::spawn(move || {
+            let seized = ptrace(libc::PTRACE_SEIZE, pid, libc::PTRACE_O_TRACEEXIT as usize);
+            let _ = report.send(seized.is_ok());
+            if seized.is_err() || orders.recv().is_err() {
+                return;
+            }
+            let seen = exit_stop_reported(pid);
+            resume(pid, libc::PTRACE_CONT, 0);
+            let _ = report.send(seen);
+        });
+        assert!(reports.recv().expect("the tracer answers"), "PTRACE_SEIZE");
+        // cat exits when its input ends: it stops at its exit, held.
+        drop(child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while state(pid) != 't' {
+            assert!(Instant::now() < deadline, "never held: {}", state(pid));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let reap = super::super::child::wait_bounded_peak;
+        assert_eq!(reap(&mut child, Duration::from_millis(50)).0, None);
+        assert_eq!(
+            super::super::child::wait_bounded(&mut child, Duration::ZERO),
+            None
+        );
+        go.send(()).expect("the tracer waits");
+        assert!(
+            reports.recv().expect("the tracer answers"),
+            "the reaper took the exit stop from the tracer"
+        );
+        let (status, _) = reap(&mut child, Duration::from_secs(20));
+        assert!(status.expect("reaped once let go").success());
+        tracer.join().expect("the tracer thread");
+    }
+
+    /// Whether `pid`'s exit stop is there to be seen (not waited for, not taken).
+    fn exit_stop_reported(pid: u32) -> bool {
+        use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+        let id = Pid::from_raw(pid as i32).expect("a pid");
+        match waitid(
+            WaitId::Pid(id),
+            WaitIdOptions::EXITED
+                | WaitIdOptions::STOPPED
+                | WaitIdOptions::NOHANG
+                | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(Some(status)) => status
+                .trapping_signal()
+                .is_some_and(|raw| raw >> 8 == libc::PTRACE_EVENT_EXIT),
+            _ => false,
+        }
+    }
+
     /// The process state letter of /proc/PID/stat ('T': stopped, 't': traced).
     fn state(pid: u32) -> char {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
