@@ -500,7 +500,6 @@ impl Marker<'_> {
             let mut memory = MemoryAtEdge::default();
             last.readings.fill_memory(&mut memory);
             let extras = EdgeExtras {
-                gpu_vram: last.readings.gpu_vram(),
                 readings: last.readings.clone(),
                 after_exit: true,
                 processes: Vec::new(),

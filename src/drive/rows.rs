@@ -38,10 +38,10 @@ pub struct Layers {
 impl Layers {
     pub(super) fn of(reading: &EdgeReading) -> Layers {
         let m = &reading.memory;
-        let gpus = &reading.extras.gpu_vram;
-        let per_gpu = gpus
-            .was_read()
-            .then(|| gpus.gpus().filter_map(|g| gpus.get(g)).sum::<u64>());
+        let r = &reading.extras.readings;
+        let per_gpu = r
+            .per_gpu()
+            .then(|| r.gpus().map(|(_, bytes)| bytes).sum::<u64>());
         Layers {
             host_bytes: m.rss_bytes,
             anon_bytes: m.anon_bytes,

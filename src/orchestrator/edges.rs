@@ -22,7 +22,6 @@
 
 use crate::cgroup::probe::CgroupProbe;
 use crate::protocol::MemoryAtEdge;
-use crate::record::gpu::GpuVram;
 use crate::record::Readings;
 use crate::sampler::container::Container;
 use crate::sampler::page_cache::PageCacheProbe;
@@ -51,10 +50,9 @@ pub struct EdgeReader {
 /// What one edge reading gives besides the line's own [`MemoryAtEdge`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EdgeExtras {
-    /// VRAM per GPU where NVML sees several (empty otherwise).
-    pub gpu_vram: GpuVram,
-    /// Every resource of this reading (the line's own and the reader's),
-    /// the catalogued ones (`sampler::resources`) included.
+    /// Every resource of this reading (the line's own and the reader's):
+    /// VRAM per GPU where NVML sees several, the catalogued resources
+    /// (`sampler::resources`) included.
     pub readings: Readings,
     /// The process was gone: the host reading is its last one while alive.
     pub after_exit: bool,
@@ -196,7 +194,6 @@ impl EdgeReader {
             }
         }
         readings.fill_memory(memory);
-        extras.gpu_vram = readings.gpu_vram();
         extras.readings = readings;
         extras
     }
@@ -211,6 +208,7 @@ impl EdgeReader {
 mod tests {
     use super::*;
     use crate::record::gpu::ProcessVram;
+    use crate::record::Resource;
     use crate::sampler::procfs::StatmProbe;
 
     /// Two fake GPUs: the process holds `bytes[gpu]` on each.
@@ -249,8 +247,8 @@ mod tests {
         let extras = reader.read(&mut memory);
         assert!(memory.rss_bytes > 0, "{memory:?}");
         assert_eq!(memory.vram_bytes, Some(7));
-        assert_eq!(extras.gpu_vram.get(0), Some(7));
-        assert_eq!(extras.gpu_vram.get(1), Some(11));
+        assert_eq!(extras.readings.get(Resource::Device(0)), Some(7));
+        assert_eq!(extras.readings.get(Resource::Device(1)), Some(11));
         assert!(!extras.after_exit);
     }
 

@@ -114,7 +114,14 @@ impl Collected {
             edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
         }
         self.max_cycle = self.max_cycle.max(edge.cycle);
-        let mut readings = Readings::of_edge(&edge.memory, &extras.gpu_vram, &extras.readings);
+        // The edge reader's map (the line's own reading with what the
+        // parent read, `memory` its mirror); a line no reader saw: its memory.
+        let mut readings = if extras.readings.is_empty() {
+            Readings::of_line(&edge.memory)
+        } else {
+            extras.readings
+        };
+        readings.or_unread_host();
         readings.set_opt(Resource::Host, Part::Peak, kernel_peak_bytes);
         let event = Event {
             t_s,

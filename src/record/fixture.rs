@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::protocol::{Check, Edge, MemoryAtEdge, Phase, PhaseEdge};
-use crate::record::gpu::GpuVram;
 
 pub const MIB: u64 = 1 << 20;
 
@@ -66,13 +65,13 @@ pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
 /// A sampler reading at `t_s`, split as [`memory`].
 pub fn sample(t_s: f64, rss_bytes: u64, vram_bytes: Option<u64>) -> Sample {
     let m = memory(rss_bytes, vram_bytes);
-    let readings = Readings::of_edge(&m, &GpuVram::default(), &Readings::default());
+    let readings = Readings::of_line(&m);
     Sample::from_readings(t_s, readings)
 }
 
 /// A phase edge at `t_s` with no model, no elapsed time and nothing else.
 pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge) -> Event {
-    let readings = Readings::of_edge(&memory, &GpuVram::default(), &Readings::default());
+    let readings = Readings::of_line(&memory);
     Event {
         t_s,
         edge: PhaseEdge {

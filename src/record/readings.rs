@@ -284,31 +284,22 @@ impl Readings {
         r
     }
 
-    /// An edge's one map: its `memory` as the edge reader settled it (the
-    /// sender's own reading, or the parent's), VRAM per GPU where read
-    /// (`gpus`; `memory.vram_bytes` is then the root process's own) and
-    /// the catalogued resources of `probed`.
-    pub fn of_edge(memory: &MemoryAtEdge, gpus: &GpuVram, probed: &Readings) -> Readings {
-        let mut r = Readings::default();
-        r.set(Resource::Host, memory.rss_bytes);
-        r.set_part(Resource::Host, Part::Anon, memory.anon_bytes);
-        r.set_part(Resource::Host, Part::File, memory.file_bytes);
-        r.set_gpu_vram(gpus);
-        r.set_vram_column(0, memory.vram_bytes);
-        r.set_opt(Resource::Container, Part::Whole, memory.container_bytes);
-        r.set_opt(Resource::Container, Part::Anon, memory.container_anon_bytes);
-        r.set_opt(Resource::PageCache, Part::Whole, memory.page_cache_bytes);
-        for resource in probed.resources() {
-            if matches!(resource, Resource::Probed(_)) {
-                r.set_opt(resource, Part::Whole, probed.get(resource));
-            }
-        }
+    /// The readings of an edge whose line's memory is all there is (host
+    /// memory read as its line says, 0 included).
+    pub fn of_line(memory: &MemoryAtEdge) -> Readings {
+        let mut r = Readings::of_memory(memory);
+        r.or_unread_host();
         r
     }
 
-    /// The readings of an edge whose line's memory is all there is.
-    pub fn of_line(memory: &MemoryAtEdge) -> Readings {
-        Readings::of_edge(memory, &GpuVram::default(), &Readings::default())
+    /// Host memory nobody read at an edge reads 0, as the line's own
+    /// fields (and events.csv's `rss_bytes` column) have always said.
+    pub fn or_unread_host(&mut self) {
+        if self.get(Resource::Host).is_none() {
+            self.set(Resource::Host, 0);
+            self.set_part(Resource::Host, Part::Anon, 0);
+            self.set_part(Resource::Host, Part::File, 0);
+        }
     }
 
     /// These readings into a phase edge's memory (what it has columns for).

@@ -60,15 +60,15 @@ fn exec_program(tmp: &Path, mode: &str, args: &[&str]) -> std::path::PathBuf {
     only_results_dir(tmp, "exec")
 }
 
-/// The shm resource of the first strategy in summary.json.
-fn shm_summary(dir: &Path) -> serde_json::Value {
+/// Resource `key` of the first strategy in summary.json.
+fn resource_summary(dir: &Path, key: &str) -> serde_json::Value {
     let summary = read_json(&dir.join("summary.json"));
     summary["strategies"][0]["resources"]
         .as_array()
         .expect("resources")
         .iter()
-        .find(|r| r["resource"] == "shm")
-        .unwrap_or_else(|| panic!("no shm resource in {summary}"))
+        .find(|r| r["resource"] == key)
+        .unwrap_or_else(|| panic!("no {key} resource in {summary}"))
         .clone()
 }
 
@@ -79,7 +79,7 @@ fn shm_summary(dir: &Path) -> serde_json::Value {
 fn a_program_that_leaves_its_segments_retains_them() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = exec_program(tmp.path(), "leak", &[]);
-    let shm = shm_summary(&dir);
+    let shm = resource_summary(&dir, "shm");
     let retained = shm["retained_bytes"]["median"].as_f64().expect("retained");
     // Two 8 MiB segments left behind: 16 MiB after the second unload.
     assert!(retained == 16.0 * 1024.0 * 1024.0, "{shm}");
@@ -91,7 +91,7 @@ fn a_program_that_leaves_its_segments_retains_them() {
 fn a_program_that_unlinks_its_segments_retains_no_shared_memory() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = exec_program(tmp.path(), "clean", &[]);
-    let shm = shm_summary(&dir);
+    let shm = resource_summary(&dir, "shm");
     let retained = shm["retained_bytes"]["median"].as_f64().expect("retained");
     assert_eq!(retained, 0.0, "{shm}");
     // Loaded (an edge's reading, not a sample's) held the segment.
@@ -182,14 +182,7 @@ for cycle in range(2):
         .expect("memrel starts");
     assert!(output.status.success(), "{}", streams(&output));
     let dir = only_results_dir(tmp.path(), "exec");
-    let summary = read_json(&dir.join("summary.json"));
-    let shmem = summary["strategies"][0]["resources"]
-        .as_array()
-        .expect("resources")
-        .iter()
-        .find(|r| r["resource"] == "shmem")
-        .unwrap_or_else(|| panic!("no shmem resource in {summary}"))
-        .clone();
+    let shmem = resource_summary(&dir, "shmem");
     let median = |key: &str| shmem[key]["median"].as_f64().expect(key);
     let held = median("loaded_bytes") - median("baseline_bytes");
     let mib = 1024.0 * 1024.0;
