@@ -187,9 +187,12 @@ pub struct DriveArgs {
     /// Measure this running process (default: the one listening on the URL's port).
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
-    /// How many times the cycle is driven.
+    /// How many cycles are driven and judged, after the warm-up.
     #[arg(long, default_value_t = 1)]
     pub cycles: u32,
+    /// Cycles driven first as a warm-up, reported (cycle 0) but not judged, so the server's one-time costs (imports, first allocations) are not counted as retention.
+    #[arg(long = "warmup-cycles", value_name = "N", default_value_t = 1)]
+    pub warmup_cycles: u32,
     /// vLLM's sleep level: 1 (weights to host memory) or 2 (weights dropped).
     #[arg(long, default_value_t = 1)]
     pub sleep_level: u8,

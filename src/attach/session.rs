@@ -84,6 +84,13 @@ pub trait Marks {
     fn mark(&mut self, phase: MarkPhase, model: Option<String>, note: String) -> EdgeReading;
     /// Every resource read now, without an edge.
     fn read(&mut self) -> EdgeReading;
+    /// The edges of the marks that follow are in `cycle` (a driver numbers
+    /// its own cycles: a warm-up is cycle 0); `None`: the collector numbers
+    /// them as it numbers a program's marks.
+    fn set_cycle(&mut self, cycle: Option<u32>);
+    /// The next end edge's phase took `elapsed_s` (a request's own time,
+    /// from its send to its answer, without memrel's readings at the edges).
+    fn set_elapsed(&mut self, elapsed_s: f64);
 }
 
 /// Why the measurement ended.
@@ -185,6 +192,8 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         clock_zero,
         quiet: job.driver.is_some(),
         last_reading: None,
+        cycle: None,
+        elapsed_s: None,
     };
     if job.driver.is_none() {
         announce(&job, &dir, sampler.probe_name);
@@ -394,6 +403,10 @@ struct Marker<'a> {
     quiet: bool,
     /// The reading of the last edge taken (what a driver's mark returns).
     last_reading: Option<EdgeReading>,
+    /// The cycle a driver gave the marks that follow (`Marks::set_cycle`).
+    cycle: Option<u32>,
+    /// The next end edge's own duration (`Marks::set_elapsed`).
+    elapsed_s: Option<f64>,
 }
 
 impl Marks for Marker<'_> {
@@ -420,6 +433,14 @@ impl Marks for Marker<'_> {
             memory,
             extras,
         }
+    }
+
+    fn set_cycle(&mut self, cycle: Option<u32>) {
+        self.cycle = cycle;
+    }
+
+    fn set_elapsed(&mut self, elapsed_s: f64) {
+        self.elapsed_s = Some(elapsed_s);
     }
 }
 
@@ -524,7 +545,14 @@ impl Marker<'_> {
             memory,
             extras: extras.clone(),
         });
-        self.take(marked(phase, edge, model, memory, note), t_s, extras);
+        let mut marked = marked(phase, edge, model, memory, note);
+        if let Some(cycle) = self.cycle {
+            marked.cycle = cycle;
+        }
+        if edge == Edge::End {
+            marked.elapsed_s = self.elapsed_s.take();
+        }
+        self.take(marked, t_s, extras);
     }
 
     /// Into the run's collector, and from there into events.csv.

@@ -109,6 +109,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
                 url: args.url.clone(),
                 cycle: cycle.clone(),
                 cycles: args.cycles,
+                warmup_cycles: args.warmup_cycles,
                 settle_s: args.settle_s,
                 ready_timeout_s: args.ready_timeout_s,
                 grace: Duration::from_secs_f64(args.grace_s),
@@ -169,6 +170,17 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             if let Some(line) = late_line(row) {
                 writeln!(out, "{line}")?;
             }
+            if let Some(line) = crate::drive::rows::left_after_wake(row) {
+                writeln!(out, "request {} ({}): {line}", row.index, row.request)?;
+            }
+        }
+        if args.warmup_cycles > 0 && driver.rows.iter().any(|r| r.cycle == 0) {
+            writeln!(
+                out,
+                "cycle 0 is the warm-up (--warmup-cycles {}): reported, not judged; `back` \
+                 compares with the level before cycle 1",
+                args.warmup_cycles
+            )?;
         }
         if let Some(exit) = &driver.server_exit {
             writeln!(out, "server: {exit}")?;
@@ -245,26 +257,7 @@ fn table(rows: &[RequestRow]) -> String {
             ),
             None => "-".into(),
         };
-        let back = match &r.held {
-            Some(h) => {
-                let yes = |b: i64| {
-                    if b <= TOLERANCE_BYTES as i64 {
-                        "yes"
-                    } else {
-                        "no"
-                    }
-                };
-                match h.vram_bytes {
-                    Some(v) => format!("host {} vram {}", yes(h.host_bytes), yes(v)),
-                    None => format!(
-                        "host {} ({} MiB)",
-                        yes(h.host_bytes),
-                        mib_signed(h.host_bytes)
-                    ),
-                }
-            }
-            None => String::new(),
-        };
+        let back = verdict(r);
         let request: String = r.request.chars().take(34).collect();
         text.push_str(&format!(
             "{:>3} {:>5} {:<8} {:<34} {:>6} {:>9}  {:<29} {:<22} {}\n",
@@ -284,6 +277,36 @@ fn table(rows: &[RequestRow]) -> String {
         ));
     }
     text
+}
+
+/// A request's verdict: for a sleep, what it freed of what was held just
+/// before it (per layer); for a cycle's end (an unload, a wake), whether
+/// memory is back to the level before the first judged cycle (the drive's
+/// baseline; requests.csv also has the same cycle's); empty otherwise.
+fn verdict(r: &RequestRow) -> String {
+    let yes = |b: i64| if b <= TOLERANCE_BYTES as i64 { "yes" } else { "no" };
+    if let Some(freed) = &r.freed {
+        let of = |freed: i64, before: u64| format!("{} of {}", mib_signed(freed), mib(before));
+        let mut text = format!("freed host {}", of(freed.host_bytes, r.at_send.host_bytes));
+        if let (Some(f), Some(b)) = (freed.vram_bytes, r.at_send.vram_bytes) {
+            text.push_str(&format!(", vram {}", of(f, b)));
+        }
+        return text;
+    }
+    let Some(h) = &r.held_first else {
+        return match (&r.held, r.cycle) {
+            (Some(_), 0) => "warm-up".to_string(),
+            _ => String::new(),
+        };
+    };
+    match h.vram_bytes {
+        Some(v) => format!("host {} vram {}", yes(h.host_bytes), yes(v)),
+        None => format!(
+            "host {} ({} MiB)",
+            yes(h.host_bytes),
+            mib_signed(h.host_bytes)
+        ),
+    }
 }
 
 /// Said where memory still left after the answer (the release gap).

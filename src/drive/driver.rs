@@ -30,7 +30,8 @@ const POLL: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Next {
     Ready,
-    Request { cycle: u32, i: usize },
+    /// Request `i` of the `k`-th cycle driven (1-based, warm-up included).
+    Request { k: u32, i: usize },
     Finish,
     Over,
 }
@@ -39,7 +40,12 @@ enum Next {
 pub struct Options {
     pub url: String,
     pub cycle: Cycle,
+    /// Cycles judged (numbered 1, 2, …), after the warm-up.
     pub cycles: u32,
+    /// Cycles driven first as a warm-up (numbered 0: reported, never
+    /// judged), so a server's one-time costs (imports, first allocations)
+    /// are not counted as retention.
+    pub warmup_cycles: u32,
     /// A request without `settle_s` settles this long.
     pub settle_s: f64,
     pub ready_timeout_s: f64,
@@ -57,9 +63,14 @@ pub struct Driver {
     index: usize,
     pub rows: Vec<RequestRow>,
     pub processes: Vec<ProcessRow>,
-    before_load: Option<Layers>,
-    /// The cycle has a load request (the start is then warm-up, not load).
-    loads: bool,
+    /// The reading before the current cycle's first request.
+    before_cycle: Option<Layers>,
+    /// The reading before the first judged cycle's first request: the
+    /// drive's baseline (the metrics' too: the first edge of cycle 1).
+    before_first: Option<Layers>,
+    /// The cycle loads or sleeps a model: the server's start is then a
+    /// warm-up, not the cycle's load.
+    start_is_warmup: bool,
     /// How the server that memrel started ended.
     pub server_exit: Option<String>,
     checks: Vec<Check>,
@@ -67,11 +78,11 @@ pub struct Driver {
 
 impl Driver {
     pub fn new(opts: Options, pid: u32, started: Option<Started>) -> Driver {
-        let loads = opts
+        let start_is_warmup = opts
             .cycle
             .requests
             .iter()
-            .any(|r| r.phase().ok() == Some(Phase::Load));
+            .any(|r| matches!(r.phase().ok(), Some(Phase::Load | Phase::Sleep)));
         Driver {
             client: Client::new(&opts.url),
             opts,
@@ -81,8 +92,9 @@ impl Driver {
             index: 0,
             rows: Vec::new(),
             processes: Vec::new(),
-            before_load: None,
-            loads,
+            before_cycle: None,
+            before_first: None,
+            start_is_warmup,
             server_exit: None,
             checks: Vec::new(),
         }
@@ -106,11 +118,12 @@ impl Driver {
             Some(Err(e)) => return Err(e.to_string()),
             None => None,
         };
-        let phase = if self.loads {
+        let phase = if self.start_is_warmup {
             Phase::Warmup
         } else {
             Phase::Load
         };
+        marks.set_cycle(Some(if self.start_is_warmup { 0 } else { 1 }));
         let line = format!("GET {}", path.as_deref().unwrap_or("(no ready)"));
         let sent = if self.started.is_some() {
             let r = marks.mark(
@@ -118,7 +131,7 @@ impl Driver {
                 None,
                 format!("memrel drive: the server starting, until {line} answers"),
             );
-            self.before_load = Some(Layers::of(&r));
+            self.before_cycle = Some(Layers::of(&r));
             Some(r)
         } else {
             None
@@ -156,7 +169,7 @@ impl Driver {
             );
             let row = RequestRow {
                 index: 0,
-                cycle: 0,
+                cycle: if self.start_is_warmup { 0 } else { 1 },
                 phase: phase.as_str().to_string(),
                 request: format!("(server start) {line}"),
                 model: None,
@@ -173,6 +186,9 @@ impl Driver {
                 late: None,
                 before_load: None,
                 held: None,
+                before_first: None,
+                held_first: None,
+                freed: None,
                 error: None,
             };
             self.rows.push(row);
@@ -180,24 +196,37 @@ impl Driver {
         Ok(())
     }
 
-    /// One request: its edges, its checks, `until` and the settling.
-    fn request(&mut self, marks: &mut dyn Marks, cycle: u32, i: usize) -> Result<(), String> {
+    /// The cycle the `k`-th driven cycle (1-based) is recorded as: 0 for a
+    /// warm-up, then 1, 2, ….
+    fn recorded_cycle(&self, k: u32) -> u32 {
+        k.saturating_sub(self.opts.warmup_cycles)
+    }
+
+    /// One request of the `k`-th driven cycle: its edges, its checks,
+    /// `until` and the settling.
+    fn request(&mut self, marks: &mut dyn Marks, k: u32, i: usize) -> Result<(), String> {
         let request: Request = self.opts.cycle.requests[i].clone();
         let phase = request.phase().map_err(|e| e.to_string())?;
+        let cycle = self.recorded_cycle(k);
+        marks.set_cycle(Some(cycle));
         self.index += 1;
         let index = self.index;
         let name = format!(
-            "request {index} ({}: {}, cycle {cycle})",
+            "request {index} ({}: {}, cycle {cycle}{})",
             request.phase,
-            request.line()
+            request.line(),
+            if cycle == 0 { ", warm-up" } else { "" }
         );
         let sent = marks.mark(
             MarkPhase::Begin(phase),
             request.model.clone(),
             format!("memrel drive: {} sent", request.line()),
         );
-        if phase == Phase::Load {
-            self.before_load = Some(Layers::of(&sent));
+        if i == 0 {
+            self.before_cycle = Some(Layers::of(&sent));
+            if cycle == 1 && self.before_first.is_none() {
+                self.before_first = self.before_cycle;
+            }
         }
         let mut row = RequestRow {
             index,
@@ -216,8 +245,11 @@ impl Driver {
             settle_s: None,
             settle_window_s: None,
             late: None,
-            before_load: self.before_load,
+            before_load: self.before_cycle,
             held: None,
+            before_first: self.before_first,
+            held_first: None,
+            freed: None,
             error: None,
         };
         let answer = self.client.send(
@@ -226,6 +258,11 @@ impl Driver {
             request.body.as_ref(),
             request.timeout_s(),
         );
+        // The phase took the request's own time (send → answer), not the
+        // edge readings around it.
+        if let Ok(a) = &answer {
+            marks.set_elapsed(a.latency_s);
+        }
         let answered = marks.mark(
             MarkPhase::End,
             request.model.clone(),
@@ -278,10 +315,10 @@ impl Driver {
             return failed(&mut row, &mut self.rows, why);
         }
         // The phase that follows the answer: asleep after a sleep, settling
-        // after an unload (their edges read as the others).
+        // after an unload or a wake (their edges read as the others).
         let after = match phase {
             Phase::Sleep => Some(Phase::Asleep),
-            Phase::Unload => Some(Phase::Settle),
+            Phase::Unload | Phase::Wake => Some(Phase::Settle),
             _ => None,
         };
         if let Some(after) = after {
@@ -291,15 +328,21 @@ impl Driver {
                 format!("memrel drive: after {}", request.line()),
             );
         }
+        // Memory is read from the answer on, while `until` polls too: the
+        // settle window starts at the answer.
+        let response = Layers::of(&answered);
+        let mut readings = vec![(answered.t_s, response)];
+        let answered_at = Instant::now();
         if let Some(until) = &request.until {
-            let waited = Instant::now();
             loop {
                 let polled = self.client.send("GET", &until.path, None, 10.0);
+                let r = marks.read();
+                readings.push((r.t_s, Layers::of(&r)));
                 if matches!(&polled, Ok(a) if (200..300).contains(&a.status) && until.met(&a.body))
                 {
                     break;
                 }
-                if waited.elapsed().as_secs_f64() > until.timeout_s() {
+                if answered_at.elapsed().as_secs_f64() > until.timeout_s() {
                     let last = match polled {
                         Ok(a) => format!("{} {}", a.status, excerpt(&a.body)),
                         Err(e) => e,
@@ -313,13 +356,12 @@ impl Driver {
                 }
                 std::thread::sleep(POLL);
             }
-            row.until_s = Some(waited.elapsed().as_secs_f64());
+            row.until_s = Some(answered_at.elapsed().as_secs_f64());
         }
         let settle_for = request.settle_s.unwrap_or(self.opts.settle_s);
         if settle_for > 0.0 {
-            let response = Layers::of(&answered);
-            let mut readings = vec![(answered.t_s, response)];
-            let until = Instant::now() + Duration::from_secs_f64(settle_for);
+            let until = answered_at + Duration::from_secs_f64(settle_for);
+            // At least one reading after the answer (and after `until`).
             let mut last = loop {
                 std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
                 let r = marks.read();
@@ -349,11 +391,27 @@ impl Driver {
             row.late = Some(minus(&response, &settled));
             self.per_process(&settled_at, index, cycle, &request.phase);
         }
-        if matches!(phase, Phase::Unload | Phase::Sleep) {
-            if let (Some(before), Some(settled)) =
-                (row.before_load, row.settled.or(row.at_response))
-            {
-                row.held = Some(minus(&settled, &before));
+        let end = row.settled.or(row.at_response);
+        match phase {
+            // What the sleep gave back, against the reading just before it.
+            Phase::Sleep => row.freed = end.map(|end| minus(&row.at_send, &end)),
+            // The end of a cycle: back where it began, and where the first
+            // judged cycle began?
+            Phase::Unload | Phase::Wake => {
+                if let Some(end) = end {
+                    row.held = row.before_load.map(|b| minus(&end, &b));
+                    row.held_first = row.before_first.map(|b| minus(&end, &b));
+                }
+            }
+            _ => {}
+        }
+        if phase == Phase::Wake {
+            if let Some(line) = rows::left_after_wake(&row) {
+                self.checks.push(Check {
+                    name: "host memory left behind by the sleep".into(),
+                    ok: true,
+                    detail: format!("{name}: {line}"),
+                });
             }
         }
         if let Some(late) = &row.late {
@@ -425,16 +483,13 @@ impl SessionDriver for Driver {
     fn step(&mut self, marks: &mut dyn Marks) -> Step {
         let result = match self.next {
             Next::Ready => self.ready(marks).map(|()| {
-                self.next = Next::Request { cycle: 1, i: 0 };
+                self.next = Next::Request { k: 1, i: 0 };
             }),
-            Next::Request { cycle, i } => self.request(marks, cycle, i).map(|()| {
+            Next::Request { k, i } => self.request(marks, k, i).map(|()| {
                 self.next = if i + 1 < self.opts.cycle.requests.len() {
-                    Next::Request { cycle, i: i + 1 }
-                } else if cycle < self.opts.cycles {
-                    Next::Request {
-                        cycle: cycle + 1,
-                        i: 0,
-                    }
+                    Next::Request { k, i: i + 1 }
+                } else if k < self.opts.warmup_cycles + self.opts.cycles {
+                    Next::Request { k: k + 1, i: 0 }
                 } else {
                     Next::Finish
                 };
@@ -537,6 +592,9 @@ mod tests {
             late: None,
             before_load: None,
             held: None,
+            before_first: None,
+            held_first: None,
+            freed: None,
             error: None,
         };
         assert_eq!(

@@ -9,6 +9,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::attach::session::EdgeReading;
+use crate::record::Resource;
+
+/// The catalogued resource of shared memory the tree maps.
+const SHMEM: &str = "shmem";
 
 /// The driver's per-request rows.
 pub const REQUESTS_CSV: &str = "requests.csv";
@@ -33,6 +37,9 @@ pub struct Layers {
     pub vram_bytes: Option<u64>,
     pub container_bytes: Option<u64>,
     pub page_cache_bytes: Option<u64>,
+    /// Shared memory the tree maps (RssShmem summed: a pinned host buffer
+    /// of PyTorch's shows here, not as anonymous memory).
+    pub shmem_bytes: Option<u64>,
 }
 
 impl Layers {
@@ -49,24 +56,29 @@ impl Layers {
             vram_bytes: per_gpu.or(m.vram_bytes),
             container_bytes: m.container_bytes,
             page_cache_bytes: m.page_cache_bytes,
+            shmem_bytes: Resource::parse(SHMEM).and_then(|shmem| r.at(shmem)),
         }
     }
 
-    /// (name, bytes) of each layer read.
-    pub(super) fn named(&self) -> [(&'static str, Option<u64>); 4] {
+    /// (name, bytes) of each layer read, in requests.csv's order.
+    pub(super) fn named(&self) -> [(&'static str, Option<u64>); 5] {
         [
             ("host", Some(self.host_bytes)),
             ("vram", self.vram_bytes),
             ("container", self.container_bytes),
             ("page_cache", self.page_cache_bytes),
+            ("shmem", self.shmem_bytes),
         ]
     }
 
-    /// Whether any layer differs from `other` by more than the tolerance.
+    /// Whether any layer of the server's own tree differs from `other` by
+    /// more than the tolerance. The container is not compared: a cgroup
+    /// shared with other tenants moves with them, not with the server.
     pub(super) fn moved_from(&self, other: &Layers) -> bool {
         self.named()
             .iter()
             .zip(other.named().iter())
+            .filter(|((name, _), _)| *name != "container")
             .any(|((_, a), (_, b))| match (a, b) {
                 (Some(a), Some(b)) => a.abs_diff(*b) > TOLERANCE_BYTES,
                 _ => false,
@@ -82,6 +94,9 @@ pub(super) fn minus(a: &Layers, b: &Layers) -> Delta {
         vram_bytes: d(a.vram_bytes, b.vram_bytes),
         container_bytes: d(a.container_bytes, b.container_bytes),
         page_cache_bytes: d(a.page_cache_bytes, b.page_cache_bytes),
+        shmem_bytes: d(a.shmem_bytes, b.shmem_bytes),
+        anon_bytes: a.anon_bytes as i64 - b.anon_bytes as i64,
+        file_bytes: a.file_bytes as i64 - b.file_bytes as i64,
     }
 }
 
@@ -92,6 +107,23 @@ pub struct Delta {
     pub vram_bytes: Option<i64>,
     pub container_bytes: Option<i64>,
     pub page_cache_bytes: Option<i64>,
+    pub shmem_bytes: Option<i64>,
+    /// The host memory's anonymous and file-backed parts.
+    pub anon_bytes: i64,
+    pub file_bytes: i64,
+}
+
+impl Delta {
+    /// Each layer as requests.csv orders them ([`Layers::named`]).
+    fn named(&self) -> [Option<i64>; 5] {
+        [
+            Some(self.host_bytes),
+            self.vram_bytes,
+            self.container_bytes,
+            self.page_cache_bytes,
+            self.shmem_bytes,
+        ]
+    }
 }
 
 /// One request as it went.
@@ -125,10 +157,22 @@ pub struct RequestRow {
     /// At the answer minus settled: bytes that left after the answer (a
     /// release gap); negative where memory grew after it.
     pub late: Option<Delta>,
-    /// The level before the cycle's load (or before the server started).
+    /// The level before the cycle's first request (its load or sleep; the
+    /// server's start for the start's own row).
     pub before_load: Option<Layers>,
-    /// Settled minus before the load, for unload and sleep.
+    /// Settled minus `before_load`, for an unload or a wake (a cycle's end):
+    /// back where the cycle began?
     pub held: Option<Delta>,
+    /// The level before the first judged cycle's first request (after the
+    /// warm-up): the drive's baseline.
+    pub before_first: Option<Layers>,
+    /// Settled minus `before_first`, for an unload or a wake: back where
+    /// the first judged cycle began? What the console's `back` says.
+    pub held_first: Option<Delta>,
+    /// For a sleep: the reading just before it minus settled (what the
+    /// sleep gave back, per layer; negative where a layer grew, as host
+    /// memory does when weights are copied there).
+    pub freed: Option<Delta>,
     pub error: Option<String>,
 }
 
@@ -163,15 +207,26 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
         "settle_s",
         "settle_window_s",
     ];
-    let layers = ["host", "vram", "container", "page_cache"];
+    let layers = ["host", "vram", "container", "page_cache", "shmem"];
     let mut names = Vec::new();
     for layer in layers {
-        for what in ["send", "response", "settled", "late", "before_load", "held"] {
+        for what in [
+            "send",
+            "response",
+            "settled",
+            "late",
+            "before_load",
+            "held",
+            "before_first",
+            "held_first",
+            "freed",
+        ] {
             names.push(format!("{layer}_{what}_bytes"));
         }
     }
     for layer in layers {
         names.push(format!("{layer}_back"));
+        names.push(format!("{layer}_back_cycle"));
     }
     header.extend(names.iter().map(String::as_str));
     header.push("error");
@@ -200,14 +255,7 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
         };
         let delta = |d: &Option<Delta>, i: usize| -> String {
             d.as_ref()
-                .and_then(|d| {
-                    [
-                        Some(d.host_bytes),
-                        d.vram_bytes,
-                        d.container_bytes,
-                        d.page_cache_bytes,
-                    ][i]
-                })
+                .and_then(|d| d.named()[i])
                 .map(|b| b.to_string())
                 .unwrap_or_default()
         };
@@ -218,14 +266,20 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
             cells.push(delta(&r.late, i));
             cells.push(layer(&r.before_load, i));
             cells.push(delta(&r.held, i));
+            cells.push(layer(&r.before_first, i));
+            cells.push(delta(&r.held_first, i));
+            cells.push(delta(&r.freed, i));
         }
+        let back = |d: &Option<Delta>, i: usize| -> String {
+            match d.as_ref().and_then(|d| d.named()[i]) {
+                Some(h) if h <= TOLERANCE_BYTES as i64 => "yes".into(),
+                Some(_) => "no".into(),
+                None => String::new(),
+            }
+        };
         for i in 0..layers.len() {
-            let held = delta(&r.held, i);
-            cells.push(match held.parse::<i64>() {
-                Ok(h) if h <= TOLERANCE_BYTES as i64 => "yes".into(),
-                Ok(_) => "no".into(),
-                Err(_) => String::new(),
-            });
+            cells.push(back(&r.held_first, i));
+            cells.push(back(&r.held, i));
         }
         cells.push(opt(r.error.clone()));
         csv.write_record(&cells).map_err(|e| e.to_string())?;
@@ -257,4 +311,42 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
     }
     let bytes = csv.into_inner().map_err(|e| e.to_string())?;
     crate::fsutil::write_atomic(&dir.join(PROCESSES_CSV), &bytes).map_err(|e| e.to_string())
+}
+
+/// Where a wake left host memory from its sleep behind (settled after the
+/// wake against the reading before the sleep: more than the tolerance), the
+/// amount and the layer it is in, in words; `None` where it did not.
+pub fn left_after_wake(row: &RequestRow) -> Option<String> {
+    let held = row.held?;
+    let gap = TOLERANCE_BYTES as i64;
+    if held.host_bytes <= gap {
+        return None;
+    }
+    let mib = |b: i64| b as f64 / f64::from(1u32 << 20);
+    let mut parts = Vec::new();
+    if let Some(shmem) = held.shmem_bytes.filter(|b| *b > gap) {
+        parts.push(format!(
+            "{:.0} MiB of shared memory mapped (RssShmem: a pinned host buffer, such as the \
+             sleep's backup that PyTorch's host allocator keeps cached)",
+            mib(shmem)
+        ));
+    }
+    if held.anon_bytes > gap {
+        parts.push(format!(
+            "{:.0} MiB anonymous (the heap: freed but kept by the allocator, or still referenced)",
+            mib(held.anon_bytes)
+        ));
+    }
+    if held.file_bytes > gap {
+        parts.push(format!("{:.0} MiB file-backed", mib(held.file_bytes)));
+    }
+    let what = if parts.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", parts.join(", "))
+    };
+    Some(format!(
+        "the wake left {:.0} MiB of host memory behind, over the level before the sleep{what}",
+        mib(held.host_bytes)
+    ))
 }

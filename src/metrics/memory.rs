@@ -197,9 +197,12 @@ pub fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Even
     // `model = release_memory(model)`) marks no unload: the release's begin
     // stands for both the loaded and the after-unload point.
     let first_release = || edges(run, cycle, Phase::Release, Edge::Begin).next();
-    let loaded = edges(run, cycle, Phase::Unload, Edge::Begin)
+    let Some(loaded) = edges(run, cycle, Phase::Unload, Edge::Begin)
         .next()
-        .or_else(first_release)?;
+        .or_else(first_release)
+    else {
+        return sleep_cycle_edges(run, cycle);
+    };
     let unloaded = edges(run, cycle, Phase::Unload, Edge::End)
         .last()
         .or_else(first_release)?;
@@ -210,6 +213,31 @@ pub fn cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Even
         .rfind(|e| SETTLING.contains(&e.edge.phase) && e.t_s >= unloaded.t_s)
         .unwrap_or(unloaded);
     Some((loaded, unloaded, released))
+}
+
+/// The edges of a cycle that puts a model to sleep and wakes it, with no
+/// unload or release (a server's sleep → wake, `memrel drive --server
+/// vllm`): judged like a load → unload, the sleep standing for the unload
+/// and the wake for the release. Loaded: the first sleep's begin (awake,
+/// everything on the device); unloaded: the end of the time asleep (the
+/// first wake's begin, else the last sleep's end); released: the end of the
+/// last settling step after the last wake (a driver's settle), else the
+/// wake's end. So `retained` is what the cycle left behind against the
+/// baseline (the level before the first judged sleep), a leak grows it
+/// cycle by cycle, and the time asleep is `metrics::sleep`'s.
+fn sleep_cycle_edges(run: &RunRecord, cycle: u32) -> Option<(&Event, &Event, &Event)> {
+    let loaded = edges(run, cycle, Phase::Sleep, Edge::Begin).next()?;
+    let asleep = edges(run, cycle, Phase::Wake, Edge::Begin)
+        .next()
+        .or_else(|| edges(run, cycle, Phase::Sleep, Edge::End).last())?;
+    let woken = edges(run, cycle, Phase::Wake, Edge::End).last()?;
+    let released = run
+        .events
+        .iter()
+        .filter(|e| e.edge.cycle == cycle && e.edge.edge == Edge::End)
+        .rfind(|e| SETTLING.contains(&e.edge.phase) && e.t_s >= woken.t_s)
+        .unwrap_or(woken);
+    Some((loaded, asleep, released))
 }
 
 /// A cycle of a run that did not complete, with a phase begun and never

@@ -634,6 +634,77 @@ mod tests {
         assert_eq!(mib(drop.retained_anon_bytes.as_ref().unwrap().median), 45.0);
     }
 
+    /// A server's sleep → wake cycles (a drive of a vLLM-shaped server: no
+    /// load or unload request), host and VRAM in MiB at each edge: a warm-up
+    /// cycle 0, then cycles 1 and 2 whose wake leaves 1025 MiB more host
+    /// memory than before the first judged sleep (the pinned backup kept),
+    /// plus 25 MiB in cycle 2.
+    fn sleep_wake_run() -> crate::record::RunRecord {
+        use crate::record::fixture::{edge, memory, sample, MIB};
+        let mut run = crate::record::fixture::run(1, "drop", 1, &[]);
+        let at = |t: f64, phase: Phase, e: Edge, cycle: u32, host: u64, vram: u64| {
+            edge(t, phase, e, cycle, memory(host * MIB, Some(vram * MIB)))
+        };
+        let mut events = vec![
+            at(0.0, Phase::Warmup, Edge::Begin, 0, 1, 0),
+            at(1.0, Phase::Warmup, Edge::End, 0, 500, 3000),
+        ];
+        let mut t = 1.0;
+        for (cycle, before, after) in [(0, 500, 500), (1, 500, 1525), (2, 1525, 1550)] {
+            for (phase, e, host, vram) in [
+                (Phase::Sleep, Edge::Begin, before, 3000),
+                (Phase::Sleep, Edge::End, before + 1024, 3000),
+                (Phase::Asleep, Edge::Begin, before + 1024, 3000),
+                (Phase::Asleep, Edge::End, before + 1024, 600),
+                (Phase::Wake, Edge::Begin, before + 1024, 600),
+                (Phase::Wake, Edge::End, after, 3000),
+                (Phase::Settle, Edge::Begin, after, 3000),
+                (Phase::Settle, Edge::End, after, 3000),
+            ] {
+                t += 0.25;
+                events.push(at(t, phase, e, cycle, host, vram));
+            }
+        }
+        run.samples = events
+            .iter()
+            .map(|e| sample(e.t_s, e.edge.memory.rss_bytes, e.edge.memory.vram_bytes))
+            .collect();
+        run.events = events;
+        run
+    }
+
+    #[test]
+    fn a_sleep_and_wake_cycle_is_measured_like_a_load_and_unload() {
+        let mut record = crate::record::fixture::record();
+        record.header.device = "cuda:0".into();
+        record.header.cycles = 2;
+        record.runs = vec![sleep_wake_run()];
+        let summary = summarize(&record);
+        let run = &summary.runs[0];
+        assert_eq!(summary.broken_runs().len(), 0, "{:?}", summary.broken_runs());
+        let host = run.resources.iter().find(|r| r.resource == Resource::Host).unwrap();
+        let mib = |b: i64| b / (1 << 20);
+        // Cycles 1 and 2, from the level before the first judged sleep (500 MiB).
+        assert_eq!(host.baseline_bytes, Some(500 << 20));
+        let retained: Vec<i64> = host.cycles.iter().map(|c| mib(c.retained_bytes)).collect();
+        assert_eq!(retained, vec![1025, 1050]);
+        assert_eq!(host.cycles[0].loaded_bytes, 500 << 20);
+        assert_eq!(host.cycles[0].after_unload_bytes, 1524 << 20);
+        let vram = run.resources.iter().find(|r| r.resource.is_device()).unwrap();
+        let kept: Vec<i64> = vram.cycles.iter().map(|c| mib(c.retained_bytes)).collect();
+        assert_eq!(kept, vec![0, 0]);
+        assert_eq!(vram.cycles[0].after_unload_bytes, 600 << 20);
+        // The judged sleeps: VRAM freed asleep, the host's backup kept after the wake.
+        let asleep: Vec<Option<i64>> =
+            vram.sleeps.iter().map(|s| s.asleep_bytes.map(mib)).collect();
+        assert_eq!(asleep, vec![Some(-2400), Some(-2400)]);
+        let held: Vec<Option<i64>> = host.sleeps.iter().map(|s| s.wake_held_bytes.map(mib)).collect();
+        assert_eq!(held, vec![Some(1025), Some(25)]);
+        // The warm-up's sleep is reported, not judged.
+        assert_eq!(run.sleeps.len(), 3);
+        assert_eq!(run.sleeps[0].cycle, 0);
+    }
+
     #[test]
     fn the_representative_run_is_the_one_nearest_the_median() {
         let mut record = crate::record::fixture::record();

@@ -48,7 +48,8 @@ pub struct SleepWake {
     pub vram_asleep_bytes: Option<u64>,
     /// Host RSS at the end of the time asleep (or of the sleep) less at the sleep's begin.
     pub host_grown_asleep_bytes: Option<i64>,
-    /// Host RSS at the end of the wake less at the sleep's begin.
+    /// Host RSS after the wake (its end, or the end of the settling step that
+    /// follows it at once) less at the sleep's begin.
     pub host_held_after_wake_bytes: Option<i64>,
     /// The release gap of the sleep (`memory::settle_between`, from the
     /// sleep's end to the end of the time asleep), per resource: how long
@@ -87,15 +88,18 @@ pub struct SleepMemory {
     /// The resource at the end of the time asleep less at the sleep's begin
     /// (VRAM: negative, what the sleep freed; host: the copy it holds).
     pub asleep_bytes: Option<i64>,
-    /// The resource at the wake's end less at the sleep's begin: what the
-    /// sleep and wake left behind.
+    /// The resource after the wake (see `host_held_after_wake_bytes`) less at
+    /// the sleep's begin: what the sleep and wake left behind.
     pub wake_held_bytes: Option<i64>,
 }
 
-/// Each sleep/wake pair of `run` as `resource` saw it, in order.
+/// Each sleep/wake pair of `run` as `resource` saw it, in order: those of
+/// the judged cycles (1 on; a warm-up's, cycle 0, are reported by
+/// [`of_run`] and not judged).
 pub fn memory_of(run: &RunRecord, resource: Resource) -> Vec<SleepMemory> {
     pairs(run)
         .into_iter()
+        .filter(|p| p.begin.cycle >= 1)
         .map(|p| {
             let at = |e: &PhaseEdge| event_of(run, e).and_then(|ev| resource.at_event(ev));
             let delta = |e: Option<&PhaseEdge>| match (e.and_then(at), at(p.begin)) {
@@ -104,7 +108,7 @@ pub fn memory_of(run: &RunRecord, resource: Resource) -> Vec<SleepMemory> {
             };
             SleepMemory {
                 asleep_bytes: delta(Some(p.asleep_end)),
-                wake_held_bytes: delta(p.wake_end),
+                wake_held_bytes: delta(p.woken),
             }
         })
         .collect()
@@ -117,6 +121,10 @@ struct Pair<'a> {
     /// The end of the time asleep (the sleep's end where nothing came between).
     asleep_end: &'a PhaseEdge,
     wake_end: Option<&'a PhaseEdge>,
+    /// After the wake: the end of a settling step that follows the wake at
+    /// once (a driver reads memory a while after the wake's answer), else
+    /// the wake's end.
+    woken: Option<&'a PhaseEdge>,
 }
 
 /// Every sleep in `run` with the edges that close it, in order.
@@ -154,14 +162,30 @@ fn pairs(run: &RunRecord) -> Vec<Pair<'_>> {
                     .find(|e| e.phase == Phase::Asleep && e.edge == Edge::End)
             })
             .unwrap_or(sleep_end);
+        let woken = wake_end.map(|w| settled_after(&edges, w).unwrap_or(w));
         out.push(Pair {
             begin,
             sleep_end,
             asleep_end,
             wake_end,
+            woken,
         });
     }
     out
+}
+
+/// The end of the settling step that begins right after `end` (the next
+/// edge is its begin), if any.
+fn settled_after<'a>(edges: &[&'a PhaseEdge], end: &PhaseEdge) -> Option<&'a PhaseEdge> {
+    let at = edges.iter().position(|e| std::ptr::eq(*e, end))?;
+    let next = edges.get(at + 1)?;
+    if next.phase != Phase::Settle || next.edge != Edge::Begin || next.cycle != end.cycle {
+        return None;
+    }
+    edges[at + 2..]
+        .iter()
+        .copied()
+        .find(|e| e.phase == Phase::Settle && e.edge == Edge::End)
 }
 
 /// The event of `run` whose edge is `edge` (one of its own).
@@ -218,7 +242,7 @@ pub fn of_run(run: &RunRecord, device: Option<Resource>, threshold: u64) -> Vec<
                     .or_else(|| vram(p.sleep_end)),
                 vram_asleep_bytes: vram(p.asleep_end),
                 host_grown_asleep_bytes: grown(p.asleep_end),
-                host_held_after_wake_bytes: p.wake_end.and_then(grown),
+                host_held_after_wake_bytes: p.woken.and_then(grown),
                 vram_settle_s: vram_gap.map(|g| g.settle_s),
                 vram_late_bytes: vram_gap.map(|g| g.late_bytes),
                 host_settle_s: host_gap.map(|g| g.settle_s),
