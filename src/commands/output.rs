@@ -106,7 +106,7 @@ pub fn finish_measured(
     output: &OutputArgs,
     measured: Measured<'_>,
 ) -> Result<ExitStatus> {
-    budget_rows(out, record, summary)?;
+    let unjudged = budget_rows(out, record, summary)?;
     match measured {
         Measured::Attached => writeln!(out, "\nresults: {}", dir.display())?,
         Measured::Driven(requests) => writeln!(
@@ -131,13 +131,24 @@ pub fn finish_measured(
         eprintln!("memrel: error: {lead}{error}; {kept} in {}", dir.display());
         return Ok(ExitStatus::Error);
     }
+    // A budget that could not be judged is not a pass (`memrel check`
+    // would exit 2 on it too).
+    if let Some(note) = unjudged.first() {
+        eprintln!(
+            "memrel: error: {} of the budgets could not be judged: {note}; remove the budget, \
+             or measure what it needs (the results are kept in {})",
+            unjudged.len(),
+            dir.display()
+        );
+        return Ok(ExitStatus::Error);
+    }
     Ok(ExitStatus::Success)
 }
 
 /// One line per budget of the record's scenario, as the gate judges it
 /// (`memrel check` exits 1 on `over-budget`, 2 on `error`); nothing
-/// without budgets.
-fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Result<()> {
+/// without budgets. Returns the notes of the budgets it could not judge.
+fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Result<Vec<String>> {
     let header = &record.header;
     let scenario = crate::scenario::parse_str(
         &header.scenario,
@@ -146,9 +157,10 @@ fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Resul
     )?;
     let rows = crate::gate::budgets(summary, &scenario.thresholds);
     if rows.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     writeln!(out)?;
+    let mut unjudged = Vec::new();
     for v in rows {
         writeln!(
             out,
@@ -157,8 +169,11 @@ fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Resul
             v.note,
             v.verdict.as_str()
         )?;
+        if v.verdict == crate::gate::Verdict::Error {
+            unjudged.push(format!("budget ({}): {}", v.resource, v.note));
+        }
     }
-    Ok(())
+    Ok(unjudged)
 }
 
 /// The last lines of `run` and `compare` before where the results went:

@@ -642,7 +642,14 @@ fn a_budget_of_a_layer_the_drive_did_not_read_is_an_error_not_a_pass() {
             "max_retained_page_cache_mib=64",
         ],
     );
-    assert!(output.status.success(), "{}", streams(&output));
+    // The drive itself fails: a budget it cannot judge is not a pass.
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("1 of the budgets could not be judged")
+            && err.contains("max_retained_page_cache_mib"),
+        "{err}"
+    );
     let checked = check(work.path(), "srv", &["--lenient"], &dir);
     assert_eq!(checked.status.code(), Some(2), "{}", streams(&checked));
     let err = stderr(&checked);
