@@ -286,7 +286,13 @@ fn table(rows: &[RequestRow]) -> String {
 fn verdict(r: &RequestRow) -> String {
     let yes = |b: i64| if b <= TOLERANCE_BYTES as i64 { "yes" } else { "no" };
     if let Some(freed) = &r.freed {
-        let of = |freed: i64, before: u64| format!("{} of {}", mib_signed(freed), mib(before));
+        let of = |freed: i64, before: u64| {
+            format!(
+                "{:.0} of {} MiB",
+                freed as f64 / f64::from(1u32 << 20),
+                mib(before)
+            )
+        };
         let mut text = format!("freed host {}", of(freed.host_bytes, r.at_send.host_bytes));
         if let (Some(f), Some(b)) = (freed.vram_bytes, r.at_send.vram_bytes) {
             text.push_str(&format!(", vram {}", of(f, b)));
