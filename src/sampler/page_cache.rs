@@ -439,9 +439,10 @@ pub fn drop_cached(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads `path` through once, so its pages are in the page cache (as far
-/// as memory holds them); `files` with what [`PageCacheProbe::read`] says
-/// is cached after. A file already cached whole is not read again.
+/// Reads each of `files` through once, so their pages are in the page
+/// cache (as far as memory holds them), and says how much of them is cached
+/// after ([`PageCacheProbe::read`]). Files already cached whole are not
+/// read again.
 pub fn read_into_cache(files: &[PathBuf]) -> Result<CachedFiles, String> {
     let (method, _) = Method::choose(files.first().map(PathBuf::as_path));
     let mut probe = PageCacheProbe::new(files, method);

@@ -591,6 +591,13 @@ mod tests {
     #[test]
     fn a_panel_where_nothing_moved_labels_each_tick_apart() {
         let (y0, y1) = y_range(&[], 0);
+        // What whole numbers (the labels' old format) print there.
+        let whole: Vec<String> = plotters::coord::types::RangedCoordf64::from(y0..y1)
+            .key_points(Y_LABELS)
+            .iter()
+            .map(|t| format!("{t:.0}"))
+            .collect();
+        assert!(whole.windows(2).any(|w| w[0] == w[1]), "{whole:?}");
         let flat = y_labels(y0..y1);
         assert!(flat.len() >= 3, "{flat:?}");
         assert!(flat.windows(2).all(|w| w[0] != w[1]), "{flat:?}");
