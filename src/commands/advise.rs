@@ -2,11 +2,13 @@
 //! strategy that gives each retaining resource back in every completed run,
 //! its price and the setting to use. Loads and hands over to
 //! `metrics::advice` (the choice) and `export::advice` (the text); runs
-//! nothing and writes nothing but the advice on `out`.
+//! nothing and writes nothing but the advice on `out`. A directory named
+//! twice (`out/run` and `out/./run/`) is read once: its runs count once.
 
 use std::io::Write;
+use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use super::ExitStatus;
 use crate::cli::AdviseArgs;
@@ -20,6 +22,7 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         bail!("name at least one results directory (what `memrel run` or `memrel compare --scenario` wrote)");
     }
     let mut loaded = Vec::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
     for dir in &args.dirs {
         if !dir.exists() {
             bail!(
@@ -33,6 +36,13 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
                 dir.display()
             );
         }
+        let canonical = dir
+            .canonicalize()
+            .with_context(|| format!("cannot read results directory {}", dir.display()))?;
+        if seen.contains(&canonical) {
+            continue;
+        }
+        seen.push(canonical);
         loaded.push(load(dir)?);
     }
     let summaries: Vec<&Summary> = loaded.iter().map(|l| &l.summary).collect();

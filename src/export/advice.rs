@@ -8,6 +8,14 @@ use crate::metrics::advice::{Advice, Pick, ResourceAdvice, MIN_COMPLETED_RUNS};
 pub fn text(advice: &Advice) -> String {
     let mut out = String::new();
     match advice {
+        Advice::NothingMeasured { runs } => {
+            out.push_str(&format!(
+                "nothing measured: no cycle was marked in the {runs} completed run{} (each is one \
+                 phase, with no release to judge); mark each load, unload and release \
+                 (docs/guide.md, \"Phase markers\") to compare strategies\n",
+                if *runs == 1 { "" } else { "s" }
+            ));
+        }
         Advice::TooFewRuns { strategies } => {
             out.push_str(&format!(
                 "too few runs to advise: {} (a strategy needs {MIN_COMPLETED_RUNS} completed runs; \
@@ -15,8 +23,15 @@ pub fn text(advice: &Advice) -> String {
                 runs_list(strategies)
             ));
         }
-        Advice::NothingRetains { not_judged } => {
-            out.push_str("nothing to advise: every strategy gives back\n");
+        Advice::NothingToDo {
+            threshold_bytes,
+            not_judged,
+        } => {
+            out.push_str(&format!(
+                "nothing to do: no strategy retains more than the retention threshold \
+                 ({:.0} MiB) after its release\n",
+                *threshold_bytes as f64 / (1024.0 * 1024.0)
+            ));
             out.push_str(&not_judged_line(not_judged));
         }
         Advice::Resources {
@@ -130,6 +145,7 @@ mod tests {
             runs: 3,
             retaining_runs,
             moved_runs: 3,
+            retained_bytes: Some(32 << 20),
             release_action_s: Some(0.0012),
             ready_s: None,
             setting: Some("the setting".to_string()),
@@ -142,11 +158,18 @@ mod tests {
             strategies: vec![("drop".to_string(), 1)],
         };
         assert!(text(&few).starts_with("too few runs to advise: drop has 1 completed run"));
-        let nothing = Advice::NothingRetains { not_judged: vec![] };
+        let nothing = Advice::NothingToDo {
+            threshold_bytes: 16 << 20,
+            not_judged: vec![],
+        };
         assert_eq!(
             text(&nothing),
-            "nothing to advise: every strategy gives back\n"
+            "nothing to do: no strategy retains more than the retention threshold (16 MiB) after \
+             its release\n"
         );
+        let unmarked = Advice::NothingMeasured { runs: 3 };
+        assert!(text(&unmarked)
+            .starts_with("nothing measured: no cycle was marked in the 3 completed runs"));
         let every = Advice::Resources {
             resources: vec![ResourceAdvice {
                 resource: Resource::Host,

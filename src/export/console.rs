@@ -628,6 +628,7 @@ retained mostly at the first load (imports, caches, a pool reused later), not re
             method: "mincore".into(),
             files: Vec::new(),
             evicted_before_runs: false,
+            warmed_before_runs: false,
         });
         let plans: [(&str, i64); 4] = [
             ("drop", 416),

@@ -6,7 +6,11 @@
 //! Pure like the rest of `metrics`: summaries in, an [`Advice`] out; no I/O
 //! and no formatting (that is `export::advice`). Only completed runs count:
 //! a failed run's memory says nothing about the strategy. A strategy with
-//! fewer than [`MIN_COMPLETED_RUNS`] completed runs is not judged.
+//! fewer than [`MIN_COMPLETED_RUNS`] completed runs is not judged. Runs with
+//! no cycle (a program that marked none) measured no release: nothing to
+//! advise from. A resource is advised on only where some judged strategy
+//! retains above the retention threshold (the median of its runs' last
+//! cycles); where none does there is nothing to do.
 
 use serde::Serialize;
 
@@ -31,6 +35,9 @@ pub struct Pick {
     /// threshold or more: a strategy under which it never moved (a page
     /// cache full before the first load) gave nothing back.
     pub moved_runs: u32,
+    /// Median over its runs of what the last cycle retained (`None`: no run
+    /// had a cycle that measured the resource).
+    pub retained_bytes: Option<i64>,
     /// Median time of the release step, over every cycle of its completed runs.
     pub release_action_s: Option<f64>,
     /// Median time from the release until the next model is ready, for the
@@ -63,11 +70,19 @@ pub struct ResourceAdvice {
 /// What the saved results advise.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Advice {
+    /// Completed runs, none with a cycle (a load and its release): the
+    /// program marked none, so no release was measured.
+    NothingMeasured { runs: u32 },
     /// No strategy has [`MIN_COMPLETED_RUNS`] completed runs: (strategy,
     /// its completed runs).
     TooFewRuns { strategies: Vec<(String, u32)> },
-    /// No judged strategy retained in any completed run of any resource.
-    NothingRetains { not_judged: Vec<(String, u32)> },
+    /// No judged strategy retains above the retention threshold in any
+    /// resource: nothing to do.
+    NothingToDo {
+        /// The retention threshold (the largest of the summaries').
+        threshold_bytes: u64,
+        not_judged: Vec<(String, u32)>,
+    },
     /// One entry per resource that retained, in the summaries' resource order.
     Resources {
         resources: Vec<ResourceAdvice>,
@@ -89,6 +104,21 @@ struct Candidate<'a> {
 /// Advice from one or more summaries; a strategy named in several is one
 /// candidate with all its completed runs.
 pub fn advise(summaries: &[&Summary]) -> Advice {
+    let completed: Vec<&RunSummary> = summaries
+        .iter()
+        .flat_map(|s| s.runs.iter())
+        .filter(|r| r.status == RunStatus::Completed)
+        .collect();
+    if !completed.is_empty() && completed.iter().all(|r| !has_cycle(r)) {
+        return Advice::NothingMeasured {
+            runs: completed.len() as u32,
+        };
+    }
+    let threshold_bytes = summaries
+        .iter()
+        .map(|s| s.retention_threshold_bytes)
+        .max()
+        .unwrap_or(0);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut resources: Vec<Resource> = Vec::new();
     for summary in summaries {
@@ -147,7 +177,11 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
             .filter_map(|c| pick(c, resource))
             .filter(|p| p.moved_runs > 0 || p.retaining_runs > 0)
             .collect();
-        if picks.iter().all(|p| p.retaining_runs == 0) {
+        // Nothing to do where no strategy keeps more than the threshold
+        // (a cycle of one run above it, the others below, is noise).
+        let retains =
+            |p: &Pick| p.retaining_runs > 0 && p.retained_bytes > Some(threshold_bytes as i64);
+        if !picks.iter().any(retains) {
             continue;
         }
         let cheapest = |a: &&Pick, b: &&Pick| a.price_s().total_cmp(&b.price_s());
@@ -175,13 +209,21 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
         }
     }
     if out.is_empty() {
-        Advice::NothingRetains { not_judged }
+        Advice::NothingToDo {
+            threshold_bytes,
+            not_judged,
+        }
     } else {
         Advice::Resources {
             resources: out,
             not_judged,
         }
     }
+}
+
+/// Whether the run measured a cycle (a load and its release) in any resource.
+fn has_cycle(run: &RunSummary) -> bool {
+    !run.cycles.is_empty() || run.resources.iter().any(|m| !m.cycles.is_empty())
 }
 
 /// The candidate as a pick for `resource`; `None` where fewer than
@@ -227,6 +269,13 @@ fn pick(c: &Candidate, resource: Resource) -> Option<Pick> {
                 })
             })
             .count() as u32,
+        retained_bytes: spread(
+            measured
+                .iter()
+                .filter_map(|m| m.retained_bytes.map(|b| b as f64))
+                .collect(),
+        )
+        .map(|s| s.median.round() as i64),
         release_action_s: median(&|t| t.release_action_s),
         ready_s: if restarts {
             median(&|t| t.ready_s)
@@ -255,6 +304,7 @@ mod tests {
             method: "mincore".into(),
             files: Vec::new(),
             evicted_before_runs: false,
+            warmed_before_runs: false,
         });
         for rep in 3..=5 {
             let n = record.runs.len() as u32;

@@ -12,7 +12,7 @@ use super::edges::EdgeExtras;
 use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
 use crate::record::{Event, Part, Readings, Resource, RunMeta};
 use crate::sampler::page_cache::PageCacheProbe;
-use crate::strategy::Strategy;
+use crate::strategy::{ProgramActions, Strategy};
 use crate::worker::command::CycleNumbering;
 
 /// How many of a run's latest phase edges the orchestrator keeps (to time
@@ -293,8 +293,14 @@ impl Collected {
     /// A program's run measures its strategy only if the strategy reached it:
     /// its environment and allocator (the parent's checks), its start steps
     /// (`import memrel`: a hello) and its release steps (a release phase).
+    /// A strategy that works from outside (an environment setting whose
+    /// steps only read it back or collect garbage) needs neither.
     pub(super) fn judge_program(&mut self, strategy: &Strategy, checks: &[Check]) {
-        let actions = strategy.for_programs().unwrap_or_default();
+        let actions = if strategy.works_from_outside() {
+            ProgramActions::default()
+        } else {
+            strategy.for_programs().unwrap_or_default()
+        };
         let released = self.released;
         self.not_in_effect = if let Some(c) = checks.iter().find(|c| !c.ok) {
             Some(format!(

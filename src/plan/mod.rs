@@ -432,6 +432,8 @@ impl RunContext<'_> {
         let (vram, vram_missing) = vram_probe(device);
         if scenario.workload.evict_page_cache {
             evict_weights(plug, progress);
+        } else if let Plug::Memrel(_) = plug {
+            warm_weights(plug, progress);
         }
         let meta = RunMeta::planned(run_number, strategy.name, repetition);
         let mut live = LiveRun::begin(out_dir, record, &meta)
@@ -605,7 +607,39 @@ fn page_cache_info(plug: &Plug, evicted: bool) -> Option<PageCacheInfo> {
             })
             .collect(),
         evicted_before_runs: evicted,
+        warmed_before_runs: !evicted && matches!(plug, Plug::Memrel(_)),
     })
+}
+
+/// Reads the model files into the page cache before a run of memrel's own
+/// worker where the scenario does not evict them: every run starts warm,
+/// whatever the run before left (`fadvise-dontneed` drops the files; a
+/// fresh checkpoint may be on the disk only when the first run begins), so
+/// no strategy's page cache is charged with the first read. A program's
+/// files are its own: they stay as they are. Where the files do not all
+/// stay cached (more than memory holds) or cannot be read, it is said: the
+/// runs then start from whatever the last one left.
+fn warm_weights(plug: &Plug, progress: &ProgressBar) {
+    let files = plug.weight_files();
+    if files.is_empty() {
+        return;
+    }
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    match page_cache::read_into_cache(&files) {
+        Ok(c) if c.cached_bytes < c.total_bytes - c.total_bytes / 20 => progress.suspend(|| {
+            eprintln!(
+                "memrel: only {:.0} of the weights' {:.0} MiB stay in the page cache before the \
+                 run: runs start from what the last one left (set evict_page_cache = true in \
+                 [workload] to start each cold)",
+                mib(c.cached_bytes),
+                mib(c.total_bytes)
+            )
+        }),
+        Ok(_) => {}
+        Err(e) => progress.suspend(|| {
+            eprintln!("memrel: cannot read the weights into the page cache before the run: {e}")
+        }),
+    }
 }
 
 /// Drops the model files from the page cache before a run (the scenario's

@@ -375,6 +375,11 @@ pub struct PageCacheInfo {
     /// (the scenario's `evict_page_cache`), so every run starts cold.
     #[serde(default)]
     pub evicted_before_runs: bool,
+    /// The parent read the files into the page cache before each run
+    /// (memrel's own worker, without `evict_page_cache`), so every run
+    /// starts warm; `false` in records made before it did.
+    #[serde(default)]
+    pub warmed_before_runs: bool,
 }
 
 /// One model file whose cached bytes are counted.

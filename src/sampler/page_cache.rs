@@ -29,7 +29,9 @@
 //!
 //! Also here: [`drop_cached`], `posix_fadvise(POSIX_FADV_DONTNEED)` on a file,
 //! which the parent uses to start every run of a scenario from the same cold
-//! state and the `fadvise-dontneed` strategy's worker after load and unload.
+//! state and the `fadvise-dontneed` strategy's worker after load and unload;
+//! and [`read_into_cache`], which starts every run of memrel's own worker
+//! from the same warm state where the scenario does not evict.
 
 use std::fs::File;
 use std::io;
@@ -435,6 +437,41 @@ pub fn drop_cached(path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Reads each of `files` through once, so their pages are in the page
+/// cache (as far as memory holds them), and says how much of them is cached
+/// after ([`PageCacheProbe::read`]). Files already cached whole are not
+/// read again.
+pub fn read_into_cache(files: &[PathBuf]) -> Result<CachedFiles, String> {
+    let (method, _) = Method::choose(files.first().map(PathBuf::as_path));
+    let mut probe = PageCacheProbe::new(files, method);
+    let mut total_bytes = 0u64;
+    for path in files {
+        total_bytes += std::fs::metadata(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .len();
+    }
+    if probe.read()? < total_bytes {
+        for path in files {
+            let file =
+                File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            let mut reader = io::BufReader::with_capacity(1 << 20, file);
+            io::copy(&mut reader, &mut io::sink())
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        }
+    }
+    Ok(CachedFiles {
+        cached_bytes: probe.read()?,
+        total_bytes,
+    })
+}
+
+/// The model files' bytes in the page cache, of their size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedFiles {
+    pub cached_bytes: u64,
+    pub total_bytes: u64,
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@
 //! process started with the variable and reports, at the end of the run, the
 //! variables the process really started with and, where a GPU client is in
 //! use, what its allocator reports (`memory_stats()`: the pool's limit and
-//! what it reserved); the candle worker refuses these strategies.
+//! what it reserved); the candle worker refuses these strategies. That step
+//! only reads the variable back, so the three are environment settings a
+//! program that never imports memrel still runs under
+//! ([`Strategy::works_from_outside`]).
 //! `xla-mem-fraction` takes its fraction after its name
 //! (`xla-mem-fraction=0.40`, a [`Param`]); bare, it means 0.25.
 

@@ -323,6 +323,10 @@ impl ProgramActions {
         "destroy_process_group",
         "jax_clear",
     ];
+    /// Start steps that only read back a setting the program's environment
+    /// already carries (`xla_env=VARIABLE:VALUE`): a program that never takes
+    /// them still runs under the strategy (see [`Strategy::works_from_outside`]).
+    pub const CHECK_STEPS: &'static [&'static str] = &["xla_env"];
     /// Every step name a program may be asked to take at `import memrel`
     /// (`mallopt_mmap_threshold` takes `=BYTES`): the module's `START_ACTIONS`.
     pub const START_STEPS: &'static [&'static str] = &[
@@ -389,6 +393,25 @@ impl Strategy {
         Ok(ProgramActions { start, release })
     }
 
+    /// Whether the strategy reaches a program whole from outside: it is set
+    /// in the environment the program starts with (its variables, its
+    /// preloaded allocator), and its steps only read that setting back
+    /// (`xla_env`) or collect garbage (`gc`, what a release begins with).
+    /// A program that never imports memrel still runs under it (the parent
+    /// reads the environment and the maps back); a strategy with any other
+    /// step needs the module, in which those steps run.
+    pub fn works_from_outside(&self) -> bool {
+        let Ok(actions) = self.for_programs() else {
+            return false;
+        };
+        let from_environment = !self.env.is_empty() || self.allocator != Allocator::Glibc;
+        let only_checks = actions.start.iter().all(|step| {
+            let name = step.split_once('=').map_or(step.as_str(), |(name, _)| name);
+            ProgramActions::CHECK_STEPS.contains(&name)
+        });
+        from_environment && only_checks && actions.release.iter().all(|step| step == "gc")
+    }
+
     pub fn runs_on(&self, cuda: bool) -> bool {
         match self.device {
             DeviceKind::Any => true,
@@ -406,6 +429,37 @@ pub fn have_glibc() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 47: an environment setting reaches a program that never imports
+    /// memrel; a strategy with a step that must run inside it does not.
+    #[test]
+    fn only_environment_settings_work_from_outside() {
+        for name in [
+            "xla-no-prealloc",
+            "xla-platform-allocator",
+            "xla-mem-fraction=0.30",
+            "trim-threshold-env",
+            "arena-max-1",
+            "tcache-off",
+            "jemalloc",
+        ] {
+            assert!(lookup(name).unwrap().works_from_outside(), "{name}");
+        }
+        for name in [
+            "drop",
+            "gc-collect",
+            "malloc-trim",
+            "mallopt",
+            "trim-threshold-inside",
+            "jemalloc-purge",
+            "ort-arena",
+            "jax-clear",
+            "empty-cache",
+            "respawn",
+        ] {
+            assert!(!lookup(name).unwrap().works_from_outside(), "{name}");
+        }
+    }
 
     #[test]
     fn names_are_unique() {

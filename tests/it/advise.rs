@@ -1,6 +1,7 @@
 //! `memrel advise` on results the fake worker recorded: a scenario that
 //! leaks under `drop` against one that gives back under `malloc-trim`, a
-//! single run (too few to advise) and bad input.
+//! single run (too few to advise) and bad input; and on programs' runs
+//! (`memrel exec`): none marked a cycle, or one run of six kept memory.
 
 use std::path::{Path, PathBuf};
 
@@ -89,7 +90,8 @@ fn advice_names_the_strategy_that_gives_back_in_every_run() {
     assert!(only_clean.status.success(), "{}", streams(&only_clean));
     assert_eq!(
         text(&only_clean.stdout),
-        "nothing to advise: every strategy gives back\n"
+        "nothing to do: no strategy retains more than the retention threshold (16 MiB) after \
+         its release\n"
     );
 }
 
@@ -174,4 +176,108 @@ fn run_and_compare_end_with_the_advice() {
         ),
         "{one}"
     );
+}
+
+/// `memrel exec --out OUT ARGS… -- python3 -c PROGRAM` (exit 0), with `env`
+/// set; returns its results directory.
+fn exec_recorded(out: &Path, args: &[&str], env: &[(&str, &Path)], program: &str) -> PathBuf {
+    let mut command = memrel();
+    command.arg("exec").arg("--out").arg(out).args(args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    run_ok(command.args(["--", "python3", "-c", program]));
+    only_results_dir(out, "exec")
+}
+
+/// Issue 47, item 7: runs of a program that marked no phase measured no
+/// release; advise said "every strategy gives back".
+#[test]
+fn runs_without_a_cycle_say_nothing_was_measured() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let program = "import time\nblob = bytearray(8 << 20)\ntime.sleep(0.2)\n";
+    let dir = exec_recorded(&tmp.path().join("out"), &["--repeat", "3"], &[], program);
+    let output = advise(&[&dir]);
+    assert!(output.status.success(), "{}", streams(&output));
+    let console = text(&output.stdout);
+    assert!(
+        console.starts_with("nothing measured: no cycle was marked in the 3 completed runs"),
+        "{console}"
+    );
+    assert!(!console.contains("gives back"), "{console}");
+}
+
+/// Issue 47, item 7: the same directory named twice (spelled two ways)
+/// counted its runs twice ("retains in 6 of 6 runs").
+#[test]
+fn the_same_directory_twice_counts_once() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let leaks = recorded(tmp.path(), "leaks", "drop", 16, 3);
+    let output = advise(&[&leaks, &leaks.join("."), &leaks]);
+    assert!(output.status.success(), "{}", streams(&output));
+    let console = text(&output.stdout);
+    assert!(
+        console.starts_with(
+            "host: no strategy gives back in every run; the best, drop, retains in 3 of 3 runs"
+        ),
+        "{console}"
+    );
+}
+
+/// Keeps 40 MiB after its release in the first run made (a file marks it),
+/// nothing in the others: one run's cycle above the retention threshold,
+/// the median run below it.
+const KEEPS_ONCE: &str = r#"
+import os, memrel
+mark = os.environ["KEEPS_ONCE_MARK"]
+first = not os.path.exists(mark)
+open(mark, "a").close()
+memrel.baseline(0.1)
+with memrel.phase("load", model="m"):
+    blob = bytearray(64 << 20)
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+    kept = bytearray(40 << 20) if first else bytearray(0)
+    for i in range(0, len(kept), 4096):
+        kept[i] = 1
+with memrel.phase("unload", model="m"):
+    del blob
+memrel.release()
+memrel.settle(0.1)
+"#;
+
+/// Issue 47, item 7: where no strategy retains above the retention
+/// threshold (here one run of six kept 40 MiB once, every median is ~0)
+/// there is nothing to do; advise said "use malloc-trim" (or "use drop").
+#[test]
+fn nothing_retained_above_the_threshold_is_nothing_to_do() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mark = tmp.path().join("kept-once");
+    let dir = exec_recorded(
+        &tmp.path().join("out"),
+        &["--strategy", "drop,malloc-trim", "--repeat", "3"],
+        &[("KEEPS_ONCE_MARK", &mark)],
+        KEEPS_ONCE,
+    );
+    // One run kept the 40 MiB: a cycle above the threshold.
+    let summary = summary(&dir);
+    let retaining: u64 = summary["strategies"]
+        .as_array()
+        .expect("strategies")
+        .iter()
+        .map(|s| {
+            s["resources"][0]["cycles_retaining"]
+                .as_u64()
+                .expect("cycles")
+        })
+        .sum();
+    assert_eq!(retaining, 1, "{summary}");
+    let output = advise(&[&dir]);
+    assert!(output.status.success(), "{}", streams(&output));
+    let console = text(&output.stdout);
+    assert!(
+        console.starts_with("nothing to do: no strategy retains more than the retention threshold"),
+        "{console}"
+    );
+    assert!(!console.contains("use "), "{console}");
 }

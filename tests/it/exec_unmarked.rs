@@ -350,3 +350,50 @@ fn a_short_program_is_read_at_its_start_and_at_its_exit() {
         assert!(run.get("exit_reading_note").is_none(), "{run}");
     }
 }
+
+/// Prints the variables the strategies below set, as the program sees them;
+/// it never imports memrel (and has no jax: the variable is what is tested).
+const PRINTS_ITS_ENVIRONMENT: &str = r#"
+import os
+for name in ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "MALLOC_TRIM_THRESHOLD_"):
+    print(name, os.environ.get(name))
+"#;
+
+/// Issue 47, item 6: a strategy that is only an environment setting applies
+/// and completes on a program that never imports memrel (the parent reads
+/// the variable back from the process); one whose steps run inside the
+/// program still says what the program must call.
+#[test]
+fn a_strategy_that_is_an_environment_setting_needs_no_import() {
+    for (strategy, seen) in [
+        ("xla-no-prealloc", "XLA_PYTHON_CLIENT_PREALLOCATE false"),
+        (
+            "xla-mem-fraction=0.30",
+            "XLA_PYTHON_CLIENT_MEM_FRACTION 0.30",
+        ),
+        ("trim-threshold-env", "MALLOC_TRIM_THRESHOLD_ -1"),
+    ] {
+        let (_tmp, dir, output) = exec_program(&["--strategy", strategy], PRINTS_ITS_ENVIRONMENT);
+        assert!(output.status.success(), "{strategy}: {}", streams(&output));
+        let run = &runs(&dir)[0];
+        assert_eq!(run["status"], "completed", "{strategy}: {run}");
+        assert!(run["error"].is_null(), "{strategy}: {run}");
+        let stdout = run["stdout_tail"].as_str().expect("stdout");
+        assert!(stdout.contains(seen), "{strategy}: {stdout}");
+        let checks = run["checks"].as_array().expect("checks");
+        let env = checks
+            .iter()
+            .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with("env ")))
+            .unwrap_or_else(|| panic!("{strategy}: no env check in {checks:?}"));
+        assert_eq!(env["ok"], true, "{strategy}: {env}");
+    }
+    // malloc-trim's release is a call inside the program: without
+    // memrel.release() it never happened, and the run says so.
+    let (_tmp, _dir, output) = exec_program(&["--strategy", "malloc-trim"], PRINTS_ITS_ENVIRONMENT);
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    assert!(
+        streams(&output).contains("never called memrel.release()"),
+        "{}",
+        streams(&output)
+    );
+}

@@ -9,7 +9,7 @@
 //! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`,
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`).
+//! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`, `readme::`).
 
 mod common;
 
@@ -46,6 +46,7 @@ mod peaks;
 mod program;
 mod pytest_plugin;
 mod python_module;
+mod readme;
 mod report;
 mod rerun;
 mod run;

@@ -232,3 +232,43 @@ fn a_weights_file_deleted_during_the_run_is_not_available_and_the_run_goes_on() 
     assert!(!shown.contains("measured as one phase"), "{shown}");
     assert_rerenders(&dir);
 }
+
+/// Issue 47: without `evict_page_cache` a run started from whatever the run
+/// before left, so the page cache was blamed on whichever strategy read the
+/// file first (here `drop`, after `fadvise-dontneed` dropped it: its run
+/// "retained" the whole file). Every run of memrel's worker now starts with
+/// the files read into the cache, and the header says so.
+#[test]
+fn without_eviction_every_run_starts_with_the_weights_cached() {
+    let (tmp, model) = checkpoint();
+    let file_bytes = std::fs::metadata(model.join("model.safetensors"))
+        .expect("weights")
+        .len() as f64;
+    let scenario = page_cache_scenario(tmp.path(), &model, r#""fadvise-dontneed", "drop""#, CYCLE);
+    let toml = std::fs::read_to_string(&scenario).expect("scenario");
+    std::fs::write(
+        &scenario,
+        toml.replace("evict_page_cache = true", "evict_page_cache = false"),
+    )
+    .expect("scenario");
+    let (_out, dir, output) = run(&scenario).in_temp_dir("pc");
+    let summary = summary(&dir);
+    for strategy in ["fadvise-dontneed", "drop"] {
+        let base = cached(&summary, strategy, "baseline_bytes");
+        assert!(
+            base >= 0.9 * file_bytes,
+            "{strategy} started with {base} of {file_bytes} bytes cached: {}",
+            streams(&output)
+        );
+    }
+    // drop leaves the file cached as it found it: nothing retained.
+    let retained = cached(&summary, "drop", "after_release_bytes")
+        - cached(&summary, "drop", "baseline_bytes");
+    assert!(
+        retained.abs() < file_bytes / 20.0,
+        "drop retained {retained}"
+    );
+    let header = &runs_json(&dir)["header"]["page_cache"];
+    assert_eq!(header["warmed_before_runs"], true, "{header}");
+    assert_eq!(header["evicted_before_runs"], false, "{header}");
+}

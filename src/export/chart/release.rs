@@ -51,6 +51,9 @@ const TICKS_S: [f64; 12] = [
     0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0,
 ];
 
+/// Labels on each panel's y axis (at most; plotters' own default).
+const Y_LABELS: usize = 11;
+
 /// Seconds to the x axis: linear up to [`KNEE_S`], logarithmic above.
 fn to_x(t_s: f64) -> f64 {
     (1.0 + t_s.max(0.0) / KNEE_S).log10()
@@ -284,6 +287,7 @@ fn curve_panel<'a, 'b>(
     y_desc: &str,
 ) -> Result<Chart<'a, 'b>> {
     let (y0, y1) = (y.start, y.end);
+    let decimals = y_decimals(&y);
     let mut chart = ChartBuilder::on(area)
         .margin_left(MARGIN)
         .margin_right(MARGIN)
@@ -297,7 +301,8 @@ fn curve_panel<'a, 'b>(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_labels(Y_LABELS)
+        .y_label_formatter(&|y| format!("{y:.decimals$}"))
         .label_style((FONT, 15))
         .axis_desc_style((FONT, 16))
         .light_line_style(WHITE)
@@ -323,6 +328,20 @@ fn curve_panel<'a, 'b>(
         }))
         .map_err(plot_err)?;
     Ok(chart)
+}
+
+/// The decimals the y labels over `y` (MiB) need so that no two read the
+/// same: none on a panel of hundreds of MiB, one where nothing moved (a
+/// flat line's 0 … 1 MiB: ticks 0.1 apart, which whole numbers would print
+/// as "0 0 0 0 0 1 1 1 1 1").
+fn y_decimals(y: &Range<f64>) -> usize {
+    let ticks = plotters::coord::types::RangedCoordf64::from(y.clone()).key_points(Y_LABELS);
+    (0..3)
+        .find(|&decimals| {
+            let labels: Vec<String> = ticks.iter().map(|t| format!("{t:.decimals$}")).collect();
+            labels.windows(2).all(|w| w[0] != w[1])
+        })
+        .unwrap_or(3)
 }
 
 /// `0`, `10 ms`, `1 s`.
@@ -555,6 +574,39 @@ mod tests {
         let (a, b) = (curve.points[1], curve.points[2]);
         let mid = curve.at((a.0 + b.0) / 2.0).unwrap();
         assert!((mid - (a.1 + b.1) / 2.0).abs() < 1e-9);
+    }
+
+    /// The y labels of a panel over `y`, as the chart prints them.
+    fn y_labels(y: Range<f64>) -> Vec<String> {
+        let decimals = y_decimals(&y);
+        plotters::coord::types::RangedCoordf64::from(y)
+            .key_points(Y_LABELS)
+            .iter()
+            .map(|t| format!("{t:.decimals$}"))
+            .collect()
+    }
+
+    /// Issue 47: a panel where nothing moved (the page cache full from the
+    /// first reading) printed "1 1 1 1 1 0 0 0 0 0" on its y axis.
+    #[test]
+    fn a_panel_where_nothing_moved_labels_each_tick_apart() {
+        let (y0, y1) = y_range(&[], 0);
+        // What whole numbers (the labels' old format) print there.
+        let whole: Vec<String> = plotters::coord::types::RangedCoordf64::from(y0..y1)
+            .key_points(Y_LABELS)
+            .iter()
+            .map(|t| format!("{t:.0}"))
+            .collect();
+        assert!(whole.windows(2).any(|w| w[0] == w[1]), "{whole:?}");
+        let flat = y_labels(y0..y1);
+        assert!(flat.len() >= 3, "{flat:?}");
+        assert!(flat.windows(2).all(|w| w[0] != w[1]), "{flat:?}");
+        assert_eq!(flat.first().map(String::as_str), Some("0.0"), "{flat:?}");
+        // A panel of hundreds of MiB keeps whole numbers.
+        assert_eq!(y_labels(0.0..460.0)[..3], ["0", "50", "100"]);
+        // And one of a few MiB below the baseline as well as above.
+        let small = y_labels(-0.4..0.3);
+        assert!(small.windows(2).all(|w| w[0] != w[1]), "{small:?}");
     }
 
     #[test]
