@@ -180,6 +180,7 @@ impl Plan {
                 container: Some(self.cgroup.view()),
                 page_cache: page_cache_info(&plug, scenario.workload.evict_page_cache),
                 probed: crate::sampler::resources::probed(),
+                catalogue: Some(crate::sampler::resources::keys()),
             },
             runs: Vec::new(),
         };
