@@ -145,8 +145,9 @@ impl Plan {
                 "memrel: ignoring {} from memrel's environment: every worker starts with its \
                  strategy's allocator and variables only (glibc for glibc strategies; runs.json \
                  records the allocator each run had). To measure another allocator, use its \
-                 strategy (memrel list)",
-                inherited.join(" ")
+                 strategy ({})",
+                inherited.join(" "),
+                crate::hint::Hint::List
             );
         }
         let (plug, infos) = self.prepare_plug(&cache)?;
