@@ -132,7 +132,7 @@ fn broken_message(broken: &[(BrokenRun, PathBuf)]) -> String {
     }
     let baseline_broken = broken.iter().any(|(b, _)| b.side == Side::Baseline);
     out.push_str(if baseline_broken {
-        "\nre-make the baseline from complete runs (the command that made it, again: `memrel baseline show` names it), fix the runs, or pass --complete-runs-only to judge only the complete runs"
+        "\nre-make the baseline from complete runs (again with the command that made it, which `memrel baseline show NAME` prints), fix the runs, or pass --complete-runs-only to judge only the complete runs"
     } else {
         "\nfix the runs (their errors above; timeout_s in the scenario), or pass --complete-runs-only to judge only the complete runs"
     });
