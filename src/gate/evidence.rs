@@ -272,7 +272,10 @@ pub fn too_few_runs(
         fixes.push(format!("re-make the baseline with `{remake}`"));
     }
     Some(format!(
-        "scenario {scenario}: too few runs: use --repeat {BASELINE_MIN_RUNS}: {}; the gate needs          {BASELINE_MIN_RUNS} runs of every strategy on each side to show a change holds or that          nothing changed, so a check on fewer could not fail: {}, or budget every metric the gate          judges in the scenario's [thresholds] (missing: {})",
+        "scenario {scenario}: too few runs: use --repeat {BASELINE_MIN_RUNS}: {}; the gate needs \
+         {BASELINE_MIN_RUNS} runs of every strategy on each side to show a change holds or that \
+         nothing changed, so a check on fewer could not fail: {}, or budget every metric the gate \
+         judges in the scenario's [thresholds] (missing: {})",
         where_.join("; "),
         fixes.join(", then "),
         missing.join(", ")
