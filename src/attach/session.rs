@@ -359,7 +359,7 @@ fn announce(job: &Job, dir: &Path, probe: &str) {
         job.setup.interval_ms,
         dir.display(),
         crate::hint::Hint::Mark {
-            dir: &dir,
+            dir,
             phase: "PHASE",
         },
         job.duration
