@@ -398,9 +398,10 @@ pub fn markdown(c: &Calibration) -> String {
          machine). ",
     );
     match &c.vram {
-        None => {
-            out.push_str("VRAM: not measured here (memrel calibrate --device cuda measures it).\n")
-        }
+        None => out.push_str(&format!(
+            "VRAM: not measured here ({} measures it).\n",
+            crate::hint::Hint::CalibrateCuda
+        )),
         Some(v) => {
             out.push_str("VRAM: below.\n\n");
             out.push_str(&vram::markdown(v, c.interval_s));

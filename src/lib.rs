@@ -16,6 +16,7 @@ pub mod drive;
 pub mod export;
 pub mod fsutil;
 pub mod gate;
+pub mod hint;
 pub mod host;
 pub mod machine;
 pub mod metrics;

@@ -107,6 +107,7 @@ impl Setup<'_> {
             // The whole cgroup the process runs in (read only).
             container: Some(crate::cgroup::setup::whole_cgroup_of(self.target.pid)),
             probed: crate::sampler::resources::probed(),
+            catalogue: Some(crate::sampler::resources::keys()),
         })
     }
 }

@@ -241,9 +241,9 @@ fn parse_line(line: &str) -> MarkLine {
 pub fn append_mark(dir: &Path, phase: MarkPhase, model: Option<&str>) -> Result<()> {
     let no_live = || {
         format!(
-            "no live measurement in {}: start `memrel attach --dir {} PID` first",
+            "no live measurement in {}: start `{}` first",
             dir.display(),
-            dir.display()
+            crate::hint::Hint::Attach { dir, pid: "PID" }
         )
     };
     if !dir.is_dir() {

@@ -361,13 +361,16 @@ fn announce(job: &Job, dir: &Path, probe: &str) {
     };
     eprintln!(
         "memrel: attached to pid {} ({}), sampling {what} every {} ms\n\
-         memrel: results in {}; mark phases with `memrel mark {} PHASE`\n\
+         memrel: results in {}; mark phases with `{}`\n\
          memrel: ends when the process exits, on Ctrl-C or SIGTERM{}",
         target.pid,
         target.argv.join(" "),
         job.setup.interval_ms,
         dir.display(),
-        dir.display(),
+        crate::hint::Hint::Mark {
+            dir,
+            phase: "PHASE",
+        },
         job.duration
             .map(|d| format!(", or after --duration {} s", d.as_secs_f64()))
             .unwrap_or_default()

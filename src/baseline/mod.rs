@@ -20,6 +20,7 @@ pub use coverage::{Coverage, EntrySummary};
 pub use save::{save, Saved};
 
 use crate::fsutil::{check_name, join_name};
+use crate::hint::Hint;
 use crate::record::{Record, RUNS_FILE};
 
 /// `<results root>/baselines`.
@@ -49,6 +50,21 @@ fn entry_dir(root: &Path, name: &str, scenario: &str) -> Result<PathBuf> {
     Ok(join_name(&root.join(name), "scenario", scenario)?)
 }
 
+/// The command that saves `scenario` into baseline `name` under `root`
+/// (`<OUT>/baselines`): three runs a strategy, `--out` where `root` is not
+/// the default's.
+pub fn save_hint(root: &Path, scenario: &str, name: &str, replace: bool) -> String {
+    let out = root.parent().filter(|o| *o != Path::new("results"));
+    Hint::SaveScenario {
+        scenario,
+        repeat: Some(crate::gate::BASELINE_MIN_RUNS),
+        baseline: name,
+        replace,
+        out,
+    }
+    .line()
+}
+
 /// The baselines under `root`, sorted (directories with a valid name).
 pub fn names(root: &Path) -> Result<Vec<String>> {
     let entries = match std::fs::read_dir(root) {
@@ -74,8 +90,9 @@ pub fn scenarios(root: &Path, name: &str) -> Result<Vec<String>> {
     let dir = root.join(name);
     let entries = std::fs::read_dir(&dir).with_context(|| {
         format!(
-            "baseline {name:?} does not exist in {}: create it with `memrel run --scenario <scenario> --save-baseline {name}`",
-            root.display()
+            "baseline {name:?} does not exist in {}: create it with `{}`",
+            root.display(),
+            save_hint(root, "<scenario>", name, false)
         )
     })?;
     let mut out: Vec<String> = entries
@@ -97,7 +114,8 @@ pub fn load(root: &Path, name: &str, scenario: &str) -> Result<Option<Record>> {
         return Ok(None);
     }
     let remake = format!(
-        "re-make it with `memrel run --scenario {scenario} --save-baseline {name} --replace`, or restore it from version control"
+        "re-make it with `{}`, or restore it from version control",
+        save_hint(root, scenario, name, true)
     );
     if !entry.join(RUNS_FILE).is_file() {
         bail!(

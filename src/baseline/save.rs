@@ -17,6 +17,7 @@ use rustix::fs::{renameat_with, RenameFlags, CWD};
 use super::coverage::Coverage;
 use super::{entry_dir, load, validate_name};
 use crate::gate::{thin_strategies, unbudgeted, BASELINE_MIN_RUNS};
+use crate::hint::Hint;
 use crate::metrics;
 use crate::record::{
     record_file, Header, Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE,
@@ -187,8 +188,11 @@ fn check_can_fail(record: &Record, results_dir: &Path, name: &str) -> Result<()>
     let fix = match repeat_command(header) {
         Some(command) => format!("run `{command}`"),
         None if header.attached.is_some() => format!(
-            "an attached process is one run: measure the program under memrel instead \
-             (`memrel exec --repeat {BASELINE_MIN_RUNS} --save-baseline {name} -- <the program>`)"
+            "an attached process is one run: measure the program under memrel instead (`{}`)",
+            Hint::ExecProgram {
+                repeat: BASELINE_MIN_RUNS,
+                baseline: name,
+            }
         ),
         None => format!("run the scenario again with `--repeat {BASELINE_MIN_RUNS}`"),
     };
@@ -205,61 +209,12 @@ fn check_can_fail(record: &Record, results_dir: &Path, name: &str) -> Result<()>
 }
 
 /// The command line that made `header`'s record with `--repeat` set to
-/// [`BASELINE_MIN_RUNS`] (added before `--save-baseline`, or replacing the
-/// one given), quoted for a shell; `None` for a process `memrel attach`
-/// measured, which cannot be repeated (`memrel drive` can: it drives the
-/// server again).
+/// [`BASELINE_MIN_RUNS`] (`hint::Hint::again`: added before
+/// `--save-baseline`, or replacing the one given), quoted for a shell;
+/// `None` for a process `memrel attach` measured, which cannot be repeated
+/// (`memrel drive` can: it drives the server again).
 fn repeat_command(header: &Header) -> Option<String> {
-    let driven = header.command.get(1).is_some_and(|c| c == "drive");
-    if (header.attached.is_some() && !driven) || header.command.len() < 2 {
-        return None;
-    }
-    let repeat = BASELINE_MIN_RUNS.to_string();
-    let mut args: Vec<String> = Vec::new();
-    let mut given = header.command.iter().skip(1).peekable();
-    let mut replaced = false;
-    while let Some(arg) = given.next() {
-        if arg == "--" {
-            args.push(arg.clone());
-            args.extend(given.by_ref().cloned());
-            break;
-        }
-        if arg == "--repeat" {
-            given.next();
-            args.extend(["--repeat".to_string(), repeat.clone()]);
-            replaced = true;
-        } else if arg.starts_with("--repeat=") {
-            args.push(format!("--repeat={repeat}"));
-            replaced = true;
-        } else {
-            args.push(arg.clone());
-        }
-    }
-    if !replaced {
-        let at = args
-            .iter()
-            .position(|a| a == "--save-baseline" || a.starts_with("--save-baseline=") || a == "--")
-            .unwrap_or(args.len());
-        args.splice(at..at, ["--repeat".to_string(), repeat]);
-    }
-    let quoted: Vec<String> = std::iter::once("memrel".to_string())
-        .chain(args.iter().map(|a| shell_word(a)))
-        .collect();
-    Some(quoted.join(" "))
-}
-
-/// `word` as one shell word: as it is when it needs no quoting, else in
-/// single quotes.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
+    Hint::again(&header.command, BASELINE_MIN_RUNS, None, None).map(|h| h.line())
 }
 
 /// Copies the record's files from `results_dir` into `to` (a CSV kept

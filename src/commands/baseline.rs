@@ -14,6 +14,7 @@ use crate::baseline::{self, EntrySummary};
 use crate::cli::BaselineCommand;
 use crate::export::markdown::{Align, Table};
 use crate::fsutil::utc_readable;
+use crate::hint::Hint;
 use crate::metrics;
 
 /// `memrel baseline list|show`, printed to `out`.
@@ -47,8 +48,9 @@ fn list(root: &Path, out: &mut dyn Write) -> Result<ExitStatus> {
     if names.is_empty() {
         writeln!(
             out,
-            "no baselines in {}: make one with `memrel run --scenario <scenario> --save-baseline <name>`",
-            root.display()
+            "no baselines in {}: make one with `{}`",
+            root.display(),
+            baseline::save_hint(root, "<scenario>", "<name>", false)
         )?;
         return Ok(ExitStatus::Success);
     }
@@ -72,7 +74,7 @@ fn list(root: &Path, out: &mut dyn Write) -> Result<ExitStatus> {
                 Err(_) => table.row([
                     name.clone(),
                     scenario,
-                    format!("damaged: see `memrel baseline show {name}`"),
+                    format!("damaged: see `{}`", Hint::BaselineShow { baseline: name }),
                     String::new(),
                     String::new(),
                 ]),
@@ -92,7 +94,8 @@ fn show(root: &Path, name: &str, out: &mut dyn Write) -> Result<ExitStatus> {
     if entries.is_empty() {
         writeln!(
             out,
-            "\nno scenarios: save one with `memrel run --scenario <scenario> --save-baseline {name}`"
+            "\nno scenarios: save one with `{}`",
+            baseline::save_hint(root, "<scenario>", name, false)
         )?;
     }
     let mut damaged = 0;

@@ -153,9 +153,9 @@ fn refuse_damaged(dir: &Path, problems: &[String]) -> Result<()> {
     }
     lines.push_str(&format!(
         "\nevery file in {} is left as it was: put the complete file back (from a copy or a baseline), \
-         or write what can be read into a new directory with `memrel report {} --out NEWDIR`",
+         or write what can be read into a new directory with `{}`",
         dir.display(),
-        dir.display()
+        crate::hint::Hint::ReportInto { dir, out: "NEWDIR" }
     ));
     bail!(lines)
 }

@@ -116,8 +116,9 @@ fn price(p: &Pick) -> String {
 fn setting(p: &Pick) -> String {
     p.setting.clone().unwrap_or_else(|| {
         format!(
-            "strategy {:?} is unknown to this memrel: see `memrel list --long`",
-            p.strategy
+            "strategy {:?} is unknown to this memrel: see `{}`",
+            p.strategy,
+            crate::hint::Hint::ListLong
         )
     })
 }

@@ -310,10 +310,15 @@ fn tail(report: &VerdictReport) -> String {
         }
     }
     for s in &scenarios {
+        // The command the gate built for it (`hint::Hint`): the one that
+        // made these results, with the runs a baseline needs.
+        let Some(remake) = report.remake.iter().find(|r| r.scenario == *s) else {
+            continue;
+        };
         let _ = writeln!(
             out,
-            "\nIf the change is intended, accept it by re-saving the baseline: `memrel run --scenario {s} --save-baseline {}`.",
-            report.baseline
+            "\nIf the change is intended, accept it by re-saving the baseline: `{}`.",
+            remake.command
         );
     }
     if report
@@ -498,6 +503,11 @@ mod tests {
             machine_differences: Vec::new(),
             other_machines: Vec::new(),
             any_machine: false,
+            remake: vec![crate::gate::Remake {
+                scenario: "cuda-fixture".to_string(),
+                command: "memrel run --scenario cuda-fixture --repeat 3 --save-baseline gpu"
+                    .to_string(),
+            }],
         }
     }
 
@@ -627,7 +637,7 @@ A resource that was not measured is never judged as zero.
 | ❌ regressed | cuda-fixture | sync | VRAM cuda:0 | retention rate | 0 % → 100 % | 0 of 6 cycles retaining → 6 of 6, Fisher p = 0.002 |
 | ❔ inconclusive | cuda-fixture | sync | VRAM cuda:0 | release latency | - → - | no observations in the new runs: no release to time (each cycle gave back less than the retention threshold): see retained_bytes |
 
-If the change is intended, accept it by re-saving the baseline: `memrel run --scenario cuda-fixture --save-baseline gpu`.
+If the change is intended, accept it by re-saving the baseline: `memrel run --scenario cuda-fixture --repeat 3 --save-baseline gpu`.
 "#);
     }
 

@@ -13,15 +13,19 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::coverage::{gaps, Covered};
-use super::evidence::{attach_stderr, errors, judged_nothing, BrokenRuns, BASELINE_MIN_RUNS};
+use super::coverage::{gaps, new_since, not_judged_new, Covered, NEW_SINCE};
+use super::evidence::{
+    attach_stderr, errors, judged_nothing, too_few_runs, BrokenRuns, BASELINE_MIN_RUNS,
+};
 use super::program::program_differences;
 use super::report::{
-    BrokenRun, CoverageGap, MetricVerdict, Side, VerdictReport, VERDICT_SCHEMA_VERSION,
+    BrokenRun, CoverageGap, MetricVerdict, Remake, Side, VerdictReport, VERDICT_SCHEMA_VERSION,
 };
 use super::{broken_runs, budgets, compare, complete_only, note_left_out};
+use crate::hint::Hint;
 use crate::metrics;
-use crate::record::Record;
+use crate::metrics::ResourceFacts;
+use crate::record::{Header, Record};
 use crate::scenario;
 
 /// A named baseline as the gate reads it: its entries by scenario.
@@ -73,12 +77,15 @@ pub fn assess(
         machine_differences: Vec::new(),
         other_machines: Vec::new(),
         any_machine: options.any_machine,
+        remake: Vec::new(),
     };
     // Where each broken run's record lives, for the error message.
     let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
     let mut judged: Vec<String> = Vec::new();
     // Why each scenario skipped under --lenient was not judged.
     let mut skipped: Vec<String> = Vec::new();
+    // Scenarios with too few runs of a strategy to judge (each an error).
+    let mut too_few: Vec<String> = Vec::new();
     for dir in dirs {
         let record = Record::load(dir)?;
         let name = record.header.scenario.clone();
@@ -100,23 +107,26 @@ pub fn assess(
         let Some(base) = baseline.entry(&name)? else {
             // The command that makes an entry the gate can judge with: three
             // runs a strategy, unless the scenario already repeats enough.
-            let repeat = if (new_scenario.repeat as usize) < BASELINE_MIN_RUNS {
-                format!(" --repeat {BASELINE_MIN_RUNS}")
-            } else {
-                String::new()
-            };
+            let repeat =
+                ((new_scenario.repeat as usize) < BASELINE_MIN_RUNS).then_some(BASELINE_MIN_RUNS);
             // A drive's record is made again by the drive (its own flags).
             let driven = record.header.command.get(1).is_some_and(|c| c == "drive");
             let create = if driven {
-                format!(
-                    "memrel drive <its flags> --name {name} --repeat {BASELINE_MIN_RUNS} --save-baseline {}",
-                    options.baseline
-                )
+                Hint::DriveAgain {
+                    name: &name,
+                    repeat: BASELINE_MIN_RUNS,
+                    baseline: &options.baseline,
+                }
+                .line()
             } else {
-                format!(
-                    "memrel run --scenario {name}{repeat} --save-baseline {}",
-                    options.baseline
-                )
+                Hint::SaveScenario {
+                    scenario: scenario_arg(&record.header),
+                    repeat,
+                    baseline: &options.baseline,
+                    replace: false,
+                    out: out_flag(options, &[]),
+                }
+                .line()
             };
             if options.lenient {
                 let why = format!(
@@ -155,22 +165,47 @@ pub fn assess(
         if leave_out {
             base_summary = complete_only(&base_summary);
         }
-        report.gaps.extend(gaps(
-            &options.baseline,
-            Covered {
-                summary: &base_summary,
-                dir: &base_dir,
-            },
-            Covered {
-                summary: &new_summary,
-                dir,
-            },
-        ));
-        verdicts.extend(compare(
-            &base_summary,
-            &new_summary,
+        let remake = remake_command(options, &record, &base);
+        // What the baseline's memrel did not know is new, not a gap.
+        let unknown = new_since(&base.header, &base_summary, &new_summary);
+        report.gaps.extend(
+            gaps(
+                &remake,
+                Covered {
+                    summary: &base_summary,
+                    dir: &base_dir,
+                },
+                Covered {
+                    summary: &new_summary,
+                    dir,
+                },
+            )
+            .into_iter()
+            .filter(|g| g.resource.is_none_or(|r| !unknown.contains(&r))),
+        );
+        let mut compared = compare(&base_summary, &new_summary, &new_scenario.thresholds);
+        not_judged_new(&mut compared, &unknown, &remake);
+        for r in &unknown {
+            report.warnings.push(format!(
+                "scenario {name}: {} ({}): {NEW_SINCE} (`{remake}`)",
+                r.label(),
+                r.key()
+            ));
+        }
+        verdicts.extend(compared);
+        too_few.extend(too_few_runs(
+            &name,
+            [(&base_summary, &base_dir), (&new_summary, dir)],
             &new_scenario.thresholds,
+            (
+                &remake,
+                Hint::again(&record.header.command, BASELINE_MIN_RUNS, None, None),
+            ),
         ));
+        report.remake.push(Remake {
+            scenario: name.clone(),
+            command: remake,
+        });
         if let Some(other) = other {
             if options.any_machine {
                 note_across_machines(&mut verdicts, &other.row_note());
@@ -182,6 +217,7 @@ pub fn assess(
     report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
     missing_scenarios(options, baseline, &judged, &mut report);
     report.errors = errors(&report.verdicts, &broken_in, options.broken_runs);
+    report.errors.extend(too_few);
     report
         .errors
         .extend(judged_nothing(&report.verdicts, &skipped));
@@ -191,9 +227,13 @@ pub fn assess(
     if !options.any_machine {
         report.errors.extend(report.other_machines.iter().map(|o| {
             format!(
-                "machine: {}: numbers from two kinds of machine are not comparable; check against a baseline made on this kind of machine (`memrel run --scenario {} --save-baseline NAME`), or pass --any-machine to judge across machines",
+                "machine: {}: numbers from two kinds of machine are not comparable; check against a baseline made on this kind of machine (`{}`), or pass --any-machine to judge across machines",
                 o.sentence(),
-                o.scenario
+                report
+                    .remake
+                    .iter()
+                    .find(|r| r.scenario == o.scenario)
+                    .map_or_else(|| o.scenario.clone(), |r| r.command.clone())
             )
         }));
     }
@@ -256,4 +296,55 @@ fn finish_scenario(
     }
     report.verdicts.extend(verdicts);
     report.broken_runs.extend(broken.iter().cloned());
+}
+
+/// The `--out` a hint needs so that what it saves lands where this check
+/// reads baselines: the check's results root, unless that is the default
+/// and `command` names none.
+fn out_flag<'a>(options: &'a CheckOptions, command: &[String]) -> Option<&'a Path> {
+    let named = command
+        .iter()
+        .any(|a| a == "--out" || a.starts_with("--out="));
+    (named || options.results_root != Path::new("results")).then_some(&options.results_root)
+}
+
+/// What `memrel run --scenario` takes for the scenario of `header`: a
+/// built-in's name, or the path of the file it was read from.
+fn scenario_arg(header: &Header) -> &str {
+    if header.scenario_origin == "builtin" {
+        &header.scenario
+    } else {
+        &header.scenario_origin
+    }
+}
+
+/// The command that makes the baseline's entry of a scenario again, with
+/// enough runs: the command that made the new results where it can run
+/// again (`run`, `compare --scenario`, `exec`, `drive`), else the one that
+/// made the baseline's entry (a check's own re-run), else a program
+/// measured under `memrel exec` (an attached process).
+fn remake_command(options: &CheckOptions, new: &Record, base: &Record) -> String {
+    for record in [new, base] {
+        let repeat = record
+            .runs
+            .iter()
+            .map(|r| r.meta.repetition as usize)
+            .max()
+            .unwrap_or(0)
+            .max(BASELINE_MIN_RUNS);
+        let command = &record.header.command;
+        if let Some(hint) = Hint::again(
+            command,
+            repeat,
+            Some(&options.baseline),
+            out_flag(options, command),
+        ) {
+            return hint.line();
+        }
+    }
+    Hint::ExecProgram {
+        repeat: BASELINE_MIN_RUNS,
+        baseline: &options.baseline,
+    }
+    .line()
 }

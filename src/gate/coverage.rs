@@ -3,16 +3,20 @@
 //! with no runs, a strategy or a measured resource on one side only, and a
 //! metric a side should have but has no observation of are each a
 //! [`CoverageGap`]; `memrel check` exits 2 on any, so the gate never passes
-//! on what it did not judge. It decides no verdict.
+//! on what it did not judge. A resource the new results measured that the
+//! baseline's memrel did not know yet (a catalogued resource added since it
+//! was made) is no gap: it is reported as new and not judged
+//! ([`new_since`]), so upgrading memrel does not break every gate. It
+//! decides no verdict.
 
 use crate::metrics::ResourceFacts;
 use std::path::Path;
 
 use super::metric::{runs_of, Judged, Observations, GATED};
-use super::report::{CoverageGap, Side};
+use super::report::{CoverageGap, MetricVerdict, Side};
 use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, RunSummary, Summary};
-use crate::record::{RUNS_FILE, SAMPLES_FILE};
+use crate::record::{Header, RUNS_FILE, SAMPLES_FILE};
 
 /// One side of a comparison: its summary and the directory its record is in.
 pub struct Covered<'a> {
@@ -20,19 +24,55 @@ pub struct Covered<'a> {
     pub dir: &'a Path,
 }
 
-/// How to fill a gap on `side`.
-fn fix(side: Side, baseline: &str, scenario: &str) -> String {
+/// How to fill a gap on `side`; `remake` is the command that makes the
+/// baseline's entry again (`hint::Hint`).
+fn fix(side: Side, remake: &str) -> String {
     match side {
-        Side::Baseline => format!(
-            "re-make the baseline with it (memrel run --scenario {scenario} --save-baseline {baseline})"
-        ),
+        Side::Baseline => format!("re-make the baseline with it ({remake})"),
         Side::New => "run it again so the new results hold it, or re-make the baseline without it"
             .to_string(),
     }
 }
 
-/// The gaps between the baseline's record of a scenario and the new one's.
-pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<CoverageGap> {
+/// What a row of a resource the baseline's memrel did not know says.
+pub const NEW_SINCE: &str =
+    "new since the baseline was made; not judged; re-make the baseline to judge it";
+
+/// The gated resources the new results measured that the memrel which
+/// made the baseline did not know yet (a catalogued resource added since:
+/// `Header::knew`). They are not judged and are no gap: the baseline could
+/// not have measured them. A resource it knew but did not measure stays a
+/// gap.
+pub fn new_since(base: &Header, base_summary: &Summary, new: &Summary) -> Vec<Resource> {
+    new.resources
+        .iter()
+        .copied()
+        .filter(|r| r.is_gated() && !base.knew(*r) && !base_summary.resources.contains(r))
+        .collect()
+}
+
+/// Makes the rows of `unknown`'s resources one `skipped` row per strategy
+/// and resource, saying why ([`NEW_SINCE`]) and how to judge it.
+pub fn not_judged_new(rows: &mut Vec<MetricVerdict>, unknown: &[Resource], remake: &str) {
+    let mut seen: Vec<(String, Resource)> = Vec::new();
+    rows.retain_mut(|v| {
+        if !unknown.contains(&v.resource) {
+            return true;
+        }
+        let key = (v.strategy.clone(), v.resource);
+        if seen.contains(&key) {
+            return false;
+        }
+        seen.push(key);
+        *v = MetricVerdict::blank(&v.scenario, &v.strategy, v.resource, v.metric);
+        v.note = format!("{NEW_SINCE} ({remake})");
+        true
+    });
+}
+
+/// The gaps between the baseline's record of a scenario and the new one's;
+/// `remake` is the command that makes the baseline's entry again.
+pub fn gaps(remake: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<CoverageGap> {
     let scenario = new.summary.scenario.as_str();
     let gap = |strategy: Option<&str>,
                resource: Option<Resource>,
@@ -44,7 +84,7 @@ pub fn gaps(name: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Coverage
         resource,
         metric,
         missing_in,
-        why: format!("{why}; {}", fix(missing_in, name, scenario)),
+        why: format!("{why}; {}", fix(missing_in, remake)),
     };
     let sides = [(Side::Baseline, &baseline), (Side::New, &new)];
     let mut out = Vec::new();

@@ -95,6 +95,14 @@ pub fn judge(
         );
         v.verdict = Verdict::Inconclusive;
     }
+    // Nor can one run show that nothing changed: the other runs may differ.
+    if v.verdict == Verdict::NoChange && (baseline.runs < 2 || new.runs < 2) {
+        v.note = format!(
+            "one run on a side cannot show nothing changed: use --repeat {}",
+            super::evidence::BASELINE_MIN_RUNS
+        );
+        v.verdict = Verdict::Inconclusive;
+    }
     v
 }
 

@@ -6,7 +6,10 @@
 //! unchecked budgets, strategies with nothing to judge, a check that judged
 //! nothing). Which baselines can show a regression at all
 //! ([`thin_strategies`], [`unbudgeted`]: a baseline's save reads them) is
-//! here too. It decides no verdict.
+//! here too, and so is the same rule on either side of a check
+//! ([`too_few_runs`]: fewer runs of a judged strategy than a baseline needs
+//! is an error, exit 2, unless budgets judge every metric). It decides no
+//! verdict.
 
 use crate::metrics::ResourceFacts;
 use std::path::PathBuf;
@@ -129,7 +132,7 @@ fn broken_message(broken: &[(BrokenRun, PathBuf)]) -> String {
     }
     let baseline_broken = broken.iter().any(|(b, _)| b.side == Side::Baseline);
     out.push_str(if baseline_broken {
-        "\nre-make the baseline from complete runs (memrel run --save-baseline), fix the runs, or pass --complete-runs-only to judge only the complete runs"
+        "\nre-make the baseline from complete runs (again with the command that made it, which `memrel baseline show NAME` prints), fix the runs, or pass --complete-runs-only to judge only the complete runs"
     } else {
         "\nfix the runs (their errors above; timeout_s in the scenario), or pass --complete-runs-only to judge only the complete runs"
     });
@@ -205,6 +208,78 @@ pub fn thin_strategies(summary: &Summary) -> Vec<(String, usize)> {
         })
         .filter(|(_, runs)| *runs < BASELINE_MIN_RUNS)
         .collect()
+}
+
+/// The error of a scenario whose judged strategies have fewer than
+/// [`BASELINE_MIN_RUNS`] runs on a side (`sides`: the baseline's summary
+/// and directory, then the new results'), unless the scenario budgets
+/// every metric the gate judges ([`unbudgeted`]). One run cannot show a
+/// change holds, nor that nothing changed, and two hardly can: a check on
+/// them could not fail, so it never passes. `remake` makes the baseline's
+/// entry again; `again` is the new results' own command with `--repeat`
+/// set (`None` where it cannot run again: an attached process, a check's
+/// re-run).
+pub fn too_few_runs(
+    scenario: &str,
+    sides: [(&Summary, &std::path::Path); 2],
+    thresholds: &Thresholds,
+    (remake, again): (&str, Option<crate::hint::Hint<'_>>),
+) -> Option<String> {
+    let [(base, base_dir), (new, new_dir)] = sides;
+    let judged: Vec<&str> = new
+        .strategies
+        .iter()
+        .map(|s| s.strategy.as_str())
+        .filter(|s| base.strategies.iter().any(|b| b.strategy == *s))
+        .collect();
+    let thin = |summary: &Summary| -> Vec<String> {
+        judged
+            .iter()
+            .map(|s| (s, summary.runs.iter().filter(|r| r.strategy == *s).count()))
+            // No run left at all is its own error (`unjudged`).
+            .filter(|(_, n)| (1..BASELINE_MIN_RUNS).contains(n))
+            .map(|(s, n)| format!("{s} has {n} run(s)"))
+            .collect()
+    };
+    let (base_thin, new_thin) = (thin(base), thin(new));
+    if base_thin.is_empty() && new_thin.is_empty() {
+        return None;
+    }
+    let missing = unbudgeted(new, thresholds);
+    if missing.is_empty() {
+        return None;
+    }
+    let mut where_ = Vec::new();
+    let mut fixes = Vec::new();
+    if !new_thin.is_empty() {
+        where_.push(format!(
+            "in the new results ({}) {}",
+            new_dir.display(),
+            new_thin.join(", ")
+        ));
+        if let Some(again) = &again {
+            fixes.push(format!("run `{}` and check its results", again.line()));
+        }
+    }
+    if !base_thin.is_empty() {
+        where_.push(format!(
+            "in the baseline ({}) {}",
+            base_dir.display(),
+            base_thin.join(", ")
+        ));
+    }
+    if !base_thin.is_empty() || again.is_none() {
+        fixes.push(format!("re-make the baseline with `{remake}`"));
+    }
+    Some(format!(
+        "scenario {scenario}: too few runs: use --repeat {BASELINE_MIN_RUNS}: {}; the gate needs \
+         {BASELINE_MIN_RUNS} runs of every strategy on each side to show a change holds or that \
+         nothing changed, so a check on fewer could not fail: {}, or budget every metric the gate \
+         judges in the scenario's [thresholds] (missing: {})",
+        where_.join("; "),
+        fixes.join(", then "),
+        missing.join(", ")
+    ))
 }
 
 /// The `[thresholds]` budget keys a scenario lacks for the metrics the gate

@@ -84,12 +84,12 @@ pub use coverage::{gaps, Covered};
 pub use decide::{difference_interval, judge, rate_cycles_needed, CONFIDENCE, RATE_ALPHA};
 pub use evidence::{
     attach_stderr, broken_runs, complete_only, errors, judged_nothing, note_left_out,
-    thin_strategies, unbudgeted, BrokenRuns, BASELINE_MIN_RUNS,
+    thin_strategies, too_few_runs, unbudgeted, BrokenRuns, BASELINE_MIN_RUNS,
 };
 pub use metric::{Judged, Observations, Per, Statistic, GATED, RATE_BAND};
 pub use report::{
-    BrokenRun, BudgetCheck, CoverageGap, MetricVerdict, RateTest, Side, Verdict, VerdictReport,
-    VERDICT_SCHEMA_VERSION,
+    BrokenRun, BudgetCheck, CoverageGap, MetricVerdict, RateTest, Remake, Side, Verdict,
+    VerdictReport, VERDICT_SCHEMA_VERSION,
 };
 
 use crate::metrics::{Resource, Summary};

@@ -266,6 +266,18 @@ pub struct VerdictReport {
     /// `--any-machine`: judged across machines; every row of such a scenario says so.
     #[serde(default)]
     pub any_machine: bool,
+    /// Per scenario compared, the command that makes its baseline entry
+    /// again from the new results' configuration (`hint::Hint`): how to
+    /// accept an intended change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remake: Vec<Remake>,
+}
+
+/// The command that re-makes a scenario's baseline entry.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Remake {
+    pub scenario: String,
+    pub command: String,
 }
 
 impl MetricVerdict {

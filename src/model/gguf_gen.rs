@@ -81,9 +81,10 @@ pub fn write(preset: &Preset, type_name: &str, path: &Path) -> Result<usize> {
     ) {
         bail!(
             "--gguf writes llama-family models (llama, mistral presets); {} is {}: choose a \
-             llama or mistral preset (`memrel list`)",
+             llama or mistral preset (`{}`)",
             preset.name,
-            preset.architecture.as_str()
+            preset.architecture.as_str(),
+            crate::hint::Hint::List
         );
     }
     let config = preset.config_json();

@@ -145,8 +145,9 @@ impl Plan {
                 "memrel: ignoring {} from memrel's environment: every worker starts with its \
                  strategy's allocator and variables only (glibc for glibc strategies; runs.json \
                  records the allocator each run had). To measure another allocator, use its \
-                 strategy (memrel list)",
-                inherited.join(" ")
+                 strategy ({})",
+                inherited.join(" "),
+                crate::hint::Hint::List
             );
         }
         let (plug, infos) = self.prepare_plug(&cache)?;
@@ -180,6 +181,7 @@ impl Plan {
                 container: Some(self.cgroup.view()),
                 page_cache: page_cache_info(&plug, scenario.workload.evict_page_cache),
                 probed: crate::sampler::resources::probed(),
+                catalogue: Some(crate::sampler::resources::keys()),
             },
             runs: Vec::new(),
         };

@@ -12,6 +12,7 @@ use anyhow::{bail, Result};
 use super::{command_line, Plan};
 use crate::baseline;
 use crate::cli::ScenarioOverrides;
+use crate::hint::Hint;
 use crate::record::Record;
 use crate::scenario;
 
@@ -23,8 +24,9 @@ pub fn run_baseline_scenarios(name: &str, results_root: &Path) -> Result<Vec<Pat
     let names = baseline::scenarios(root, name)?;
     if names.is_empty() {
         bail!(
-            "baseline {name:?} in {} holds no scenarios: create it with `memrel run --scenario <scenario> --save-baseline {name}`",
+            "baseline {name:?} in {} holds no scenarios: create it with `{}`",
             root.display(),
+            baseline::save_hint(root, "<scenario>", name, false)
         );
     }
     let mut dirs = Vec::new();
@@ -55,8 +57,12 @@ fn as_saved(baseline: &str, name: &str, base: &Record, results_root: &Path) -> R
         bail!(
             "baseline {baseline:?}, scenario {name}: measured by memrel attach (pid {}), a process memrel \
              cannot start again: attach to the process again and check its results directory \
-             (memrel check --baseline {baseline} DIR)",
-            attached.pid
+             ({})",
+            attached.pid,
+            Hint::Check {
+                baseline,
+                dir: "DIR"
+            }
         );
     }
     let mut scenario = scenario::parse_str(
@@ -99,8 +105,12 @@ fn as_saved(baseline: &str, name: &str, base: &Record, results_root: &Path) -> R
             bail!(
                 "baseline {baseline:?}, scenario {name}: the program ran in {}, which does not exist here: \
                  create that directory (check out the repository at that path) and run the check again, \
-                 or re-save the baseline from where the program lives now (memrel exec … --save-baseline {baseline})",
-                program.cwd
+                 or re-save the baseline from where the program lives now ({})",
+                program.cwd,
+                Hint::ExecProgram {
+                    repeat: crate::gate::BASELINE_MIN_RUNS,
+                    baseline
+                }
             );
         }
         plan.cwd = Some(cwd);

@@ -45,6 +45,7 @@ pub fn header(scenario: &str, cycles: u32) -> Header {
         container: None,
         page_cache: None,
         probed: Vec::new(),
+        catalogue: None,
     }
 }
 

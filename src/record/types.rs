@@ -352,6 +352,34 @@ pub struct Header {
     /// how; empty in records made before memrel had them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probed: Vec<Probed>,
+    /// The keys of every catalogued resource the memrel that made the
+    /// record had (`sampler::resources::CATALOGUE`), read here or not: the
+    /// resources it knew. `memrel check` reports a resource the baseline's
+    /// memrel did not know as new since the baseline was made, not as a
+    /// gap ([`Header::knew`]). `None` in records made before memrel kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalogue: Option<Vec<String>>,
+}
+
+impl Header {
+    /// Whether the memrel that made this record knew `resource`, so that
+    /// not measuring it is a fact of the record, not of an older memrel.
+    /// The fixed resources (host, GPUs, the container, the page cache) it
+    /// always knew. A catalogued one: where the record lists its catalogue,
+    /// whether the key is in it; in an older record, whether it read the
+    /// resource (`probed`; a record with neither was made before the
+    /// catalogue held a resource, so it knew none). What an older record's
+    /// memrel knew but could not open on its machine is thus taken as not
+    /// known: nothing in such a record tells the two apart.
+    pub fn knew(&self, resource: Resource) -> bool {
+        let Resource::Probed(key) = resource else {
+            return true;
+        };
+        match &self.catalogue {
+            Some(keys) => keys.iter().any(|k| k == key.as_str()),
+            None => self.probed.iter().any(|p| p.key == key.as_str()),
+        }
+    }
 }
 
 /// A catalogued resource a record read, for its header.

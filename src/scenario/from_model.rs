@@ -53,7 +53,8 @@ pub fn model_source(arg: &str) -> Result<ModelSource> {
         anyhow::bail!(
             "--model {arg}: no such directory, and not a hub repository id: give a local \
              HuggingFace-layout directory (config.json + safetensors), a hub repository \
-             org/name (optionally org/name@revision) or a preset from `memrel list`"
+             org/name (optionally org/name@revision) or a preset from `{}`",
+            crate::hint::Hint::List
         );
     }
     Ok(ModelSource::Hub {

@@ -361,8 +361,10 @@ fn strategies(file: &ScenarioFile, ctx: &Ctx) -> Result<Vec<String>, ScenarioErr
     if strategies.is_empty() {
         return Err(ctx.invalid(
             file.strategies.span(),
-            "strategies is empty: name at least one, e.g. [\"drop\"] (see `memrel list --long`)"
-                .into(),
+            format!(
+                "strategies is empty: name at least one, e.g. [\"drop\"] (see `{}`)",
+                crate::hint::Hint::ListLong
+            ),
         ));
     }
     Ok(strategies)

@@ -261,7 +261,10 @@ fn rows() -> impl Iterator<Item = &'static Strategy> {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum StrategyError {
-    #[error("unknown strategy {name:?}{suggestion}; see `memrel list --long`")]
+    #[error(
+        "unknown strategy {name:?}{suggestion}; see `{}`",
+        crate::hint::Hint::ListLong
+    )]
     Unknown { name: String, suggestion: String },
     #[error("strategy {name:?} takes no value (\"={value}\"): name it alone, as {name:?}")]
     TakesNoValue { name: &'static str, value: String },
@@ -385,8 +388,9 @@ impl Strategy {
             ReleaseAction::CudaDeviceDrop | ReleaseAction::CudaContextRelease => {
                 return Err(format!(
                     "strategy {:?} drops candle's CUDA device and has no PyTorch counterpart; for a \
-                     program use empty-cache, ipc-collect or device-reset (memrel list --long)",
-                    self.name
+                     program use empty-cache, ipc-collect or device-reset ({})",
+                    self.name,
+                    crate::hint::Hint::ListLong
                 ))
             }
         };

@@ -619,6 +619,7 @@ fn fixed_header() -> Header {
         container: None,
         page_cache: None,
         probed: Vec::new(),
+        catalogue: None,
     }
 }
 

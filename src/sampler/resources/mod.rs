@@ -50,6 +50,12 @@ pub trait Probe: Send {
 /// Every catalogued resource, in the order reports show them.
 pub const CATALOGUE: &[&ResourceDef] = &[&shm::SHM, &shmem::SHMEM];
 
+/// Every catalogued resource's key, in the catalogue's order: what this
+/// memrel knows (a record's `Header::catalogue`).
+pub fn keys() -> Vec<String> {
+    CATALOGUE.iter().map(|d| d.key.to_string()).collect()
+}
+
 /// The catalogued resource named `key`.
 pub fn find(key: &str) -> Option<&'static ResourceDef> {
     CATALOGUE.iter().copied().find(|d| d.key == key)
