@@ -532,6 +532,9 @@ fn summarize_strategy(
             .iter()
             .map(|&r| {
                 let mut m = memory::resource_summary(r, &of(r), representative);
+                if matches!(r, Resource::Host | Resource::Device(_)) {
+                    loaded_not_above_baseline(&mut m, &of(r));
+                }
                 if r == Resource::Container {
                     shared_cgroup(&mut m, runs);
                     file_pages(&mut m, threshold_bytes);
@@ -540,6 +543,34 @@ fn summarize_strategy(
             })
             .collect(),
     }
+}
+
+/// A cycle whose loaded value is at or below its run's baseline loaded
+/// nothing that the edges saw: its edge was read after the program acted
+/// (a log line has no handshake: "Unloading model" read after the free).
+/// Its retained value is no release: the resource is flagged (said as
+/// context, never judged as giving back) with the cycles that were.
+fn loaded_not_above_baseline(m: &mut ResourceSummary, runs: &[(&ResourceRun, RunStatus, u32)]) {
+    let total: usize = runs.iter().map(|(r, _, _)| r.cycles.len()).sum();
+    let flagged: Vec<String> = runs
+        .iter()
+        .flat_map(|(r, _, run)| {
+            r.cycles
+                .iter()
+                .filter(|c| r.baseline_bytes.is_some_and(|b| c.loaded_bytes <= b))
+                .map(move |c| format!("run {run} cycle {}", c.cycle))
+        })
+        .collect();
+    if flagged.is_empty() || m.context.is_some() {
+        return;
+    }
+    m.context = Some(format!(
+        "loaded at or below the baseline in {} of {total} cycle{} ({}): the phase edge was read \
+         after the program acted (a log line has no handshake), so what came back is not known",
+        flagged.len(),
+        if total == 1 { "" } else { "s" },
+        flagged.join(", ")
+    ));
 }
 
 /// A cgroup that held other processes during the runs (a shared machine's
