@@ -40,7 +40,7 @@ pub fn adopt() -> std::io::Result<()> {
     if ADOPTING.load(Ordering::Acquire) {
         return Ok(());
     }
-    rustix::process::set_child_subreaper(Some(rustix::process::Pid::this()))?;
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     ADOPTING.store(true, Ordering::Release);
     Ok(())
 }
