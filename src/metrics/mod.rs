@@ -243,11 +243,31 @@ pub fn summarize(record: &Record) -> Summary {
             order.push(r.strategy.clone());
         }
     }
+    // Phase edges taken from log lines (`attach --mark-on`), which have no
+    // handshake: a cycle may read as loading nothing (see below).
+    let log_marked = record
+        .header
+        .attached
+        .as_ref()
+        .is_some_and(|a| a.log.is_some());
     let strategies = order
         .iter()
         .map(|name| {
             let of: Vec<&RunSummary> = runs.iter().filter(|r| &r.strategy == name).collect();
-            summarize_strategy(name, &of, &resources, lead, record.header.cycles, threshold)
+            let mut s =
+                summarize_strategy(name, &of, &resources, lead, record.header.cycles, threshold);
+            if log_marked {
+                for m in s.resources.iter_mut() {
+                    if matches!(m.resource, Resource::Host | Resource::Device(_)) {
+                        let measured: Vec<(&ResourceRun, RunStatus, u32)> = of
+                            .iter()
+                            .filter_map(|r| r.resource(m.resource).map(|x| (x, r.status, r.run)))
+                            .collect();
+                        loaded_not_above_baseline(m, &measured);
+                    }
+                }
+            }
+            s
         })
         .collect();
     Summary {
@@ -532,9 +552,6 @@ fn summarize_strategy(
             .iter()
             .map(|&r| {
                 let mut m = memory::resource_summary(r, &of(r), representative);
-                if matches!(r, Resource::Host | Resource::Device(_)) {
-                    loaded_not_above_baseline(&mut m, &of(r));
-                }
                 if r == Resource::Container {
                     shared_cgroup(&mut m, runs);
                     file_pages(&mut m, threshold_bytes);
@@ -545,9 +562,11 @@ fn summarize_strategy(
     }
 }
 
-/// A cycle whose loaded value is at or below its run's baseline loaded
-/// nothing that the edges saw: its edge was read after the program acted
-/// (a log line has no handshake: "Unloading model" read after the free).
+/// A cycle of a run marked from log lines whose loaded value is at or below
+/// its run's baseline loaded nothing that the edges saw: its edge was read
+/// after the program acted (a log line has no handshake: "Unloading model"
+/// read after the free). (Elsewhere such a cycle is real: a CUDA run's host
+/// memory, which a load to the device leaves as it was.)
 /// Its retained value is no release: the resource is flagged (said as
 /// context, never judged as giving back) with the cycles that were.
 fn loaded_not_above_baseline(m: &mut ResourceSummary, runs: &[(&ResourceRun, RunStatus, u32)]) {
