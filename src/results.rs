@@ -19,8 +19,10 @@ pub struct Loaded {
     pub dir: PathBuf,
     pub record: Record,
     pub summary: Summary,
-    /// Problems found while reading (see `Record::load_partial`).
+    /// Problems found while reading (see `Record::salvage`).
     pub damage: Vec<String>,
+    /// The record files that did not read whole (`Salvaged::damaged`).
+    pub damaged: Vec<&'static str>,
 }
 
 /// `--dir` (made, or empty: results are never written over others), else
@@ -97,13 +99,14 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             );
         }
     }
-    let (record, damage) = Record::load_partial(dir)?;
-    let summary = metrics::summarize(&record);
+    let salvaged = Record::salvage(dir)?;
+    let summary = metrics::summarize(&salvaged.record);
     Ok(Loaded {
         dir: dir.to_path_buf(),
-        record,
+        record: salvaged.record,
         summary,
-        damage,
+        damage: salvaged.damage,
+        damaged: salvaged.damaged,
     })
 }
 

@@ -112,6 +112,20 @@ impl Follower {
         &self.path
     }
 
+    /// Whether a poll may find something new: the open file's size is not
+    /// what was read, or the path holds another file (or none, not yet
+    /// said). A stat and an fstat, nothing read: what the caller reads
+    /// before the lines (a reading of the process) comes before them.
+    pub fn has_news(&self) -> bool {
+        if self.file.metadata().map(|m| m.len()).ok() != Some(self.offset) {
+            return true;
+        }
+        match std::fs::metadata(&self.path) {
+            Err(_) => !self.missing,
+            Ok(meta) => (meta.dev(), meta.ino()) != self.id || meta.len() != self.offset,
+        }
+    }
+
     /// The complete lines written since the last poll, and what happened to
     /// the file.
     pub fn poll(&mut self) -> Polled {
@@ -258,8 +272,10 @@ mod tests {
         let log = dir.path().join("app.log");
         append(&log, "before attach\n");
         let mut f = Follower::open(&log).unwrap();
+        assert!(!f.has_news());
         assert_eq!(f.poll(), Polled::default());
         append(&log, "one\ntw");
+        assert!(f.has_news());
         assert_eq!(f.poll().lines, ["one"]);
         append(&log, "o\n");
         assert_eq!(f.poll().lines, ["two"]);

@@ -29,7 +29,7 @@ use crate::orchestrator::signals;
 use crate::orchestrator::Collected;
 use crate::protocol::{monotonic_s, Check, Edge, MemoryAtEdge, Phase, PhaseEdge, CYCLE_UNSET};
 use crate::record::live::{EventLog, LiveRun};
-use crate::record::Sample;
+use crate::record::{Part, Readings, Sample};
 use crate::record::{Record, RunMeta, RunRecord, RunStatus};
 use crate::sampler::{Probe, Sampler, VramProbe};
 
@@ -465,7 +465,14 @@ impl Marker<'_> {
 
     /// The log's new lines, marked where a rule matches; rotations noted in
     /// the run's checks (passed: nothing was lost).
+    ///
+    /// A log line has no handshake: the program may act on what it logs at
+    /// once (log "Unloading model" and free), before memrel reads the line.
+    /// So where the log has news, every resource is read before the line is:
+    /// a begin edge takes that reading, an end edge the larger (per
+    /// resource) of it and the reading after ([`Marker::edge`]).
     fn take_log(&mut self, log: &mut Follower, rules: &[Rule], meta: &mut RunMeta, now_s: f64) {
+        let before = (!rules.is_empty() && log.has_news()).then(|| Marks::read(self));
         let polled = log.poll();
         for note in polled.notes {
             eprintln!("memrel: {note}");
@@ -486,26 +493,41 @@ impl Marker<'_> {
                     None => format!("read at a {} ms tick", TICK.as_millis()),
                 };
                 let note = format!(
-                    "--mark-on #{} /{}/ matched log line {quoted:?}; {lag}",
+                    "--mark-on #{} /{}/ matched log line {quoted:?}; {lag}; {LINE_READINGS}",
                     i + 1,
                     rules[i].regex.as_str()
                 );
-                self.mark(phase, now_s, None, note);
+                self.mark_read(phase, now_s, None, note, before.as_ref());
             }
         }
     }
 
     /// Ends the open phase and begins `phase` (unless it is `end`) at `t_s`.
     fn mark(&mut self, phase: MarkPhase, t_s: f64, model: Option<String>, note: String) {
+        self.mark_read(phase, t_s, model, note, None);
+    }
+
+    /// [`Marker::mark`], with the reading taken before its cause was read
+    /// (a log line's), if any (see [`Marker::edge`]).
+    fn mark_read(
+        &mut self,
+        phase: MarkPhase,
+        t_s: f64,
+        model: Option<String>,
+        note: String,
+        before: Option<&EdgeReading>,
+    ) {
         if !self.quiet {
             eprintln!("memrel: {t_s:.3} s: {} ({note})", phase.as_str());
         }
         if self.open.is_none() && phase == MarkPhase::End && !self.quiet {
             eprintln!("memrel: warning: `end` at {t_s:.3} s: no phase was open");
         }
-        self.close_open(t_s, &note);
+        if let Some((p, open_model)) = self.open.take() {
+            self.edge(p, Edge::End, t_s, open_model, note.clone(), before);
+        }
         if let MarkPhase::Begin(p) = phase {
-            self.edge(p, Edge::Begin, t_s, model.clone(), note);
+            self.edge(p, Edge::Begin, t_s, model.clone(), note, before);
             self.open = Some((p, model));
         }
     }
@@ -513,7 +535,7 @@ impl Marker<'_> {
     /// Ends the phase a mark opened, if any.
     fn close_open(&mut self, t_s: f64, note: &str) {
         if let Some((p, model)) = self.open.take() {
-            self.edge(p, Edge::End, t_s, model, note.to_string());
+            self.edge(p, Edge::End, t_s, model, note.to_string(), None);
         }
     }
 
@@ -539,10 +561,37 @@ impl Marker<'_> {
         }
     }
 
-    /// One edge of a mark, every resource read now by the edge reader.
-    fn edge(&mut self, phase: Phase, edge: Edge, t_s: f64, model: Option<String>, note: String) {
-        let mut memory = MemoryAtEdge::default();
-        let extras = self.edges.read(&mut memory);
+    /// One edge of a mark, every resource read now by the edge reader; or,
+    /// for a mark whose cause was read after it happened (a log line:
+    /// `before`, the reading taken just before the line was read), a begin
+    /// edge takes `before` (what the line found, not what the program did
+    /// next) and an end edge the larger per resource of `before` and the
+    /// reading now (memory the program freed as it logged is still the
+    /// phase's).
+    fn edge(
+        &mut self,
+        phase: Phase,
+        edge: Edge,
+        t_s: f64,
+        model: Option<String>,
+        note: String,
+        before: Option<&EdgeReading>,
+    ) {
+        let (memory, extras) = match (edge, before) {
+            (Edge::Begin, Some(before)) => (before.memory, before.extras.clone()),
+            (Edge::End, Some(before)) => {
+                let mut memory = MemoryAtEdge::default();
+                let mut extras = self.edges.read(&mut memory);
+                extras.readings = larger_per_resource(&extras.readings, &before.extras.readings);
+                extras.readings.fill_memory(&mut memory);
+                (memory, extras)
+            }
+            _ => {
+                let mut memory = MemoryAtEdge::default();
+                let extras = self.edges.read(&mut memory);
+                (memory, extras)
+            }
+        };
         self.last_reading = Some(EdgeReading {
             t_s,
             memory,
@@ -566,6 +615,32 @@ impl Marker<'_> {
     }
 }
 
+/// What a log line's edge note says of its readings.
+const LINE_READINGS: &str =
+    "a begin edge is the reading before the line was read, an end edge the larger of it and the one after";
+
+/// Per resource, the larger of `after` and `before` (a resource's parts come
+/// with its whole, from the one reading); a resource only one has, as it is.
+fn larger_per_resource(after: &Readings, before: &Readings) -> Readings {
+    let mut out = after.clone();
+    for resource in before.resources() {
+        if before.get(resource) > after.get(resource) {
+            out.remove(resource);
+            for part in [
+                Part::Whole,
+                Part::Anon,
+                Part::File,
+                Part::Usage,
+                Part::Peak,
+                Part::Own,
+            ] {
+                out.set_opt(resource, part, before.part(resource, part));
+            }
+        }
+    }
+    out
+}
+
 /// A mark's phase edge: its cycle and duration are the collector's to give.
 fn marked(
     phase: Phase,
@@ -585,5 +660,35 @@ fn marked(
         heap: None,
         note: Some(note),
         mono_s: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Resource;
+
+    /// Issue 47, item 4: an end edge read after a log line takes, per
+    /// resource, the larger of the readings before and after the line was
+    /// read, with that reading's parts.
+    #[test]
+    fn an_end_edge_takes_the_larger_reading_per_resource() {
+        let mib = 1u64 << 20;
+        let mut before = Readings::default();
+        before.set(Resource::Host, 165 * mib);
+        before.set_part(Resource::Host, Part::Anon, 160 * mib);
+        before.set_part(Resource::Host, Part::File, 5 * mib);
+        before.set(Resource::PageCache, 10 * mib);
+        let mut after = Readings::default();
+        after.set(Resource::Host, 8 * mib);
+        after.set_part(Resource::Host, Part::Anon, 3 * mib);
+        after.set_part(Resource::Host, Part::File, 5 * mib);
+        after.set(Resource::PageCache, 40 * mib);
+        after.set(Resource::Container, 70 * mib);
+        let larger = larger_per_resource(&after, &before);
+        assert_eq!(larger.get(Resource::Host), Some(165 * mib));
+        assert_eq!(larger.part(Resource::Host, Part::Anon), Some(160 * mib));
+        assert_eq!(larger.get(Resource::PageCache), Some(40 * mib));
+        assert_eq!(larger.get(Resource::Container), Some(70 * mib));
     }
 }

@@ -20,6 +20,16 @@ use crate::worker::command::ProgramIo;
 /// `memrel exec` as the arguments ask: runs, prints the table and where the
 /// results went to `out`, and says how the runs ended.
 pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    if let Some(why) = args
+        .command
+        .first()
+        .and_then(|program| missing_program(program, &cwd))
+    {
+        // Said once, before anything runs, with a shell's exit code.
+        eprintln!("memrel: error: {why}");
+        return Ok(ExitStatus::NotFound);
+    }
     let (dir, summary) = execute(args)?;
     let status = output::finish_run(
         out,
@@ -78,7 +88,8 @@ impl RunEnd {
     /// Says why a run has nothing to show, where the program exited before
     /// memrel's first reading of it (`/bin/true`): no sample, no phase edge.
     fn no_readings_note(&self) -> Option<String> {
-        if self.samples > 0 || self.edges > 0 {
+        // A run that failed (a program that could not start) has its error.
+        if self.failed || self.samples > 0 || self.edges > 0 {
             return None;
         }
         let ran = self
@@ -164,6 +175,39 @@ fn rows_per_run(path: &std::path::Path) -> std::collections::HashMap<u64, usize>
         }
     }
     rows
+}
+
+/// Why `program` (the first word after `--`) cannot be run, the way a shell
+/// looks for it: a name with a `/` is a path (from `cwd`), any other is
+/// looked for in the directories of `PATH`. `None`: it is there.
+fn missing_program(program: &str, cwd: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = cwd.join(program);
+        if runnable(&path) {
+            return None;
+        }
+        let what = if path.exists() {
+            "not an executable file"
+        } else {
+            "no such file"
+        };
+        return Some(format!(
+            "cannot run {program:?}: {what}: check the path after `--` (from {})",
+            cwd.display()
+        ));
+    }
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path_var).any(|dir| runnable(&cwd.join(dir).join(program))) {
+        return None;
+    }
+    Some(format!(
+        "cannot run {program:?}: command not found on PATH: check its name, install it, or \
+         give its path after `--`"
+    ))
 }
 
 /// `lines`, indented, one per line.

@@ -30,6 +30,9 @@ pub enum ExitStatus {
     Failure,
     /// 2: an error: runs that did not complete, evidence that cannot be judged.
     Error,
+    /// 127: the program `memrel exec` was to run was not found (as a
+    /// shell says it); nothing was run.
+    NotFound,
     /// 128 + N: stopped by signal N (SIGINT 130, SIGTERM 143); what was
     /// measured is kept.
     Interrupted(i32),
@@ -42,6 +45,7 @@ impl ExitStatus {
             ExitStatus::Success => 0,
             ExitStatus::Failure => 1,
             ExitStatus::Error => 2,
+            ExitStatus::NotFound => 127,
             ExitStatus::Interrupted(sig) => u8::try_from(128 + sig).unwrap_or(2),
         }
     }

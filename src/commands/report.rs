@@ -1,10 +1,12 @@
 //! `memrel report`: re-renders every output of a saved results directory from
-//! its data on disk, without running anything: the record's CSV and JSON
-//! (byte-identical to what the run wrote), summary.json, timeline.png, and the
-//! comparison files when the directory has them.
+//! its data on disk, without running anything: runs.json, summary.json,
+//! timeline.png, and the comparison files when the directory has them. The
+//! raw data, samples.csv and events.csv, is read and never written over.
 //!
 //! It re-renders into the directory only from complete inputs: a record file
-//! missing or cut short (samples.csv, events.csv, runs.json) or a corrupt
+//! missing, cut short or emptied (samples.csv, events.csv: no data rows where
+//! runs.json says a run completed and the other file shows it had some;
+//! runs.json) or a corrupt
 //! summary.json or compare.json leaves every file in the directory as it was
 //! and is an error (exit 2) naming the file and the line, before anything is
 //! written. What a crash left can still be read on purpose: `--out NEWDIR`
@@ -21,7 +23,9 @@ use crate::cli::ReportArgs;
 use crate::export::{self, console, table, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
-use crate::record::{record_file, Record, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE};
+use crate::record::{
+    record_file, write_record_file, Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE,
+};
 use crate::results::{compare_loaded, load, write_trace, Loaded};
 
 /// `memrel report` as the arguments ask: re-renders, warns of damage found
@@ -78,22 +82,23 @@ fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
         }
         None => dir.clone(),
     };
-    // In place only from complete inputs (refused above), so the record's
-    // files are rewritten from what was read: the same bytes, or, under
-    // --out, a repaired copy.
-    let enveloped = loaded.record.runs.iter().any(|r| r.decimation.is_some());
-    if enveloped {
-        // Memory holds an envelope of the samples: samples.csv is copied as it is.
-        copy_samples(dir, &target)
-            .and_then(|()| loaded.record.save_events_and_runs(&target))
-            .and_then(|()| {
-                export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary)
+    // samples.csv and events.csv are raw data: never written over. In place
+    // (from complete inputs only, refused above) they stay as they are;
+    // under --out each is copied as it is, or, where it did not read whole,
+    // written from the rows salvaged. runs.json is written (a migrated field
+    // comes out in its current form), then what is derived from the record.
+    let samples = save_record_file(dir, &target, SAMPLES_FILE, &loaded, |record| {
+        record.samples_csv()
+    });
+    samples
+        .and_then(|()| {
+            save_record_file(dir, &target, EVENTS_FILE, &loaded, |record| {
+                record.events_csv()
             })
-    } else {
-        export::write_run_outputs(&target, &loaded.record, &loaded.summary)
-    }
-    .with_context(|| format!("cannot write the outputs into {}", target.display()))?;
-
+        })
+        .and_then(|()| loaded.record.save_runs(&target))
+        .and_then(|()| export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary))
+        .with_context(|| format!("cannot write the outputs into {}", target.display()))?;
     let mut comparison = None;
     if let Some(previous) = previous {
         // A run made by `memrel compare --scenario`: keep the directory name it
@@ -271,16 +276,31 @@ fn report_comparison(
     })
 }
 
-/// Copies samples.csv (or samples.csv.gz, as it is kept) from `dir` to
-/// `target` unless they are one directory.
-fn copy_samples(dir: &Path, target: &Path) -> Result<()> {
-    let from = record_file(dir, SAMPLES_FILE);
-    let to = target.join(from.file_name().unwrap_or(SAMPLES_FILE.as_ref()));
-    let same = std::fs::canonicalize(&from).ok() == std::fs::canonicalize(&to).ok();
-    if !same {
-        std::fs::copy(&from, &to)
-            .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+/// Puts the record file `name` (samples.csv or events.csv) of `dir` into
+/// `target`: nothing where they are one directory (it is never written
+/// over), a copy of its bytes (plain or gzipped, as it is kept) where it
+/// read whole, else the rows salvaged from it, made by `rows` (but for the
+/// samples of a long run kept as an envelope: a bounded picture, not the
+/// file's rows, so that file is copied as it is).
+fn save_record_file(
+    dir: &Path,
+    target: &Path,
+    name: &'static str,
+    loaded: &Loaded,
+    rows: impl FnOnce(&Record) -> Result<Vec<u8>>,
+) -> Result<()> {
+    let from = record_file(dir, name);
+    let to = target.join(from.file_name().unwrap_or(name.as_ref()));
+    if std::fs::canonicalize(&from).ok() == std::fs::canonicalize(&to).ok() {
+        return Ok(());
     }
+    let enveloped = loaded.record.runs.iter().any(|r| r.decimation.is_some());
+    if loaded.damaged.contains(&name) && !(enveloped && name == SAMPLES_FILE) {
+        let record = loaded.record.at_file_precision();
+        return write_record_file(target, name, &rows(&record)?);
+    }
+    std::fs::copy(&from, &to)
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
     Ok(())
 }
 

@@ -243,11 +243,31 @@ pub fn summarize(record: &Record) -> Summary {
             order.push(r.strategy.clone());
         }
     }
+    // Phase edges taken from log lines (`attach --mark-on`), which have no
+    // handshake: a cycle may read as loading nothing (see below).
+    let log_marked = record
+        .header
+        .attached
+        .as_ref()
+        .is_some_and(|a| a.log.is_some());
     let strategies = order
         .iter()
         .map(|name| {
             let of: Vec<&RunSummary> = runs.iter().filter(|r| &r.strategy == name).collect();
-            summarize_strategy(name, &of, &resources, lead, record.header.cycles, threshold)
+            let mut s =
+                summarize_strategy(name, &of, &resources, lead, record.header.cycles, threshold);
+            if log_marked {
+                for m in s.resources.iter_mut() {
+                    if matches!(m.resource, Resource::Host | Resource::Device(_)) {
+                        let measured: Vec<(&ResourceRun, RunStatus, u32)> = of
+                            .iter()
+                            .filter_map(|r| r.resource(m.resource).map(|x| (x, r.status, r.run)))
+                            .collect();
+                        loaded_not_above_baseline(m, &measured);
+                    }
+                }
+            }
+            s
         })
         .collect();
     Summary {
@@ -540,6 +560,36 @@ fn summarize_strategy(
             })
             .collect(),
     }
+}
+
+/// A cycle of a run marked from log lines whose loaded value is at or below
+/// its run's baseline loaded nothing that the edges saw: its edge was read
+/// after the program acted (a log line has no handshake: "Unloading model"
+/// read after the free). (Elsewhere such a cycle is real: a CUDA run's host
+/// memory, which a load to the device leaves as it was.)
+/// Its retained value is no release: the resource is flagged (said as
+/// context, never judged as giving back) with the cycles that were.
+fn loaded_not_above_baseline(m: &mut ResourceSummary, runs: &[(&ResourceRun, RunStatus, u32)]) {
+    let total: usize = runs.iter().map(|(r, _, _)| r.cycles.len()).sum();
+    let flagged: Vec<String> = runs
+        .iter()
+        .flat_map(|(r, _, run)| {
+            r.cycles
+                .iter()
+                .filter(|c| r.baseline_bytes.is_some_and(|b| c.loaded_bytes <= b))
+                .map(move |c| format!("run {run} cycle {}", c.cycle))
+        })
+        .collect();
+    if flagged.is_empty() || m.context.is_some() {
+        return;
+    }
+    m.context = Some(format!(
+        "loaded at or below the baseline in {} of {total} cycle{} ({}): the phase edge was read \
+         after the program acted (a log line has no handshake), so what came back is not known",
+        flagged.len(),
+        if total == 1 { "" } else { "s" },
+        flagged.join(", ")
+    ));
 }
 
 /// A cgroup that held other processes during the runs (a shared machine's

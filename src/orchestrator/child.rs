@@ -103,6 +103,35 @@ pub fn kill_group(pid: u32) {
     }
 }
 
+/// Reaps the orphans memrel adopted that have exited (`sampler::orphans`:
+/// memrel is their subreaper), so none stays a zombie. It looks with
+/// `WNOWAIT` first and waits only for a pid that has exited and is an
+/// adopted orphan, never for a worker: a wait that is not `WNOWAIT` on a
+/// worker held at its exit would take its stop from the tracer (`exit_stop`).
+pub fn reap_adopted() {
+    use rustix::process::{waitid, waitpid, Pid, WaitId, WaitIdOptions, WaitOptions};
+    for orphan in crate::sampler::orphans::adopted_pids() {
+        let Some(pid) = Pid::from_raw(orphan as i32) else {
+            crate::sampler::orphans::forget(orphan);
+            continue;
+        };
+        match waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ) {
+            // Alive (or not exited yet): looked at again later.
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                if waitpid(Some(pid), WaitOptions::NOHANG).is_ok_and(|s| s.is_some()) {
+                    crate::sampler::orphans::forget(orphan);
+                }
+            }
+            // ECHILD: reaped already, or not memrel's child.
+            Err(_) => crate::sampler::orphans::forget(orphan),
+        }
+    }
+}
+
 /// Reaps the child, waiting at most `limit`; `None` when it has not ended by then
 /// (a process stuck in the kernel, or held at its exit by a tracer that has
 /// not let it go) or cannot be waited for.

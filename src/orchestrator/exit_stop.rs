@@ -50,7 +50,8 @@ pub enum Held {
     /// had ended).
     Unread,
     /// It ended without an exit stop (killed by SIGKILL, or gone before the
-    /// tracer attached).
+    /// tracer attached: ptrace refuses a process that has exited, and that
+    /// is no refusal of the hold).
     NoStop,
     /// ptrace refused: why.
     Refused(String),
@@ -108,6 +109,13 @@ impl ExitStop {
 /// The tracer thread: attach, pass signals on, read at the exit stop.
 fn trace(pid: u32, nudge: &OnceLock<Nudge>) -> Held {
     if let Err(e) = ptrace(libc::PTRACE_SEIZE, pid, libc::PTRACE_O_TRACEEXIT as usize) {
+        // The kernel refuses to trace a process that has already exited (a
+        // zombie: EPERM, or ESRCH): nothing was refused, it ended before the
+        // tracer came (`echo hi | memrel exec -- cat`), and its exit cannot
+        // be held. Only a live process's refusal is one.
+        if super::child::has_exited(pid) {
+            return Held::NoStop;
+        }
         return Held::Refused(format!("ptrace(PTRACE_SEIZE) was refused: {e}"));
     }
     let mut held = Held::NoStop;
@@ -310,6 +318,27 @@ mod tests {
         let (status, _) = reap(&mut child, Duration::from_secs(20));
         assert!(status.expect("reaped once let go").success());
         tracer.join().expect("the tracer thread");
+    }
+
+    /// Issue 47, item 9: a process that exited before the tracer attached
+    /// (ptrace refuses a zombie) ended without a stop; nothing refused the
+    /// hold, so no run and no note says ptrace was refused.
+    #[test]
+    fn a_process_gone_before_the_tracer_came_is_no_refusal() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("true starts");
+        let pid = child.id();
+        // A zombie, not reaped: what the tracer finds when it comes late.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !super::super::child::has_exited(pid) {
+            assert!(Instant::now() < deadline, "true never ended");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let hold = ExitStop::start(pid).expect("the hold is on by default");
+        hold.read_with(Nudge::ended());
+        assert_eq!(hold.finish(Duration::from_secs(10)), Held::NoStop);
+        let _ = super::super::child::wait_bounded(&mut child, Duration::from_secs(5));
     }
 
     /// Whether `pid`'s exit stop is there to be seen (not waited for, not taken).

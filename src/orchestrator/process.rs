@@ -107,6 +107,20 @@ impl Process<'_> {
         meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
         channel.attach(&mut command);
         child::configure(&mut command);
+        // A tree keeps its orphans (a `setsid` and double fork): memrel
+        // adopts them as their subreaper, counts them, and reaps them.
+        let duties = self.plug.duties();
+        if duties.sample_tree {
+            if let Err(e) = crate::sampler::orphans::adopt() {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!(
+                        "memrel: note: cannot adopt the tree's orphans (prctl(PR_SET_CHILD_SUBREAPER): \
+                         {e}): a process whose parent exits leaves the tree"
+                    );
+                });
+            }
+        }
         let mut cgroup = self.cgroup.prepare(&self.cgroup_name)?;
         cgroup.apply(&mut command);
         let spawned_child = command.spawn();
@@ -124,7 +138,6 @@ impl Process<'_> {
         let exit_stop = ExitStop::start(pid);
         let spawned = Instant::now();
         cgroup.count_others();
-        let duties = self.plug.duties();
         got.program = duties.complete_edges.then(|| ProgramState {
             numbering: CycleNumbering::default(),
             environment_checked: !duties.check_strategy,
@@ -237,6 +250,9 @@ impl Process<'_> {
                     TICK
                 });
             }
+            if duties.sample_tree {
+                child::reap_adopted();
+            }
             if child::has_exited(pid) {
                 break None;
             }
@@ -299,6 +315,9 @@ impl Process<'_> {
             OUTLIVED_PIPE_GRACE
         };
         meta.outlived.extend(outlived);
+        if duties.sample_tree {
+            child::reap_adopted();
+        }
         // The process's own peak, in the scope of the samples: memrel's
         // worker holds no child, so wait4's is its own; a program's is read
         // while it ran; a tree has no VmHWM (its samples are PSS sums).

@@ -36,6 +36,7 @@ use anyhow::Result;
 use crate::fsutil::write_atomic;
 pub use readings::{Part, Readings};
 pub use resource::{is_key as is_reading_key, Key, Resource};
+pub use salvage::Salvaged;
 pub use schema::{record_file, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION, SUMMARY_FILE};
 pub use types::*;
 
@@ -49,6 +50,13 @@ impl Record {
         let record = self.at_file_precision();
         write_record_file(dir, SAMPLES_FILE, &record.samples_csv()?)?;
         record.save_events_and_runs(dir)
+    }
+
+    /// Writes runs.json alone into `dir`, atomically: what `memrel report`
+    /// writes of a record in place (samples.csv and events.csv are raw data
+    /// it never writes over).
+    pub fn save_runs(&self, dir: &Path) -> Result<()> {
+        write_runs_file(dir, &self.header, self.runs.iter().map(|r| r.meta.clone()))
     }
 
     /// Writes events.csv and runs.json into `dir`, each atomically: all of a

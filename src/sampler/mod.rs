@@ -21,6 +21,7 @@ pub mod hwm;
 mod nudge;
 pub mod nvml;
 mod nvml_list;
+pub mod orphans;
 pub mod page_cache;
 mod portable;
 pub mod probe;

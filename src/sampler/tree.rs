@@ -40,7 +40,9 @@
 //! far, starting at the root. That file needs `CONFIG_PROC_CHILDREN`; where
 //! the root has none, the probe instead scans `/proc/*/stat` for parent pids
 //! and walks down from the root. A process whose parent exits is re-parented
-//! to init (or a subreaper) and leaves the tree. Processes that exit between
+//! to init (or a subreaper) and leaves the tree, unless memrel adopts it:
+//! for a tree memrel started (`exec --tree`) memrel is a child subreaper and
+//! counts the orphans it adopted as the tree's (`super::orphans`). Processes that exit between
 //! being listed and being read are skipped without an error; zombies have no
 //! memory and are skipped the same way.
 //!
@@ -70,6 +72,9 @@ use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::{self, Read};
 
+use std::collections::BTreeSet;
+
+use super::orphans;
 use super::probe::{Got, Measured, ResourceProbe};
 use super::Reading;
 use crate::record::Readings;
@@ -155,6 +160,11 @@ fn parse_stat_ppid(text: &str) -> Option<u32> {
 /// The memory of a process and all its descendants, shared pages counted once.
 pub struct TreeProbe {
     root: u32,
+    /// The root's parent when the probe opened (memrel, for a tree it
+    /// started: then the orphans memrel adopts are the tree's, `orphans`).
+    root_ppid: Option<u32>,
+    /// Every process the tree has held (which orphans are its, `orphans`).
+    seen: BTreeSet<u32>,
     discovery: Discovery,
     /// The tree at the last reading, root first, parents before children.
     pids: Vec<u32>,
@@ -173,6 +183,8 @@ impl TreeProbe {
     pub fn open(root: u32) -> io::Result<TreeProbe> {
         let mut probe = TreeProbe {
             root,
+            root_ppid: None,
+            seen: BTreeSet::from([root]),
             discovery: Discovery::StatScan,
             pids: Vec::with_capacity(16),
             own: Vec::with_capacity(16),
@@ -185,6 +197,10 @@ impl TreeProbe {
         if fs::metadata(&probe.path).is_ok() {
             probe.discovery = Discovery::ChildrenFiles;
         }
+        probe.root_ppid = fs::read_to_string(format!("/proc/{root}/stat"))
+            .ok()
+            .and_then(|stat| parse_stat_ppid(&stat));
+        orphans::register(root);
         Ok(probe)
     }
 
@@ -236,18 +252,72 @@ impl TreeProbe {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unreadable smaps_rollup"))
     }
 
-    /// Fills `pids` with the root and its descendants, breadth first.
+    /// Fills `pids` with the root and its descendants, breadth first; then,
+    /// where memrel adopts the tree's orphans (`orphans`), those of its
+    /// children that are the tree's, and their descendants.
     fn find_tree(&mut self) {
         self.pids.clear();
         self.pids.push(self.root);
+        if self.discovery == Discovery::StatScan {
+            self.scan_parents();
+        }
+        self.descend(0);
+        if let Some(me) = orphans::adopter(self.root_ppid) {
+            let children = self.children_of(me);
+            let from = self.pids.len();
+            for orphan in orphans::adopted(self.root, &self.seen, &children) {
+                if !self.pids.contains(&orphan) {
+                    self.pids.push(orphan);
+                }
+            }
+            self.descend(from);
+        }
+        self.seen.extend(self.pids.iter().copied());
+    }
+
+    /// Adds the descendants of `pids[from..]`.
+    fn descend(&mut self, from: usize) {
         match self.discovery {
-            Discovery::ChildrenFiles => self.find_by_children_files(),
-            Discovery::StatScan => self.find_by_stat_scan(),
+            Discovery::ChildrenFiles => self.find_by_children_files(from),
+            Discovery::StatScan => self.find_by_stat_scan(from),
         }
     }
 
-    fn find_by_children_files(&mut self) {
-        let mut i = 0;
+    /// The children of `pid` now (every thread's).
+    fn children_of(&mut self, pid: u32) -> Vec<u32> {
+        match self.discovery {
+            Discovery::StatScan => self
+                .parents
+                .iter()
+                .filter(|&&(_, ppid)| ppid == pid)
+                .map(|&(child, _)| child)
+                .collect(),
+            Discovery::ChildrenFiles => {
+                let mut direct = Vec::new();
+                self.path.clear();
+                let _ = write!(self.path, "/proc/{pid}/task");
+                let Ok(tasks) = fs::read_dir(&self.path) else {
+                    return direct;
+                };
+                for task in tasks.flatten() {
+                    let Some(tid) = task.file_name().to_str().and_then(|s| s.parse().ok()) else {
+                        continue;
+                    };
+                    set_path(&mut self.path, pid, tid, "children");
+                    if let Ok(text) = fs::read_to_string(&self.path) {
+                        direct.extend(
+                            text.split_ascii_whitespace()
+                                .filter_map(|c| c.parse::<u32>().ok()),
+                        );
+                    }
+                }
+                direct
+            }
+        }
+    }
+
+    fn find_by_children_files(&mut self, from: usize) {
+        let mut i = from;
         while i < self.pids.len() {
             let pid = self.pids[i];
             i += 1;
@@ -284,7 +354,8 @@ impl TreeProbe {
         }
     }
 
-    fn find_by_stat_scan(&mut self) {
+    /// (pid, ppid) of every process on the system into `parents`.
+    fn scan_parents(&mut self) {
         self.parents.clear();
         let Ok(entries) = fs::read_dir("/proc") else {
             return;
@@ -308,7 +379,10 @@ impl TreeProbe {
                 self.parents.push((pid, ppid));
             }
         }
-        let mut i = 0;
+    }
+
+    fn find_by_stat_scan(&mut self, from: usize) {
+        let mut i = from;
         while i < self.pids.len() {
             let parent = self.pids[i];
             i += 1;
@@ -318,6 +392,12 @@ impl TreeProbe {
                 }
             }
         }
+    }
+}
+
+impl Drop for TreeProbe {
+    fn drop(&mut self) {
+        orphans::unregister(self.root);
     }
 }
 

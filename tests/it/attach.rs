@@ -382,6 +382,113 @@ fn log_lines_that_match_mark_on_mark_phases_across_a_rotation() {
     assert_intact(&results, 1);
 }
 
+/// Holds 60 MiB from its start; takes 100 MiB more once `go` exists;
+/// frees all of it once `free` exists; exits once `exit` exists.
+const HOLDS_THEN_FREES_ALL: &str = r#"
+import os, sys, time
+d = sys.argv[1]
+def wait(name):
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.005)
+def say(name):
+    open(os.path.join(d, name), "w").close()
+def touched(mib):
+    b = bytearray(mib << 20)
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    return b
+cache = touched(60)
+say("ready")
+wait("go")
+model = touched(100)
+say("allocated")
+wait("free")
+del cache, model
+say("freed")
+wait("exit")
+"#;
+
+/// Issue 47, item 4: a log line read after the program acted ("Unloading
+/// model" read once everything was freed, the extreme of a program that
+/// frees as it logs) gives a cycle whose loaded is below its baseline:
+/// flagged on the console and in summary.json, never "gives back".
+#[test]
+fn a_log_line_read_after_the_program_acted_is_flagged_not_judged() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let results = work.path().join("results");
+    let log = work.path().join("app.log");
+    std::fs::write(&log, "").expect("log");
+    let log_arg = log.to_str().expect("utf-8 temp dir");
+    let mut program = start_program(work.path(), HOLDS_THEN_FREES_ALL);
+    let attach = start_attach(
+        &results,
+        program.id(),
+        &[
+            "--log",
+            log_arg,
+            "--mark-on",
+            "Loading model=load",
+            "--mark-on",
+            "Unloading model=unload",
+            "--mark-on",
+            "Unloaded=end",
+        ],
+    );
+    let append = |line: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("log");
+        writeln!(f, "{line}").expect("log line");
+    };
+    let has_edge = |phase: &str, edge: &str| {
+        phase_edges(&results)
+            .iter()
+            .any(|e| e == &format!("{phase} {edge}"))
+    };
+    append("INFO Loading model");
+    wait_for("the load's begin edge", || {
+        results.join("events.csv").exists() && has_edge("load", "begin")
+    });
+    touch(work.path(), "go");
+    wait_for("the allocation", || work.path().join("allocated").exists());
+    touch(work.path(), "free");
+    wait_for("the free", || work.path().join("freed").exists());
+    append("INFO Unloading model");
+    wait_for("the unload's begin edge", || has_edge("unload", "begin"));
+    append("INFO Unloaded");
+    wait_for("the unload's end edge", || has_edge("unload", "end"));
+    touch(work.path(), "exit");
+    let output = finish(attach);
+    program.wait().expect("the program ends");
+    assert!(output.status.success(), "{}", streams(&output));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("loaded at or below the baseline in 1 of 1 cycle"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("gives back"), "{stdout}");
+    let summary = summary(&results);
+    let host = summary["strategies"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource"] == "host")
+        .expect("host")
+        .clone();
+    assert!(
+        host["context"]
+            .as_str()
+            .is_some_and(|c| c.contains("a log line has no handshake")),
+        "{host}"
+    );
+    // Each log edge says how it was read.
+    assert!(edges(&results)
+        .iter()
+        .all(|e| e.3.contains("the reading before the line was read")));
+}
+
 #[test]
 fn sigterm_or_duration_end_the_measurement_with_results_and_exit_0() {
     let work = tempfile::tempdir().expect("tempdir");

@@ -140,3 +140,64 @@ fn a_program_that_exits_before_the_first_reading_is_told_in_plain_words() {
     // machine it may be read once, and then there is nothing to tell.
     assert_eq!(told, readings == 0, "{readings} readings: {stderr}");
 }
+
+/// Issue 47, item 9: a program that is not there is said once, with a
+/// shell's exit code (127), and never as a program that "exited before
+/// memrel's first reading".
+#[test]
+fn a_missing_program_is_said_once_with_exit_127() {
+    let out = tempfile::tempdir().expect("tempdir");
+    for program in ["memrel-no-such-program", "./no/such/program"] {
+        let output = memrel()
+            .current_dir(out.path())
+            .arg("exec")
+            .arg("--out")
+            .arg(out.path())
+            .args(["--", program])
+            .output()
+            .expect("memrel starts");
+        assert_eq!(output.status.code(), Some(127), "{}", streams(&output));
+        let stderr = stderr(&output);
+        assert_eq!(
+            stderr.matches(&format!("cannot run \"{program}\"")).count(),
+            1,
+            "{stderr}"
+        );
+        assert!(!stderr.contains("first reading"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// Issue 47, item 9: the note that ptrace was refused is for a live
+/// process only; `cat` fed a line ends before the tracer comes, which is
+/// no refusal (memrel's tests run where ptrace is allowed, as root).
+#[test]
+fn a_program_gone_before_the_tracer_came_gets_no_ptrace_note() {
+    for _ in 0..3 {
+        let out = tempfile::tempdir().expect("tempdir");
+        let mut child = memrel()
+            .arg("exec")
+            .arg("--out")
+            .arg(out.path())
+            .args(["--", "cat"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("memrel starts");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"hi\n").expect("input written");
+        drop(stdin);
+        let output = child.wait_with_output().expect("memrel ends");
+        assert!(output.status.success(), "{}", streams(&output));
+        let stderr = stderr(&output);
+        assert!(!stderr.contains("ptrace"), "{stderr}");
+        let run = runs(&only_results_dir(out.path(), "exec")).remove(0);
+        assert!(
+            !run["exit_reading_note"]
+                .as_str()
+                .is_some_and(|n| n.contains("refused")),
+            "{run}"
+        );
+    }
+}

@@ -304,6 +304,63 @@ os._exit(0)
     assert!(err.contains("outlived it, holding"), "{err}");
 }
 
+/// Issue 47, item 5: a grandchild left to memrel by a `setsid` and a double
+/// fork (its parent gone at once) stays in the tree: memrel adopts it as a
+/// child subreaper. It holds 80 MiB while the program waits for it, so the
+/// reading at the program's exit (held there: `exit_stop`) has it; then it
+/// outlives the program, and is named in the record and on stderr.
+#[test]
+fn under_tree_an_orphaned_grandchild_stays_in_the_tree_and_is_named_outliving() {
+    let program = r#"
+import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    parent = os.getpid()
+    if os.fork() == 0:
+        os.close(r)
+        # Orphaned: wait until the parent has gone and this is re-parented.
+        while os.getppid() == parent:
+            time.sleep(0.01)
+        b = bytearray(80 << 20)
+        for i in range(0, len(b), 4096):
+            b[i] = 1
+        os.write(w, b"ready\n")
+        os.close(w)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        time.sleep(4)
+        os._exit(0)
+    os._exit(0)
+os.close(w)
+os.read(r, 6)
+os._exit(0)
+"#;
+    let (_tmp, dir, output) = exec_program(&["--tree"], program);
+    let runs = runs(&dir);
+    let outlived = runs[0]["outlived"].as_array().cloned().unwrap_or_default();
+    for o in &outlived {
+        if let Some(pid) = o["pid"].as_i64() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+    assert!(output.status.success(), "{}", streams(&output));
+    let host = &summary(&dir)["runs"][0]["resources"][0];
+    assert_eq!(host["resource"], "host");
+    let peak = mib(&host["peak_bytes"]);
+    assert!(
+        peak > 80.0,
+        "the orphan's 80 MiB is not in the peak: {host}"
+    );
+    assert_eq!(outlived.len(), 1, "{:?}", runs[0]);
+    assert!(mib(&outlived[0]["rss_bytes"]) > 75.0, "{:?}", outlived[0]);
+    let err = stderr(&output);
+    assert!(err.contains("outlived it, holding"), "{err}");
+}
+
 /// A 0.2 s program under `--tree` has a reading at its start however busy
 /// the machine is: the first one is taken before the sampler's thread
 /// exists (a loaded 2-core machine once gave such a program none).

@@ -217,8 +217,11 @@ fn strategies_a_program_cannot_carry_out_are_refused_before_it_starts() {
     );
 }
 
+/// A program that is not there is said once, naming it and PATH, before
+/// anything runs: exit 127, as a shell's, and no results directory
+/// (issue 47, item 9; it was a failed run, exit 2).
 #[test]
-fn a_missing_program_is_a_failed_run_that_names_it() {
+fn a_missing_program_is_said_by_name_before_anything_runs() {
     let out = tempfile::tempdir().expect("tempdir");
     let output = memrel()
         .args(["exec", "--out"])
@@ -226,15 +229,15 @@ fn a_missing_program_is_a_failed_run_that_names_it() {
         .args(["--", "no-such-program-memrel"])
         .output()
         .expect("memrel starts");
-    assert_eq!(output.status.code(), Some(2));
-    let dir = only_results_dir(out.path(), "exec");
-    let error = runs_json(&dir)["runs"][0]["error"]
-        .as_str()
-        .expect("error")
-        .to_string();
+    assert_eq!(output.status.code(), Some(127), "{}", streams(&output));
+    let error = stderr(&output);
     assert!(
         error.contains("no-such-program-memrel") && error.contains("PATH"),
         "{error}"
+    );
+    assert!(
+        std::fs::read_dir(out.path()).expect("out").next().is_none(),
+        "a results directory was made"
     );
 }
 

@@ -225,3 +225,77 @@ fn an_intact_directory_re_renders_to_the_same_bytes() {
         assert!(after[name] == before[name], "{name} changed");
     }
 }
+
+/// The data rows of `path` gone, its header kept.
+fn keep_header_only(path: &Path) {
+    let text = std::fs::read_to_string(path).expect("csv");
+    let header = text.lines().next().expect("a header");
+    std::fs::write(path, format!("{header}\n")).expect("write");
+}
+
+/// Issue 47, item 3: an emptied events.csv under samples labelled with
+/// phases is damage (exit 2, nothing written), not a run of no cycles
+/// whose samples.csv is rewritten as cycle 0 `idle`.
+#[test]
+fn an_emptied_events_file_is_damage_and_nothing_is_written() {
+    assert_refused_untouched(
+        |dir| {
+            keep_header_only(&dir.join("events.csv"));
+            "events.csv has no data rows, but runs.json says run 1 completed".into()
+        },
+        &["was not re-rendered", "the file was emptied"],
+    );
+    assert_refused_untouched(
+        |dir| {
+            std::fs::write(dir.join("events.csv"), "").expect("empty");
+            "events.csv has no data rows".into()
+        },
+        &[],
+    );
+}
+
+/// Issue 47, item 3: a header-only samples.csv under phase edges is damage
+/// (exit 2, nothing written), not a run whose every peak is null.
+#[test]
+fn a_header_only_samples_file_is_damage_and_nothing_is_written() {
+    assert_refused_untouched(
+        |dir| {
+            keep_header_only(&dir.join("samples.csv"));
+            "samples.csv has no data rows, but runs.json says run 1 completed".into()
+        },
+        &["was not re-rendered", "the file was emptied"],
+    );
+}
+
+/// Issue 47, item 3: `report` never writes samples.csv or events.csv in
+/// place (they are the same files afterwards, not equal copies), and
+/// under `--out` a file that read whole is copied as it is: the samples'
+/// own phase labels survive a cut events.csv.
+#[test]
+fn report_never_rewrites_the_raw_data() {
+    use std::os::unix::fs::MetadataExt;
+    let (tmp, dir) = copy();
+    let inode = |name: &str| std::fs::metadata(dir.join(name)).expect(name).ino();
+    let before = [inode("samples.csv"), inode("events.csv")];
+    assert_rerenders(&dir);
+    assert_eq!(
+        [inode("samples.csv"), inode("events.csv")],
+        before,
+        "report wrote samples.csv or events.csv in place"
+    );
+    let samples = std::fs::read(dir.join("samples.csv")).expect("samples");
+    cut_mid_line(&dir.join("events.csv"));
+    let repaired = tmp.path().join("repaired");
+    let output = memrel()
+        .arg("report")
+        .arg(&dir)
+        .arg("--out")
+        .arg(&repaired)
+        .output()
+        .expect("report");
+    assert!(output.status.success(), "{}", streams(&output));
+    assert!(
+        std::fs::read(repaired.join("samples.csv")).expect("copied") == samples,
+        "samples.csv was rewritten from the salvaged events, not copied"
+    );
+}
