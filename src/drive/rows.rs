@@ -140,6 +140,9 @@ pub struct ProcessRow {
     pub phase: String,
     pub pid: u32,
     pub comm: String,
+    /// Its command line (arguments joined by spaces, cut at 300
+    /// characters): which `python3` it is.
+    pub command: String,
     pub pss_bytes: Option<u64>,
     pub vram_bytes: Option<u64>,
 }
@@ -239,6 +242,7 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
         "phase",
         "pid",
         "comm",
+        "command",
         "pss_bytes",
         "vram_bytes",
     ])
@@ -250,6 +254,7 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
             p.phase.clone(),
             p.pid.to_string(),
             p.comm.clone(),
+            p.command.clone(),
             opt(p.pss_bytes.map(|b| b.to_string())),
             opt(p.vram_bytes.map(|b| b.to_string())),
         ])
