@@ -819,8 +819,27 @@ fn a_running_server_is_driven_again_for_each_repeat_and_left_running() {
     );
 }
 
-/// `memrel drive --server v2 --model iris` of the v2-shaped server memrel
-/// starts, with the server's `server_args` after `--model-mib`.
+/// The v2-shaped server's load and unload of model `iris` as a cycle file
+/// (no `until`; `extra` in the load's table): the shape without the
+/// preset, driven as any server.
+fn v2_cycle_file(work: &Path, extra: &str) -> String {
+    let path = work.join("v2-cycle.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "ready = \"GET /v2/health/ready\"\n\
+             [[request]]\nphase = \"load\"\npath = \"/v2/repository/models/iris/load\"\n\
+             model = \"iris\"\n{extra}\n\
+             [[request]]\nphase = \"unload\"\npath = \"/v2/repository/models/iris/unload\"\n\
+             model = \"iris\"\n"
+        ),
+    )
+    .expect("write the cycle file");
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+/// `memrel drive ARGS…` of the v2-shaped server memrel starts, with the
+/// server's `server_args`; `--settle 0.5` unless ARGS say.
 fn drive_v2(work: &Path, name: &str, args: &[&str], server_args: &[&str]) -> (PathBuf, Output) {
     let dir = work.join(name);
     let port = free_port().to_string();
@@ -831,8 +850,13 @@ fn drive_v2(work: &Path, name: &str, args: &[&str], server_args: &[&str]) -> (Pa
         .arg(&dir)
         .arg("--out")
         .arg(work)
-        .args(["--interval-ms", "20", "--grace", "5", "--settle", "0.5"])
-        .args(["--server", "v2", "--model", "iris", "--url", &url])
+        .args(["--interval-ms", "20", "--grace", "5"])
+        .args(if args.contains(&"--settle") {
+            &[][..]
+        } else {
+            &["--settle", "0.5"][..]
+        })
+        .args(["--url", &url])
         .args(args)
         .args(["--", "python3", V2_LIKE, "--port", &port])
         .args(server_args)
@@ -850,7 +874,7 @@ fn a_v2_server_is_loaded_and_unloaded_through_its_model_repository_api() {
     let (dir, output) = drive_v2(
         work.path(),
         "v2",
-        &["--cycles", "2"],
+        &["--server", "v2", "--model", "iris", "--cycles", "2"],
         &["--model-mib", "64", "--unload-late-s", "0.4"],
     );
     assert!(output.status.success(), "{}", streams(&output));
@@ -950,6 +974,41 @@ fn a_vllm_server_woken_by_tags_wakes_its_weights_then_its_kv_cache() {
 }
 
 #[test]
+fn a_presets_request_times_out_after_request_timeout() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    // The sleep hangs 30 s; the preset's requests may take 1 s.
+    let (dir, output) = drive(
+        work.path(),
+        &[
+            "--server",
+            "vllm",
+            "--request-timeout",
+            "1",
+            "--url",
+            &url,
+            "--",
+            "python3",
+            VLLM_LIKE,
+            "--port",
+            &port,
+            "--weights-mib",
+            "8",
+            "--kv-mib",
+            "8",
+            "--misbehave",
+            "hang",
+        ],
+    );
+    assert_failed_keeping_data(
+        &dir,
+        &output,
+        &["request 1 (sleep: POST /sleep?level=1, cycle 1): timed out after 1 s"],
+    );
+}
+
+#[test]
 fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
     let work = tempfile::tempdir().expect("tempdir");
     let file = work.path().join("model.safetensors");
@@ -964,10 +1023,13 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
         .expect("python3 starts");
     assert!(evicted.success());
     let path = file.to_str().expect("utf-8 path");
+    let cycle = v2_cycle_file(work.path(), "");
     let (over, output) = drive_v2(
         work.path(),
         "over",
         &[
+            "--cycle",
+            &cycle,
             "--model-files",
             path,
             "--budget",
@@ -997,6 +1059,8 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
         work.path(),
         "within",
         &[
+            "--cycle",
+            &cycle,
             "--model-files",
             path,
             "--budget",
@@ -1024,10 +1088,11 @@ fn a_server_whose_leader_dies_has_its_tree_stopped_and_a_death_recorded() {
     // The leader exits 0.3 s after answering the load; its worker (and the
     // 64 MiB model it holds) would run on. The settle window is longer, and
     // a second cycle follows: the death is met whichever comes first.
+    let cycle = v2_cycle_file(work.path(), "");
     let (dir, output) = drive_v2(
         work.path(),
         "died",
-        &["--settle", "3", "--cycles", "2"],
+        &["--cycle", &cycle, "--settle", "3", "--cycles", "2"],
         &["--model-mib", "64", "--die-after-load-s", "0.3"],
     );
     let worker = worker_pid(&dir);
@@ -1060,19 +1125,14 @@ fn a_signal_stops_a_drive_whose_request_hangs_and_records_it_stopped_early() {
         let dir = work.path().join("results");
         let port = free_port().to_string();
         let url = format!("http://127.0.0.1:{port}");
-        let mut child = memrel()
+        // The load may take 60 s: a drive that waits for it is far too late.
+        let cycle = v2_cycle_file(work.path(), "timeout_s = 60");
+        let child = memrel()
             .arg("drive")
             .arg("--dir")
             .arg(&dir)
-            .args([
-                "--interval-ms",
-                "20",
-                "--grace",
-                "5",
-                "--request-timeout",
-                "600",
-            ])
-            .args(["--server", "v2", "--model", "iris", "--url", &url])
+            .args(["--interval-ms", "20", "--grace", "5"])
+            .args(["--cycle", &cycle, "--url", &url])
             .args(["--", "python3", V2_LIKE, "--port", &port, "--hang-load"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -1096,8 +1156,9 @@ fn a_signal_stops_a_drive_whose_request_hangs_and_records_it_stopped_early() {
         let output = child.wait_with_output().expect("memrel ends");
         let took_s = signalled.elapsed().as_secs_f64();
         assert_eq!(output.status.code(), Some(code), "{}", streams(&output));
-        // Far sooner than the request's 600 s timeout; the request itself
-        // is let go within 20 ms (the rest is writing the results).
+        // Far sooner than the request's 60 s timeout; the request itself
+        // is let go within 20 ms (the rest is stopping the server and
+        // writing the results).
         assert!(took_s < 30.0, "{name}: memrel took {took_s:.1} s to stop");
         let run = &runs(&dir)[0];
         assert_eq!(run["status"], "killed", "{run}");
