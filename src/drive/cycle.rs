@@ -209,6 +209,12 @@ impl Request {
                     self.line()
                 );
             }
+            if until.missing && until.pointer.is_none() && until.item.is_none() {
+                bail!(
+                    "until of {} has missing = true with neither a pointer nor an item to miss",
+                    self.line()
+                );
+            }
             if until.pointer.is_some() && until.equals.is_none() && !until.missing {
                 bail!(
                     "until of {} has a pointer with neither equals nor missing = true",
@@ -607,5 +613,11 @@ settle_s = 1.5
                 .unwrap_err()
         );
         assert!(e.contains("neither equals nor missing"), "{e}");
+        let e = format!(
+            "{:#}",
+            Cycle::parse("[[request]]\nphase = \"unload\"\npath = \"/u\"\nuntil = { path = \"/s\", missing = true }\n")
+                .unwrap_err()
+        );
+        assert!(e.contains("neither a pointer nor an item"), "{e}");
     }
 }
