@@ -6,6 +6,11 @@
 //! this script only when HEAD moves, so a `-dirty` would go stale.
 //!
 //! Runs git only; fails no build: any error gives `unknown`.
+//!
+//! It also lists `memrel drive`'s presets (`src/drive/presets/*.toml`, one
+//! file a server) into `$OUT_DIR/presets.rs`, each embedded with
+//! `include_str!`, so adding a preset is adding its file
+//! (`drive::cycle::PRESETS`).
 
 use std::path::Path;
 use std::process::Command;
@@ -32,6 +37,38 @@ fn main() {
         _ => from_git(&dir).unwrap_or_else(|| "unknown".to_string()),
     };
     println!("cargo:rustc-env=MEMREL_COMMIT={commit}");
+    presets(&dir);
+}
+
+/// `$OUT_DIR/presets.rs`: `&[(name, text)]` of every `src/drive/presets/*.toml`,
+/// sorted by name. A folder that cannot be read gives an empty list (a test
+/// in `drive::cycle` says so).
+fn presets(dir: &Path) {
+    let folder = dir.join("src").join("drive").join("presets");
+    println!("cargo:rerun-if-changed={}", folder.display());
+    let mut files: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(&folder)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .filter_map(|p| Some((p.file_stem()?.to_str()?.to_string(), p)))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let mut code = String::from("&[\n");
+    for (name, path) in &files {
+        code.push_str(&format!(
+            "    ({name:?}, include_str!({:?})),\n",
+            path.display().to_string()
+        ));
+    }
+    code.push_str("]\n");
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
+    if let Err(e) = std::fs::write(out.join("presets.rs"), code) {
+        println!("cargo:warning=cannot write the drive presets' list: {e}");
+    }
 }
 
 /// The short commit of HEAD; reruns when HEAD or the branch it names moves.

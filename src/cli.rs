@@ -47,7 +47,7 @@ pub enum Command {
     Attach(AttachArgs),
     /// Drive a model server over its own HTTP API (sleep/wake, load/unload) and measure every request's memory.
     #[command(
-        after_help = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n  memrel drive --server vllm --repeat 3 --save-baseline main -- vllm serve MODEL --enable-sleep-mode\n  memrel drive --server vllm --budget max_retained_mib=512 --dir out -- vllm serve MODEL --enable-sleep-mode\n  memrel check --baseline main out      # exit 1: more retained than the baseline, or over a budget\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md). --repeat N makes N runs in one results directory (each\nrepeat-K/ holds its requests.csv); budgets (--budget, a cycle file's [thresholds]) are kept for\n`memrel check`.\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept)."
+        after_help = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --server v2 --model iris --url http://127.0.0.1:8080 -- mlserver start models/\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n  memrel drive --server vllm --repeat 3 --save-baseline main -- vllm serve MODEL --enable-sleep-mode\n  memrel drive --server vllm --budget max_retained_mib=512 --dir out -- vllm serve MODEL --enable-sleep-mode\n  memrel check --baseline main out      # exit 1: more retained than the baseline, or over a budget\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md). --repeat N makes N runs in one results directory (each\nrepeat-K/ holds its requests.csv); budgets (--budget, a cycle file's [thresholds]) are kept for\n`memrel check`.\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept), 130/143\nstopped by Ctrl-C/SIGTERM (the run recorded as stopped early)."
     )]
     Drive(DriveArgs),
     /// Mark a phase of a live `memrel attach` from another shell: `memrel mark DIR load`.
@@ -175,7 +175,7 @@ pub struct AttachArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("shape").required(true).args(["server", "cycle"])))]
 pub struct DriveArgs {
-    /// A server whose API memrel knows: vllm (VLLM_SERVER_DEV_MODE=1), sglang or ollama.
+    /// A server whose API memrel knows (a preset: src/drive/presets/NAME.toml): vllm (VLLM_SERVER_DEV_MODE=1), vllm-tags (woken by tags), sglang, ollama or v2 (Triton, KServe, MLServer: the Open Inference Protocol's model repository).
     #[arg(long, value_name = "NAME")]
     pub server: Option<String>,
     /// A TOML file listing the cycle's requests (any other server; docs/servers.md).
@@ -196,7 +196,7 @@ pub struct DriveArgs {
     /// vLLM's sleep level: 1 (weights to host memory) or 2 (weights dropped).
     #[arg(long, default_value_t = 1)]
     pub sleep_level: u8,
-    /// The model a preset loads and unloads (ollama).
+    /// The model a preset loads and unloads (ollama, v2).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
     /// The model's weight files whose page cache is read at every edge and sampled: a file, or a directory (its .safetensors, .gguf, .bin, .pt, .pth and .onnx files); repeatable.
@@ -212,6 +212,13 @@ pub struct DriveArgs {
         default_value_t = 600.0
     )]
     pub ready_timeout_s: f64,
+    /// How long a request may take before it fails (a cycle file's own timeout_s wins).
+    #[arg(
+        long = "request-timeout",
+        value_name = "SECONDS",
+        default_value_t = 300.0
+    )]
+    pub request_timeout_s: f64,
     /// After SIGTERM, how long a server memrel started has before SIGKILL.
     #[arg(long = "grace", value_name = "SECONDS", default_value_t = 10.0)]
     pub grace_s: f64,

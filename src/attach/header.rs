@@ -94,7 +94,25 @@ impl Setup<'_> {
             retention_threshold_bytes: scenario.thresholds.retention_threshold_bytes,
             models: Vec::new(),
             program: None,
-            page_cache: None,
+            // The files named by --model-files: their page cache is a
+            // resource of the record (its metrics, budgets and verdicts).
+            page_cache: (!self.model_files.is_empty()).then(|| {
+                let (_, method) = crate::sampler::page_cache::Method::choose(
+                    self.model_files.first().map(|f| f.as_path()),
+                );
+                crate::record::PageCacheInfo {
+                    method,
+                    files: self
+                        .model_files
+                        .iter()
+                        .map(|f| crate::record::WeightFile {
+                            path: f.display().to_string(),
+                            bytes: std::fs::metadata(f).map_or(0, |m| m.len()),
+                        })
+                        .collect(),
+                    evicted_before_runs: false,
+                }
+            }),
             attached: Some(Attached {
                 pid: self.target.pid,
                 argv: self.target.argv.clone(),

@@ -315,6 +315,16 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     let why = match ended {
         Ended::Exited => format!("process {pid} exited"),
         Ended::Duration => format!("--duration {:.3} s passed", end_s),
+        // A drive a signal cut short is stopped early (an attach ends so).
+        Ended::Signal(sig) if job.driver.is_some() => {
+            let why = format!(
+                "stopped early: memrel received {} before every request was driven",
+                signals::name(sig)
+            );
+            meta.status = RunStatus::Killed;
+            meta.error = Some(why.clone());
+            why
+        }
         Ended::Signal(sig) => format!("memrel received {}", signals::name(sig)),
         Ended::Driven => "every request was driven".to_string(),
         Ended::DriveFailed(why) => {

@@ -6,6 +6,8 @@
 //! N runs (a server memrel starts is started again for each), joined into
 //! one record (`drive::repeats`); budgets (`--budget`, the cycle file's
 //! `[thresholds]`) go into the record's scenario for `memrel check`.
+//! SIGINT or SIGTERM stops the drive at once: the run is kept as stopped
+//! early, no baseline is saved, and memrel exits 130 or 143.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,11 +20,11 @@ use crate::attach::header::{budgets, Setup};
 use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::cli::DriveArgs;
-use crate::drive::cycle::{Cycle, PresetArgs, Server};
+use crate::drive::cycle::{self, Cycle, PresetArgs};
 use crate::drive::driver::{Driver, Options};
 use crate::drive::repeats;
 use crate::drive::rows::{RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
-use crate::drive::server::{host_port, listener_pid, Started, SERVER_LOG};
+use crate::drive::server::{host_port, listener_pid, listening, Started, SERVER_LOG};
 use crate::orchestrator::signals;
 use crate::record::Record;
 use crate::results::{check_output_args, results_dir};
@@ -44,6 +46,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     for (flag, s) in [
         ("--settle", args.settle_s),
         ("--ready-timeout", args.ready_timeout_s),
+        ("--request-timeout", args.request_timeout_s),
         ("--grace", args.grace_s),
     ] {
         if !(s.is_finite() && s >= 0.0) {
@@ -56,13 +59,13 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             args.device
         )
     })?;
+    let preset_args = PresetArgs {
+        sleep_level: Some(args.sleep_level),
+        model: args.model.clone(),
+    };
     let cycle = match (&args.server, &args.cycle) {
-        (Some(name), None) => Server::parse(name)?.cycle(&PresetArgs {
-            sleep_level: args.sleep_level,
-            model: args.model.clone(),
-            settle_s: args.settle_s,
-        })?,
-        (None, Some(path)) => Cycle::read(path)?,
+        (Some(name), None) => cycle::preset(name, &preset_args)?,
+        (None, Some(path)) => Cycle::read(path, &preset_args)?,
         _ => bail!("pass one of --server NAME and --cycle FILE"),
     };
     let thresholds = budgets(&args.budgets, args.cycle.as_deref(), device)?;
@@ -72,7 +75,18 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     // starts logs into the results directory, made first.
     let running = if args.command.is_empty() {
         let pid = match args.pid {
-            Some(pid) => pid,
+            // Its API must be there: a port nothing listens on would only
+            // be found out after --ready-timeout.
+            Some(pid) => {
+                if !listening(port) {
+                    bail!(
+                        "--pid {pid}: nothing listens on port {port} of --url {} \
+                         (checked /proc/net/tcp and tcp6): start the server, or fix --url",
+                        args.url
+                    );
+                }
+                pid
+            }
             None => listener_pid(port).with_context(|| format!("--url {}", args.url))?,
         };
         Target::open(pid)?;
@@ -112,6 +126,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
                 warmup_cycles: args.warmup_cycles,
                 settle_s: args.settle_s,
                 ready_timeout_s: args.ready_timeout_s,
+                request_timeout_s: args.request_timeout_s,
                 grace: Duration::from_secs_f64(args.grace_s),
                 dir: run_dir.clone(),
             },
@@ -207,6 +222,17 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     } else {
         format!("repeat-K/{REQUESTS_CSV}")
     };
+    // Stopped by SIGINT/SIGTERM: kept as stopped early, no baseline, 130/143.
+    if signals::received().is_some() {
+        writeln!(
+            out,
+            "\nresults: {} ({requests}: every request)",
+            dir.display()
+        )?;
+        if let Some(status) = super::interrupted(&dir) {
+            return Ok(status);
+        }
+    }
     output::finish_measured(
         out,
         &dir,

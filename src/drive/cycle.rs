@@ -1,7 +1,11 @@
 //! What `memrel drive` sends: a cycle of HTTP requests, each marking a
-//! phase, read from a small TOML file (`--cycle FILE`) or made by a preset
-//! (`--server vllm|sglang|ollama`). A server of any other shape needs a TOML
-//! file, no code. Only words live here: nothing is sent.
+//! phase, read from a small TOML file (`--cycle FILE`) or from a preset
+//! (`--server NAME`): a cycle file of the same shape kept in
+//! `src/drive/presets/NAME.toml` and embedded in the binary (the build
+//! script lists the folder, so adding a preset is adding its file). A
+//! server of any other shape needs a TOML file, no code. `{model}` and
+//! `{sleep_level}` in a request's strings are `--model` and
+//! `--sleep-level`. Only words live here: nothing is sent.
 //!
 //! ```toml
 //! ready = "GET /health"            # answered 200 once the server is up
@@ -13,6 +17,10 @@
 //! status = 200                     # expected (default 200)
 //! json = true                      # the answer must be JSON (default false)
 //! until = { path = "/is_sleeping", pointer = "/is_sleeping", equals = true }
+//! # or: until = { method = "POST", path = "/v2/repository/index", body = {},
+//! #   item = { name = "m" }, pointer = "/state", equals = "UNAVAILABLE",
+//! #   missing = true }            (the array's item named m: gone or unavailable)
+//! # or: until = { path = "/v2/models/m/ready", status = 404 }
 //! settle_s = 2                     # memory read until then after the answer
 //!
 //! [thresholds]                     # budgets, as a scenario's (optional)
@@ -38,8 +46,13 @@ pub const REQUEST_PHASES: [Phase; 5] = [
     Phase::Wake,
 ];
 
-/// How long a request may take unless the file says (`timeout_s`).
+/// How long a request may take unless the file (`timeout_s`) or
+/// `--request-timeout` says.
 pub const DEFAULT_TIMEOUT_S: f64 = 300.0;
+
+/// The presets: `(name, cycle file text)` of every
+/// `src/drive/presets/*.toml`, sorted by name (made by build.rs).
+pub const PRESETS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/presets.rs"));
 
 /// How long an `until` polls unless it says (`timeout_s`).
 pub const DEFAULT_UNTIL_TIMEOUT_S: f64 = 120.0;
@@ -83,17 +96,33 @@ pub struct Request {
     pub model: Option<String>,
 }
 
-/// `GET path` polled until its answer says so.
+/// A request (`GET path` unless it says) polled until its answer says so.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Until {
+    #[serde(default = "get")]
+    pub method: String,
     pub path: String,
-    /// A JSON pointer (RFC 6901) into the answer, with `equals`; the whole
-    /// answer where none is given.
+    /// Sent as JSON with each poll (optional).
+    #[serde(default)]
+    pub body: Option<serde_json::Value>,
+    /// The status that meets it (e.g. 404: the model is gone); default:
+    /// any 2xx.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// The answer is a JSON array: the pointer is read in its first item
+    /// whose fields have these values (none such: every pointer is absent).
+    #[serde(default)]
+    pub item: Option<serde_json::Map<String, serde_json::Value>>,
+    /// A JSON pointer (RFC 6901) into the answer (or the item), with
+    /// `equals` or `missing`.
     #[serde(default)]
     pub pointer: Option<String>,
     #[serde(default)]
     pub equals: Option<serde_json::Value>,
+    /// An absent pointer (or item) meets it too (alone: only that does).
+    #[serde(default)]
+    pub missing: bool,
     /// The answer's text holds this.
     #[serde(default)]
     pub contains: Option<String>,
@@ -108,6 +137,10 @@ fn post() -> String {
     "POST".into()
 }
 
+fn get() -> String {
+    "GET".into()
+}
+
 fn ok_status() -> u16 {
     200
 }
@@ -115,6 +148,9 @@ fn ok_status() -> u16 {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    /// One line on what the preset drives (`--server`'s list).
+    #[serde(default, rename = "about")]
+    _about: Option<String>,
     #[serde(default)]
     ready: Option<String>,
     #[serde(default)]
@@ -143,22 +179,14 @@ impl Request {
         format!("{} {}", self.method, self.path)
     }
 
-    pub fn timeout_s(&self) -> f64 {
-        self.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)
+    /// Its own `timeout_s`, else `default_s` (`--request-timeout`).
+    pub fn timeout_s(&self, default_s: f64) -> f64 {
+        self.timeout_s.unwrap_or(default_s)
     }
 
     fn check(&self) -> Result<()> {
         self.phase()?;
-        if !matches!(
-            self.method.as_str(),
-            "GET" | "POST" | "PUT" | "DELETE" | "PATCH"
-        ) {
-            bail!(
-                "method {:?} of {} is not one memrel sends: use GET, POST, PUT, DELETE or PATCH",
-                self.method,
-                self.path
-            );
-        }
+        check_method(&self.method, &self.path)?;
         if !self.path.starts_with('/') {
             bail!("path {:?} must start with /", self.path);
         }
@@ -174,9 +202,22 @@ impl Request {
             if !until.path.starts_with('/') {
                 bail!("until's path {:?} must start with /", until.path);
             }
-            if until.pointer.is_some() != until.equals.is_some() {
+            check_method(&until.method, &until.path)?;
+            if until.equals.is_some() && until.pointer.is_none() {
                 bail!(
-                    "until of {} needs both pointer and equals (or neither)",
+                    "until of {} has equals without a pointer: add pointer = \"/field\"",
+                    self.line()
+                );
+            }
+            if until.missing && until.pointer.is_none() && until.item.is_none() {
+                bail!(
+                    "until of {} has missing = true with neither a pointer nor an item to miss",
+                    self.line()
+                );
+            }
+            if until.pointer.is_some() && until.equals.is_none() && !until.missing {
+                bail!(
+                    "until of {} has a pointer with neither equals nor missing = true",
                     self.line()
                 );
             }
@@ -185,9 +226,25 @@ impl Request {
     }
 }
 
+fn check_method(method: &str, path: &str) -> Result<()> {
+    if !matches!(method, "GET" | "POST" | "PUT" | "DELETE" | "PATCH") {
+        bail!(
+            "method {method:?} of {path} is not one memrel sends: use GET, POST, PUT, DELETE or PATCH"
+        );
+    }
+    Ok(())
+}
+
 impl Until {
-    /// Whether `body` (a GET's answer) says what is waited for.
-    pub fn met(&self, body: &str) -> bool {
+    /// Whether an answer (`status`, `body`) says what is waited for.
+    pub fn met(&self, status: u16, body: &str) -> bool {
+        let status_met = match self.status {
+            Some(want) => status == want,
+            None => (200..300).contains(&status),
+        };
+        if !status_met {
+            return false;
+        }
         if self
             .contains
             .as_ref()
@@ -202,12 +259,29 @@ impl Until {
         {
             return false;
         }
-        match (&self.pointer, &self.equals) {
-            (Some(pointer), Some(want)) => serde_json::from_str::<serde_json::Value>(body)
-                .ok()
-                .and_then(|v| v.pointer(pointer).cloned())
-                .is_some_and(|got| &got == want),
-            _ => true,
+        if self.pointer.is_none() && self.item.is_none() && !self.missing {
+            return true;
+        }
+        let Ok(answer) = serde_json::from_str::<serde_json::Value>(body) else {
+            return false;
+        };
+        let within = match &self.item {
+            Some(fields) => answer.as_array().and_then(|items| {
+                items.iter().find(|item| {
+                    fields
+                        .iter()
+                        .all(|(key, want)| item.get(key).is_some_and(|got| got == want))
+                })
+            }),
+            None => Some(&answer),
+        };
+        let got = within.and_then(|v| v.pointer(self.pointer.as_deref().unwrap_or("")));
+        match (got, &self.equals) {
+            (None, _) => self.missing,
+            (Some(got), Some(want)) => got == want,
+            // An item (or pointer) that is there, with nothing to equal:
+            // met unless only its absence is waited for.
+            (Some(_), None) => !self.missing,
         }
     }
 
@@ -218,19 +292,35 @@ impl Until {
 
 impl Cycle {
     /// A cycle file, checked; errors name the file.
-    pub fn read(path: &Path) -> Result<Cycle> {
+    pub fn read(path: &Path, args: &PresetArgs) -> Result<Cycle> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("--cycle {}: cannot read it", path.display()))?;
-        Cycle::parse(&text).with_context(|| format!("--cycle {}", path.display()))
+        Cycle::parse_with(&text, args).with_context(|| format!("--cycle {}", path.display()))
     }
 
     pub fn parse(text: &str) -> Result<Cycle> {
-        let file: File = toml::from_str(text).map_err(|e| {
+        Cycle::parse_with(text, &PresetArgs::default())
+    }
+
+    /// A cycle file's text, its `{model}` and `{sleep_level}` replaced by
+    /// `args` in the requests' and `ready`'s strings; one it uses and
+    /// `args` lacks is an error naming the flag.
+    pub fn parse_with(text: &str, args: &PresetArgs) -> Result<Cycle> {
+        let not_a_cycle = |e: &dyn std::fmt::Display| {
             anyhow::anyhow!(
                 "not a cycle file: {}",
                 e.to_string().trim().replace('\n', " ")
             )
-        })?;
+        };
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| not_a_cycle(&e))?;
+        for key in ["ready", "request"] {
+            if let Some(value) = table.get_mut(key) {
+                substitute(value, args)?;
+            }
+        }
+        let file: File = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| not_a_cycle(&e))?;
         let cycle = Cycle {
             ready: file.ready,
             requests: file.request,
@@ -267,118 +357,70 @@ fn ready_path(ready: &str) -> Result<&str> {
     Ok(path)
 }
 
-/// The servers memrel knows the API of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Server {
-    Vllm,
-    Sglang,
-    Ollama,
-}
-
-/// What a preset needs beyond its name.
+/// What the placeholders of a cycle file stand for.
 #[derive(Debug, Clone, Default)]
 pub struct PresetArgs {
-    /// vLLM's sleep level (1: weights to host memory, 2: dropped).
-    pub sleep_level: u8,
-    /// Ollama's model to load and unload.
+    /// `{sleep_level}`: vLLM's sleep level (1: weights to host memory, 2:
+    /// dropped).
+    pub sleep_level: Option<u8>,
+    /// `{model}`: the model to load and unload (Ollama, the v2 API).
     pub model: Option<String>,
-    pub settle_s: f64,
 }
 
-impl Server {
-    pub fn parse(name: &str) -> Result<Server> {
-        match name {
-            "vllm" => Ok(Server::Vllm),
-            "sglang" => Ok(Server::Sglang),
-            "ollama" => Ok(Server::Ollama),
-            other => bail!("--server {other:?} is not a preset: use vllm, sglang or ollama, or --cycle FILE for another shape"),
-        }
-    }
-
-    /// The preset's cycle (docs/servers.md: the endpoints and their sources).
-    pub fn cycle(self, args: &PresetArgs) -> Result<Cycle> {
-        let settle_s = Some(args.settle_s);
-        let request = |phase: &str, method: &str, path: String| Request {
-            phase: phase.into(),
-            method: method.into(),
-            path,
-            body: None,
-            status: 200,
-            json: false,
-            until: None,
-            settle_s,
-            timeout_s: None,
-            model: None,
-        };
-        let until_sleeping = |asleep: bool| Until {
-            path: "/is_sleeping".into(),
-            pointer: Some("/is_sleeping".into()),
-            equals: Some(serde_json::Value::Bool(asleep)),
-            contains: None,
-            absent: None,
-            timeout_s: None,
-        };
-        Ok(match self {
-            // vLLM's dev-mode endpoints (VLLM_SERVER_DEV_MODE=1).
-            Server::Vllm => {
-                if !matches!(args.sleep_level, 1 | 2) {
+/// Replaces `{model}` and `{sleep_level}` in every string of `value`.
+fn substitute(value: &mut toml::Value, args: &PresetArgs) -> Result<()> {
+    match value {
+        toml::Value::String(text) => {
+            if text.contains("{model}") {
+                let Some(model) = &args.model else {
+                    bail!("it needs --model NAME (the model to load and unload, e.g. llama3.2)");
+                };
+                *text = text.replace("{model}", model);
+            }
+            if text.contains("{sleep_level}") {
+                let level = args.sleep_level.unwrap_or(1);
+                if !matches!(level, 1 | 2) {
                     bail!(
-                        "--sleep-level {} is not one vLLM has: use 1 (weights to host memory) or 2 (weights dropped)",
-                        args.sleep_level
+                        "--sleep-level {level} is not one vLLM has: use 1 (weights to host memory) or 2 (weights dropped)"
                     );
                 }
-                let mut sleep = request(
-                    "sleep",
-                    "POST",
-                    format!("/sleep?level={}", args.sleep_level),
-                );
-                sleep.until = Some(until_sleeping(true));
-                let mut wake = request("wake", "POST", "/wake_up".into());
-                wake.until = Some(until_sleeping(false));
-                Cycle {
-                    ready: Some("GET /health".into()),
-                    requests: vec![sleep, wake],
-                }
+                *text = text.replace("{sleep_level}", &level.to_string());
             }
-            Server::Sglang => {
-                let mut release = request("sleep", "POST", "/release_memory_occupation".into());
-                release.body = Some(serde_json::json!({}));
-                let mut resume = request("wake", "POST", "/resume_memory_occupation".into());
-                resume.body = Some(serde_json::json!({}));
-                Cycle {
-                    ready: Some("GET /health".into()),
-                    requests: vec![release, resume],
-                }
+        }
+        toml::Value::Array(items) => {
+            for item in items {
+                substitute(item, args)?;
             }
-            Server::Ollama => {
-                let Some(model) = args.model.clone() else {
-                    bail!("--server ollama needs --model NAME (the model to load and unload, e.g. llama3.2)");
-                };
-                let mut load = request("load", "POST", "/api/generate".into());
-                load.body = Some(serde_json::json!({ "model": model }));
-                load.json = true;
-                load.model = Some(model.clone());
-                let mut unload = request("unload", "POST", "/api/generate".into());
-                unload.body = Some(serde_json::json!({ "model": model, "keep_alive": 0 }));
-                unload.json = true;
-                unload.model = Some(model.clone());
-                // The runner exits after the answer: wait until /api/ps no
-                // longer lists the model.
-                unload.until = Some(Until {
-                    path: "/api/ps".into(),
-                    pointer: None,
-                    equals: None,
-                    contains: None,
-                    absent: Some(format!("\"{model}")),
-                    timeout_s: None,
-                });
-                Cycle {
-                    ready: Some("GET /api/version".into()),
-                    requests: vec![load, unload],
-                }
+        }
+        toml::Value::Table(table) => {
+            for (_, item) in table.iter_mut() {
+                substitute(item, args)?;
             }
-        })
+        }
+        _ => {}
     }
+    Ok(())
+}
+
+/// The names of the presets, for messages: `v2, ollama or vllm`.
+pub fn preset_names() -> String {
+    let names: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
+    match names.split_last() {
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "none (this build has no presets)".to_string(),
+    }
+}
+
+/// `--server NAME`'s cycle: its preset file with `args`.
+pub fn preset(name: &str, args: &PresetArgs) -> Result<Cycle> {
+    let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name) else {
+        bail!(
+            "--server {name:?} is not a preset: use {}, or --cycle FILE for another shape",
+            preset_names()
+        );
+    };
+    Cycle::parse_with(text, args).with_context(|| format!("--server {name}"))
 }
 
 #[cfg(test)]
@@ -409,9 +451,10 @@ settle_s = 1.5
         assert_eq!(cycle.requests[1].settle_s, Some(1.5));
         assert_eq!(cycle.ready_path().map(|r| r.ok()), Some(Some("/health")));
         let until = cycle.requests[1].until.as_ref().expect("until");
-        assert!(until.met(r#"{"is_sleeping": true}"#));
-        assert!(!until.met(r#"{"is_sleeping": false}"#));
-        assert!(!until.met("not json"));
+        assert!(until.met(200, r#"{"is_sleeping": true}"#));
+        assert!(!until.met(200, r#"{"is_sleeping": false}"#));
+        assert!(!until.met(200, "not json"));
+        assert!(!until.met(500, r#"{"is_sleeping": true}"#));
 
         let e = format!(
             "{:#}",
@@ -428,33 +471,153 @@ settle_s = 1.5
     }
 
     #[test]
+    fn every_preset_file_is_embedded_and_parses() {
+        let names: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/drive/presets");
+        let mut files: Vec<String> = std::fs::read_dir(&folder)
+            .expect("the presets folder")
+            .flatten()
+            .filter_map(|e| {
+                let path = e.path();
+                (path.extension()? == "toml")
+                    .then(|| path.file_stem()?.to_str().map(String::from))?
+            })
+            .collect();
+        files.sort();
+        assert_eq!(
+            names,
+            files,
+            "build.rs embeds every file of {}",
+            folder.display()
+        );
+        for name in ["ollama", "sglang", "v2", "vllm", "vllm-tags"] {
+            assert!(names.contains(&name), "{name} in {names:?}");
+        }
+        let args = PresetArgs {
+            sleep_level: Some(1),
+            model: Some("m".into()),
+        };
+        for (name, _) in PRESETS {
+            let cycle = preset(name, &args).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert!(cycle.ready.is_some(), "{name} says how it is ready");
+        }
+    }
+
+    #[test]
     fn presets_use_the_servers_own_endpoints() {
         let args = PresetArgs {
-            sleep_level: 2,
+            sleep_level: Some(2),
             model: Some("llama3.2".into()),
-            settle_s: 2.0,
         };
-        let vllm = Server::parse("vllm")
-            .and_then(|s| s.cycle(&args))
-            .expect("vllm");
-        let lines: Vec<String> = vllm.requests.iter().map(Request::line).collect();
-        assert_eq!(lines, ["POST /sleep?level=2", "POST /wake_up"]);
-        let sglang = Server::Sglang.cycle(&args).expect("sglang");
+        let lines = |name: &str| -> Vec<String> {
+            preset(name, &args)
+                .expect(name)
+                .requests
+                .iter()
+                .map(Request::line)
+                .collect()
+        };
+        assert_eq!(lines("vllm"), ["POST /sleep?level=2", "POST /wake_up"]);
+        assert_eq!(
+            lines("vllm-tags"),
+            [
+                "POST /sleep?level=2",
+                "POST /wake_up?tags=weights",
+                "POST /wake_up?tags=kv_cache"
+            ]
+        );
+        assert_eq!(
+            lines("v2"),
+            [
+                "POST /v2/repository/models/llama3.2/load",
+                "POST /v2/repository/models/llama3.2/unload"
+            ]
+        );
+        let sglang = preset("sglang", &args).expect("sglang");
         assert_eq!(sglang.requests[0].path, "/release_memory_occupation");
-        let ollama = Server::Ollama.cycle(&args).expect("ollama");
+        let ollama = preset("ollama", &args).expect("ollama");
         assert_eq!(
             ollama.requests[1].body,
             Some(serde_json::json!({"model": "llama3.2", "keep_alive": 0}))
         );
+        assert_eq!(ollama.requests[1].model.as_deref(), Some("llama3.2"));
         let until = ollama.requests[1].until.as_ref().expect("until");
-        assert!(!until.met(r#"{"models":[{"name":"llama3.2:latest"}]}"#));
-        assert!(until.met(r#"{"models":[]}"#));
-        let e = Server::Ollama
-            .cycle(&PresetArgs::default())
+        assert!(!until.met(200, r#"{"models":[{"name":"llama3.2:latest"}]}"#));
+        assert!(until.met(200, r#"{"models":[]}"#));
+        let e = format!(
+            "{:#}",
+            preset("ollama", &PresetArgs::default()).unwrap_err()
+        );
+        assert!(
+            e.contains("--server ollama") && e.contains("--model"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            preset(
+                "vllm",
+                &PresetArgs {
+                    sleep_level: Some(3),
+                    model: None
+                }
+            )
             .unwrap_err()
-            .to_string();
-        assert!(e.contains("--model"), "{e}");
-        let e = Server::parse("tgi").unwrap_err().to_string();
-        assert!(e.contains("--cycle FILE"), "{e}");
+        );
+        assert!(e.contains("--sleep-level 3"), "{e}");
+        let e = preset("tgi", &args).unwrap_err().to_string();
+        assert!(e.contains("--cycle FILE") && e.contains("v2"), "{e}");
+    }
+
+    #[test]
+    fn until_waits_for_a_status_an_absence_or_an_item_of_a_list() {
+        let v2 = preset(
+            "v2",
+            &PresetArgs {
+                sleep_level: None,
+                model: Some("iris".into()),
+            },
+        )
+        .expect("v2");
+        let until = v2.requests[1].until.as_ref().expect("until");
+        assert_eq!(until.method, "POST");
+        assert_eq!(until.body, Some(serde_json::json!({})));
+        let index = |state: &str| {
+            format!(
+                r#"[{{"name":"other","state":"READY"}},{{"name":"iris","version":"1","state":"{state}"}}]"#
+            )
+        };
+        assert!(!until.met(200, &index("READY")));
+        assert!(!until.met(200, &index("UNLOADING")));
+        assert!(until.met(200, &index("UNAVAILABLE")));
+        assert!(until.met(200, r#"[{"name":"other","state":"READY"}]"#));
+        assert!(until.met(200, "[]"));
+        assert!(!until.met(400, "[]"));
+
+        let gone = Cycle::parse(
+            "[[request]]\nphase = \"unload\"\npath = \"/u\"\nuntil = { path = \"/v2/models/iris/ready\", status = 404 }\n",
+        )
+        .expect("valid");
+        let until = gone.requests[0].until.as_ref().expect("until");
+        assert!(until.met(404, "not found"));
+        assert!(!until.met(200, "{}"));
+        let absent = Cycle::parse(
+            "[[request]]\nphase = \"unload\"\npath = \"/u\"\nuntil = { path = \"/s\", pointer = \"/models/0\", missing = true }\n",
+        )
+        .expect("valid");
+        let until = absent.requests[0].until.as_ref().expect("until");
+        assert!(until.met(200, r#"{"models":[]}"#));
+        assert!(!until.met(200, r#"{"models":["m"]}"#));
+        let e = format!(
+            "{:#}",
+            Cycle::parse("[[request]]\nphase = \"unload\"\npath = \"/u\"\nuntil = { path = \"/s\", pointer = \"/x\" }\n")
+                .unwrap_err()
+        );
+        assert!(e.contains("neither equals nor missing"), "{e}");
+        let e = format!(
+            "{:#}",
+            Cycle::parse("[[request]]\nphase = \"unload\"\npath = \"/u\"\nuntil = { path = \"/s\", missing = true }\n")
+                .unwrap_err()
+        );
+        assert!(e.contains("neither a pointer nor an item"), "{e}");
     }
 }

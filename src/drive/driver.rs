@@ -5,6 +5,14 @@
 //! reads every resource until `settle_s` has passed, and keeps the settled
 //! reading, the settle time and the late bytes (what left after the answer).
 //!
+//! A signal to memrel (SIGINT, SIGTERM) stops it wherever it waits (a
+//! request, an `until`, a settle): the request's row says so, the server
+//! memrel started is stopped, and the session records the run as stopped
+//! early. A server that dies (its leader gone) is a death, not a release:
+//! the request's row keeps no settled reading and no late bytes, the rest
+//! of a tree memrel started is stopped (its process group, and every
+//! process of the tree it last saw), and the drive fails saying so.
+//!
 //! It writes its rows (`rows`: `requests.csv` / `requests.json`, one row per
 //! request, and `processes.csv`, each process of the tree once settled, as
 //! the edge reader read them) into the results directory after every
@@ -16,11 +24,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::cycle::{Cycle, Request};
-use super::http::{excerpt, Client};
+use super::http::{excerpt, Client, STOPPED};
 use super::rows::{self, minus, Layers, ProcessRow, RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
 use super::server::Started;
 use crate::attach::live::MarkPhase;
 use crate::attach::session::{Driver as SessionDriver, EdgeReading, Marks, Step};
+use crate::orchestrator::signals;
 use crate::protocol::{Check, Phase};
 
 /// How often memory is read while a request settles, and `until` polled.
@@ -49,6 +58,8 @@ pub struct Options {
     /// A request without `settle_s` settles this long.
     pub settle_s: f64,
     pub ready_timeout_s: f64,
+    /// A request without `timeout_s` may take this long (`--request-timeout`).
+    pub request_timeout_s: f64,
     pub grace: Duration,
     pub dir: PathBuf,
 }
@@ -74,6 +85,9 @@ pub struct Driver {
     /// How the server that memrel started ended.
     pub server_exit: Option<String>,
     checks: Vec<Check>,
+    /// Every process of the server's tree seen at a reading (pid, start
+    /// time in clock ticks): what is left of it when its leader dies.
+    seen: Vec<(u32, u64)>,
 }
 
 impl Driver {
@@ -97,6 +111,66 @@ impl Driver {
             start_is_warmup,
             server_exit: None,
             checks: Vec::new(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// Keeps the processes of the tree `reading` read (for [`Driver::death`]).
+    fn saw(&mut self, reading: &EdgeReading) {
+        for p in &reading.extras.processes {
+            if p.pid != self.pid && !self.seen.iter().any(|(pid, _)| *pid == p.pid) {
+                if let Some(start) = super::server::start_ticks(p.pid) {
+                    self.seen.push((p.pid, start));
+                }
+            }
+        }
+    }
+
+    /// The server's leader is gone (`exit`): the rest of a tree memrel
+    /// started is stopped (none of it left running); the error that says
+    /// so, with which processes went (or, for a server memrel did not
+    /// start, which still run).
+    fn death(&mut self, name: &str, exit: &str, when: &str) -> String {
+        let rest = match self.started.as_mut() {
+            Some(started) => {
+                let stopped = started.stop_rest(&self.seen, self.opts.grace);
+                self.server_exit = started.exit.clone();
+                if stopped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; memrel stopped the rest of its tree (pid {})",
+                        join_pids(&stopped)
+                    )
+                }
+            }
+            None => {
+                let left: Vec<u32> = self
+                    .seen
+                    .iter()
+                    .filter(|(pid, start)| super::server::start_ticks(*pid) == Some(*start))
+                    .map(|(pid, _)| *pid)
+                    .collect();
+                if left.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; its processes {} still run (memrel did not start them: stop them)",
+                        join_pids(&left)
+                    )
+                }
+            }
+        };
+        format!(
+            "{name}: the server {exit} {when}: its memory left with it (a death, not a release){rest}"
+        )
+    }
+
+    /// Why to stop now: a signal to memrel.
+    fn stopped(&self, name: &str) -> Result<(), String> {
+        match signals::received() {
+            Some(sig) => Err(format!("{name}: {STOPPED} {}", signals::name(sig))),
+            None => Ok(()),
         }
     }
 
@@ -149,6 +223,9 @@ impl Driver {
                 match self.client.send("GET", path, None, 5.0) {
                     Ok(a) if (200..300).contains(&a.status) => break,
                     Ok(a) => last = format!("it answered {}", a.status),
+                    Err(e) if e.starts_with(STOPPED) => {
+                        return Err(format!("waiting for {line}: {e}"))
+                    }
                     Err(e) => last = e,
                 }
                 if started.elapsed().as_secs_f64() > self.opts.ready_timeout_s {
@@ -217,6 +294,9 @@ impl Driver {
             request.line(),
             if cycle == 0 { ", warm-up" } else { "" }
         );
+        if let Some(exit) = self.server_gone() {
+            return Err(self.death(&name, &exit, "before it was sent"));
+        }
         let sent = marks.mark(
             MarkPhase::Begin(phase),
             request.model.clone(),
@@ -252,11 +332,12 @@ impl Driver {
             freed: None,
             error: None,
         };
+        self.saw(&sent);
         let answer = self.client.send(
             &request.method,
             &request.path,
             request.body.as_ref(),
-            request.timeout_s(),
+            request.timeout_s(self.opts.request_timeout_s),
         );
         // The phase took the request's own time (send → answer), not the
         // edge readings around it.
@@ -271,6 +352,7 @@ impl Driver {
                 Err(e) => format!("memrel drive: {} failed: {e}", request.line()),
             },
         );
+        self.saw(&answered);
         row.response_t_s = Some(answered.t_s);
         row.at_response = Some(Layers::of(&answered));
         let failed = |row: &mut RequestRow, rows: &mut Vec<RequestRow>, why: String| {
@@ -280,6 +362,9 @@ impl Driver {
         };
         let answer = match answer {
             Ok(a) => a,
+            Err(e) if e.starts_with(STOPPED) => {
+                return failed(&mut row, &mut self.rows, format!("{name}: {e}"));
+            }
             Err(e) => {
                 // A server that died closes its sockets a moment before
                 // it can be reaped: give its exit that moment.
@@ -290,7 +375,7 @@ impl Driver {
                     gone = self.server_gone();
                 }
                 let why = match gone {
-                    Some(exit) => format!("{name}: the server {exit} during the request ({e})"),
+                    Some(exit) => self.death(&name, &exit, &format!("during the request ({e})")),
                     None => format!("{name}: {e}"),
                 };
                 return failed(&mut row, &mut self.rows, why);
@@ -335,12 +420,21 @@ impl Driver {
         let answered_at = Instant::now();
         if let Some(until) = &request.until {
             loop {
-                let polled = self.client.send("GET", &until.path, None, 10.0);
+                let polled =
+                    self.client
+                        .send(&until.method, &until.path, until.body.as_ref(), 10.0);
                 let r = marks.read();
+                self.saw(&r);
                 readings.push((r.t_s, Layers::of(&r)));
-                if matches!(&polled, Ok(a) if (200..300).contains(&a.status) && until.met(&a.body))
-                {
+                if matches!(&polled, Ok(a) if until.met(a.status, &a.body)) {
                     break;
+                }
+                if let Err(why) = self.stopped(&name) {
+                    return failed(&mut row, &mut self.rows, why);
+                }
+                if let Some(exit) = self.server_gone() {
+                    let why = self.death(&name, &exit, "while memrel waited for its until");
+                    return failed(&mut row, &mut self.rows, why);
                 }
                 if answered_at.elapsed().as_secs_f64() > until.timeout_s() {
                     let last = match polled {
@@ -348,7 +442,8 @@ impl Driver {
                         Err(e) => e,
                     };
                     let why = format!(
-                        "{name}: GET {} did not say so within {} s (last: {last})",
+                        "{name}: {} {} did not say so within {} s (last: {last})",
+                        until.method,
                         until.path,
                         until.timeout_s()
                     );
@@ -364,7 +459,22 @@ impl Driver {
             // At least one reading after the answer (and after `until`).
             let mut last = loop {
                 std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+                // A death is checked before the reading: memory that left
+                // with the server is no late byte of the request.
+                if let Some(exit) = self.server_gone() {
+                    let after_s = marks.now_s() - answered.t_s;
+                    let why = self.death(
+                        &name,
+                        &exit,
+                        &format!("{after_s:.2} s after the answer, as memory settled"),
+                    );
+                    return failed(&mut row, &mut self.rows, why);
+                }
+                if let Err(why) = self.stopped(&name) {
+                    return failed(&mut row, &mut self.rows, why);
+                }
                 let r = marks.read();
+                self.saw(&r);
                 readings.push((r.t_s, Layers::of(&r)));
                 if Instant::now() >= until {
                     break r;
@@ -448,14 +558,19 @@ impl Driver {
                 phase: phase.to_string(),
                 pid: p.pid,
                 comm,
+                command: command_line(p.pid),
                 pss_bytes: Some(p.host_bytes),
                 vram_bytes: p.vram_bytes,
             });
         }
     }
 
-    /// The phases closed, the server stopped where memrel started it.
-    fn finish(&mut self, marks: &mut dyn Marks) {
+    /// The phases closed, the server stopped where memrel started it (one
+    /// that died before is a death).
+    fn finish(&mut self, marks: &mut dyn Marks) -> Result<(), String> {
+        if let Some(exit) = self.server_gone() {
+            return Err(self.death("the drive", &exit, "before memrel stopped it"));
+        }
         marks.mark(MarkPhase::End, None, "memrel drive: done".into());
         if let Some(started) = self.started.as_mut() {
             let exit = started.stop(self.opts.grace);
@@ -469,12 +584,16 @@ impl Driver {
             });
             self.server_exit = Some(exit);
         }
+        Ok(())
     }
 
-    /// Stops a server memrel started after a failure (its exit kept).
+    /// Stops a server memrel started after a failure (its exit kept), and
+    /// what is left of its tree.
     fn stop_after_failure(&mut self) {
         if let Some(started) = self.started.as_mut() {
-            self.server_exit = Some(started.stop(self.opts.grace));
+            started.stop(self.opts.grace);
+            started.stop_rest(&self.seen, self.opts.grace);
+            self.server_exit = started.exit.clone();
         }
     }
 }
@@ -495,14 +614,26 @@ impl SessionDriver for Driver {
                 };
             }),
             Next::Finish => {
-                self.finish(marks);
                 self.next = Next::Over;
-                Ok(())
+                self.finish(marks)
             }
             Next::Over => return Step::Done,
         };
         let written = rows::write(&self.opts.dir, &self.rows, &self.processes);
         match (result, written) {
+            // Stopped by a signal: the session records it as stopped early.
+            (Err(why), _) if signals::received().is_some() => {
+                marks.mark(MarkPhase::End, None, format!("memrel drive: {why}"));
+                self.stop_after_failure();
+                let _ = rows::write(&self.opts.dir, &self.rows, &self.processes);
+                self.checks.push(Check {
+                    name: "stopped early".into(),
+                    ok: false,
+                    detail: why,
+                });
+                self.next = Next::Over;
+                Step::More
+            }
             (Err(why), written) => {
                 marks.mark(MarkPhase::End, None, format!("memrel drive: failed: {why}"));
                 self.stop_after_failure();
@@ -555,6 +686,25 @@ fn settle_s(readings: &[(f64, Layers)], settled: &Layers, answered_t_s: f64) -> 
         .rev()
         .find(|(_, l)| l.moved_from(settled))
         .map_or(0.0, |(t, _)| (t - answered_t_s).max(0.0))
+}
+
+/// `pid`'s command line, its arguments joined by spaces (cut at 300
+/// characters; empty once it is gone).
+fn command_line(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let words: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    words.join(" ").chars().take(300).collect()
+}
+
+fn join_pids(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// /proc/PID/stat's state letter.

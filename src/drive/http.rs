@@ -3,8 +3,23 @@
 //! name the request (refused, timed out, the server gone, a status that was
 //! not expected, a body that is not JSON). It reads no memory: the driver
 //! takes the readings around each call.
+//!
+//! A request runs on a thread of its own while the caller waits for its
+//! answer in steps of [`STOP_POLL`], looking at memrel's SIGINT/SIGTERM
+//! flag (`orchestrator::signals`) between them: Ctrl-C stops a drive
+//! within that step however long the server hangs (the request's thread is
+//! abandoned; it ends with memrel).
 
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
+
+use crate::orchestrator::signals;
+
+/// How often a caller waiting for an answer looks at the signal flag.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// What a request that a signal stopped says (the driver tells it apart).
+pub const STOPPED: &str = "stopped: memrel received";
 
 /// The most bytes of an answer kept (a model list, a status): more is cut.
 const MAX_BODY_BYTES: u64 = 1 << 20;
@@ -37,7 +52,9 @@ impl Client {
     }
 
     /// Sends `method path` (with a JSON body) and reads the answer; `Err`
-    /// says why there is none, in words (no request name: the caller adds it).
+    /// says why there is none, in words (no request name: the caller adds
+    /// it), or that SIGINT/SIGTERM stopped the wait (it starts with
+    /// [`STOPPED`]).
     pub fn send(
         &self,
         method: &str,
@@ -45,40 +62,79 @@ impl Client {
         body: Option<&serde_json::Value>,
         timeout_s: f64,
     ) -> Result<Answer, String> {
-        let timeout = Duration::from_secs_f64(timeout_s.max(0.001));
-        let request = self.agent.request(method, &self.url(path)).timeout(timeout);
-        let started = Instant::now();
-        let result = match body {
-            Some(json) => request
-                .set("Content-Type", "application/json")
-                .send_string(&json.to_string()),
-            None => request.call(),
-        };
-        let response = match result {
-            Ok(response) => response,
-            Err(ureq::Error::Status(_, response)) => response,
-            Err(ureq::Error::Transport(t)) => return Err(transport(&t, timeout_s)),
-        };
-        let status = response.status();
-        let mut body = String::new();
-        use std::io::Read;
-        response
-            .into_reader()
-            .take(MAX_BODY_BYTES)
-            .read_to_string(&mut body)
-            .map_err(|e| {
-                if is_timeout(&e.to_string()) {
-                    format!("timed out after {timeout_s} s reading the answer")
-                } else {
-                    format!("the answer was cut off ({e}): did the server die?")
+        if let Some(sig) = signals::received() {
+            return Err(format!("{STOPPED} {}", signals::name(sig)));
+        }
+        let (agent, url, method, body) = (
+            self.agent.clone(),
+            self.url(path),
+            method.to_string(),
+            body.cloned(),
+        );
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("memrel-request".into())
+            .spawn(move || {
+                let _ = tx.send(exchange(&agent, &method, &url, body.as_ref(), timeout_s));
+            })
+            .map_err(|e| format!("cannot start the request's thread: {e}"))?;
+        loop {
+            match rx.recv_timeout(STOP_POLL) {
+                Ok(answer) => return answer,
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some(sig) = signals::received() {
+                        return Err(format!("{STOPPED} {}", signals::name(sig)));
+                    }
                 }
-            })?;
-        Ok(Answer {
-            status,
-            body,
-            latency_s: started.elapsed().as_secs_f64(),
-        })
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err("the request's thread ended without an answer".into())
+                }
+            }
+        }
     }
+}
+
+/// One request and its whole answer, on the request's thread.
+fn exchange(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    body: Option<&serde_json::Value>,
+    timeout_s: f64,
+) -> Result<Answer, String> {
+    let timeout = Duration::from_secs_f64(timeout_s.max(0.001));
+    let request = agent.request(method, url).timeout(timeout);
+    let started = Instant::now();
+    let result = match body {
+        Some(json) => request
+            .set("Content-Type", "application/json")
+            .send_string(&json.to_string()),
+        None => request.call(),
+    };
+    let response = match result {
+        Ok(response) => response,
+        Err(ureq::Error::Status(_, response)) => response,
+        Err(ureq::Error::Transport(t)) => return Err(transport(&t, timeout_s)),
+    };
+    let status = response.status();
+    let mut body = String::new();
+    use std::io::Read;
+    response
+        .into_reader()
+        .take(MAX_BODY_BYTES)
+        .read_to_string(&mut body)
+        .map_err(|e| {
+            if is_timeout(&e.to_string()) {
+                format!("timed out after {timeout_s} s reading the answer")
+            } else {
+                format!("the answer was cut off ({e}): did the server die?")
+            }
+        })?;
+    Ok(Answer {
+        status,
+        body,
+        latency_s: started.elapsed().as_secs_f64(),
+    })
 }
 
 fn is_timeout(text: &str) -> bool {

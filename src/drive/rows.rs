@@ -184,6 +184,9 @@ pub struct ProcessRow {
     pub phase: String,
     pub pid: u32,
     pub comm: String,
+    /// Its command line (arguments joined by spaces, cut at 300
+    /// characters): which `python3` it is.
+    pub command: String,
     pub pss_bytes: Option<u64>,
     pub vram_bytes: Option<u64>,
 }
@@ -293,6 +296,7 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
         "phase",
         "pid",
         "comm",
+        "command",
         "pss_bytes",
         "vram_bytes",
     ])
@@ -304,6 +308,7 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
             p.phase.clone(),
             p.pid.to_string(),
             p.comm.clone(),
+            p.command.clone(),
             opt(p.pss_bytes.map(|b| b.to_string())),
             opt(p.vram_bytes.map(|b| b.to_string())),
         ])

@@ -1,6 +1,7 @@
 //! The server `memrel drive` measures: one it starts (`-- CMD`, in a
 //! process group of its own, stopped at the end with SIGTERM and, after a
-//! grace period, SIGKILL; its exit recorded), or one already running, named
+//! grace period, SIGKILL, until no process of the group is left, even where
+//! its leader died first; its exit recorded), or one already running, named
 //! by `--pid` or found as the process listening on the URL's port
 //! (/proc/net/tcp and tcp6: the socket's inode, then the /proc/PID/fd link
 //! that points at it). Its output goes to `server.log` in the results
@@ -60,6 +61,11 @@ fn listening_inodes(port: u16) -> Vec<u64> {
         }
     }
     inodes
+}
+
+/// Whether anything listens on `port` (this network namespace).
+pub fn listening(port: u16) -> bool {
+    !listening_inodes(port).is_empty()
 }
 
 /// The process listening on `port`, or why none was found.
@@ -158,39 +164,94 @@ impl Started {
         }
     }
 
-    /// SIGTERM to its group, then SIGKILL after `grace`; its exit.
+    /// SIGTERM to its group, then SIGKILL after `grace` to what is left of
+    /// it (its workers too, where the leader exited first); its exit.
     pub fn stop(&mut self, grace: Duration) -> String {
-        if self.exited() {
+        let leader = self.pid();
+        let group = rustix::process::Pid::from_raw(leader as i32);
+        let Some(group) = group else {
             return self.exit.clone().unwrap_or_default();
-        }
-        let group = rustix::process::Pid::from_raw(self.pid() as i32);
-        if let Some(group) = group {
+        };
+        let was_gone = self.exited();
+        if !was_gone || group_alive(leader) {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::TERM);
         }
         let until = Instant::now() + grace;
         while Instant::now() < until {
-            if self.exited() {
+            if self.exited() && !group_alive(leader) {
                 return self.exit.clone().unwrap_or_default();
             }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(20));
         }
-        if let Some(group) = group {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        if !self.exited() {
+            let exit = match self.child.wait() {
+                Ok(status) => describe(status),
+                Err(e) => format!("not reaped: {e}"),
+            };
+            self.exit = Some(format!(
+                "{exit} (SIGKILL after a {} s grace)",
+                grace.as_secs_f64()
+            ));
         }
-        let exit = match self.child.wait() {
-            Ok(status) => describe(status),
-            Err(e) => format!("not reaped: {e}"),
+        self.exit.clone().unwrap_or_default()
+    }
+
+    /// What is left of its tree once its leader is gone: its process group
+    /// ([`Started::stop`]) and every process of `seen` (pid, start time)
+    /// that still runs outside it (SIGKILL: one that left the group left
+    /// its signals too). The pids that still ran.
+    pub fn stop_rest(&mut self, seen: &[(u32, u64)], grace: Duration) -> Vec<u32> {
+        let running = |(pid, start): &(u32, u64)| {
+            start_ticks(*pid) == Some(*start) && stat_field(*pid, 0).as_deref() != Some("Z")
         };
-        let exit = format!("{exit} (SIGKILL after a {} s grace)", grace.as_secs_f64());
-        self.exit = Some(exit.clone());
-        exit
+        let left: Vec<(u32, u64)> = seen.iter().copied().filter(running).collect();
+        self.stop(grace);
+        for p in left.iter().filter(|p| running(p)) {
+            if let Some(pid) = rustix::process::Pid::from_raw(p.0 as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        left.into_iter().map(|(pid, _)| pid).collect()
     }
 }
 
+/// Field `i` of /proc/PID/stat after the command (0: the state letter).
+fn stat_field(pid: u32, i: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .nth(i)
+        .map(str::to_string)
+}
+
+/// When `pid` started (clock ticks since boot, /proc/PID/stat): a pid
+/// with another start time is another process.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    stat_field(pid, 19)?.parse().ok()
+}
+
+/// Whether a process of group `group` still runs (a zombie does not).
+fn group_alive(group: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let group = group.to_string();
+    entries.flatten().any(|e| {
+        e.file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                stat_field(pid, 2).as_deref() == Some(group.as_str())
+                    && stat_field(pid, 0).as_deref() != Some("Z")
+            })
+    })
+}
+
 impl Drop for Started {
-    /// Never leaves a server behind (an early error).
+    /// Never leaves a server behind (an early error, a signal).
     fn drop(&mut self) {
-        if !self.exited() {
+        if !self.exited() || group_alive(self.pid()) {
             self.stop(Duration::from_secs(2));
         }
     }

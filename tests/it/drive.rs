@@ -5,7 +5,10 @@
 //! Ollama-shaped one with a runner process per model; and servers that
 //! misbehave (nothing listening, refused, 500, a hang, a body that is not
 //! JSON, death mid-cycle): each a message naming the request, the data so
-//! far kept, exit 2.
+//! far kept, exit 2. An Open-Inference-Protocol-shaped one (`--server v2`)
+//! whose models live in a worker subprocess: driven end to end, its page
+//! cache judged by a budget, its leader killed (no process of its tree left),
+//! and a hung load stopped by SIGINT or SIGTERM (exit 130, 143).
 //!
 //! Every number asserted is a reading memrel took at an edge or once a
 //! request settled, never a periodic sample, so a loaded machine only makes
@@ -25,6 +28,10 @@ const VLLM_LIKE: &str = concat!(
 const OLLAMA_LIKE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/servers/ollama_like.py"
+);
+const V2_LIKE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/servers/v2_like.py"
 );
 
 /// A port nothing listens on (bound, then let go).
@@ -366,15 +373,20 @@ fn one_request(work: &Path, extra: &str) -> PathBuf {
 }
 
 #[test]
-fn a_server_that_refuses_the_connection_fails_naming_the_request() {
+fn a_pid_whose_port_nothing_listens_on_fails_at_once_before_anything_is_written() {
     let work = tempfile::tempdir().expect("tempdir");
-    // A process that listens nowhere, named by --pid.
+    // A process that listens nowhere, named by --pid: its readiness GET
+    // would be refused until --ready-timeout (600 s).
     let mut idle = Command::new("sleep")
         .arg("60")
         .spawn()
         .expect("sleep starts");
-    let url = format!("http://127.0.0.1:{}", free_port());
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
     let cycle = one_request(work.path(), "");
+    let text = std::fs::read_to_string(&cycle).expect("cycle");
+    std::fs::write(&cycle, format!("ready = \"GET /health\"\n{text}")).expect("write");
+    let started = std::time::Instant::now();
     let (dir, output) = drive(
         work.path(),
         &[
@@ -386,13 +398,20 @@ fn a_server_that_refuses_the_connection_fails_naming_the_request() {
             &idle.id().to_string(),
         ],
     );
+    let took_s = started.elapsed().as_secs_f64();
     let _ = idle.kill();
     let _ = idle.wait();
-    assert_failed_keeping_data(
-        &dir,
-        &output,
-        &["request 1 (sleep: POST /sleep?level=1, cycle 0, warm-up): connection refused"],
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!(
+            "memrel: error: --pid {}: nothing listens on port {port} of --url {url}",
+            idle.id()
+        )),
+        "{err}"
     );
+    assert!(!dir.exists(), "nothing is written");
+    assert!(took_s < 60.0, "failed after {took_s:.1} s");
 }
 
 #[test]
@@ -836,6 +855,368 @@ fn a_running_server_is_driven_again_for_each_repeat_and_left_running() {
         out.contains("(repeat-K/requests.csv: every request)"),
         "{out}"
     );
+}
+
+/// The v2-shaped server's load and unload of model `iris` as a cycle file
+/// (no `until`; `extra` in the load's table): the shape without the
+/// preset, driven as any server.
+fn v2_cycle_file(work: &Path, extra: &str) -> String {
+    let path = work.join("v2-cycle.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "ready = \"GET /v2/health/ready\"\n\
+             [[request]]\nphase = \"load\"\npath = \"/v2/repository/models/iris/load\"\n\
+             model = \"iris\"\n{extra}\n\
+             [[request]]\nphase = \"unload\"\npath = \"/v2/repository/models/iris/unload\"\n\
+             model = \"iris\"\n"
+        ),
+    )
+    .expect("write the cycle file");
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+/// `memrel drive ARGS…` of the v2-shaped server memrel starts, with the
+/// server's `server_args`; `--settle 0.5` unless ARGS say.
+fn drive_v2(work: &Path, name: &str, args: &[&str], server_args: &[&str]) -> (PathBuf, Output) {
+    let dir = work.join(name);
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    let output = memrel()
+        .arg("drive")
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--out")
+        .arg(work)
+        .args(["--interval-ms", "20", "--grace", "5"])
+        .args(if args.contains(&"--settle") {
+            &[][..]
+        } else {
+            &["--settle", "0.5"][..]
+        })
+        .args(["--url", &url])
+        .args(args)
+        .args(["--", "python3", V2_LIKE, "--port", &port])
+        .args(server_args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("memrel starts");
+    (dir, output)
+}
+
+#[test]
+fn a_v2_server_is_loaded_and_unloaded_through_its_model_repository_api() {
+    let work = tempfile::tempdir().expect("tempdir");
+    // The unload answers at once and frees 0.4 s later (state UNLOADING):
+    // the index is polled until the model is UNAVAILABLE.
+    let (dir, output) = drive_v2(
+        work.path(),
+        "v2",
+        &["--server", "v2", "--model", "iris", "--cycles", "2"],
+        &["--model-mib", "64", "--unload-late-s", "0.4"],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let rows = requests(&dir);
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{} {}", r["phase"], r["request"]))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "warmup (server start) GET /v2/health/ready",
+            "load POST /v2/repository/models/iris/load",
+            "unload POST /v2/repository/models/iris/unload",
+            "load POST /v2/repository/models/iris/load",
+            "unload POST /v2/repository/models/iris/unload",
+        ]
+    );
+    for load in [&rows[1], &rows[3]] {
+        assert_eq!(load["model"], "iris");
+        let grew = mib(load, "host_settled_bytes") - mib(load, "host_send_bytes");
+        assert!(
+            (60.0..80.0).contains(&grew),
+            "a load grew {grew:.0} MiB: {load:?}"
+        );
+    }
+    for unload in [&rows[2], &rows[4]] {
+        let until_s: f64 = unload["until_s"].parse().expect("the index was polled");
+        assert!(until_s >= 0.3, "until the model was UNAVAILABLE: {until_s}");
+        let freed = mib(unload, "host_send_bytes") - mib(unload, "host_settled_bytes");
+        assert!(
+            (60.0..80.0).contains(&freed),
+            "an unload freed {freed:.0} MiB: {unload:?}"
+        );
+    }
+    // The worker is named by its command line, not only `python3`.
+    let processes = csv_rows(&dir.join("processes.csv"));
+    assert!(
+        processes.iter().any(
+            |p| p["comm"].starts_with("python") && p["command"].contains("v2_like.py --worker")
+        ),
+        "{processes:?}"
+    );
+    assert_rerenders(&dir);
+}
+
+#[test]
+fn a_vllm_server_woken_by_tags_wakes_its_weights_then_its_kv_cache() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    let (dir, output) = drive(
+        work.path(),
+        &[
+            "--server",
+            "vllm-tags",
+            "--sleep-level",
+            "2",
+            "--settle",
+            "0.3",
+            "--url",
+            &url,
+            "--",
+            "python3",
+            VLLM_LIKE,
+            "--port",
+            &port,
+            "--weights-mib",
+            "96",
+            "--kv-mib",
+            "48",
+        ],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let rows = requests(&dir);
+    let lines: Vec<&str> = rows.iter().map(|r| r["request"].as_str()).collect();
+    assert_eq!(
+        lines[1..],
+        [
+            "POST /sleep?level=2",
+            "POST /wake_up?tags=weights",
+            "POST /wake_up?tags=kv_cache"
+        ]
+    );
+    let grew =
+        |r: &HashMap<String, String>| mib(r, "host_settled_bytes") - mib(r, "host_send_bytes");
+    assert!(
+        (90.0..110.0).contains(&grew(&rows[2])),
+        "weights: {:?}",
+        rows[2]
+    );
+    assert!(
+        (44.0..60.0).contains(&grew(&rows[3])),
+        "kv cache: {:?}",
+        rows[3]
+    );
+}
+
+#[test]
+fn a_presets_request_times_out_after_request_timeout() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    // The sleep hangs 30 s; the preset's requests may take 1 s.
+    let (dir, output) = drive(
+        work.path(),
+        &[
+            "--server",
+            "vllm",
+            "--request-timeout",
+            "1",
+            "--url",
+            &url,
+            "--",
+            "python3",
+            VLLM_LIKE,
+            "--port",
+            &port,
+            "--weights-mib",
+            "8",
+            "--kv-mib",
+            "8",
+            "--misbehave",
+            "hang",
+        ],
+    );
+    assert_failed_keeping_data(
+        &dir,
+        &output,
+        &["request 1 (sleep: POST /sleep?level=1, cycle 0, warm-up): timed out after 1 s"],
+    );
+}
+
+#[test]
+fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let file = work.path().join("model.safetensors");
+    std::fs::write(&file, vec![7u8; 24 << 20]).expect("write the model file");
+    // Written pages are cached: dropped (clean after the sync) so the load
+    // is what caches them.
+    let evicted = Command::new("python3")
+        .arg("-c")
+        .arg("import os,sys; f=os.open(sys.argv[1], os.O_RDONLY); os.fsync(f); os.posix_fadvise(f, 0, 0, os.POSIX_FADV_DONTNEED)")
+        .arg(&file)
+        .status()
+        .expect("python3 starts");
+    assert!(evicted.success());
+    let path = file.to_str().expect("utf-8 path");
+    let cycle = v2_cycle_file(work.path(), "");
+    let (over, output) = drive_v2(
+        work.path(),
+        "over",
+        &[
+            "--cycle",
+            &cycle,
+            "--model-files",
+            path,
+            "--budget",
+            "max_retained_page_cache_mib=4",
+        ],
+        &["--model-mib", "8", "--model-file", path],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let rows = requests(&over);
+    let cached = mib(&rows[1], "page_cache_settled_bytes") - mib(&rows[1], "page_cache_send_bytes");
+    assert!(
+        cached >= 20.0,
+        "the load cached the file: {cached:.1} MiB {:?}",
+        rows[1]
+    );
+    let checked = check(work.path(), "srv", &["--lenient"], &over);
+    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    let verdict = verdicts(&over);
+    let row = verdict
+        .iter()
+        .find(|v| v["budget"]["key"] == "max_retained_page_cache_mib")
+        .unwrap_or_else(|| panic!("a page cache budget row: {verdict:?}"));
+    assert_eq!(row["verdict"], "over-budget", "{row}");
+
+    // The same drive within a budget passes (the file stays cached).
+    let (within, output) = drive_v2(
+        work.path(),
+        "within",
+        &[
+            "--cycle",
+            &cycle,
+            "--model-files",
+            path,
+            "--budget",
+            "max_retained_page_cache_mib=64",
+        ],
+        &["--model-mib", "8", "--model-file", path],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    let checked = check(work.path(), "srv", &["--lenient"], &within);
+    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
+}
+
+/// The worker's pid the v2-shaped server wrote into server.log.
+fn worker_pid(dir: &Path) -> i64 {
+    let log = std::fs::read_to_string(dir.join("server.log")).expect("server.log");
+    log.lines()
+        .find_map(|l| l.strip_prefix("WORKER PID "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no worker pid in server.log: {log}"))
+}
+
+#[test]
+fn a_server_whose_leader_dies_has_its_tree_stopped_and_a_death_recorded() {
+    let work = tempfile::tempdir().expect("tempdir");
+    // The leader exits 0.3 s after answering the load; its worker (and the
+    // 64 MiB model it holds) would run on. The settle window is longer, and
+    // a second cycle follows: the death is met whichever comes first.
+    let cycle = v2_cycle_file(work.path(), "");
+    let (dir, output) = drive_v2(
+        work.path(),
+        "died",
+        &["--cycle", &cycle, "--settle", "3", "--cycles", "2"],
+        &["--model-mib", "64", "--die-after-load-s", "0.3"],
+    );
+    let worker = worker_pid(&dir);
+    assert_gone(worker, "the dead server's worker");
+    let root = runs(&dir)[0]["pid"].as_i64().expect("pid");
+    assert_gone(root, "the dead server");
+    assert_failed_keeping_data(
+        &dir,
+        &output,
+        &["the server exited 3", "a death, not a release"],
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!(
+            "memrel stopped the rest of its tree (pid {worker})"
+        )),
+        "{err}"
+    );
+    // No request counts the memory that left with the server as its own.
+    for row in requests(&dir) {
+        let late = row["host_late_bytes"].parse::<f64>().unwrap_or(0.0) / MIB;
+        assert!(late < 16.0, "late bytes of a death: {row:?}");
+    }
+}
+
+#[test]
+fn a_signal_stops_a_drive_whose_request_hangs_and_records_it_stopped_early() {
+    for (signal, code, name) in [("-INT", 130, "SIGINT"), ("-TERM", 143, "SIGTERM")] {
+        let work = tempfile::tempdir().expect("tempdir");
+        let dir = work.path().join("results");
+        let port = free_port().to_string();
+        let url = format!("http://127.0.0.1:{port}");
+        // The load may take 60 s: a drive that waits for it is far too late.
+        let cycle = v2_cycle_file(work.path(), "timeout_s = 60");
+        let child = memrel()
+            .arg("drive")
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--interval-ms", "20", "--grace", "5"])
+            .args(["--cycle", &cycle, "--url", &url])
+            .args(["--", "python3", V2_LIKE, "--port", &port, "--hang-load"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("memrel starts");
+        // The load hangs for good (its answer never comes).
+        let log = dir.join("server.log");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("hanging")) {
+            assert!(std::time::Instant::now() < deadline, "the load never hung");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let signalled = std::time::Instant::now();
+        let kill = Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill starts");
+        assert!(kill.success());
+        let output = child.wait_with_output().expect("memrel ends");
+        let took_s = signalled.elapsed().as_secs_f64();
+        assert_eq!(output.status.code(), Some(code), "{}", streams(&output));
+        // Far sooner than the request's 60 s timeout; the request itself
+        // is let go within 20 ms (the rest is stopping the server and
+        // writing the results).
+        assert!(took_s < 30.0, "{name}: memrel took {took_s:.1} s to stop");
+        let run = &runs(&dir)[0];
+        assert_eq!(run["status"], "killed", "{run}");
+        let error = run["error"].as_str().expect("the run's error");
+        assert!(
+            error.contains(&format!("stopped early: memrel received {name}")),
+            "{error}"
+        );
+        let rows = requests(&dir);
+        let load = rows.last().expect("the load's row");
+        assert!(
+            load["error"].contains(&format!(
+                "request 1 (load: POST /v2/repository/models/iris/load, cycle 0, warm-up): stopped: memrel received {name}"
+            )),
+            "{load:?}"
+        );
+        let root = run["pid"].as_i64().expect("pid");
+        assert_gone(root, "the server");
+        assert_gone(worker_pid(&dir), "the server's worker");
+    }
 }
 
 /// `memrel drive --dir DIR --interval-ms 20 --out ROOT ARGS…` (DIR under
