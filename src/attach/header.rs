@@ -111,6 +111,7 @@ impl Setup<'_> {
                         })
                         .collect(),
                     evicted_before_runs: false,
+                    warmed_before_runs: false,
                 }
             }),
             attached: Some(Attached {
