@@ -190,6 +190,12 @@ pub struct DriveArgs {
     /// How many cycles are driven and judged, after the warm-up.
     #[arg(long, default_value_t = 1)]
     pub cycles: u32,
+    /// A strategy to start the server under (repeatable; needs -- CMD): one that works from outside a process (its environment or a preloaded allocator: `memrel list`), or one --strategy-file defines; each gets --repeat runs, all in one results directory.
+    #[arg(long = "strategy", value_name = "NAME")]
+    pub strategies: Vec<String>,
+    /// A TOML file of strategies defined without code ([[strategy]] tables: name, env = { VAR = "value" }, preload = "jemalloc"), named by --strategy.
+    #[arg(long = "strategy-file", value_name = "FILE")]
+    pub strategy_file: Option<PathBuf>,
     /// Cycles driven first as a warm-up, reported (cycle 0) but not judged, so the server's one-time costs (imports, first allocations) are not counted as retention.
     #[arg(long = "warmup-cycles", value_name = "N", default_value_t = 1)]
     pub warmup_cycles: u32,

@@ -36,6 +36,12 @@ pub struct Setup<'a> {
     pub description: Option<String>,
     /// `[thresholds]` keys and amounts (budgets), checked by [`budgets`].
     pub thresholds: Vec<(String, f64)>,
+    /// The strategy this run is recorded under ([`STRATEGY`] where memrel
+    /// gave the process none; a drive's `--strategy`).
+    pub strategy: &'a str,
+    /// Every strategy of the record this run joins (a drive's `--strategy`
+    /// list); empty: `strategy` alone.
+    pub strategies: Vec<String>,
 }
 
 impl Setup<'_> {
@@ -54,7 +60,22 @@ impl Setup<'_> {
         table.insert("device".into(), self.device.to_string().into());
         table.insert("cycles".into(), i64::from(cycles.max(1)).into());
         table.insert("repeat".into(), 1.into());
-        table.insert("strategies".into(), vec![STRATEGY.to_string()].into());
+        let strategies = if self.strategies.is_empty() {
+            vec![self.strategy.to_string()]
+        } else {
+            self.strategies.clone()
+        };
+        // User-defined strategies travel with the record's scenario, so
+        // reading it back defines them again.
+        let defined: Vec<toml::Value> = strategies
+            .iter()
+            .filter_map(|name| crate::strategy::custom::definition(name))
+            .filter_map(|d| toml::Value::try_from(d).ok())
+            .collect();
+        if !defined.is_empty() {
+            table.insert("strategy".into(), defined.into());
+        }
+        table.insert("strategies".into(), strategies.into());
         table.insert("interval_ms".into(), self.interval_ms.into());
         table.insert(
             "timeout_s".into(),

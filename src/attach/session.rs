@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::follow::{Follower, Rule};
-use super::header::{Setup, STRATEGY};
+use super::header::Setup;
 use super::live::{LiveDir, MarkLine, MarkPhase};
 use crate::export;
 use crate::metrics::{self, Summary};
@@ -115,7 +115,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         header: job.setup.header()?,
         runs: Vec::new(),
     };
-    let mut meta = RunMeta::planned(1, STRATEGY, 1);
+    let mut meta = RunMeta::planned(1, job.setup.strategy, 1);
     meta.pid = pid;
     let mut live = LiveRun::begin(&dir, &record, &meta).with_context(cannot_write)?;
     let mut marks = LiveDir::open(&dir, pid)?;

@@ -59,6 +59,8 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     signals::install()?;
     let job = Job {
         setup: Setup {
+            strategy: crate::attach::header::STRATEGY,
+            strategies: Vec::new(),
             name: &args.name,
             target: &target,
             device,

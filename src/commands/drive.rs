@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use super::{output, ExitStatus};
-use crate::attach::header::{budgets, Setup};
+use crate::attach::header::{budgets, Setup, STRATEGY};
 use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::cli::DriveArgs;
@@ -29,6 +29,7 @@ use crate::orchestrator::signals;
 use crate::record::Record;
 use crate::results::{check_output_args, results_dir};
 use crate::scenario::DeviceSpec;
+use crate::strategy::Strategy;
 
 pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     if !(1.0..=10_000.0).contains(&args.interval_ms) {
@@ -69,6 +70,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         _ => bail!("pass one of --server NAME and --cycle FILE"),
     };
     let thresholds = budgets(&args.budgets, args.cycle.as_deref(), device)?;
+    let strategies = strategies(args)?;
     let (_, port) = host_port(&args.url)?;
     check_output_args(&args.output)?;
     // A running server is checked before anything is written; one memrel
@@ -95,16 +97,33 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         None
     };
     let model_files = crate::attach::model_files(&args.model_files)?;
+    let names: Vec<String> = match strategies.is_empty() {
+        true => vec![STRATEGY.to_string()],
+        false => strategies.iter().map(|(s, _)| s.name.to_string()).collect(),
+    };
     let dir = results_dir(args.dir.as_deref(), &args.output.out, &args.name)?;
     signals::install()?;
+    let runs = names.len() as u32 * args.repeat;
     let mut repeats = Vec::new();
-    for k in 1..=args.repeat {
-        // One run: the drive's directory itself; several: repeat-K/ each,
-        // joined once they are over.
-        let run_dir = if args.repeat == 1 {
+    // Each strategy's runs in turn (none given: the server as it is, `drop`).
+    let plan: Vec<(Option<&(&Strategy, Option<PathBuf>)>, &str, u32)> = names
+        .iter()
+        .enumerate()
+        .flat_map(|(i, name)| (1..=args.repeat).map(move |k| (i, name.as_str(), k)))
+        .map(|(i, name, k)| (strategies.get(i), name, k))
+        .collect();
+    for (strategy, name, k) in plan {
+        // One run: the drive's directory itself; several: repeat-K/ each
+        // (STRATEGY/repeat-K/ with several strategies), joined once they
+        // are over.
+        let run_dir = if runs == 1 {
             dir.clone()
         } else {
-            let sub = repeats::repeat_dir(&dir, k);
+            let sub = if names.len() == 1 {
+                repeats::repeat_dir(&dir, k)
+            } else {
+                repeats::repeat_dir(&dir.join(name), k)
+            };
             std::fs::create_dir_all(&sub)
                 .with_context(|| format!("cannot create {}", sub.display()))?;
             sub
@@ -112,7 +131,9 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         let (started, pid) = match running {
             Some(pid) => (None, pid),
             None => {
-                let started = Started::spawn(&args.command, &run_dir.join(SERVER_LOG))?;
+                let under = strategy.map(|(s, preload)| (*s, preload.as_deref()));
+                let started =
+                    Started::spawn_under(&args.command, &run_dir.join(SERVER_LOG), under)?;
                 let pid = started.pid();
                 (Some(started), pid)
             }
@@ -133,10 +154,10 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             pid,
             started,
         );
-        let of = if args.repeat == 1 {
-            String::new()
-        } else {
-            format!(", repeat {k} of {}", args.repeat)
+        let of = match (names.len(), args.repeat) {
+            (1, 1) => String::new(),
+            (1, n) => format!(", repeat {k} of {n}"),
+            (_, n) => format!(", strategy {name}, repeat {k} of {n}"),
         };
         eprintln!(
             "memrel: driving {} (pid {pid}: {}), its process tree measured every {} ms{of}",
@@ -164,6 +185,8 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
                     target.argv.join(" ")
                 )),
                 thresholds: thresholds.clone(),
+                strategy: name,
+                strategies: names.clone(),
             },
             duration: None,
             rules: Vec::new(),
@@ -172,13 +195,22 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             driver: Some(&mut driver),
         };
         let (record, summary) = session::measure(job)?;
-        if args.repeat > 1 {
-            writeln!(
-                out,
-                "{}repeat {k} of {}:",
-                if k > 1 { "\n" } else { "" },
-                args.repeat
-            )?;
+        if runs > 1 {
+            let first = repeats.is_empty();
+            match names.len() {
+                1 => writeln!(
+                    out,
+                    "{}repeat {k} of {}:",
+                    if first { "" } else { "\n" },
+                    args.repeat
+                )?,
+                _ => writeln!(
+                    out,
+                    "{}strategy {name}, repeat {k} of {}:",
+                    if first { "" } else { "\n" },
+                    args.repeat
+                )?,
+            }
         }
         write!(out, "{}", table(&driver.rows))?;
         for row in &driver.rows {
@@ -207,7 +239,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         }
     }
     let (record, summary) = match repeats.len() {
-        1 if args.repeat == 1 => {
+        1 if runs == 1 => {
             let (_, record, summary) = repeats.remove(0);
             (record, summary)
         }
@@ -217,10 +249,10 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             repeats::join(&dir, &made)?
         }
     };
-    let requests = if args.repeat == 1 {
-        REQUESTS_CSV.to_string()
-    } else {
-        format!("repeat-K/{REQUESTS_CSV}")
+    let requests = match (runs, names.len()) {
+        (1, _) => REQUESTS_CSV.to_string(),
+        (_, 1) => format!("repeat-K/{REQUESTS_CSV}"),
+        _ => format!("STRATEGY/repeat-K/{REQUESTS_CSV}"),
     };
     // Stopped by SIGINT/SIGTERM: kept as stopped early, no baseline, 130/143.
     if signals::received().is_some() {
@@ -240,6 +272,51 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         &args.output,
         output::Measured::Driven(&requests),
     )
+}
+
+/// The strategies of `--strategy` (those `--strategy-file` defines first),
+/// each with the allocator library it preloads, found before anything
+/// starts; empty without `--strategy`. Only a strategy that works from
+/// outside a process applies to a server: its environment and its preload.
+fn strategies(args: &DriveArgs) -> Result<Vec<(&'static Strategy, Option<PathBuf>)>> {
+    if let Some(file) = &args.strategy_file {
+        crate::strategy::custom::read_file(file)
+            .map_err(|e| anyhow::anyhow!("--strategy-file {e}"))?;
+        if args.strategies.is_empty() {
+            bail!(
+                "--strategy-file {}: name the strategies to drive with --strategy NAME                  (repeatable)",
+                file.display()
+            );
+        }
+    }
+    if !args.strategies.is_empty() && args.command.is_empty() {
+        bail!(
+            "--strategy needs the server's command after --: memrel applies a strategy by              starting the server under it (e.g. memrel drive --strategy {} … -- CMD)",
+            args.strategies[0]
+        );
+    }
+    let mut out: Vec<(&'static Strategy, Option<PathBuf>)> = Vec::new();
+    for name in &args.strategies {
+        let strategy =
+            crate::strategy::lookup(name).map_err(|e| anyhow::anyhow!("--strategy {e}"))?;
+        if strategy.name != STRATEGY && !strategy.works_from_outside() {
+            let outside: Vec<&str> = crate::strategy::all()
+                .filter(|s| s.works_from_outside())
+                .map(|s| s.name)
+                .collect();
+            bail!(
+                "--strategy {name}: it needs steps inside the process ({}), which a server                  memrel only starts cannot take; drive applies what works from outside: drop,                  {}, or one --strategy-file defines",
+                strategy.setting(),
+                outside.join(", ")
+            );
+        }
+        if out.iter().any(|(s, _)| s.name == strategy.name) {
+            bail!("--strategy {name} is given twice: name each strategy once");
+        }
+        let preload = crate::strategy::find_library(strategy)?;
+        out.push((strategy, preload));
+    }
+    Ok(out)
 }
 
 fn mib(bytes: u64) -> String {
@@ -310,7 +387,13 @@ fn table(rows: &[RequestRow]) -> String {
 /// memory is back to the level before the first judged cycle (the drive's
 /// baseline; requests.csv also has the same cycle's); empty otherwise.
 fn verdict(r: &RequestRow) -> String {
-    let yes = |b: i64| if b <= TOLERANCE_BYTES as i64 { "yes" } else { "no" };
+    let yes = |b: i64| {
+        if b <= TOLERANCE_BYTES as i64 {
+            "yes"
+        } else {
+            "no"
+        }
+    };
     if let Some(freed) = &r.freed {
         let of = |freed: i64, before: u64| {
             format!(

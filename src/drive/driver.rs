@@ -40,7 +40,10 @@ const POLL: Duration = Duration::from_millis(50);
 enum Next {
     Ready,
     /// Request `i` of the `k`-th cycle driven (1-based, warm-up included).
-    Request { k: u32, i: usize },
+    Request {
+        k: u32,
+        i: usize,
+    },
     Finish,
     Over,
 }

@@ -5,7 +5,9 @@
 //! runs 1..N (run and repetition K), so the metrics, charts, baseline and
 //! gate see N runs of one strategy, as for `memrel run --repeat N`.
 //!
-//! Only files are joined here: nothing is measured, no number computed
+//! With `--strategy`, each strategy's runs are made in turn (in
+//! `STRATEGY/repeat-K/`) and joined the same way, each run keeping its
+//! strategy. Only files are joined here: nothing is measured, no number computed
 //! beyond what `metrics` derives from the joined record.
 
 use std::fs::File;
@@ -31,19 +33,41 @@ pub fn join(dir: &Path, repeats: &[(PathBuf, Record)]) -> Result<(Record, Summar
         bail!("no repeat was measured: nothing to join");
     };
     let cannot = || format!("cannot join the repeats into {}", dir.display());
-    for file in [SAMPLES_FILE, EVENTS_FILE, GPU_PROCESSES_FILE] {
-        renumbered(repeats, file, &dir.join(file)).with_context(cannot)?;
-    }
-    let metas = repeats.iter().enumerate().flat_map(|(i, (_, record))| {
-        let k = i as u32 + 1;
-        record.runs.iter().map(move |run| {
-            let mut meta = run.meta.clone();
-            meta.run = k;
-            meta.repetition = k;
-            meta
+    // Run K of the drive; its repetition is its place among the runs of
+    // its strategy (`--strategy`: each strategy's runs are 1..N).
+    let strategy_of = |record: &Record| {
+        record
+            .runs
+            .first()
+            .map(|r| r.meta.strategy.clone())
+            .unwrap_or_default()
+    };
+    let repetitions: Vec<u32> = (0..repeats.len())
+        .map(|i| {
+            let mine = strategy_of(&repeats[i].1);
+            repeats[..=i]
+                .iter()
+                .filter(|(_, r)| strategy_of(r) == mine)
+                .count() as u32
         })
-    });
-    crate::record::write_runs_file(dir, &first.header, metas).with_context(cannot)?;
+        .collect();
+    for file in [SAMPLES_FILE, EVENTS_FILE, GPU_PROCESSES_FILE] {
+        renumbered(repeats, &repetitions, file, &dir.join(file)).with_context(cannot)?;
+    }
+    let metas: Vec<_> = repeats
+        .iter()
+        .zip(&repetitions)
+        .enumerate()
+        .flat_map(|(i, ((_, record), repetition))| {
+            record.runs.iter().map(move |run| {
+                let mut meta = run.meta.clone();
+                meta.run = i as u32 + 1;
+                meta.repetition = *repetition;
+                meta
+            })
+        })
+        .collect();
+    crate::record::write_runs_file(dir, &first.header, metas.into_iter()).with_context(cannot)?;
     let record = Record::load(dir)
         .with_context(|| format!("cannot read back the joined record in {}", dir.display()))?;
     let summary = metrics::summarize(&record);
@@ -52,9 +76,15 @@ pub fn join(dir: &Path, repeats: &[(PathBuf, Record)]) -> Result<(Record, Summar
 }
 
 /// `file` of every repeat as one CSV: the first header, then each repeat's
-/// rows with its `run` and `repetition` cells set to K. Repeats without the
+/// rows with its `run` cells set to K and its `repetition` cells to
+/// `repetitions[K - 1]`. Repeats without the
 /// file add nothing; none with it: no file.
-fn renumbered(repeats: &[(PathBuf, Record)], file: &str, to: &Path) -> Result<()> {
+fn renumbered(
+    repeats: &[(PathBuf, Record)],
+    repetitions: &[u32],
+    file: &str,
+    to: &Path,
+) -> Result<()> {
     let mut out: Option<csv::Writer<File>> = None;
     for (i, (dir, _)) in repeats.iter().enumerate() {
         let path = record_file(dir, file);
@@ -85,11 +115,14 @@ fn renumbered(repeats: &[(PathBuf, Record)], file: &str, to: &Path) -> Result<()
             }
         };
         let k = (i + 1).to_string();
+        let rep = repetitions.get(i).map_or(k.clone(), |r| r.to_string());
         for row in csv.records() {
             let row = row.with_context(|| format!("cannot read {}", path.display()))?;
             let cells = row.iter().enumerate().map(|(j, cell)| {
-                if Some(j) == run || Some(j) == repetition {
+                if Some(j) == run {
                     k.as_str()
+                } else if Some(j) == repetition {
+                    rep.as_str()
                 } else {
                     cell
                 }

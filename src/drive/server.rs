@@ -125,7 +125,19 @@ impl Started {
     /// Starts `command` in a process group of its own (so SIGTERM reaches
     /// its workers too).
     /// Its stdout and stderr go to `log` (a server logs much).
+    /// Starts `command` with memrel's environment as it is (no `--strategy`).
     pub fn spawn(command: &[String], log: &std::path::Path) -> Result<Started> {
+        Self::spawn_under(command, log, None)
+    }
+
+    /// Starts `command` under `strategy` where one is given: memrel's own
+    /// allocator variables removed, the strategy's set, its allocator
+    /// (`preload`, found beforehand) preloaded, as a run's worker starts.
+    pub fn spawn_under(
+        command: &[String],
+        log: &std::path::Path,
+        strategy: Option<(&crate::strategy::Strategy, Option<&std::path::Path>)>,
+    ) -> Result<Started> {
         let Some((program, args)) = command.split_first() else {
             bail!("-- CMD is empty: name the server's command after --");
         };
@@ -135,7 +147,11 @@ impl Started {
         let err = out
             .try_clone()
             .with_context(|| format!("cannot create {}", log.display()))?;
-        let child = Command::new(program)
+        let mut command = Command::new(program);
+        if let Some((strategy, preload)) = strategy {
+            crate::strategy::clean_environment(&mut command, strategy, preload);
+        }
+        let child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(out)

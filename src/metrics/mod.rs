@@ -731,8 +731,17 @@ mod tests {
         record.runs = vec![sleep_wake_run()];
         let summary = summarize(&record);
         let run = &summary.runs[0];
-        assert_eq!(summary.broken_runs().len(), 0, "{:?}", summary.broken_runs());
-        let host = run.resources.iter().find(|r| r.resource == Resource::Host).unwrap();
+        assert_eq!(
+            summary.broken_runs().len(),
+            0,
+            "{:?}",
+            summary.broken_runs()
+        );
+        let host = run
+            .resources
+            .iter()
+            .find(|r| r.resource == Resource::Host)
+            .unwrap();
         let mib = |b: i64| b / (1 << 20);
         // Cycles 1 and 2, from the level before the first judged sleep (500 MiB).
         assert_eq!(host.baseline_bytes, Some(500 << 20));
@@ -740,15 +749,26 @@ mod tests {
         assert_eq!(retained, vec![1025, 1050]);
         assert_eq!(host.cycles[0].loaded_bytes, 500 << 20);
         assert_eq!(host.cycles[0].after_unload_bytes, 1524 << 20);
-        let vram = run.resources.iter().find(|r| r.resource.is_device()).unwrap();
+        let vram = run
+            .resources
+            .iter()
+            .find(|r| r.resource.is_device())
+            .unwrap();
         let kept: Vec<i64> = vram.cycles.iter().map(|c| mib(c.retained_bytes)).collect();
         assert_eq!(kept, vec![0, 0]);
         assert_eq!(vram.cycles[0].after_unload_bytes, 600 << 20);
         // The judged sleeps: VRAM freed asleep, the host's backup kept after the wake.
-        let asleep: Vec<Option<i64>> =
-            vram.sleeps.iter().map(|s| s.asleep_bytes.map(mib)).collect();
+        let asleep: Vec<Option<i64>> = vram
+            .sleeps
+            .iter()
+            .map(|s| s.asleep_bytes.map(mib))
+            .collect();
         assert_eq!(asleep, vec![Some(-2400), Some(-2400)]);
-        let held: Vec<Option<i64>> = host.sleeps.iter().map(|s| s.wake_held_bytes.map(mib)).collect();
+        let held: Vec<Option<i64>> = host
+            .sleeps
+            .iter()
+            .map(|s| s.wake_held_bytes.map(mib))
+            .collect();
         assert_eq!(held, vec![Some(1025), Some(25)]);
         // The warm-up's sleep is reported, not judged.
         assert_eq!(run.sleeps.len(), 3);

@@ -57,6 +57,10 @@ struct ScenarioFile {
     #[serde(default = "default_repeat")]
     repeat: u32,
     strategies: Spanned<Vec<Spanned<String>>>,
+    /// Strategies the file defines (`[[strategy]]`: name, env, preload),
+    /// named in `strategies` like a built-in.
+    #[serde(default)]
+    strategy: Vec<Spanned<crate::strategy::custom::Definition>>,
     #[serde(default = "default_interval_ms")]
     interval_ms: Spanned<f64>,
     #[serde(default = "default_timeout_s")]
@@ -342,6 +346,9 @@ fn timing(file: &ScenarioFile, ctx: &Ctx) -> Result<(f64, f64), ScenarioError> {
 
 /// `strategies`: at least one, each known and fit for the scenario's worker.
 fn strategies(file: &ScenarioFile, ctx: &Ctx) -> Result<Vec<String>, ScenarioError> {
+    for def in &file.strategy {
+        strategy::custom::define(def.get_ref()).map_err(|e| ctx.invalid(def.span(), e))?;
+    }
     let mut strategies = Vec::new();
     for s in file.strategies.get_ref() {
         let found =

@@ -20,9 +20,12 @@
 //!
 //! A row may take a value after its name (`xla-mem-fraction=0.40`): it
 //! declares a [`Param`] and `param` makes the strategy each name asks for.
+//! A user defines one without code in a `[[strategy]]` table (`custom`:
+//! environment variables and a preload), found by [`lookup`] after the rows.
 
 mod allocators;
 mod cuda;
+pub mod custom;
 mod glibc;
 mod jax;
 mod ort;
@@ -285,6 +288,9 @@ pub fn lookup(name: &str) -> Result<&'static Strategy, StrategyError> {
     };
     if let Some(row) = rows().find(|s| s.name == row_name) {
         return param::instance(row, value);
+    }
+    if let Some(defined) = custom::defined(name) {
+        return Ok(defined);
     }
     let name = row_name;
     let names: Vec<&str> = rows().map(|s| s.name).collect();

@@ -1313,3 +1313,138 @@ fn a_sleep_and_wake_drive_is_measured_gated_and_budgeted_like_a_load_and_unload(
         "{rows:?}"
     );
 }
+
+#[test]
+fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let file = work.path().join("strategies.toml");
+    std::fs::write(
+        &file,
+        "[[strategy]]\nname = \"knob\"\nenv = { MEMREL_TEST_KNOB = \"1\" }\n",
+    )
+    .expect("write strategies.toml");
+    let file = file.to_str().expect("utf-8 path");
+    let (dir, output) = drive_ollama(
+        work.path(),
+        "strategies",
+        (64, 0),
+        &[
+            "--server",
+            "ollama",
+            "--model",
+            "tiny",
+            "--repeat",
+            "2",
+            "--strategy",
+            "drop",
+            "--strategy",
+            "trim-threshold-env",
+            "--strategy",
+            "knob",
+            "--strategy-file",
+            file,
+        ],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    // One record: each strategy's runs, numbered 1..2 within it.
+    let made: Vec<(String, u64)> = runs(&dir)
+        .iter()
+        .map(|r| {
+            (
+                r["strategy"].as_str().expect("strategy").to_string(),
+                r["repetition"].as_u64().expect("repetition"),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = ["drop", "trim-threshold-env", "knob"]
+        .iter()
+        .flat_map(|s| [(s.to_string(), 1), (s.to_string(), 2)])
+        .collect();
+    assert_eq!(made, want);
+    // Each server started under its strategy's environment, nothing else.
+    let log = |s: &str, k: u32| {
+        std::fs::read_to_string(dir.join(s).join(format!("repeat-{k}")).join("server.log"))
+            .unwrap_or_else(|e| panic!("{s} repeat {k}: {e}"))
+    };
+    for k in 1..=2 {
+        assert!(!log("drop", k).contains("ENV "), "{}", log("drop", k));
+        assert!(
+            log("trim-threshold-env", k).contains("ENV MALLOC_TRIM_THRESHOLD_="),
+            "{}",
+            log("trim-threshold-env", k)
+        );
+        let knob = log("knob", k);
+        assert!(
+            knob.contains("ENV MEMREL_TEST_KNOB=1") && !knob.contains("MALLOC_TRIM"),
+            "{knob}"
+        );
+    }
+    // The user's strategy travels with the record: compare and advise read
+    // the directory in a process that never saw the file.
+    let scenario = runs_json(&dir)["header"]["scenario_toml"].to_string();
+    assert!(scenario.contains("knob"), "{scenario}");
+    let compared = memrel()
+        .args(["compare", "--out"])
+        .arg(work.path())
+        .arg(&dir)
+        .output()
+        .expect("memrel starts");
+    assert!(compared.status.success(), "{}", streams(&compared));
+    let text = String::from_utf8_lossy(&compared.stdout).into_owned();
+    assert!(
+        text.contains("knob") && text.contains("trim-threshold-env"),
+        "{text}"
+    );
+    let advised = memrel()
+        .arg("advise")
+        .arg(&dir)
+        .output()
+        .expect("memrel starts");
+    assert!(advised.status.success(), "{}", streams(&advised));
+
+    // A strategy that needs steps inside the process, or one without the
+    // server's command: refused before anything runs.
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let (inside, output) = drive(
+        work.path(),
+        &[
+            "--server",
+            "ollama",
+            "--model",
+            "tiny",
+            "--url",
+            &url,
+            "--strategy",
+            "malloc-trim",
+            "--",
+            "python3",
+            OLLAMA_LIKE,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    assert!(
+        stderr(&output).contains("--strategy malloc-trim: it needs steps inside the process"),
+        "{}",
+        streams(&output)
+    );
+    assert!(!inside.exists());
+    let (_, output) = drive(
+        work.path(),
+        &[
+            "--server",
+            "ollama",
+            "--model",
+            "tiny",
+            "--url",
+            &url,
+            "--strategy",
+            "jemalloc",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    assert!(
+        stderr(&output).contains("--strategy needs the server's command after --"),
+        "{}",
+        streams(&output)
+    );
+}
