@@ -38,12 +38,22 @@ pub fn text(advice: &Advice) -> String {
             resources,
             not_judged,
         } => {
-            // Resources with the same pick are one line: "host, cuda:0: use …".
+            // Resources with the same pick are one line: "host, cuda:0: use …"
+            // (what each retained is the resource's own, not said here).
+            let same = |a: &Pick, b: &Pick| {
+                Pick {
+                    retained_bytes: None,
+                    ..a.clone()
+                } == Pick {
+                    retained_bytes: None,
+                    ..b.clone()
+                }
+            };
             let mut lines: Vec<(Vec<String>, &ResourceAdvice)> = Vec::new();
             for r in resources {
                 match lines
                     .iter_mut()
-                    .find(|(_, a)| a.pick == r.pick && a.every_run == r.every_run)
+                    .find(|(_, a)| same(&a.pick, &r.pick) && a.every_run == r.every_run)
                 {
                     Some((names, _)) => names.push(r.resource.to_string()),
                     None => lines.push((vec![r.resource.to_string()], r)),
