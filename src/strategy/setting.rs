@@ -38,6 +38,26 @@ pub fn program_step_call(step: &str) -> Option<&'static str> {
 }
 
 impl Strategy {
+    /// The setting as it goes on a server's command line where memrel
+    /// started the server (`memrel drive --strategy`): the variables and
+    /// preload before `argv` (`MALLOC_TRIM_THRESHOLD_=0 mlserver start .`),
+    /// never a call inside it; `None` for a strategy that needs one.
+    pub fn command_line(&self, argv: &[String]) -> Option<String> {
+        if self.name == "drop" {
+            return Some(format!("start it as it is: {}", argv.join(" ")));
+        }
+        if !self.works_from_outside() {
+            return None;
+        }
+        let mut words: Vec<String> = Vec::new();
+        if let Some(library) = self.allocator.library() {
+            words.push(format!("LD_PRELOAD={library}"));
+        }
+        words.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
+        words.extend(argv.iter().cloned());
+        Some(words.join(" "))
+    }
+
     /// What to set where the program lives for this strategy, one line:
     /// an environment line, an `LD_PRELOAD=` line, or the calls to make.
     pub fn setting(&self) -> String {

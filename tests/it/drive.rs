@@ -912,7 +912,8 @@ fn a_v2_server_is_loaded_and_unloaded_through_its_model_repository_api() {
     let (dir, output) = drive_v2(
         work.path(),
         "v2",
-        &["--server", "v2", "--model", "iris", "--cycles", "2"],
+        // The warm-up cycle, then one judged.
+        &["--server", "v2", "--model", "iris", "--cycles", "1"],
         &["--model-mib", "64", "--unload-late-s", "0.4"],
     );
     assert!(output.status.success(), "{}", streams(&output));
@@ -969,6 +970,8 @@ fn a_vllm_server_woken_by_tags_wakes_its_weights_then_its_kv_cache() {
         &[
             "--server",
             "vllm-tags",
+            "--warmup-cycles",
+            "0",
             "--sleep-level",
             "2",
             "--settle",
@@ -1068,6 +1071,9 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
         &[
             "--cycle",
             &cycle,
+            // The file's pages the first load caches are what is judged.
+            "--warmup-cycles",
+            "0",
             "--model-files",
             path,
             "--budget",
@@ -1327,14 +1333,14 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
     let (dir, output) = drive_ollama(
         work.path(),
         "strategies",
-        (64, 0),
+        (64, 64),
         &[
             "--server",
             "ollama",
             "--model",
             "tiny",
             "--repeat",
-            "2",
+            "3",
             "--strategy",
             "drop",
             "--strategy",
@@ -1358,7 +1364,7 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
         .collect();
     let want: Vec<(String, u64)> = ["drop", "trim-threshold-env", "knob"]
         .iter()
-        .flat_map(|s| [(s.to_string(), 1), (s.to_string(), 2)])
+        .flat_map(|s| (1..=3).map(move |k| (s.to_string(), k)))
         .collect();
     assert_eq!(made, want);
     // Each server started under its strategy's environment, nothing else.
@@ -1366,7 +1372,7 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
         std::fs::read_to_string(dir.join(s).join(format!("repeat-{k}")).join("server.log"))
             .unwrap_or_else(|e| panic!("{s} repeat {k}: {e}"))
     };
-    for k in 1..=2 {
+    for k in 1..=3 {
         assert!(!log("drop", k).contains("ENV "), "{}", log("drop", k));
         assert!(
             log("trim-threshold-env", k).contains("ENV MALLOC_TRIM_THRESHOLD_="),
@@ -1401,6 +1407,14 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
         .output()
         .expect("memrel starts");
     assert!(advised.status.success(), "{}", streams(&advised));
+    // Every strategy keeps the 64 MiB each unload leaves: the advice names
+    // the best as it goes on the server's command line, no in-process call.
+    let advice = String::from_utf8_lossy(&advised.stdout).into_owned();
+    assert!(
+        advice.contains(&format!("python3 {OLLAMA_LIKE}"))
+            && !advice.contains("(in the environment at start)"),
+        "{advice}"
+    );
 
     // A strategy that needs steps inside the process, or one without the
     // server's command: refused before anything runs.

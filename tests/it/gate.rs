@@ -807,23 +807,24 @@ fn a_baseline_with_no_runs_is_a_gap() {
 }
 
 #[test]
-fn a_baseline_whose_samples_hold_only_their_header_is_a_gap() {
+fn a_baseline_whose_samples_hold_only_their_header_is_damage_naming_the_file() {
     let work = tempfile::tempdir().unwrap();
     let (root, new) = ci_copies(work.path());
     let samples = root.join("baselines/ci/ci-gate/samples.csv");
     let text = std::fs::read_to_string(&samples).unwrap();
     let header = text.lines().next().unwrap();
     std::fs::write(&samples, format!("{header}\n")).unwrap();
-    // Retained and the rate come from the phase edges; the peak is sampled.
-    assert_gaps(
-        &root,
-        &new,
-        &[
-            gap("malloc-trim", "host", "peak_bytes", "baseline"),
-            gap("tcache-off", "host", "peak_bytes", "baseline"),
-        ],
-        &["coverage: scenario ci-gate, strategy malloc-trim, host RSS, peak: missing in the baseline: no run in"],
+    // An emptied record file is damage (issue 47): nothing is judged, the
+    // error names the file and how to re-make or restore the entry.
+    let output = check_ci(&root, &new, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("samples.csv has no data rows, but runs.json says run 1 completed")
+            && err.contains("--save-baseline ci --replace"),
+        "{err}"
     );
+    assert!(!new.join("verdict.json").exists(), "nothing is judged");
 }
 
 #[test]
