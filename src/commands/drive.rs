@@ -106,7 +106,7 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let runs = names.len() as u32 * args.repeat;
     let mut repeats = Vec::new();
     // Each strategy's runs in turn (none given: the server as it is, `drop`).
-    let plan: Vec<(Option<&(&Strategy, Option<PathBuf>)>, &str, u32)> = names
+    let plan: Vec<(Option<&Under>, &str, u32)> = names
         .iter()
         .enumerate()
         .flat_map(|(i, name)| (1..=args.repeat).map(move |k| (i, name.as_str(), k)))
@@ -274,11 +274,15 @@ pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     )
 }
 
+/// A strategy a server is started under, and the allocator library it
+/// preloads (found before anything starts).
+type Under = (&'static Strategy, Option<PathBuf>);
+
 /// The strategies of `--strategy` (those `--strategy-file` defines first),
 /// each with the allocator library it preloads, found before anything
 /// starts; empty without `--strategy`. Only a strategy that works from
 /// outside a process applies to a server: its environment and its preload.
-fn strategies(args: &DriveArgs) -> Result<Vec<(&'static Strategy, Option<PathBuf>)>> {
+fn strategies(args: &DriveArgs) -> Result<Vec<Under>> {
     if let Some(file) = &args.strategy_file {
         crate::strategy::custom::read_file(file)
             .map_err(|e| anyhow::anyhow!("--strategy-file {e}"))?;
@@ -295,7 +299,7 @@ fn strategies(args: &DriveArgs) -> Result<Vec<(&'static Strategy, Option<PathBuf
             args.strategies[0]
         );
     }
-    let mut out: Vec<(&'static Strategy, Option<PathBuf>)> = Vec::new();
+    let mut out: Vec<Under> = Vec::new();
     for name in &args.strategies {
         let strategy =
             crate::strategy::lookup(name).map_err(|e| anyhow::anyhow!("--strategy {e}"))?;
