@@ -100,6 +100,13 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         }
     }
     let salvaged = Record::salvage(dir)?;
+    crate::strategy::custom::define_kept(&salvaged.record.header.scenario_toml).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: the [[strategy]] tables its scenario kept: {e}; compare results whose \
+             user-defined strategies of one name are the same",
+            dir.display()
+        )
+    })?;
     let summary = metrics::summarize(&salvaged.record);
     Ok(Loaded {
         dir: dir.to_path_buf(),

@@ -406,9 +406,16 @@ fn verdict(r: &RequestRow) -> String {
                 mib(before)
             )
         };
-        let mut text = format!("freed host {}", of(freed.host_bytes, r.at_send.host_bytes));
+        // A sleep that copies the weights into host memory grows the host.
+        let grew = freed.host_bytes < -(TOLERANCE_BYTES as i64);
+        let mut text = if grew {
+            format!("host grew {} MiB", mib(freed.host_bytes.unsigned_abs()))
+        } else {
+            format!("freed host {}", of(freed.host_bytes, r.at_send.host_bytes))
+        };
         if let (Some(f), Some(b)) = (freed.vram_bytes, r.at_send.vram_bytes) {
-            text.push_str(&format!(", vram {}", of(f, b)));
+            let vram = if grew { "; freed vram" } else { ", vram" };
+            text.push_str(&format!("{vram} {}", of(f, b)));
         }
         return text;
     }

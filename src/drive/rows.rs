@@ -318,10 +318,16 @@ pub fn write(dir: &Path, rows: &[RequestRow], processes: &[ProcessRow]) -> Resul
     crate::fsutil::write_atomic(&dir.join(PROCESSES_CSV), &bytes).map_err(|e| e.to_string())
 }
 
-/// Where a wake left host memory from its sleep behind (settled after the
-/// wake against the reading before the sleep: more than the tolerance), the
-/// amount and the layer it is in, in words; `None` where it did not.
+/// Where a cycle's end left host memory behind (settled after a wake
+/// against the reading before its sleep, or after an unload against the
+/// reading before its load: more than the tolerance), the amount and the
+/// layer it is in, in words; `None` where it did not, and for other phases.
 pub fn left_after_wake(row: &RequestRow) -> Option<String> {
+    let (end, start) = match row.phase.as_str() {
+        "wake" => ("wake", "sleep"),
+        "unload" => ("unload", "load"),
+        _ => return None,
+    };
     let held = row.held?;
     let gap = TOLERANCE_BYTES as i64;
     if held.host_bytes <= gap {
@@ -342,8 +348,10 @@ pub fn left_after_wake(row: &RequestRow) -> Option<String> {
             mib(held.anon_bytes)
         ));
     }
-    if held.file_bytes > gap {
-        parts.push(format!("{:.0} MiB file-backed", mib(held.file_bytes)));
+    // The file-backed layer counts shared memory too (RssFile + RssShmem).
+    let file_bytes = held.file_bytes - held.shmem_bytes.unwrap_or(0).max(0);
+    if file_bytes > gap {
+        parts.push(format!("{:.0} MiB file-backed", mib(file_bytes)));
     }
     let what = if parts.is_empty() {
         String::new()
@@ -351,7 +359,7 @@ pub fn left_after_wake(row: &RequestRow) -> Option<String> {
         format!(": {}", parts.join(", "))
     };
     Some(format!(
-        "the wake left {:.0} MiB of host memory behind, over the level before the sleep{what}",
+        "the {end} left {:.0} MiB of host memory behind, over the level before the {start}{what}",
         mib(held.host_bytes)
     ))
 }

@@ -32,8 +32,10 @@ pub struct Pick {
     /// Of those, runs in which at least one cycle retained.
     pub retaining_runs: u32,
     /// Of those, runs in which a load raised the resource by the retention
-    /// threshold or more: a strategy under which it never moved (a page
-    /// cache full before the first load) gave nothing back.
+    /// threshold or more, or a cycle moved it by as much (a sleep that
+    /// copies the weights into host memory until the wake): a strategy under
+    /// which it never moved (a page cache full before the first load) gave
+    /// nothing back.
     pub moved_runs: u32,
     /// Median over its runs of what the last cycle retained (`None`: no run
     /// had a cycle that measured the resource).
@@ -184,7 +186,13 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
         if !picks.iter().any(retains) {
             continue;
         }
-        let cheapest = |a: &&Pick, b: &&Pick| a.price_s().total_cmp(&b.price_s());
+        // The cheapest; at one price (none of them has a release step: a
+        // server's environment), the one that keeps the least.
+        let cheapest = |a: &&Pick, b: &&Pick| {
+            a.price_s()
+                .total_cmp(&b.price_s())
+                .then(a.retained_bytes.cmp(&b.retained_bytes))
+        };
         let every = picks
             .iter()
             .filter(|p| p.retaining_runs == 0)
@@ -262,10 +270,13 @@ fn pick(c: &Candidate, resource: Resource) -> Option<Pick> {
         moved_runs: measured
             .iter()
             .filter(|m| {
+                // Loaded above its baseline, or moved within the cycle: a
+                // sleep that copies the weights to the host grows the host
+                // between the sleep and the wake while awake it is level.
                 m.cycles.iter().any(|cycle| {
                     m.baseline_bytes.is_some_and(|base| {
                         cycle.loaded_bytes.saturating_sub(base) >= c.threshold_bytes
-                    })
+                    }) || cycle.after_unload_bytes.abs_diff(cycle.loaded_bytes) >= c.threshold_bytes
                 })
             })
             .count() as u32,
@@ -291,6 +302,30 @@ mod tests {
     use super::*;
     use crate::metrics::summarize;
     use crate::record::{fixture, PageCacheInfo};
+
+    /// Two strategies give back in every run at one price (as settings of a
+    /// server's environment are: none has a release step) and a third keeps:
+    /// the one keeping less is named, whichever was measured first.
+    #[test]
+    fn at_one_price_the_strategy_keeping_less_is_named() {
+        let mut record = fixture::record();
+        record.runs.clear();
+        for rep in 1..=3 {
+            for (strategy, kept) in [("drop", 64), ("trim-threshold-env", 12), ("jemalloc", 1)] {
+                let n = record.runs.len() as u32;
+                record
+                    .runs
+                    .push(fixture::run(n + 1, strategy, rep, &[kept, kept]));
+            }
+        }
+        let summary = summarize(&record);
+        let Advice::Resources { resources, .. } = advise(&[&summary]) else {
+            panic!("no advice: {:?}", advise(&[&summary]));
+        };
+        assert_eq!(resources[0].resource, Resource::Host);
+        assert_eq!(resources[0].pick.strategy, "jemalloc", "{resources:?}");
+        assert!(resources[0].every_run);
+    }
 
     /// Host memory that `drop` keeps and `malloc-trim` gives back, and a page
     /// cache full from the first reading to the last under both (one run

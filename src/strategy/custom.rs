@@ -176,6 +176,21 @@ pub fn read_file(path: &std::path::Path) -> Result<Vec<&'static Strategy>, Strin
         .collect()
 }
 
+/// Defines the `[[strategy]]` tables of a record's scenario (the TOML a
+/// run or drive kept in its header), so that the commands reading saved
+/// results (`compare`, `check`, `advise`, `report`) know the strategies a
+/// user defined for it. Other keys of the scenario are not read here.
+pub fn define_kept(scenario_toml: &str) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct Kept {
+        #[serde(default)]
+        strategy: Vec<Definition>,
+    }
+    let kept: Kept = toml::from_str(scenario_toml)
+        .map_err(|e| e.to_string().lines().collect::<Vec<_>>().join(" "))?;
+    kept.strategy.iter().try_for_each(|d| define(d).map(|_| ()))
+}
+
 fn leak(text: String) -> &'static str {
     Box::leak(text.into_boxed_str())
 }
@@ -194,6 +209,19 @@ mod tests {
             preload: preload.map(str::to_string),
             about: None,
         }
+    }
+
+    #[test]
+    fn a_records_kept_tables_are_defined_and_its_other_keys_ignored() {
+        let kept = "cycles = 2\ndevice = \"cpu\"\n\n[[strategy]]\nname = \"kept-knob\"\n\n\
+                    [strategy.env]\nKEPT_KNOB = \"1\"\n";
+        assert!(crate::strategy::lookup("kept-knob").is_err());
+        define_kept(kept).expect("defined");
+        let s = crate::strategy::lookup("kept-knob").expect("found after");
+        assert_eq!(s.env, &[("KEPT_KNOB", "1")]);
+        define_kept(kept).expect("the same table again is the same strategy");
+        let other = kept.replace("\"1\"", "\"2\"");
+        assert!(define_kept(&other).unwrap_err().contains("defined twice"));
     }
 
     #[test]

@@ -1462,3 +1462,63 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
         streams(&output)
     );
 }
+
+#[test]
+fn a_wake_that_keeps_the_sleeps_backup_is_advised_against_with_the_servers_own_knob() {
+    // The server's own switch as two user-defined strategies: its default
+    // (the wake keeps the sleep's backup mapped, as PyTorch's pinned host
+    // cache does) and the knob that unmaps it after each wake. Every wake of
+    // the first keeps 64 MiB over the level before the first sleep.
+    let work = tempfile::tempdir().expect("tempdir");
+    let file = work.path().join("strategies.toml");
+    std::fs::write(
+        &file,
+        "[[strategy]]\nname = \"cache-kept\"\nenv = { VLLM_LIKE_EMPTY_HOST_CACHE = \"0\" }\n\n\
+         [[strategy]]\nname = \"cache-emptied\"\nenv = { VLLM_LIKE_EMPTY_HOST_CACHE = \"1\" }\n",
+    )
+    .expect("write strategies.toml");
+    let file = file.to_str().expect("utf-8 path");
+    let (dir, output) = drive_vllm(
+        work.path(),
+        "backup",
+        "kept",
+        &[
+            "--warmup-cycles",
+            "0",
+            "--repeat",
+            "3",
+            "--strategy-file",
+            file,
+            "--strategy",
+            "cache-kept",
+            "--strategy",
+            "cache-emptied",
+        ],
+    );
+    assert!(output.status.success(), "{}", streams(&output));
+    for k in 1..=3 {
+        let kept = requests(&dir.join("cache-kept").join(format!("repeat-{k}")));
+        let emptied = requests(&dir.join("cache-emptied").join(format!("repeat-{k}")));
+        for (rows, lo, hi) in [(&kept, 48.0, 80.0), (&emptied, -16.0, 16.0)] {
+            for wake in rows.iter().filter(|r| r["phase"] == "wake") {
+                let held = mib(wake, "shmem_held_first_bytes");
+                assert!(held >= lo && held <= hi, "{held} MiB: {wake:?}");
+            }
+        }
+    }
+    // Read back in a process that never saw the file: the knob that gives
+    // the backup back, as it goes on the server's command line.
+    let advised = memrel()
+        .arg("advise")
+        .arg(&dir)
+        .output()
+        .expect("memrel starts");
+    assert!(advised.status.success(), "{}", streams(&advised));
+    let advice = String::from_utf8_lossy(&advised.stdout).into_owned();
+    assert!(
+        advice.contains("use cache-emptied (gives back in 3 of 3 runs")
+            && advice.contains(&format!("VLLM_LIKE_EMPTY_HOST_CACHE=1 python3 {VLLM_LIKE}"))
+            && !advice.contains("unknown to this memrel"),
+        "{advice}"
+    );
+}

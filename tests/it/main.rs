@@ -39,6 +39,7 @@ mod launcher;
 mod light;
 mod machine;
 mod matrix;
+mod mlserver;
 mod model_arg;
 mod ort;
 mod page_cache;
