@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use super::ExitStatus;
 use crate::cli::AdviseArgs;
 use crate::export;
-use crate::metrics::advice::{advise, Advice};
+use crate::metrics::advice::advise;
 use crate::metrics::Summary;
 use crate::results::load;
 
@@ -47,28 +47,8 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     }
     let summaries: Vec<&Summary> = loaded.iter().map(|l| &l.summary).collect();
     let mut advice = advise(&summaries);
-    // Drives of one server: each setting as it goes on the server's command
-    // line (what a server can be given from outside), not a call inside it.
-    // The server's command: what followed `--` where memrel started it,
-    // else the running process's arguments.
-    let servers: Vec<&[String]> = loaded
-        .iter()
-        .map(|l| &l.record.header)
-        .filter(|h| h.command.get(1).is_some_and(|c| c == "drive"))
-        .filter_map(|h| match h.command.iter().position(|a| a == "--") {
-            Some(i) => Some(&h.command[i + 1..]),
-            None => h.attached.as_ref().map(|a| a.argv.as_slice()),
-        })
-        .collect();
-    if servers.len() == loaded.len() {
-        if let (Some(argv), Advice::Resources { resources, .. }) = (servers.first(), &mut advice) {
-            for r in resources {
-                r.pick.setting = crate::strategy::lookup(&r.pick.strategy)
-                    .ok()
-                    .and_then(|s| s.command_line(argv));
-            }
-        }
-    }
+    let headers: Vec<&crate::record::Header> = loaded.iter().map(|l| &l.record.header).collect();
+    super::output::on_the_servers_command_line(&mut advice, &headers);
     write!(out, "{}", export::advice::text(&advice))?;
     Ok(ExitStatus::Success)
 }

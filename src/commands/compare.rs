@@ -22,7 +22,7 @@ use crate::machine::{clashes, Keyed};
 use crate::metrics::comparison::Comparison;
 use crate::metrics::Summary;
 use crate::plan::Plan;
-use crate::record::{Record, RunStatus};
+use crate::record::{Header, Record, RunStatus};
 use crate::results::{check_output_args, compare_loaded, create_out_dir, load, write_trace};
 use crate::scenario;
 
@@ -36,6 +36,8 @@ pub struct CompareOutcome {
     pub failed_runs: usize,
     /// Each source's summary, for the advice.
     pub summaries: Vec<Summary>,
+    /// Each source's record header, for the advice on drives.
+    pub headers: Vec<Header>,
 }
 
 /// `memrel compare` as the arguments ask: compares, prints the table and
@@ -48,7 +50,8 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         table::plain_as(&outcome.comparison, args.console.view())
     )?;
     let summaries: Vec<&Summary> = outcome.summaries.iter().collect();
-    output::advise(out, &summaries)?;
+    let headers: Vec<&Header> = outcome.headers.iter().collect();
+    output::advise(out, &summaries, &headers)?;
     let runs: u32 = outcome.comparison.rows.iter().map(|r| r.summary.runs).sum();
     // The trace, when asked for, was written with the comparison.
     let trace_written = |_: &Path| Ok(());
@@ -96,6 +99,7 @@ fn run_matrix(args: &CompareArgs, scenario: &str) -> Result<CompareOutcome> {
         dir,
         failed_runs: failed_runs(&records),
         comparison,
+        headers: sources.iter().map(|l| l.record.header.clone()).collect(),
         summaries: sources.into_iter().map(|l| l.summary).collect(),
     })
 }
@@ -136,6 +140,7 @@ pub fn compare_saved(
         dir,
         failed_runs: 0,
         comparison,
+        headers: sources.iter().map(|l| l.record.header.clone()).collect(),
         summaries: sources.into_iter().map(|l| l.summary).collect(),
     })
 }

@@ -15,8 +15,9 @@ use super::ExitStatus;
 use crate::baseline;
 use crate::cli::OutputArgs;
 use crate::export::console;
+use crate::metrics::advice::Advice;
 use crate::metrics::Summary;
-use crate::record::Record;
+use crate::record::{Header, Record};
 use crate::results;
 
 /// After `memrel run` or `memrel exec`: the run's table, the advice where
@@ -32,7 +33,7 @@ pub fn finish_run(
     write!(out, "{}", console::summary_table_as(summary, view))?;
     write!(out, "{}", crate::export::sleep::console(summary))?;
     if advice {
-        advise(out, &[summary])?;
+        advise(out, &[summary], &[])?;
     }
     let failed = summary.runs.iter().filter(|r| r.error.is_some()).count();
     let export_trace = |path: &Path| results::export_trace_of(dir, path);
@@ -177,13 +178,16 @@ fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Resul
 }
 
 /// The last lines of `run` and `compare` before where the results went:
-/// the advice of `summaries` (`memrel advise`), each line `advice: …`;
-/// nothing where the runs were stopped by SIGINT or SIGTERM.
-pub fn advise(out: &mut dyn Write, summaries: &[&Summary]) -> Result<()> {
+/// the advice of `summaries` (`memrel advise`; `headers` are the records'
+/// where they are drives), each line `advice: …`; nothing where the runs
+/// were stopped by SIGINT or SIGTERM.
+pub fn advise(out: &mut dyn Write, summaries: &[&Summary], headers: &[&Header]) -> Result<()> {
     if crate::orchestrator::signals::received().is_some() {
         return Ok(());
     }
-    let text = crate::export::advice::text(&crate::metrics::advice::advise(summaries));
+    let mut advice = crate::metrics::advice::advise(summaries);
+    on_the_servers_command_line(&mut advice, headers);
+    let text = crate::export::advice::text(&advice);
     let mut first = true;
     for line in text.lines() {
         if first {
@@ -262,5 +266,30 @@ mod tests {
         out.flush().unwrap();
         let other = Err(io::Error::from(io::ErrorKind::PermissionDenied));
         assert!(Stdout::default().quiet(other, 1).is_err());
+    }
+}
+
+/// Drives of one server (every header a drive's): each setting as it goes on
+/// the server's command line (what a server can be given from outside), not
+/// a call inside it. The server's command: what followed `--` where memrel
+/// started it, else the running process's arguments.
+pub fn on_the_servers_command_line(advice: &mut Advice, headers: &[&Header]) {
+    let servers: Vec<&[String]> = headers
+        .iter()
+        .filter(|h| h.command.get(1).is_some_and(|c| c == "drive"))
+        .filter_map(|h| match h.command.iter().position(|a| a == "--") {
+            Some(i) => Some(&h.command[i + 1..]),
+            None => h.attached.as_ref().map(|a| a.argv.as_slice()),
+        })
+        .collect();
+    if servers.is_empty() || servers.len() != headers.len() {
+        return;
+    }
+    if let (Some(argv), Advice::Resources { resources, .. }) = (servers.first(), advice) {
+        for r in resources {
+            r.pick.setting = crate::strategy::lookup(&r.pick.strategy)
+                .ok()
+                .and_then(|s| s.command_line(argv));
+        }
     }
 }

@@ -186,11 +186,13 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
         if !picks.iter().any(retains) {
             continue;
         }
-        // The cheapest; at one price (none of them has a release step: a
-        // server's environment), the one that keeps the least.
+        // The cheapest; at one price (none of them has a release step, as
+        // settings of a server's environment), changing nothing (`drop`)
+        // where it gives back too, else the one that keeps the least.
         let cheapest = |a: &&Pick, b: &&Pick| {
             a.price_s()
                 .total_cmp(&b.price_s())
+                .then((a.strategy != "drop").cmp(&(b.strategy != "drop")))
                 .then(a.retained_bytes.cmp(&b.retained_bytes))
         };
         let every = picks
@@ -305,7 +307,8 @@ mod tests {
 
     /// Two strategies give back in every run at one price (as settings of a
     /// server's environment are: none has a release step) and a third keeps:
-    /// the one keeping less is named, whichever was measured first.
+    /// the one keeping less is named, whichever was measured first; `drop`,
+    /// where it is one of them.
     #[test]
     fn at_one_price_the_strategy_keeping_less_is_named() {
         let mut record = fixture::record();
@@ -325,6 +328,22 @@ mod tests {
         assert_eq!(resources[0].resource, Resource::Host);
         assert_eq!(resources[0].pick.strategy, "jemalloc", "{resources:?}");
         assert!(resources[0].every_run);
+        // Where `drop` gives back in every run too, nothing needs changing.
+        let mut record = fixture::record();
+        record.runs.clear();
+        for rep in 1..=3 {
+            for (strategy, kept) in [("jemalloc", 1), ("drop", 2), ("tcmalloc", 64)] {
+                let n = record.runs.len() as u32;
+                record
+                    .runs
+                    .push(fixture::run(n + 1, strategy, rep, &[kept, kept]));
+            }
+        }
+        let summary = summarize(&record);
+        let Advice::Resources { resources, .. } = advise(&[&summary]) else {
+            panic!("no advice: {:?}", advise(&[&summary]));
+        };
+        assert_eq!(resources[0].pick.strategy, "drop", "{resources:?}");
     }
 
     /// Host memory that `drop` keeps and `malloc-trim` gives back, and a page

@@ -1521,4 +1521,20 @@ fn a_wake_that_keeps_the_sleeps_backup_is_advised_against_with_the_servers_own_k
             && !advice.contains("unknown to this memrel"),
         "{advice}"
     );
+    // compare's advice line says the same.
+    let compared = memrel()
+        .args(["compare", "--out"])
+        .arg(work.path())
+        .arg(&dir)
+        .output()
+        .expect("memrel starts");
+    assert!(compared.status.success(), "{}", streams(&compared));
+    let table = String::from_utf8_lossy(&compared.stdout).into_owned();
+    assert!(
+        table.contains(&format!(
+            "use cache-emptied (gives back in 3 of 3 runs; no release step): \
+             VLLM_LIKE_EMPTY_HOST_CACHE=1 python3 {VLLM_LIKE}"
+        )),
+        "{table}"
+    );
 }
