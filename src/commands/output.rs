@@ -252,23 +252,6 @@ impl Write for Stdout {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_broken_pipe_is_success_and_silences_later_writes() {
-        let mut out = Stdout::default();
-        let broken = Err(io::Error::from(io::ErrorKind::BrokenPipe));
-        assert_eq!(out.quiet(broken, 5).unwrap(), 5);
-        assert!(out.gone);
-        assert_eq!(out.write(b"abc").unwrap(), 3);
-        out.flush().unwrap();
-        let other = Err(io::Error::from(io::ErrorKind::PermissionDenied));
-        assert!(Stdout::default().quiet(other, 1).is_err());
-    }
-}
-
 /// Drives of one server (every header a drive's): each setting as it goes on
 /// the server's command line (what a server can be given from outside), not
 /// a call inside it. The server's command: what followed `--` where memrel
@@ -291,5 +274,22 @@ pub fn on_the_servers_command_line(advice: &mut Advice, headers: &[&Header]) {
                 .ok()
                 .and_then(|s| s.command_line(argv));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_pipe_is_success_and_silences_later_writes() {
+        let mut out = Stdout::default();
+        let broken = Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert_eq!(out.quiet(broken, 5).unwrap(), 5);
+        assert!(out.gone);
+        assert_eq!(out.write(b"abc").unwrap(), 3);
+        out.flush().unwrap();
+        let other = Err(io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(Stdout::default().quiet(other, 1).is_err());
     }
 }
