@@ -180,7 +180,7 @@ fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Resul
 /// the advice of `summaries` (`memrel advise`), each line `advice: …`;
 /// nothing where the runs were stopped by SIGINT or SIGTERM.
 pub fn advise(out: &mut dyn Write, summaries: &[&Summary]) -> Result<()> {
-    if crate::orchestrator::signals::received().is_some() {
+    if crate::signals::received().is_some() {
         return Ok(());
     }
     let text = crate::export::advice::text(&crate::metrics::advice::advise(summaries));

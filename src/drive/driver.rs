@@ -29,8 +29,8 @@ use super::rows::{self, minus, Layers, ProcessRow, RequestRow, REQUESTS_CSV, TOL
 use super::server::Started;
 use crate::attach::live::MarkPhase;
 use crate::attach::session::{Driver as SessionDriver, EdgeReading, Marks, Step};
-use crate::orchestrator::signals;
 use crate::protocol::{Check, Phase};
+use crate::signals;
 
 /// How often memory is read while a request settles, and `until` polled.
 const POLL: Duration = Duration::from_millis(50);

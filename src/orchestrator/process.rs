@@ -13,14 +13,13 @@ use std::time::{Duration, Instant};
 
 use super::channel::Channel;
 use super::exit_stop::{ExitStop, Held};
-use super::intake::{Collected, ProgramState};
-use super::{child, drain, edges, signals, stdin, Stop, REAP_GRACE};
+use super::{child, drain, stdin, Stop, REAP_GRACE};
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta};
 use crate::sampler::hwm::KernelPeak;
-use crate::sampler::page_cache::{Method, PageCacheProbe};
-use crate::sampler::procfs::StatmProbe;
-use crate::sampler::{Probe, Sampler, VramProbe};
+use crate::sampler::VramProbe;
+use crate::session::{Collected, ProgramState, Scope, Session};
+use crate::signals;
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{environment_checks, CycleNumbering};
 use crate::worker::Plug;
@@ -148,16 +147,6 @@ impl Process<'_> {
         } else {
             meta.respawned_pids.push(pid);
         }
-        // Under --tree a phase edge is read like the samples: the tree's sum
-        // (host memory and VRAM per GPU).
-        let host = if duties.complete_edges && duties.sample_tree {
-            Some(Probe::open_tree(pid))
-        } else {
-            duties
-                .complete_edges
-                .then(|| StatmProbe::open(pid).ok().map(Probe::Procfs))
-                .flatten()
-        };
         // The kernel's peak between edges is one process's VmHWM: not the
         // tree's PSS sum the samples are under --tree.
         let kernel_peak =
@@ -168,44 +157,22 @@ impl Process<'_> {
             } else {
                 KernelPeak::open(pid)
             };
-        // The model files' page cache: read by the sampler at a low rate and
-        // at every phase edge (probes sharing one failure note).
+        // Every probe opened once, for the sampler and for the edges: under
+        // --tree an edge is read like the samples (the tree's sum), the
+        // model files' page cache at a low rate and at every edge.
         let files = self.plug.weight_files();
-        got.page_cache = (!files.is_empty()).then(|| {
-            PageCacheProbe::new(&files, Method::choose(files.first().map(|f| f.as_path())).0)
-        });
-        let edges = edges::EdgeReader::new(pid)
-            .host(host)
-            .vram(
-                duties
-                    .vram_at_edges
-                    .then(crate::sampler::vram::open_nvml)
-                    .flatten(),
-            )
-            .container(cgroup.probe())
-            .page_cache(got.page_cache.clone());
-        let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
-        let (echo_out, echo_err) = if io.show_output {
-            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
-        } else {
-            (None, None)
-        };
-        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out);
-        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err);
-        let sampler = match Sampler::start_with(
+        let scope = Scope {
             pid,
-            self.interval,
-            self.clock_zero,
+            tree: duties.sample_tree,
+            host_at_edges: duties.complete_edges,
             vram,
-            duties.sample_tree,
-            writer,
-            crate::sampler::Extras {
-                container: cgroup.probe(),
-                page_cache: got.page_cache.clone(),
-                resources: crate::sampler::resources::open_all(pid),
-            },
-        ) {
-            Ok(sampler) => sampler,
+            vram_at_edges: duties.vram_at_edges,
+            cgroup: cgroup.located(),
+            model_files: &files,
+            per_process: false,
+        };
+        let (session, edges) = match Session::start(scope, self.interval, self.clock_zero, writer) {
+            Ok(started) => started,
             Err(e) => {
                 if let Some(hold) = &exit_stop {
                     hold.read_with(crate::sampler::Nudge::ended());
@@ -215,11 +182,19 @@ impl Process<'_> {
                 return Err(format!("cannot start the sampler thread: {e}"));
             }
         };
+        let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
+        let (echo_out, echo_err) = if io.show_output {
+            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
+        } else {
+            (None, None)
+        };
+        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out);
+        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err);
         if let Some(hold) = &exit_stop {
-            hold.read_with(sampler.nudge());
+            hold.read_with(session.nudge());
         }
-        let probe_name = sampler.probe_name;
-        let tree_pids = std::sync::Arc::clone(&sampler.tree_pids);
+        let probe_name = session.probe_name();
+        let tree_pids = session.tree_pids();
 
         // A program's own peak, read (never reset) at every tick while it
         // runs: wait4's ru_maxrss would also hold a child's it waited for,
@@ -328,28 +303,20 @@ impl Process<'_> {
         } else {
             waited_peak_bytes
         };
-        let (sample_error, vram, last) = match sampler.stop_keep_probe() {
-            Ok((writer, vram)) => {
-                let last = writer.last();
-                (writer.finish(), vram, last)
-            }
-            Err(e) => (Some(e.to_string()), None, None),
-        };
+        let stopped = session.stop();
         // SIGKILL that memrel did not send, while an OOM kill counter rose.
         got.oom_killed = match (
             stop,
             status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
         ) {
-            (None, Some(libc::SIGKILL)) => cgroup.oom_kill(&last_reading(last.as_ref())),
+            (None, Some(libc::SIGKILL)) => cgroup.oom_kill(&last_reading(stopped.last.as_ref())),
             _ => None,
         };
         record_cgroup(meta, cgroup.finish());
-        let sample_error =
-            sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
         if channel_open {
             got.drain(&messages, pipe_grace, meta, on_event);
         }
-        if let Some(why) = got.page_cache.take().and_then(|p| p.failure()) {
+        if let Some(why) = stopped.page_cache_note() {
             // The readings before it are kept; the note says why the rest is missing.
             meta.page_cache_note.get_or_insert(why);
         }
@@ -371,8 +338,8 @@ impl Process<'_> {
         Ok(Ended {
             stop,
             status,
-            sample_error,
-            vram,
+            sample_error: stopped.sample_error,
+            vram: stopped.vram,
             probe_name,
         })
     }
