@@ -177,32 +177,7 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     }
     let now_s = || clock_zero.elapsed().as_secs_f64();
     // Woken as a mark or a log line is written: its edge is read at once.
-    let log_dir = job
-        .log
-        .as_ref()
-        .and_then(|log| log.path().parent().map(Path::to_path_buf))
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                p
-            }
-        });
-    let mut watched: Vec<&Path> = vec![&dir];
-    watched.extend(log_dir.as_deref());
-    let watch = super::watch::Watch::new(&watched);
-    if !watch.active() {
-        eprintln!(
-            "memrel: warning: cannot watch {} with inotify: marks and log lines are read \
-             every {} ms (each edge's note says how late)",
-            watched
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" and "),
-            TICK.as_millis()
-        );
-    }
+    let watch = watch_writes(&dir, job.log.as_ref());
     let ended = loop {
         marker.take_marks(marks.take(), zero_mono_s, now_s());
         marks.acknowledge();
@@ -258,53 +233,13 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         meta.checks.extend(driver.checks());
     }
     meta.duration_s = end_s;
-    meta.cgroup = Some(match &cgroup {
-        Ok(at) => {
-            let at_end = crate::cgroup::read(at);
-            crate::cgroup::view::CgroupRun {
-                dir: at.dir.display().to_string(),
-                version: Some(at.version),
-                at_start: cgroup_at_start,
-                at_end: at_end.as_ref().ok().copied(),
-                error: at_end.err(),
-                other_processes,
-            }
-        }
-        Err(why) => crate::cgroup::view::CgroupRun {
-            dir: String::new(),
-            version: None,
-            at_start: None,
-            at_end: None,
-            error: Some(why.clone()),
-            other_processes: None,
-        },
-    });
+    meta.cgroup = Some(cgroup_run(&cgroup, cgroup_at_start, other_processes));
     meta.status = RunStatus::Completed;
     if let Some(e) = stopped.sample_error {
         meta.status = RunStatus::Failed;
         meta.error = Some(e);
     }
-    let why = match ended {
-        Ended::Exited => format!("process {pid} exited"),
-        Ended::Duration => format!("--duration {:.3} s passed", end_s),
-        // A drive a signal cut short is stopped early (an attach ends so).
-        Ended::Signal(sig) if job.driver.is_some() => {
-            let why = format!(
-                "stopped early: memrel received {} before every request was driven",
-                signals::name(sig)
-            );
-            meta.status = RunStatus::Killed;
-            meta.error = Some(why.clone());
-            why
-        }
-        Ended::Signal(sig) => format!("memrel received {}", signals::name(sig)),
-        Ended::Driven => "every request was driven".to_string(),
-        Ended::DriveFailed(why) => {
-            meta.status = RunStatus::Failed;
-            meta.error = Some(why.clone());
-            format!("driving failed: {why}")
-        }
-    };
+    let why = ended_why(ended, pid, end_s, job.driver.is_some(), &mut meta);
     record.header.cycles = cycles;
     record.header.scenario_toml = job.setup.scenario(cycles)?.toml_text;
     if let Some(attached) = record.header.attached.as_mut() {
@@ -325,6 +260,93 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     let summary = metrics::summarize(&record);
     export::write_derived_run_outputs(&dir, &record, &summary).with_context(cannot_write)?;
     Ok((record, summary))
+}
+
+/// Why the measurement ended, in words (the header's `ended`); a drive cut
+/// short by a signal or that failed marks the run so in `meta`.
+fn ended_why(ended: Ended, pid: u32, end_s: f64, driven: bool, meta: &mut RunMeta) -> String {
+    match ended {
+        Ended::Exited => format!("process {pid} exited"),
+        Ended::Duration => format!("--duration {:.3} s passed", end_s),
+        // A drive a signal cut short is stopped early (an attach ends so).
+        Ended::Signal(sig) if driven => {
+            let why = format!(
+                "stopped early: memrel received {} before every request was driven",
+                signals::name(sig)
+            );
+            meta.status = RunStatus::Killed;
+            meta.error = Some(why.clone());
+            why
+        }
+        Ended::Signal(sig) => format!("memrel received {}", signals::name(sig)),
+        Ended::Driven => "every request was driven".to_string(),
+        Ended::DriveFailed(why) => {
+            meta.status = RunStatus::Failed;
+            meta.error = Some(why.clone());
+            format!("driving failed: {why}")
+        }
+    }
+}
+
+/// Watches the results directory (marks) and the followed log's directory
+/// with inotify, so the loop wakes as either is written; said on stderr
+/// where it cannot (then they are read at every tick).
+fn watch_writes(dir: &Path, log: Option<&Follower>) -> super::watch::Watch {
+    let log_dir = log
+        .and_then(|log| log.path().parent().map(Path::to_path_buf))
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p
+            }
+        });
+    let mut watched: Vec<&Path> = vec![dir];
+    watched.extend(log_dir.as_deref());
+    let watch = super::watch::Watch::new(&watched);
+    if !watch.active() {
+        eprintln!(
+            "memrel: warning: cannot watch {} with inotify: marks and log lines are read \
+             every {} ms (each edge's note says how late)",
+            watched
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" and "),
+            TICK.as_millis()
+        );
+    }
+    watch
+}
+
+/// The attached process's cgroup in the run's metadata: where it is, its
+/// counters at the start and now (the end), who else is in it.
+fn cgroup_run(
+    cgroup: &Result<crate::cgroup::Located, String>,
+    at_start: Option<crate::cgroup::Counters>,
+    other_processes: Option<u32>,
+) -> crate::cgroup::view::CgroupRun {
+    match &cgroup {
+        Ok(at) => {
+            let at_end = crate::cgroup::read(at);
+            crate::cgroup::view::CgroupRun {
+                dir: at.dir.display().to_string(),
+                version: Some(at.version),
+                at_start,
+                at_end: at_end.as_ref().ok().copied(),
+                error: at_end.err(),
+                other_processes,
+            }
+        }
+        Err(why) => crate::cgroup::view::CgroupRun {
+            dir: String::new(),
+            version: None,
+            at_start: None,
+            at_end: None,
+            error: Some(why.clone()),
+            other_processes: None,
+        },
+    }
 }
 
 /// What memrel tells on stderr once the measurement runs: another program
