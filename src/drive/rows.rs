@@ -54,7 +54,7 @@ impl Layers {
             anon_bytes: m.anon_bytes,
             file_bytes: m.file_bytes,
             vram_bytes: per_gpu.or(m.vram_bytes),
-            container_bytes: m.container_bytes,
+            container_bytes: r.get(Resource::Container),
             page_cache_bytes: m.page_cache_bytes,
             shmem_bytes: Resource::parse(SHMEM).and_then(|shmem| r.at(shmem)),
         }
