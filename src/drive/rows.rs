@@ -70,20 +70,6 @@ impl Layers {
             ("shmem", self.shmem_bytes),
         ]
     }
-
-    /// Whether any layer of the server's own tree differs from `other` by
-    /// more than the tolerance. The container is not compared: a cgroup
-    /// shared with other tenants moves with them, not with the server.
-    pub(super) fn moved_from(&self, other: &Layers) -> bool {
-        self.named()
-            .iter()
-            .zip(other.named().iter())
-            .filter(|((name, _), _)| *name != "container")
-            .any(|((_, a), (_, b))| match (a, b) {
-                (Some(a), Some(b)) => a.abs_diff(*b) > TOLERANCE_BYTES,
-                _ => false,
-            })
-    }
 }
 
 /// Per layer: `a − b` where both were read.
