@@ -13,7 +13,7 @@ use memrel::model::{preset, synth, LoadedModel, ModelDir};
 use memrel::record::live::{LivePhase, SampleWriter};
 use memrel::record::RunMeta;
 use memrel::sampler::procfs::StatmProbe;
-use memrel::sampler::Sampler;
+use memrel::sampler::{Probe, Probes, Sampler};
 
 /// A process to measure that is not this one.
 fn other_process() -> Child {
@@ -70,13 +70,16 @@ fn sampler_cpu(c: &mut Criterion) {
                     LivePhase::default(),
                 );
                 let before = cpu_time();
+                let probes = Probes {
+                    host: Probe::open(pid),
+                    others: Vec::new(),
+                };
                 let sampler = Sampler::start(
                     pid,
                     Duration::from_millis(1),
                     Instant::now(),
-                    None,
-                    false,
                     writer,
+                    probes,
                 )
                 .expect("the sampler starts");
                 std::thread::sleep(Duration::from_millis(100));

@@ -28,6 +28,8 @@ pub mod record;
 pub mod results;
 pub mod sampler;
 pub mod scenario;
+pub mod session;
+pub mod signals;
 pub mod stats;
 pub mod strategy;
 pub mod textutil;

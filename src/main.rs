@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use memrel::cli::{Cli, Command};
 use memrel::commands::{self, output::Stdout, ExitStatus};
-use memrel::orchestrator::signals;
+use memrel::signals;
 
 fn main() -> ExitCode {
     // clap reads std::env::args_os: a path that is not UTF-8 stays a path.

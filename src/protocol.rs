@@ -242,16 +242,10 @@ pub struct MemoryAtEdge {
     /// Device memory of this process above nothing (CUDA only; `None` on CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vram_bytes: Option<u64>,
-    /// The working set of the worker's cgroup, read by the parent as the
-    /// edge arrived (never sent by a worker; see `cgroup`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container_bytes: Option<u64>,
-    /// The anonymous part of the cgroup's charge at the edge (parent's
-    /// reading; `memory.stat` anon): what is not page cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container_anon_bytes: Option<u64>,
-    /// The model files' bytes in the page cache, read by the parent when the
-    /// edge arrives (never sent by a worker; `None` where not available).
+    /// The model files' bytes in the page cache, as memrel's worker reads
+    /// them at the edge (`None`: not read; the parent reads them where the
+    /// line has none). The cgroup's reading is never the sender's: the
+    /// parent reads it (`session::edges`) into the edge's `Readings`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache_bytes: Option<u64>,
 }
@@ -394,8 +388,6 @@ mod tests {
                 anon_bytes: 7,
                 file_bytes: 3,
                 vram_bytes: None,
-                container_bytes: None,
-                container_anon_bytes: None,
                 page_cache_bytes: None,
             },
             allocator: None,
@@ -419,6 +411,21 @@ mod tests {
         assert_eq!(edge.memory, MemoryAtEdge::default());
         let bad = r#"{"v":1,"type":"phase","data":{"phase":"train","edge":"begin"}}"#;
         assert!(Envelope::parse_line(bad).is_err());
+    }
+
+    /// Issue 48, item 3: the wire carries only what a worker sends; a
+    /// cgroup reading on a line (the parent's to take) is not a reading.
+    #[test]
+    fn a_line_cannot_carry_the_cgroups_reading() {
+        let line = r#"{"v":1,"type":"phase","data":{"phase":"load","edge":"begin","memory":{"rss_bytes":8,"anon_bytes":6,"file_bytes":2,"container_bytes":5,"container_anon_bytes":4}}}"#;
+        let Message::Phase(edge) = Envelope::parse_line(line).expect("valid").message else {
+            panic!("not a phase")
+        };
+        let event = crate::record::Event::of_line(0.0, edge);
+        assert_eq!(event.readings.get(crate::record::Resource::Host), Some(8));
+        assert_eq!(event.readings.get(crate::record::Resource::Container), None);
+        let memory = serde_json::to_string(&event.edge.memory).expect("serialises");
+        assert!(!memory.contains("container"), "{memory}");
     }
 
     #[test]

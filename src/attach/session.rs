@@ -24,14 +24,14 @@ use super::header::Setup;
 use super::live::{LiveDir, MarkLine, MarkPhase};
 use crate::export;
 use crate::metrics::{self, Summary};
-use crate::orchestrator::edges::{EdgeExtras, EdgeReader};
-use crate::orchestrator::signals;
-use crate::orchestrator::Collected;
 use crate::protocol::{monotonic_s, Check, Edge, MemoryAtEdge, Phase, PhaseEdge, CYCLE_UNSET};
 use crate::record::live::{EventLog, LiveRun};
 use crate::record::{Part, Readings, Sample};
 use crate::record::{Record, RunMeta, RunRecord, RunStatus};
-use crate::sampler::{Probe, Sampler, VramProbe};
+use crate::sampler::VramProbe;
+use crate::session::edges::EdgeExtras;
+use crate::session::{Collected, EdgeReader, Scope, Session};
+use crate::signals;
 
 /// How often the loop reads marks, the log, and looks at the process.
 const TICK: Duration = Duration::from_millis(20);
@@ -73,7 +73,7 @@ pub enum Step {
 pub struct EdgeReading {
     pub t_s: f64,
     pub memory: MemoryAtEdge,
-    pub extras: crate::orchestrator::edges::EdgeExtras,
+    pub extras: EdgeExtras,
 }
 
 /// How a driver marks phases and reads memory on the session's clock.
@@ -142,47 +142,24 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         .as_ref()
         .ok()
         .and_then(|at| crate::cgroup::others::count(&at.dir, &[std::process::id(), pid]));
-    let container = || crate::cgroup::setup::whole_cgroup_probe(pid).ok();
-    // The model files' page cache, where the user named them (a program's
-    // files are not memrel's to guess): sampled and read at every edge.
-    let files = &job.setup.model_files;
-    let page_cache = (!files.is_empty()).then(|| {
-        use crate::sampler::page_cache::{Method, PageCacheProbe};
-        PageCacheProbe::new(files, Method::choose(files.first().map(|f| f.as_path())).0)
-    });
-    let sampler = Sampler::start_with(
+    // The one session (as a run's): every probe opened once, the model
+    // files' page cache where the user named them (a program's files are
+    // not memrel's to guess), every resource at each mark (the tree's sum
+    // under --tree, VRAM per GPU), which process holds what at a driver's
+    // every reading.
+    let scope = Scope {
         pid,
-        interval,
-        clock_zero,
+        tree: job.setup.tree,
+        host_at_edges: true,
         vram,
-        job.setup.tree,
-        writer,
-        crate::sampler::Extras {
-            container: container(),
-            page_cache: page_cache.clone(),
-            resources: crate::sampler::resources::open_all(pid),
-        },
-    )
-    .context("cannot start the sampler thread")?;
-    record.header.sampler = sampler.probe_name.to_string();
-    // The one edge reader (as a run's): every resource at each mark, the
-    // tree's sum under --tree, VRAM per GPU.
-    let edges = EdgeReader::new(pid)
-        .host(Some(if job.setup.tree {
-            Probe::open_tree(pid)
-        } else {
-            Probe::open(pid)
-        }))
-        .vram(
-            device
-                .is_cuda()
-                .then(crate::sampler::vram::open_nvml)
-                .flatten(),
-        )
-        .container(container())
-        .page_cache(page_cache)
-        // Which process holds what, at a driver's every reading.
-        .per_process(job.driver.is_some());
+        vram_at_edges: device.is_cuda(),
+        cgroup: cgroup.as_ref().ok(),
+        model_files: &job.setup.model_files,
+        per_process: job.driver.is_some(),
+    };
+    let (session, edges) = Session::start(scope, interval, clock_zero, writer)
+        .context("cannot start the sampler thread")?;
+    record.header.sampler = session.probe_name().to_string();
     let mut marker = Marker {
         events: &mut live.events,
         collected: Collected::for_marks(),
@@ -196,36 +173,11 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         elapsed_s: None,
     };
     if job.driver.is_none() {
-        announce(&job, &dir, sampler.probe_name);
+        announce(&job, &dir, session.probe_name());
     }
     let now_s = || clock_zero.elapsed().as_secs_f64();
     // Woken as a mark or a log line is written: its edge is read at once.
-    let log_dir = job
-        .log
-        .as_ref()
-        .and_then(|log| log.path().parent().map(Path::to_path_buf))
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                p
-            }
-        });
-    let mut watched: Vec<&Path> = vec![&dir];
-    watched.extend(log_dir.as_deref());
-    let watch = super::watch::Watch::new(&watched);
-    if !watch.active() {
-        eprintln!(
-            "memrel: warning: cannot watch {} with inotify: marks and log lines are read \
-             every {} ms (each edge's note says how late)",
-            watched
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" and "),
-            TICK.as_millis()
-        );
-    }
+    let watch = watch_writes(&dir, job.log.as_ref());
     let ended = loop {
         marker.take_marks(marks.take(), zero_mono_s, now_s());
         marks.acknowledge();
@@ -258,81 +210,36 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         marker.woke = watch.wait(TICK);
     };
     let end_s = now_s();
-    let (sample_error, vram, last_sample) = match sampler.stop_keep_probe() {
-        Ok((writer, vram)) => {
-            let last = writer.last();
-            (writer.finish(), vram, last)
-        }
-        Err(e) => (Some(e.to_string()), None, None),
-    };
+    let stopped = session.stop();
     // Marks that came in as it ended are kept: after this, `mark` refuses.
     marker.take_marks(marks.close(), zero_mono_s, now_s());
     if let Some(log) = job.log.as_mut() {
         marker.take_log(log, &job.rules, &mut meta, now_s());
     }
-    match (&ended, last_sample) {
+    match (&ended, stopped.last.as_ref()) {
         // The process is gone: a phase still open closes on its last
         // reading while alive (the last sample), never on 0.
-        (Ended::Exited, Some(last)) => marker.close_on_sample(&last, "the process exited"),
+        (Ended::Exited, Some(last)) => marker.close_on_sample(last, "the process exited"),
         _ => marker.close_open(end_s, "the measurement ended"),
     }
     let cycles = marker.collected.max_cycle().max(1);
     drop(marker);
+    if let Some(why) = stopped.page_cache_note() {
+        meta.page_cache_note.get_or_insert(why);
+    }
     meta.checks
-        .extend(vram.map(|v| v.checks()).unwrap_or_default());
+        .extend(stopped.vram.map(|v| v.checks()).unwrap_or_default());
     if let Some(driver) = job.driver.as_deref_mut() {
         meta.checks.extend(driver.checks());
     }
     meta.duration_s = end_s;
-    meta.cgroup = Some(match &cgroup {
-        Ok(at) => {
-            let at_end = crate::cgroup::read(at);
-            crate::cgroup::view::CgroupRun {
-                dir: at.dir.display().to_string(),
-                version: Some(at.version),
-                at_start: cgroup_at_start,
-                at_end: at_end.as_ref().ok().copied(),
-                error: at_end.err(),
-                other_processes,
-            }
-        }
-        Err(why) => crate::cgroup::view::CgroupRun {
-            dir: String::new(),
-            version: None,
-            at_start: None,
-            at_end: None,
-            error: Some(why.clone()),
-            other_processes: None,
-        },
-    });
+    meta.cgroup = Some(cgroup_run(&cgroup, cgroup_at_start, other_processes));
     meta.status = RunStatus::Completed;
-    if let Some(e) = sample_error {
+    if let Some(e) = stopped.sample_error {
         meta.status = RunStatus::Failed;
-        meta.error = Some(format!(
-            "cannot write the run's samples to samples.csv: {e}"
-        ));
+        meta.error = Some(e);
     }
-    let why = match ended {
-        Ended::Exited => format!("process {pid} exited"),
-        Ended::Duration => format!("--duration {:.3} s passed", end_s),
-        // A drive a signal cut short is stopped early (an attach ends so).
-        Ended::Signal(sig) if job.driver.is_some() => {
-            let why = format!(
-                "stopped early: memrel received {} before every request was driven",
-                signals::name(sig)
-            );
-            meta.status = RunStatus::Killed;
-            meta.error = Some(why.clone());
-            why
-        }
-        Ended::Signal(sig) => format!("memrel received {}", signals::name(sig)),
-        Ended::Driven => "every request was driven".to_string(),
-        Ended::DriveFailed(why) => {
-            meta.status = RunStatus::Failed;
-            meta.error = Some(why.clone());
-            format!("driving failed: {why}")
-        }
-    };
+    let why = ended_why(ended, pid, end_s, job.driver.is_some(), &mut meta);
     record.header.cycles = cycles;
     record.header.scenario_toml = job.setup.scenario(cycles)?.toml_text;
     if let Some(attached) = record.header.attached.as_mut() {
@@ -353,6 +260,93 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
     let summary = metrics::summarize(&record);
     export::write_derived_run_outputs(&dir, &record, &summary).with_context(cannot_write)?;
     Ok((record, summary))
+}
+
+/// Why the measurement ended, in words (the header's `ended`); a drive cut
+/// short by a signal or that failed marks the run so in `meta`.
+fn ended_why(ended: Ended, pid: u32, end_s: f64, driven: bool, meta: &mut RunMeta) -> String {
+    match ended {
+        Ended::Exited => format!("process {pid} exited"),
+        Ended::Duration => format!("--duration {:.3} s passed", end_s),
+        // A drive a signal cut short is stopped early (an attach ends so).
+        Ended::Signal(sig) if driven => {
+            let why = format!(
+                "stopped early: memrel received {} before every request was driven",
+                signals::name(sig)
+            );
+            meta.status = RunStatus::Killed;
+            meta.error = Some(why.clone());
+            why
+        }
+        Ended::Signal(sig) => format!("memrel received {}", signals::name(sig)),
+        Ended::Driven => "every request was driven".to_string(),
+        Ended::DriveFailed(why) => {
+            meta.status = RunStatus::Failed;
+            meta.error = Some(why.clone());
+            format!("driving failed: {why}")
+        }
+    }
+}
+
+/// Watches the results directory (marks) and the followed log's directory
+/// with inotify, so the loop wakes as either is written; said on stderr
+/// where it cannot (then they are read at every tick).
+fn watch_writes(dir: &Path, log: Option<&Follower>) -> super::watch::Watch {
+    let log_dir = log
+        .and_then(|log| log.path().parent().map(Path::to_path_buf))
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p
+            }
+        });
+    let mut watched: Vec<&Path> = vec![dir];
+    watched.extend(log_dir.as_deref());
+    let watch = super::watch::Watch::new(&watched);
+    if !watch.active() {
+        eprintln!(
+            "memrel: warning: cannot watch {} with inotify: marks and log lines are read \
+             every {} ms (each edge's note says how late)",
+            watched
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" and "),
+            TICK.as_millis()
+        );
+    }
+    watch
+}
+
+/// The attached process's cgroup in the run's metadata: where it is, its
+/// counters at the start and now (the end), who else is in it.
+fn cgroup_run(
+    cgroup: &Result<crate::cgroup::Located, String>,
+    at_start: Option<crate::cgroup::Counters>,
+    other_processes: Option<u32>,
+) -> crate::cgroup::view::CgroupRun {
+    match &cgroup {
+        Ok(at) => {
+            let at_end = crate::cgroup::read(at);
+            crate::cgroup::view::CgroupRun {
+                dir: at.dir.display().to_string(),
+                version: Some(at.version),
+                at_start,
+                at_end: at_end.as_ref().ok().copied(),
+                error: at_end.err(),
+                other_processes,
+            }
+        }
+        Err(why) => crate::cgroup::view::CgroupRun {
+            dir: String::new(),
+            version: None,
+            at_start: None,
+            at_end: None,
+            error: Some(why.clone()),
+            other_processes: None,
+        },
+    }
 }
 
 /// What memrel tells on stderr once the measurement runs: another program

@@ -1,8 +1,8 @@
 //! The container's view of one invocation and of each worker process: which
 //! cgroup is read (the one memrel runs in, or the worker's own under
 //! `--cgroup-parent`), how `--memory-limit` applies, and what a process's
-//! run hands the orchestrator (the sampler's and the edges' readers, the
-//! OOM counters before it started, its counters at start and end).
+//! run hands the orchestrator (the cgroup the sampler and the edges read,
+//! the OOM counters before it started, its counters at start and end).
 
 use std::path::Path;
 use std::process::Command;
@@ -115,11 +115,6 @@ pub fn whole_cgroup_of(pid: u32) -> ContainerView {
     view
 }
 
-/// A reader of the whole cgroup `pid` runs in, or why there is none.
-pub fn whole_cgroup_probe(pid: u32) -> Result<CgroupProbe, String> {
-    locate(pid).and_then(|at| CgroupProbe::open(&at))
-}
-
 /// One worker process's cgroup side.
 pub struct Prepared {
     own: Option<WorkerCgroup>,
@@ -150,12 +145,10 @@ impl Prepared {
         }
     }
 
-    /// A reader for the sampler or the edges; `None` where there is no cgroup to read.
-    pub fn probe(&self) -> Option<CgroupProbe> {
-        self.located
-            .as_ref()
-            .ok()
-            .and_then(|at| CgroupProbe::open(at).ok())
+    /// The process's cgroup, where it was found: what the sampler and the
+    /// edges read (`session::ProbeSet`).
+    pub fn located(&self) -> Option<&Located> {
+        self.located.as_ref().ok()
     }
 
     /// Why the process was killed, where an OOM kill counter rose since it

@@ -16,9 +16,9 @@ use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::cli::AttachArgs;
 use crate::export::console;
-use crate::orchestrator::signals;
 use crate::results::{check_output_args, results_dir};
 use crate::scenario::DeviceSpec;
+use crate::signals;
 
 pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     if !(1.0..=10_000.0).contains(&args.interval_ms) {

@@ -25,10 +25,10 @@ use crate::drive::driver::{Driver, Options};
 use crate::drive::repeats;
 use crate::drive::rows::{RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
 use crate::drive::server::{host_port, listener_pid, listening, Started, SERVER_LOG};
-use crate::orchestrator::signals;
 use crate::record::Record;
 use crate::results::{check_output_args, results_dir};
 use crate::scenario::DeviceSpec;
+use crate::signals;
 use crate::strategy::Strategy;
 
 pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {

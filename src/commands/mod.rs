@@ -55,7 +55,7 @@ impl ExitStatus {
 /// where what was measured went): such results are no baseline and get no
 /// trace.
 pub fn interrupted(dir: &std::path::Path) -> Option<ExitStatus> {
-    use crate::orchestrator::signals;
+    use crate::signals;
     let sig = signals::received()?;
     eprintln!(
         "memrel: interrupted by {}: the worker was stopped and no further run started; \

@@ -182,7 +182,7 @@ fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Resul
 /// where they are drives), each line `advice: …`; nothing where the runs
 /// were stopped by SIGINT or SIGTERM.
 pub fn advise(out: &mut dyn Write, summaries: &[&Summary], headers: &[&Header]) -> Result<()> {
-    if crate::orchestrator::signals::received().is_some() {
+    if crate::signals::received().is_some() {
         return Ok(());
     }
     let mut advice = crate::metrics::advice::advise(summaries);

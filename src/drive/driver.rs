@@ -29,8 +29,9 @@ use super::rows::{self, minus, Layers, ProcessRow, RequestRow, REQUESTS_CSV, TOL
 use super::server::Started;
 use crate::attach::live::MarkPhase;
 use crate::attach::session::{Driver as SessionDriver, EdgeReading, Marks, Step};
-use crate::orchestrator::signals;
+use crate::metrics::memory::settle_time_s;
 use crate::protocol::{Check, Phase};
+use crate::signals;
 
 /// How often memory is read while a request settles, and `until` polled.
 const POLL: Duration = Duration::from_millis(50);
@@ -498,7 +499,7 @@ impl Driver {
             }
             let settled_at = last;
             let settled = Layers::of(&settled_at);
-            row.settle_s = Some(settle_s(&readings, &settled, answered.t_s));
+            row.settle_s = Some(settle_s(&readings));
             row.settle_window_s = Some(settle_for);
             row.settled = Some(settled);
             row.late = Some(minus(&response, &settled));
@@ -674,21 +675,39 @@ pub fn settle_words(row: &RequestRow) -> String {
              request's settle_s) to see where it stops"
         ),
         _ if settle_s == 0.0 => format!(
-            "settled by the first reading after it (within {:.0} ms)",
-            poll_s * 1000.0
+            "settled as it answered (within {} MiB of where it ended)",
+            TOLERANCE_BYTES >> 20
         ),
         _ => format!("settled {settle_s:.2} s after it"),
     }
 }
 
-/// From the answer (at `answered_t_s`) to the last of `readings` that was
-/// more than [`TOLERANCE_BYTES`] from `settled` in any layer; 0 when none was.
-fn settle_s(readings: &[(f64, Layers)], settled: &Layers, answered_t_s: f64) -> f64 {
-    readings
-        .iter()
-        .rev()
-        .find(|(_, l)| l.moved_from(settled))
-        .map_or(0.0, |(t, _)| (t - answered_t_s).max(0.0))
+/// The settle time of a request: `readings` from the answer (the first) to
+/// the settled one (the last), each layer of the server's own tree (not
+/// the container: a shared cgroup moves with its other tenants) settled by
+/// the run's one rule (`metrics::memory::settle_time_s`, with
+/// [`TOLERANCE_BYTES`], the default retention threshold), the latest of
+/// them; 0 when nothing moved.
+fn settle_s(readings: &[(f64, Layers)]) -> f64 {
+    let (Some((first, _)), Some((last, settled))) = (readings.first(), readings.last()) else {
+        return 0.0;
+    };
+    let between = &readings[1..readings.len().saturating_sub(1).max(1)];
+    (0..settled.named().len())
+        .filter(|i| settled.named()[*i].0 != "container")
+        .filter_map(|i| {
+            let at = |l: &Layers| l.named()[i].1;
+            let start = at(&readings[0].1)?;
+            let end = at(settled)?;
+            let points = between.iter().filter_map(|(t, l)| Some((*t, at(l)?)));
+            Some(settle_time_s(
+                (*first, start),
+                points,
+                (*last, end),
+                TOLERANCE_BYTES,
+            ))
+        })
+        .fold(0.0, f64::max)
 }
 
 /// `pid`'s command line, its arguments joined by spaces (cut at 300
@@ -752,7 +771,7 @@ mod tests {
         };
         assert_eq!(
             settle_words(&row(0.0)),
-            "settled by the first reading after it (within 50 ms)"
+            "settled as it answered (within 16 MiB of where it ended)"
         );
         assert_eq!(settle_words(&row(0.52)), "settled 0.52 s after it");
         assert!(
@@ -781,23 +800,73 @@ mod tests {
             (2.0, host_mib(41)),
         ];
         let settled = readings[4].1;
-        let s = settle_s(&readings, &settled, 1.0);
-        assert!((s - 0.5).abs() < 1e-9, "{s}");
+        // Within the tolerance of where it ended from the reading at 1.55 s on.
+        let s = settle_s(&readings);
+        assert!((s - 0.55).abs() < 1e-9, "{s}");
         let late = minus(&readings[0].1, &settled);
         assert_eq!(late.host_bytes, 159 << 20);
         assert_eq!(late.vram_bytes, Some(0));
         // Nothing moved by more than the tolerance: settled at the answer.
         let quiet = [(1.0, host_mib(40)), (1.5, host_mib(45))];
-        assert_eq!(settle_s(&quiet, &quiet[1].1, 1.0), 0.0);
+        assert_eq!(settle_s(&quiet), 0.0);
         // A layer one reading lacks is not compared.
         let no_vram = Layers {
             vram_bytes: None,
             ..host_mib(40)
         };
-        assert!(!no_vram.moved_from(&Layers {
+        let gigabyte_vram = Layers {
             vram_bytes: Some(1 << 30),
             ..host_mib(40)
-        }));
+        };
+        assert_eq!(settle_s(&[(1.0, gigabyte_vram), (1.5, no_vram)]), 0.0);
         assert_eq!(minus(&no_vram, &host_mib(40)).vram_bytes, None);
+    }
+
+    /// Issue 48, item 5: one settle rule. A request's settle time and the
+    /// metrics' settle time of a release edge, over the same readings,
+    /// agree to the millisecond (they were two rules: the last reading that
+    /// moved against the first after which none did).
+    #[test]
+    fn the_drives_settle_time_is_the_metrics_on_the_same_readings() {
+        use crate::metrics::memory::settle_between;
+        use crate::protocol::Edge;
+        use crate::record::{fixture, Resource};
+        // (t_s, host MiB): the answer at 1.0 s, memory leaving late, wavering
+        // just outside the 16 MiB band, then settled at 100 MiB.
+        let points = [
+            (1.0, 900),
+            (1.05, 600),
+            (1.10, 130),
+            (1.15, 80),
+            (1.20, 120),
+            (1.25, 100),
+            (1.30, 104),
+            (1.35, 100),
+        ];
+        let readings: Vec<(f64, Layers)> = points.iter().map(|&(t, m)| (t, host_mib(m))).collect();
+        let drive_s = settle_s(&readings);
+
+        let bytes = |mib: u64| mib << 20;
+        let (first, last) = (points[0], points[points.len() - 1]);
+        let mut run = fixture::run(1, "drop", 1, &[]);
+        run.samples = points[1..points.len() - 1]
+            .iter()
+            .map(|&(t, m)| fixture::sample(t, bytes(m), None))
+            .collect();
+        let memory = |m: u64| fixture::memory(bytes(m), None);
+        let from = fixture::edge(first.0, Phase::Release, Edge::End, 1, memory(first.1));
+        let to = fixture::edge(last.0, Phase::Settle, Edge::End, 1, memory(last.1));
+        let gap = settle_between(&run, Resource::Host, &from, &to, TOLERANCE_BYTES)
+            .expect("a window with readings at both ends");
+        assert!(
+            (gap.settle_s - 0.25).abs() < 1e-9,
+            "metrics: {}",
+            gap.settle_s
+        );
+        assert!(
+            (drive_s - gap.settle_s).abs() < 1e-3,
+            "drive {drive_s} s, metrics {} s",
+            gap.settle_s
+        );
     }
 }

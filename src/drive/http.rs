@@ -6,14 +6,14 @@
 //!
 //! A request runs on a thread of its own while the caller waits for its
 //! answer in steps of [`STOP_POLL`], looking at memrel's SIGINT/SIGTERM
-//! flag (`orchestrator::signals`) between them: Ctrl-C stops a drive
+//! flag (`signals`) between them: Ctrl-C stops a drive
 //! within that step however long the server hangs (the request's thread is
 //! abandoned; it ends with memrel).
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::orchestrator::signals;
+use crate::signals;
 
 /// How often a caller waiting for an answer looks at the signal flag.
 const STOP_POLL: Duration = Duration::from_millis(20);

@@ -54,7 +54,7 @@ impl Layers {
             anon_bytes: m.anon_bytes,
             file_bytes: m.file_bytes,
             vram_bytes: per_gpu.or(m.vram_bytes),
-            container_bytes: m.container_bytes,
+            container_bytes: r.get(Resource::Container),
             page_cache_bytes: m.page_cache_bytes,
             shmem_bytes: Resource::parse(SHMEM).and_then(|shmem| r.at(shmem)),
         }
@@ -69,20 +69,6 @@ impl Layers {
             ("page_cache", self.page_cache_bytes),
             ("shmem", self.shmem_bytes),
         ]
-    }
-
-    /// Whether any layer of the server's own tree differs from `other` by
-    /// more than the tolerance. The container is not compared: a cgroup
-    /// shared with other tenants moves with them, not with the server.
-    pub(super) fn moved_from(&self, other: &Layers) -> bool {
-        self.named()
-            .iter()
-            .zip(other.named().iter())
-            .filter(|((name, _), _)| *name != "container")
-            .any(|((_, a), (_, b))| match (a, b) {
-                (Some(a), Some(b)) => a.abs_diff(*b) > TOLERANCE_BYTES,
-                _ => false,
-            })
     }
 }
 

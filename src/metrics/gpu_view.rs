@@ -6,7 +6,7 @@
 //! per sample and per phase edge. This module gives that to them: a view of
 //! the run in which `vram_bytes` is GPU N's, so the metrics stay as they
 //! are. memrel's worker reads its own GPU at its edges; the parent reads
-//! every GPU at every edge (`orchestrator::edges`: the process's or the
+//! every GPU at every edge (`session::edges`: the process's or the
 //! tree's sum per GPU, the edge's `gpu_vram`). Only records made before
 //! that have edges without such a reading: theirs are read off the samples,
 //! a begin edge the last sample at or before it, an end edge the first at

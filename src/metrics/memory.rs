@@ -504,15 +504,34 @@ pub fn settle_between(
     }
     let start = resource.at_event(from)?;
     let end = resource.at_event(to)?;
-    let outside = |v: u64| v.abs_diff(end) > threshold;
-    let mut settled_t_s = from.t_s;
-    let mut out = outside(start);
     let inside_window = run
         .samples
         .iter()
         .filter(|s| s.t_s > from.t_s && s.t_s < to.t_s)
         .filter_map(|s| resource.in_sample(s).map(|v| (s.t_s, v)));
-    for (t_s, v) in inside_window {
+    Some(Gap {
+        settle_s: settle_time_s((from.t_s, start), inside_window, (to.t_s, end), threshold),
+        late_bytes: start.saturating_sub(end),
+    })
+}
+
+/// The one settle rule (a run's phase edges here, `memrel drive`'s
+/// requests too): over a window from `from` (its time and reading R) to
+/// `to` (F, where memory ends up), with the readings `between` in time
+/// order, the seconds from `from` to the first point (R itself, a reading
+/// between, or the window's end) after which every point is within
+/// `threshold` of F: 0 when R already was.
+pub fn settle_time_s(
+    from: (f64, u64),
+    between: impl IntoIterator<Item = (f64, u64)>,
+    to: (f64, u64),
+    threshold: u64,
+) -> f64 {
+    let end = to.1;
+    let outside = |v: u64| v.abs_diff(end) > threshold;
+    let mut settled_t_s = from.0;
+    let mut out = outside(from.1);
+    for (t_s, v) in between {
         if outside(v) {
             out = true;
         } else if out {
@@ -521,12 +540,9 @@ pub fn settle_between(
         }
     }
     if out {
-        settled_t_s = to.t_s;
+        settled_t_s = to.0;
     }
-    Some(Gap {
-        settle_s: settled_t_s - from.t_s,
-        late_bytes: start.saturating_sub(end),
-    })
+    settled_t_s - from.0
 }
 
 /// One resource over the runs of a strategy; `representative` is the run

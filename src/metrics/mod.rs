@@ -812,8 +812,6 @@ mod tests {
             anon_bytes: mib * MIB,
             file_bytes: 0,
             vram_bytes: None,
-            container_bytes: None,
-            container_anon_bytes: None,
             page_cache_bytes: None,
         };
         let mut run = crate::record::fixture::run(1, "drop", 1, &[0]);

@@ -20,29 +20,13 @@ use std::process::Command;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
-use super::edges::{EdgeExtras, EdgeReader};
 use crate::protocol::{
     Envelope, Message, ACK_FD, ACK_FD_ENV, ACK_PIPE_ENV, EVENT_FD, EVENT_FD_ENV, EVENT_PIPE_ENV,
     MAX_LINE_BYTES,
 };
 use crate::sampler::hwm::KernelPeak;
-
-/// One line of the channel.
-#[derive(Debug)]
-pub struct Arrival {
-    /// When it arrived (seconds on the run's clock).
-    pub t_s: f64,
-    /// The message, or what was wrong with it.
-    pub parsed: Result<Envelope, String>,
-    /// For a phase edge: the kernel's peak of the worker's RSS since its
-    /// previous edge (read, then reset, as the line arrived: `sampler::hwm`),
-    /// or why there is none; `None` for other lines and for an edge read
-    /// after the worker ended.
-    pub kernel_peak: Option<Result<u64, String>>,
-    /// For a phase edge: what its reading gives beyond the line's memory
-    /// (VRAM per GPU), read as the line arrived.
-    pub extras: EdgeExtras,
-}
+use crate::session::edges::{EdgeExtras, EdgeReader};
+use crate::session::Arrival;
 
 /// Both ends of the event pipe and of the acknowledgement pipe, all
 /// close-on-exec in the parent.
@@ -255,7 +239,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let mut reader = Reader {
             clock_zero: Instant::now(),
-            edges: EdgeReader::new(0),
+            edges: EdgeReader::new(0, None, Vec::new()),
             peak: Err("not asked for".into()),
             ack: None,
         };
@@ -301,7 +285,7 @@ mod tests {
         let mut child = command.spawn().expect("sh starts");
         let (rx, _) = channel.start_reader(
             Instant::now(),
-            EdgeReader::new(0),
+            EdgeReader::new(0, None, Vec::new()),
             Err("not asked for".into()),
         );
         let got: Vec<Arrival> = rx.into_iter().collect();

@@ -19,23 +19,21 @@
 //!
 //! Parts, by job: this file is a run's lifecycle (its processes in turn on
 //! one clock, a `respawn` strategy's handovers, then how the run ended);
-//! `process` runs one process (spawn, sample, watch, reap); `edges` reads
-//! every resource at a phase edge (the one edge reader, also attach's);
-//! `channel` (the event pipe and its acknowledgements); `intake` (what
-//! arrives on it, taken in); `outcome` (how the run ended); `child` (process
+//! `process` runs one process (spawn, watch, reap; measured by a
+//! `session::Session`, which opens the probes, samples, and reads every
+//! resource at a phase edge, as it does for attach); `channel` (the event
+//! pipe and its acknowledgements; what arrives on it is taken in by
+//! `session::intake`); `outcome` (how the run ended); `child` (process
 //! group, bounded waits); `drain` (output tails, shown live for `exec`);
-//! `stdin` (memrel's stdin passed to a program); `signals` (Ctrl-C and
-//! SIGTERM to memrel).
+//! `stdin` (memrel's stdin passed to a program). Ctrl-C and SIGTERM to
+//! memrel are `crate::signals`'.
 
 mod channel;
 mod child;
 mod drain;
-pub mod edges;
 mod exit_stop;
-mod intake;
 mod outcome;
 mod process;
-pub mod signals;
 mod stdin;
 #[cfg(test)]
 mod tests;
@@ -46,9 +44,9 @@ use std::time::{Duration, Instant};
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta, RunRecord, RunStatus};
 use crate::sampler::VramProbe;
+use crate::session::Collected;
 use crate::strategy::{self, Strategy};
 use crate::worker::Plug;
-pub use intake::Collected;
 use outcome::{allocation_failed, name_out_of_memory, outcome};
 use process::Process;
 

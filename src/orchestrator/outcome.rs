@@ -5,9 +5,9 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use super::intake::Collected;
 use super::{child, Stop, REAP_GRACE};
 use crate::record::RunStatus;
+use crate::session::Collected;
 
 /// The run's status and error from why it stopped, how the worker ended and
 /// what it said. A protocol error fails a run that would otherwise complete:

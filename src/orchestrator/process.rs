@@ -7,20 +7,21 @@
 //! `outcome`'s.
 
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
-use std::sync::mpsc::RecvTimeoutError;
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::channel::Channel;
 use super::exit_stop::{ExitStop, Held};
-use super::intake::{Collected, ProgramState};
-use super::{child, drain, edges, signals, stdin, Stop, REAP_GRACE};
+use super::{child, drain, stdin, Stop, REAP_GRACE};
+use crate::cgroup::setup::Prepared;
 use crate::record::live::SampleTarget;
 use crate::record::{Event, RunMeta};
 use crate::sampler::hwm::KernelPeak;
-use crate::sampler::page_cache::{Method, PageCacheProbe};
-use crate::sampler::procfs::StatmProbe;
-use crate::sampler::{Probe, Sampler, VramProbe};
+use crate::sampler::VramProbe;
+use crate::session::{Arrival, Collected, ProgramState, Scope, Session};
+use crate::signals;
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{environment_checks, CycleNumbering};
 use crate::worker::Plug;
@@ -94,43 +95,8 @@ impl Process<'_> {
             .samples
             .writer()
             .map_err(|e| format!("cannot write the run's samples: {e:#}"))?;
-        let mut command = self.plug.command(self.exe, self.strategy)?;
-        let io = self.plug.io();
-        command
-            .stdin(if io.stdin {
-                stdin::for_program()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
-        channel.attach(&mut command);
-        child::configure(&mut command);
-        // A tree keeps its orphans (a `setsid` and double fork): memrel
-        // adopts them as their subreaper, counts them, and reaps them.
         let duties = self.plug.duties();
-        if duties.sample_tree {
-            if let Err(e) = crate::sampler::orphans::adopt() {
-                static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| {
-                    eprintln!(
-                        "memrel: note: cannot adopt the tree's orphans (prctl(PR_SET_CHILD_SUBREAPER): \
-                         {e}): a process whose parent exits leaves the tree"
-                    );
-                });
-            }
-        }
-        let mut cgroup = self.cgroup.prepare(&self.cgroup_name)?;
-        cgroup.apply(&mut command);
-        let spawned_child = command.spawn();
-        let mut child = match spawned_child {
-            Ok(child) => child,
-            Err(e) => {
-                record_cgroup(meta, cgroup.finish());
-                return Err(self.plug.start_error(self.exe, &e));
-            }
-        };
+        let (mut child, mut cgroup) = self.spawn(&channel, meta)?;
         // What the program reads of a terminal goes through memrel (`stdin`).
         let _feeding = stdin::feed(&mut child);
         let pid = child.id();
@@ -148,16 +114,6 @@ impl Process<'_> {
         } else {
             meta.respawned_pids.push(pid);
         }
-        // Under --tree a phase edge is read like the samples: the tree's sum
-        // (host memory and VRAM per GPU).
-        let host = if duties.complete_edges && duties.sample_tree {
-            Some(Probe::open_tree(pid))
-        } else {
-            duties
-                .complete_edges
-                .then(|| StatmProbe::open(pid).ok().map(Probe::Procfs))
-                .flatten()
-        };
         // The kernel's peak between edges is one process's VmHWM: not the
         // tree's PSS sum the samples are under --tree.
         let kernel_peak =
@@ -168,44 +124,22 @@ impl Process<'_> {
             } else {
                 KernelPeak::open(pid)
             };
-        // The model files' page cache: read by the sampler at a low rate and
-        // at every phase edge (probes sharing one failure note).
+        // Every probe opened once, for the sampler and for the edges: under
+        // --tree an edge is read like the samples (the tree's sum), the
+        // model files' page cache at a low rate and at every edge.
         let files = self.plug.weight_files();
-        got.page_cache = (!files.is_empty()).then(|| {
-            PageCacheProbe::new(&files, Method::choose(files.first().map(|f| f.as_path())).0)
-        });
-        let edges = edges::EdgeReader::new(pid)
-            .host(host)
-            .vram(
-                duties
-                    .vram_at_edges
-                    .then(crate::sampler::vram::open_nvml)
-                    .flatten(),
-            )
-            .container(cgroup.probe())
-            .page_cache(got.page_cache.clone());
-        let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
-        let (echo_out, echo_err) = if io.show_output {
-            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
-        } else {
-            (None, None)
-        };
-        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out);
-        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err);
-        let sampler = match Sampler::start_with(
+        let scope = Scope {
             pid,
-            self.interval,
-            self.clock_zero,
+            tree: duties.sample_tree,
+            host_at_edges: duties.complete_edges,
             vram,
-            duties.sample_tree,
-            writer,
-            crate::sampler::Extras {
-                container: cgroup.probe(),
-                page_cache: got.page_cache.clone(),
-                resources: crate::sampler::resources::open_all(pid),
-            },
-        ) {
-            Ok(sampler) => sampler,
+            vram_at_edges: duties.vram_at_edges,
+            cgroup: cgroup.located(),
+            model_files: &files,
+            per_process: false,
+        };
+        let (session, edges) = match Session::start(scope, self.interval, self.clock_zero, writer) {
+            Ok(started) => started,
             Err(e) => {
                 if let Some(hold) = &exit_stop {
                     hold.read_with(crate::sampler::Nudge::ended());
@@ -215,15 +149,139 @@ impl Process<'_> {
                 return Err(format!("cannot start the sampler thread: {e}"));
             }
         };
+        let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
+        let (echo_out, echo_err) = if self.plug.io().show_output {
+            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
+        } else {
+            (None, None)
+        };
+        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out);
+        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err);
         if let Some(hold) = &exit_stop {
-            hold.read_with(sampler.nudge());
+            hold.read_with(session.nudge());
         }
-        let probe_name = sampler.probe_name;
-        let tree_pids = std::sync::Arc::clone(&sampler.tree_pids);
+        let probe_name = session.probe_name();
+        let tree_pids = session.tree_pids();
 
+        let Watched {
+            stop,
+            channel_open,
+            own_peak_bytes,
+        } = self.watch(pid, spawned, &messages, got, meta, on_event);
+        let (status, waited_peak_bytes, pipe_grace) =
+            reap(&mut child, stop, exit_stop, &tree_pids, meta);
+        if duties.sample_tree {
+            child::reap_adopted();
+        }
+        // The process's own peak, in the scope of the samples: memrel's
+        // worker holds no child, so wait4's is its own; a program's is read
+        // while it ran; a tree has no VmHWM (its samples are PSS sums).
+        let peak_bytes = if duties.sample_tree {
+            None
+        } else if duties.complete_edges {
+            own_peak_bytes
+        } else {
+            waited_peak_bytes
+        };
+        let stopped = session.stop();
+        // SIGKILL that memrel did not send, while an OOM kill counter rose.
+        got.oom_killed = match (
+            stop,
+            status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+        ) {
+            (None, Some(libc::SIGKILL)) => cgroup.oom_kill(&last_reading(stopped.last.as_ref())),
+            _ => None,
+        };
+        record_cgroup(meta, cgroup.finish());
+        if channel_open {
+            got.drain(&messages, pipe_grace, meta, on_event);
+        }
+        if let Some(why) = stopped.page_cache_note() {
+            // The readings before it are kept; the note says why the rest is missing.
+            meta.page_cache_note.get_or_insert(why);
+        }
+        // A program that sent no `done` (no memrel module, or one that
+        // failed) still has the kernel's peak; after the last edge's reset,
+        // it is the peak since that edge, one part of the run's.
+        meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(peak_bytes);
+        got.fill_trailing_peak(peak_bytes, meta);
+        append_tail(
+            &mut meta.stdout_tail,
+            stdout.finish(pipe_grace),
+            got.processes,
+        );
+        append_tail(
+            &mut meta.stderr_tail,
+            stderr.finish(pipe_grace),
+            got.processes,
+        );
+        Ok(Ended {
+            stop,
+            status,
+            sample_error: stopped.sample_error,
+            vram: stopped.vram,
+            probe_name,
+        })
+    }
+
+    /// Starts the process: its command with the strategy's environment,
+    /// the channel's descriptors, its own process group, its cgroup (or
+    /// RLIMIT_AS); a tree's orphans adopted. `Err`: it could not be started.
+    fn spawn(&self, channel: &Channel, meta: &mut RunMeta) -> Result<(Child, Prepared), String> {
+        let mut command = self.plug.command(self.exe, self.strategy)?;
+        let io = self.plug.io();
+        command
+            .stdin(if io.stdin {
+                stdin::for_program()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        meta.ignored_env = strategy::clean_environment(&mut command, self.strategy, self.preload);
+        channel.attach(&mut command);
+        child::configure(&mut command);
+        // A tree keeps its orphans (a `setsid` and double fork): memrel
+        // adopts them as their subreaper, counts them, and reaps them.
+        if self.plug.duties().sample_tree {
+            if let Err(e) = crate::sampler::orphans::adopt() {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!(
+                        "memrel: note: cannot adopt the tree's orphans (prctl(PR_SET_CHILD_SUBREAPER): \
+                         {e}): a process whose parent exits leaves the tree"
+                    );
+                });
+            }
+        }
+        let cgroup = self.cgroup.prepare(&self.cgroup_name)?;
+        cgroup.apply(&mut command);
+        match command.spawn() {
+            Ok(child) => Ok((child, cgroup)),
+            Err(e) => {
+                record_cgroup(meta, cgroup.finish());
+                Err(self.plug.start_error(self.exe, &e))
+            }
+        }
+    }
+
+    /// Watches the process until it exits, memrel is interrupted or the
+    /// deadline passes: its channel's lines taken in as they arrive, its
+    /// environment checked once it ran a moment (a program), its own peak
+    /// read at every tick (a program alone).
+    fn watch(
+        &self,
+        pid: u32,
+        spawned: Instant,
+        messages: &Receiver<Arrival>,
+        got: &mut Collected,
+        meta: &mut RunMeta,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Watched {
         // A program's own peak, read (never reset) at every tick while it
         // runs: wait4's ru_maxrss would also hold a child's it waited for,
         // which is not the scope of the samples (the process alone).
+        let duties = self.plug.duties();
         let mut own_peak = (duties.complete_edges && !duties.sample_tree)
             .then(|| KernelPeak::open(pid).ok())
             .flatten();
@@ -282,100 +340,70 @@ impl Process<'_> {
             program.environment_checked = true;
             meta.checks.append(&mut program.failed_checks);
         }
-        // Stopped by memrel (a signal, the deadline): its exit is not waited on.
-        if let (Some(_), Some(hold)) = (stop, &exit_stop) {
-            hold.let_go();
-        }
-        // The worker is a zombie or about to be killed: its group id is still
-        // reserved, so this reaches everything it started and nothing else.
-        child::kill_group(pid);
-        let (status, waited_peak_bytes) = child::wait_bounded_peak(&mut child, REAP_GRACE);
-        if let Some(why) = exit_stop.and_then(|hold| not_held(hold.finish(EXIT_STOP_ANSWER))) {
-            meta.exit_reading_note.get_or_insert(why);
-        }
-        // A descendant that left the group outlives the program: named, with
-        // what it holds; its pipes are given a moment, not the full grace.
-        let outlived = tree_pids
-            .lock()
-            .map(|tree| child::outlived(&tree, pid))
-            .unwrap_or_default();
-        for o in &outlived {
-            eprintln!(
-                "memrel: warning: run {}: process {} ({}) that the program started outlived it, \
-                 holding {:.1} MiB; memrel does not wait for it: end it in the program, or kill it",
-                meta.run,
-                o.pid,
-                o.command,
-                o.rss_bytes as f64 / (1024.0 * 1024.0)
-            );
-        }
-        let pipe_grace = if outlived.is_empty() {
-            PIPE_GRACE
-        } else {
-            OUTLIVED_PIPE_GRACE
-        };
-        meta.outlived.extend(outlived);
-        if duties.sample_tree {
-            child::reap_adopted();
-        }
-        // The process's own peak, in the scope of the samples: memrel's
-        // worker holds no child, so wait4's is its own; a program's is read
-        // while it ran; a tree has no VmHWM (its samples are PSS sums).
-        let peak_bytes = if duties.sample_tree {
-            None
-        } else if duties.complete_edges {
-            own_peak_bytes
-        } else {
-            waited_peak_bytes
-        };
-        let (sample_error, vram, last) = match sampler.stop_keep_probe() {
-            Ok((writer, vram)) => {
-                let last = writer.last();
-                (writer.finish(), vram, last)
-            }
-            Err(e) => (Some(e.to_string()), None, None),
-        };
-        // SIGKILL that memrel did not send, while an OOM kill counter rose.
-        got.oom_killed = match (
+        Watched {
             stop,
-            status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
-        ) {
-            (None, Some(libc::SIGKILL)) => cgroup.oom_kill(&last_reading(last.as_ref())),
-            _ => None,
-        };
-        record_cgroup(meta, cgroup.finish());
-        let sample_error =
-            sample_error.map(|e| format!("cannot write the run's samples to samples.csv: {e}"));
-        if channel_open {
-            got.drain(&messages, pipe_grace, meta, on_event);
+            channel_open,
+            own_peak_bytes,
         }
-        if let Some(why) = got.page_cache.take().and_then(|p| p.failure()) {
-            // The readings before it are kept; the note says why the rest is missing.
-            meta.page_cache_note.get_or_insert(why);
-        }
-        // A program that sent no `done` (no memrel module, or one that
-        // failed) still has the kernel's peak; after the last edge's reset,
-        // it is the peak since that edge, one part of the run's.
-        meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(peak_bytes);
-        got.fill_trailing_peak(peak_bytes, meta);
-        append_tail(
-            &mut meta.stdout_tail,
-            stdout.finish(pipe_grace),
-            got.processes,
-        );
-        append_tail(
-            &mut meta.stderr_tail,
-            stderr.finish(pipe_grace),
-            got.processes,
-        );
-        Ok(Ended {
-            stop,
-            status,
-            sample_error,
-            vram,
-            probe_name,
-        })
     }
+}
+
+/// How the watch of one process ended.
+struct Watched {
+    /// Why memrel stopped it (`None`: it exited).
+    stop: Option<Stop>,
+    /// Its channel was still open (what is in flight is drained later).
+    channel_open: bool,
+    /// A program's own peak (VmHWM) at its latest tick.
+    own_peak_bytes: Option<u64>,
+}
+
+/// Reaps the process (its whole group killed: a zombie's group id is still
+/// reserved), within bounded waits: its status, wait4's peak, and how long
+/// its pipes may take to end (a descendant that outlived it is named in
+/// the run's metadata and cuts that short).
+fn reap(
+    child: &mut Child,
+    stop: Option<Stop>,
+    exit_stop: Option<ExitStop>,
+    tree_pids: &Mutex<Vec<u32>>,
+    meta: &mut RunMeta,
+) -> (Option<ExitStatus>, Option<u64>, Duration) {
+    // Stopped by memrel (a signal, the deadline): its exit is not waited on.
+    if let (Some(_), Some(hold)) = (stop, &exit_stop) {
+        hold.let_go();
+    }
+    // The worker is a zombie or about to be killed: its group id is still
+    // reserved, so this reaches everything it started and nothing else.
+    let pid = child.id();
+    child::kill_group(pid);
+    let (status, waited_peak_bytes) = child::wait_bounded_peak(child, REAP_GRACE);
+    if let Some(why) = exit_stop.and_then(|hold| not_held(hold.finish(EXIT_STOP_ANSWER))) {
+        meta.exit_reading_note.get_or_insert(why);
+    }
+    // A descendant that left the group outlives the program: named, with
+    // what it holds; its pipes are given a moment, not the full grace.
+    let outlived = tree_pids
+        .lock()
+        .map(|tree| child::outlived(&tree, pid))
+        .unwrap_or_default();
+    for o in &outlived {
+        eprintln!(
+            "memrel: warning: run {}: process {} ({}) that the program started outlived it, \
+             holding {:.1} MiB; memrel does not wait for it: end it in the program, or kill it",
+            meta.run,
+            o.pid,
+            o.command,
+            o.rss_bytes as f64 / (1024.0 * 1024.0)
+        );
+    }
+    let pipe_grace = if outlived.is_empty() {
+        PIPE_GRACE
+    } else {
+        OUTLIVED_PIPE_GRACE
+    };
+    meta.outlived.extend(outlived);
+    (status, waited_peak_bytes, pipe_grace)
 }
 
 /// How long the tracer of a reaped process may take to say what it did.

@@ -3,10 +3,10 @@
 //! error (exits, signals, timeouts, protocol errors, OOM kills, refused
 //! allocations).
 
-use super::channel::Arrival;
 use super::outcome::*;
 use super::*;
 use crate::protocol::{Edge, Message, Phase, PhaseEdge};
+use crate::session::Arrival;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 

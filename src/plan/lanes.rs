@@ -21,7 +21,6 @@ use anyhow::{anyhow, Context, Result};
 use super::{RunContext, Slot};
 use crate::export;
 use crate::metrics::{self, Summary};
-use crate::orchestrator;
 use crate::record::live::GPU_PROCESSES_FILE;
 use crate::record::{Record, EVENTS_FILE, SAMPLES_FILE};
 use crate::scenario::DeviceSpec;
@@ -101,7 +100,7 @@ fn lane(
             .pop_front();
         let Some(slot) = next else { break };
         run.make(&plug, &mut record, &dir, slot)?;
-        if orchestrator::signals::received().is_some() {
+        if crate::signals::received().is_some() {
             break;
         }
     }

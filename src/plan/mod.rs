@@ -154,7 +154,7 @@ impl Plan {
         // From here on, Ctrl-C or SIGTERM stops the worker, saves its run marked
         // interrupted and starts no other (main then exits 130 / 143): a results
         // directory, once made, always gets a record.
-        orchestrator::signals::install()?;
+        crate::signals::install()?;
         let out_dir = create_out_dir(&self.out_root, &scenario.name)?;
         let exe = std::env::current_exe()
             .context("cannot find the memrel executable to start workers")?;
@@ -208,7 +208,7 @@ impl Plan {
         let mut summary = metrics::summarize(&record);
         for slot in slots {
             summary = run.make(&plug, &mut record, &out_dir, slot)?;
-            if orchestrator::signals::received().is_some() {
+            if crate::signals::received().is_some() {
                 break;
             }
         }

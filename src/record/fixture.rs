@@ -57,8 +57,6 @@ pub fn memory(rss_bytes: u64, vram_bytes: Option<u64>) -> MemoryAtEdge {
         anon_bytes: rss_bytes * 3 / 4,
         file_bytes: rss_bytes / 4,
         vram_bytes,
-        container_bytes: None,
-        container_anon_bytes: None,
         page_cache_bytes: None,
     }
 }

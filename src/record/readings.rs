@@ -278,8 +278,6 @@ impl Readings {
             r.set_part(Resource::Host, Part::File, memory.file_bytes);
         }
         r.set_opt(Resource::Device(0), Part::Whole, memory.vram_bytes);
-        r.set_opt(Resource::Container, Part::Whole, memory.container_bytes);
-        r.set_opt(Resource::Container, Part::Anon, memory.container_anon_bytes);
         r.set_opt(Resource::PageCache, Part::Whole, memory.page_cache_bytes);
         r
     }
@@ -310,8 +308,6 @@ impl Readings {
             memory.file_bytes = self.part(Resource::Host, Part::File).unwrap_or(0);
         }
         memory.vram_bytes = self.vram_column();
-        memory.container_bytes = self.get(Resource::Container);
-        memory.container_anon_bytes = self.part(Resource::Container, Part::Anon);
         memory.page_cache_bytes = self.get(Resource::PageCache);
     }
 }

@@ -102,7 +102,7 @@ pub struct Event {
     pub t_s: f64,
     pub edge: PhaseEdge,
     /// Every resource read at the edge: the sender's own reading (memrel's
-    /// worker reads itself) with the parent's (`orchestrator::edges`) of
+    /// worker reads itself) with the parent's (`session::edges`) of
     /// what the sender did not read, VRAM per GPU included, and the
     /// kernel's peak of host memory since the edge before (`Part::Peak`).
     /// The line's `edge.memory` mirrors what of it the protocol has fields for.

@@ -13,8 +13,9 @@
 //! there, and which processes are measured), then every other probe of the
 //! run in one loop (`probe::read_each`: VRAM, the catalogued resources,
 //! the container, the page cache) into one map of readings, which is the
-//! row (`Sample::from_readings`). The edge reader
-//! (`orchestrator::edges`) reads the same kinds of probe the same way.
+//! row (`Sample::from_readings`). The edge reader (`session::edges`) reads
+//! the same kinds of probe the same way; `session::ProbeSet` opens both
+//! readers' probes.
 
 pub mod container;
 pub mod hwm;
@@ -37,7 +38,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::cgroup::probe::CgroupProbe;
 use crate::record::live::SampleWriter;
 use crate::record::{Part, Readings, Resource, Sample};
 pub use nudge::Nudge;
@@ -203,14 +203,13 @@ impl ResourceProbe for Probe {
 /// What the sampler thread hands back: the writer of its samples and the VRAM probe.
 pub type Finished = (SampleWriter, Option<Box<dyn VramProbe>>);
 
-/// What a sampler reads besides the process's memory and VRAM, where a run
-/// has it: each becomes one of its probes (`sampled_probes`).
-#[derive(Default)]
-pub struct Extras {
-    pub container: Option<CgroupProbe>,
-    pub page_cache: Option<page_cache::PageCacheProbe>,
-    /// The catalogued resources' probes (`resources::open_all`), every tick.
-    pub resources: Vec<(&'static resources::ResourceDef, Box<dyn resources::Probe>)>,
+/// What a sampler reads: host memory (which also says whether the process
+/// is there and which processes are measured), then every other probe in
+/// the order given (`session::ProbeSet::open` opens them: VRAM, the
+/// catalogued resources, the container, the page cache's sampling thread).
+pub struct Probes {
+    pub host: Probe,
+    pub others: Vec<Box<dyn ResourceProbe>>,
 }
 
 /// A running sampler thread; `stop` hands its writer back.
@@ -226,55 +225,24 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `pid` (with `tree`: its whole process tree) every
-    /// `interval`, times relative to `clock_zero`, into `writer`; with
-    /// `page_cache`, the model files' page cache every `page_cache::PERIOD`.
-    /// `Err`: the thread could not be started.
+    /// Starts sampling `pid` with `probes` every `interval`, times relative
+    /// to `clock_zero`, into `writer`. `Err`: the thread could not be started.
     pub fn start(
         pid: u32,
         interval: Duration,
         clock_zero: Instant,
-        vram: Option<Box<dyn VramProbe>>,
-        tree: bool,
         writer: SampleWriter,
-    ) -> io::Result<Sampler> {
-        Sampler::start_with(
-            pid,
-            interval,
-            clock_zero,
-            vram,
-            tree,
-            writer,
-            Extras::default(),
-        )
-    }
-
-    /// [`Sampler::start`], also reading what `extras` names: the worker's
-    /// cgroup (`container`), the model files' page cache, the catalogued
-    /// resources. The host probe is opened here (`tree`: the tree's).
-    pub fn start_with(
-        pid: u32,
-        interval: Duration,
-        clock_zero: Instant,
-        vram: Option<Box<dyn VramProbe>>,
-        tree: bool,
-        writer: SampleWriter,
-        extras: Extras,
+        probes: Probes,
     ) -> io::Result<Sampler> {
         let stop = Arc::new(AtomicBool::new(false));
-        let probe = if tree {
-            Probe::open_tree(pid)
-        } else {
-            Probe::open(pid)
-        };
-        let probe_name = probe.name();
+        let probe_name = probes.host.name();
         let tree_pids = Arc::new(Mutex::new(Vec::new()));
         let flag = Arc::clone(&stop);
         let (mut ticker, waker) = tick::Ticker::start(interval);
         let nudge = Nudge::default();
         let mut reader = Reader {
-            host: probe,
-            probes: sampled_probes(vram, extras),
+            host: probes.host,
+            probes: probes.others,
             writer,
             pid,
             clock_zero,
@@ -329,26 +297,6 @@ impl Sampler {
     }
 }
 
-/// The probes a sampler reads besides host memory, in the order it reads
-/// them: VRAM (every tick), the catalogued resources (every tick), the
-/// worker's cgroup (at most every 10 ms: `container`), the model files'
-/// page cache (the latest reading of its own thread; a thread that cannot
-/// start leaves the samples without it, the edges still have it).
-fn sampled_probes(vram: Option<Box<dyn VramProbe>>, extras: Extras) -> Vec<Box<dyn ResourceProbe>> {
-    let mut probes: Vec<Box<dyn ResourceProbe>> = Vec::new();
-    if let Some(vram) = vram {
-        probes.push(Box::new(vram::Vram::new(vram)));
-    }
-    probes.extend(resources::Catalogued::all(extras.resources));
-    if let Some(container) = extras.container {
-        probes.push(Box::new(container::Container::sampled(container)));
-    }
-    if let Some(page_cache) = extras.page_cache.and_then(|p| p.spawn().ok()) {
-        probes.push(Box::new(page_cache));
-    }
-    probes
-}
-
 /// What the readings need: the probes, where they go, and a tree's pids
 /// (copied into `tree_pids` at each reading, no allocation once grown).
 /// The first reading is taken by the caller, the rest by the thread it
@@ -356,7 +304,7 @@ fn sampled_probes(vram: Option<Box<dyn VramProbe>>, extras: Extras) -> Vec<Box<d
 struct Reader {
     /// Host memory: whether the process is there, and what is measured.
     host: Probe,
-    /// Every other probe (`sampled_probes`).
+    /// Every other probe ([`Probes::others`]).
     probes: Vec<Box<dyn ResourceProbe>>,
     writer: SampleWriter,
     pid: u32,
@@ -409,7 +357,7 @@ impl Reader {
     }
 }
 
-/// After the first reading (taken by `Sampler::start_with`), one at every
+/// After the first reading (taken by `Sampler::start`), one at every
 /// tick of `ticker` (absolute deadlines: `tick`), until `stop` or the
 /// process is gone; per tick also one `read` of the timer.
 fn sample_loop(reading: &mut Reader, ticker: &mut tick::Ticker, stop: &AtomicBool) {
@@ -430,10 +378,10 @@ fn sample_loop(reading: &mut Reader, ticker: &mut tick::Ticker, stop: &AtomicBoo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestrator::edges::EdgeReader;
     use crate::protocol::MemoryAtEdge;
     use crate::record::live::LivePhase;
     use crate::record::Key;
+    use crate::session::edges::EdgeReader;
     use std::sync::atomic::AtomicUsize;
 
     /// A resource of its own kind: `bytes` under the key `fake`, its
@@ -487,9 +435,7 @@ mod tests {
         assert_eq!(reads.load(Ordering::Relaxed), 1);
         assert_eq!(*pids.lock().unwrap(), [pid]);
 
-        let mut edges = EdgeReader::new(pid)
-            .host(Some(Probe::open(pid)))
-            .with_probe(Box::new(fake()));
+        let mut edges = EdgeReader::new(pid, Some(Probe::open(pid)), vec![Box::new(fake())]);
         let mut memory = MemoryAtEdge::default();
         let extras = edges.read(&mut memory);
         assert!(memory.rss_bytes > 0, "{memory:?}");

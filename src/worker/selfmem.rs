@@ -16,8 +16,6 @@ pub fn memory_now() -> MemoryAtEdge {
             anon_bytes: r.anon_bytes,
             file_bytes: r.file_bytes,
             vram_bytes: None,
-            container_bytes: None,
-            container_anon_bytes: None,
             page_cache_bytes: None,
         },
         None => MemoryAtEdge::default(),

@@ -1,4 +1,6 @@
-//! SIGINT (Ctrl-C) and SIGTERM to memrel while it runs workers.
+//! SIGINT (Ctrl-C) and SIGTERM to memrel while it measures: one flag every
+//! loop polls (the orchestrator's, attach's and drive's), at the bottom of
+//! the house so none of them borrows it from another.
 //!
 //! The first one only sets a flag: the orchestrator polls it, kills the
 //! running worker's process group, reaps it and returns the run marked as

@@ -1,17 +1,16 @@
-//! What arrives on a run's event channel, taken in: phase edges stamped on
-//! the run's clock (their readings were taken by `edges` as each line was
-//! read), a program's phase lines numbered, hello/done/handover/error
-//! messages, protocol errors counted, and the kernel's peak given to the
-//! edge it belongs to. It reads no memory itself and decides no outcome.
+//! What arrives on a run's event channel (an [`Arrival`]), or a mark of an
+//! attached process, taken in: phase edges stamped on the run's clock
+//! (their readings were taken by `edges` as each line was read), a
+//! program's phase lines numbered, hello/done/handover/error messages,
+//! protocol errors counted, and the kernel's peak given to the edge it
+//! belongs to. It reads no memory itself and decides no outcome.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::channel::Arrival;
 use super::edges::EdgeExtras;
-use crate::protocol::{Check, Edge, Message, Phase, PhaseEdge, Resume};
+use crate::protocol::{Check, Edge, Envelope, Message, Phase, PhaseEdge, Resume};
 use crate::record::{Event, Part, Readings, Resource, RunMeta};
-use crate::sampler::page_cache::PageCacheProbe;
 use crate::strategy::{ProgramActions, Strategy};
 use crate::worker::command::CycleNumbering;
 
@@ -22,18 +21,36 @@ const EVENTS_KEPT: usize = 1024;
 /// How many bad channel lines are quoted in the run's error (all are counted).
 const PROTOCOL_ERRORS_QUOTED: usize = 3;
 
+/// One line of a run's event channel (`orchestrator`'s), as its reading
+/// thread hands it on.
+#[derive(Debug)]
+pub struct Arrival {
+    /// When it arrived (seconds on the run's clock).
+    pub t_s: f64,
+    /// The message, or what was wrong with it.
+    pub parsed: Result<Envelope, String>,
+    /// For a phase edge: the kernel's peak of the worker's RSS since its
+    /// previous edge (read, then reset, as the line arrived: `sampler::hwm`),
+    /// or why there is none; `None` for other lines and for an edge read
+    /// after the worker ended.
+    pub kernel_peak: Option<Result<u64, String>>,
+    /// For a phase edge: what its reading gives beyond the line's memory
+    /// (VRAM per GPU), read as the line arrived.
+    pub extras: EdgeExtras,
+}
+
 /// What the parent completes for a program's phase lines.
-pub(super) struct ProgramState {
-    pub(super) numbering: CycleNumbering,
-    pub(super) environment_checked: bool,
+pub(crate) struct ProgramState {
+    pub(crate) numbering: CycleNumbering,
+    pub(crate) environment_checked: bool,
     /// The latest look's checks while one fails (`PROGRAM_LOOK_UNTIL`).
-    pub(super) failed_checks: Vec<Check>,
+    pub(crate) failed_checks: Vec<Check>,
 }
 
 impl ProgramState {
     /// Gives a program's phase line its cycle where it left it out (its
     /// host memory was read as the line arrived: `channel`).
-    pub(super) fn complete(&mut self, edge: &mut PhaseEdge) {
+    pub(crate) fn complete(&mut self, edge: &mut PhaseEdge) {
         self.numbering.assign(edge);
     }
 }
@@ -45,37 +62,34 @@ pub struct Collected {
     /// The latest edges (at most [`EVENTS_KEPT`]): each is also handed to
     /// `on_event`, which writes it to events.csv, where the record's full
     /// list is read back from; a run of any length keeps memory flat.
-    pub(super) events: Vec<Event>,
-    pub(super) events_taken: usize,
+    pub(crate) events: Vec<Event>,
+    pub(crate) events_taken: usize,
     /// The highest cycle of the edges taken.
-    pub(super) max_cycle: u32,
+    pub(crate) max_cycle: u32,
     /// A release phase ended (a program's release steps ran).
-    pub(super) released: bool,
-    pub(super) done: bool,
+    pub(crate) released: bool,
+    pub(crate) done: bool,
     /// memrel's workers must end with `done`; a program need not.
-    pub(super) needs_done: bool,
+    pub(crate) needs_done: bool,
     /// The samples are a process tree's (`--tree`): a process's own VmHWM
     /// (in `done`) is not their scope, so the run keeps none.
-    pub(super) tree: bool,
+    pub(crate) tree: bool,
     /// Set while the run's process is a program (see [`ProgramState`]).
-    pub(super) program: Option<ProgramState>,
+    pub(crate) program: Option<ProgramState>,
     /// The worker was killed by the OOM killer: the run's error (see `cgroup::oom`).
-    pub(super) oom_killed: Option<String>,
-    /// The model files' page cache (the edge reader and the sampler hold
-    /// clones): why its readings stopped, if they did.
-    pub(super) page_cache: Option<PageCacheProbe>,
-    pub(super) hello: bool,
+    pub(crate) oom_killed: Option<String>,
+    pub(crate) hello: bool,
     /// Why a program's run measured something other than its strategy.
-    pub(super) not_in_effect: Option<String>,
+    pub(crate) not_in_effect: Option<String>,
     /// The run's clock zero on `CLOCK_MONOTONIC`, for edges that carry `mono_s`.
-    pub(super) zero_mono_s: f64,
+    pub(crate) zero_mono_s: f64,
     /// The process ended at a release step; the next one resumes here.
-    pub(super) handover: Option<Resume>,
+    pub(crate) handover: Option<Resume>,
     /// Processes started after the first (respawn).
-    pub(super) processes: u32,
-    pub(super) worker_error: Option<String>,
-    pub(super) protocol_errors: Vec<String>,
-    pub(super) protocol_error_count: usize,
+    pub(crate) processes: u32,
+    pub(crate) worker_error: Option<String>,
+    pub(crate) protocol_errors: Vec<String>,
+    pub(crate) protocol_error_count: usize,
 }
 
 impl Collected {
@@ -142,7 +156,7 @@ impl Collected {
         self.max_cycle
     }
 
-    pub(super) fn take(
+    pub(crate) fn take(
         &mut self,
         arrival: Arrival,
         meta: &mut RunMeta,
@@ -230,7 +244,7 @@ impl Collected {
     /// edge's span and the moment after it, in which the process only
     /// exits. (`ru_maxrss` also holds the peak of any child the process
     /// waited for.) Two or more such edges share one number: none is given.
-    pub(super) fn fill_trailing_peak(&mut self, peak_bytes: Option<u64>, meta: &RunMeta) {
+    pub(crate) fn fill_trailing_peak(&mut self, peak_bytes: Option<u64>, meta: &RunMeta) {
         let Some(peak_bytes) = peak_bytes else {
             return;
         };
@@ -253,7 +267,7 @@ impl Collected {
     /// When the phase `end` closes began, on the run's clock: for an end edge
     /// sent by another process than its begin (a respawn's release), whose
     /// duration only the parent's clock can give.
-    pub(super) fn began(&self, end: &PhaseEdge) -> Option<f64> {
+    pub(crate) fn began(&self, end: &PhaseEdge) -> Option<f64> {
         self.events
             .iter()
             .rev()
@@ -263,7 +277,7 @@ impl Collected {
     }
 
     /// Takes what is still in the channel until it ends or `grace` passes.
-    pub(super) fn drain(
+    pub(crate) fn drain(
         &mut self,
         messages: &Receiver<Arrival>,
         grace: Duration,
@@ -295,7 +309,7 @@ impl Collected {
     /// (`import memrel`: a hello) and its release steps (a release phase).
     /// A strategy that works from outside (an environment setting whose
     /// steps only read it back or collect garbage) needs neither.
-    pub(super) fn judge_program(&mut self, strategy: &Strategy, checks: &[Check]) {
+    pub(crate) fn judge_program(&mut self, strategy: &Strategy, checks: &[Check]) {
         let actions = if strategy.works_from_outside() {
             ProgramActions::default()
         } else {
@@ -327,7 +341,7 @@ impl Collected {
     }
 
     /// The protocol errors as one sentence, if there were any.
-    pub(super) fn protocol_error(&self) -> Option<String> {
+    pub(crate) fn protocol_error(&self) -> Option<String> {
         if self.protocol_error_count == 0 {
             return None;
         }

@@ -2,9 +2,9 @@
 //! samples, taken the moment the edge is known (its line read from the
 //! channel, a mark taken, a log line seen), never the next periodic sample.
 //!
-//! `run`, `exec`, `exec --tree`, several GPUs and `attach` all read their
-//! edges here, so the same program gives the same edge values whichever
-//! way it is measured. It reads with the sampler's kinds of probe and its
+//! `run`, `exec`, `exec --tree`, several GPUs, `attach` and `drive` all
+//! read their edges here (their probes opened by `ProbeSet::open`), so the
+//! same program gives the same edge values whichever way it is measured. It reads with the sampler's kinds of probe and its
 //! loop (`sampler::probe`): the host probe, then every other probe into
 //! one map of readings, which starts as what the line carried (the
 //! sender's own reading) and fills the line's memory in. Per resource:
@@ -20,13 +20,9 @@
 //!
 //! It must not parse events or write anything: it fills a reading in.
 
-use crate::cgroup::probe::CgroupProbe;
 use crate::protocol::MemoryAtEdge;
 use crate::record::Readings;
-use crate::sampler::container::Container;
-use crate::sampler::page_cache::PageCacheProbe;
 use crate::sampler::probe::{self, Got, Measured, ResourceProbe};
-use crate::sampler::resources::{self, Catalogued};
 use crate::sampler::vram::Vram;
 use crate::sampler::{Probe, Reading, VramProbe};
 
@@ -36,9 +32,7 @@ pub struct EdgeReader {
     /// A program's process or tree; `None` where the sender reads its own
     /// host memory (memrel's worker) or nothing can read it.
     host: Option<Probe>,
-    /// Every other probe: the catalogued resources', and VRAM (its own
-    /// NVML handle), the container and the page cache where added (the
-    /// sampler has others).
+    /// Every other probe (`ProbeSet::open`'s: the sampler has its own).
     probes: Vec<Box<dyn ResourceProbe>>,
     /// The last host reading of a live process: what an edge taken after the
     /// process exited closes on (never 0).
@@ -72,13 +66,15 @@ pub struct ProcessReading {
 }
 
 impl EdgeReader {
-    /// A reader for `pid` that reads the catalogued resources; add what
-    /// else the run samples.
-    pub fn new(pid: u32) -> EdgeReader {
+    /// A reader for `pid`: host memory with `host` (a program's process or
+    /// tree; `None` where the sender reads itself), then every probe of
+    /// `probes` (as `ProbeSet::open` hands them: the catalogued resources,
+    /// VRAM with its own NVML handle, the container, the page cache).
+    pub fn new(pid: u32, host: Option<Probe>, probes: Vec<Box<dyn ResourceProbe>>) -> EdgeReader {
         EdgeReader {
             pid,
-            host: None,
-            probes: Catalogued::all(resources::open_all(pid)).collect(),
+            host,
+            probes,
             last_host: None,
             per_process: false,
         }
@@ -89,34 +85,6 @@ impl EdgeReader {
     /// machine of one GPU.
     pub fn per_process(mut self, on: bool) -> EdgeReader {
         self.per_process = on;
-        self
-    }
-
-    /// Reads host memory with `probe` (a program's process, or its tree).
-    pub fn host(mut self, probe: Option<Probe>) -> EdgeReader {
-        self.host = probe;
-        self
-    }
-
-    /// Reads VRAM with `probe` (its own NVML handle: the sampler has another).
-    pub fn vram(mut self, probe: Option<Box<dyn VramProbe>>) -> EdgeReader {
-        probe::replace(&mut self.probes, probe.map(Vram::new));
-        self
-    }
-
-    pub fn container(mut self, probe: Option<CgroupProbe>) -> EdgeReader {
-        probe::replace(&mut self.probes, probe.map(Container::at_edges));
-        self
-    }
-
-    pub fn page_cache(mut self, probe: Option<PageCacheProbe>) -> EdgeReader {
-        probe::replace(&mut self.probes, probe);
-        self
-    }
-
-    /// Adds a probe of another kind, read at every edge after the others.
-    pub fn with_probe(mut self, probe: Box<dyn ResourceProbe>) -> EdgeReader {
-        self.probes.push(probe);
         self
     }
 
@@ -237,12 +205,18 @@ mod tests {
         }
     }
 
+    fn two_gpus() -> Vec<Box<dyn ResourceProbe>> {
+        vec![Box::new(Vram::new(Box::new(TwoGpus { bytes: [7, 11] })))]
+    }
+
     #[test]
     fn a_programs_edge_reads_its_host_memory_and_every_gpu_at_once() {
         let pid = std::process::id();
-        let mut reader = EdgeReader::new(pid)
-            .host(StatmProbe::open(pid).ok().map(Probe::Procfs))
-            .vram(Some(Box::new(TwoGpus { bytes: [7, 11] })));
+        let mut reader = EdgeReader::new(
+            pid,
+            StatmProbe::open(pid).ok().map(Probe::Procfs),
+            two_gpus(),
+        );
         let mut memory = MemoryAtEdge::default();
         let extras = reader.read(&mut memory);
         assert!(memory.rss_bytes > 0, "{memory:?}");
@@ -259,10 +233,8 @@ mod tests {
             .spawn()
             .expect("sleep starts");
         let pid = std::process::id();
-        let mut reader = EdgeReader::new(pid)
-            .host(Some(Probe::open_tree(pid)))
-            .vram(Some(Box::new(TwoGpus { bytes: [7, 11] })))
-            .per_process(true);
+        let mut reader =
+            EdgeReader::new(pid, Some(Probe::open_tree(pid)), two_gpus()).per_process(true);
         let mut memory = MemoryAtEdge::default();
         let extras = reader.read(&mut memory);
         let _ = child.kill();
@@ -276,7 +248,7 @@ mod tests {
         assert_eq!(extras.processes[0].vram_bytes, Some(18));
         assert_eq!(extras.processes[1].vram_bytes, Some(0));
         // Not asked for: none.
-        let mut plain = EdgeReader::new(pid).host(Some(Probe::open_tree(pid)));
+        let mut plain = EdgeReader::new(pid, Some(Probe::open_tree(pid)), Vec::new());
         assert!(plain
             .read(&mut MemoryAtEdge::default())
             .processes
@@ -286,9 +258,11 @@ mod tests {
     #[test]
     fn the_senders_own_reading_stands_where_it_read_itself() {
         let pid = std::process::id();
-        let mut reader = EdgeReader::new(pid)
-            .host(StatmProbe::open(pid).ok().map(Probe::Procfs))
-            .vram(Some(Box::new(TwoGpus { bytes: [7, 11] })));
+        let mut reader = EdgeReader::new(
+            pid,
+            StatmProbe::open(pid).ok().map(Probe::Procfs),
+            two_gpus(),
+        );
         let mut memory = MemoryAtEdge {
             rss_bytes: 5,
             anon_bytes: 3,
@@ -307,7 +281,11 @@ mod tests {
             .spawn()
             .expect("sleep starts");
         let pid = child.id();
-        let mut reader = EdgeReader::new(pid).host(StatmProbe::open(pid).ok().map(Probe::Procfs));
+        let mut reader = EdgeReader::new(
+            pid,
+            StatmProbe::open(pid).ok().map(Probe::Procfs),
+            Vec::new(),
+        );
         let mut alive = MemoryAtEdge::default();
         assert!(!reader.read(&mut alive).after_exit);
         assert!(alive.rss_bytes > 0);
