@@ -190,8 +190,6 @@ pub struct Strategy {
     /// Freezes glibc's dynamic mmap threshold: big tensors stay mmapped, so a
     /// load in cycle ≥ 2 must still show most model bytes as mmapped.
     pub freezes_mmap_threshold: bool,
-    /// Unsupported by the libraries involved; opt-in only.
-    pub unsupported: bool,
     /// What `sleep` and `wake` steps do under this strategy.
     pub sleep: SleepMode,
     /// The allocator that must serve the worker's `malloc` (the worker checks).
@@ -220,7 +218,6 @@ impl Strategy {
         release: ReleaseAction::None,
         needs_glibc: false,
         freezes_mmap_threshold: false,
-        unsupported: false,
         sleep: SleepMode::None,
         allocator: Allocator::Glibc,
         expect: &[],

@@ -24,8 +24,7 @@ use crate::model::LoadedModel;
 use crate::protocol::Check;
 use crate::sampler::nvml;
 use crate::strategy::ReleaseAction;
-
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::textutil::MIB;
 
 /// What opening the device cost, measured once per worker.
 #[derive(Debug, Clone, Default)]
