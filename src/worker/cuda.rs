@@ -258,6 +258,12 @@ impl CudaState {
         self.calibration.bare_device_bytes
     }
 
+    /// The bus's pinned copy ceiling on a buffer of `bytes`, as
+    /// (device → host, host → device) GiB/s (`cuda_pinned.rs`).
+    pub fn pinned_ceiling_gib_s(&self, device: &Device, bytes: usize) -> Result<(f64, f64)> {
+        super::cuda_pinned::ceiling_gib_s(device, bytes)
+    }
+
     /// Synchronize and trim the default pool: nothing freed stays reserved.
     pub fn flush(&self, device: &Device) -> Result<String> {
         let start = Instant::now();
