@@ -5,8 +5,3 @@
 /// The git commit memrel was built from (12 hex digits), or `unknown` for
 /// a build outside git.
 pub const COMMIT: &str = env!("MEMREL_COMMIT");
-
-/// `0.1.0 (5596192abcde)`: the version and the commit, for people.
-pub fn version_line() -> String {
-    format!("{} ({COMMIT})", env!("CARGO_PKG_VERSION"))
-}

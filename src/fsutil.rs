@@ -43,15 +43,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// that directory. For the Python module and the built-in scenarios'
 /// scripts: whatever memrel version runs gets its own copy.
 pub fn write_embedded(root: &Path, files: &[(&str, &str)]) -> Result<PathBuf> {
-    // FNV-1a: a stable content hash in six lines, where a crate would be a
-    // dependency for a directory name.
-    let hash = files
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, (path, text)| {
-            path.bytes()
-                .chain(text.bytes())
-                .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-        });
+    let hash = fnv1a64(
+        files
+            .iter()
+            .flat_map(|(path, text)| path.bytes().chain(text.bytes())),
+    );
     let dir = root.join(format!("{hash:016x}"));
     for (path, text) in files {
         let file = dir.join(path);
@@ -64,6 +60,18 @@ pub fn write_embedded(root: &Path, files: &[(&str, &str)]) -> Result<PathBuf> {
         write_atomic(&file, text.as_bytes())?;
     }
     Ok(dir)
+}
+
+/// FNV-1a, 64 bits, of `bytes`: a content hash that is the same in every
+/// memrel on every platform (std's hasher is not, and a crate would be a
+/// dependency for six lines). What depends on its values: a synthetic
+/// checkpoint's weights (`model::synth`), a machine's key (`machine`), a
+/// strategy's fallback colour (`export::chart::palette`), the directory of
+/// embedded files ([`write_embedded`]); a test pins them.
+pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The longest name [`check_name`] accepts, in bytes (file systems allow 255).
@@ -164,6 +172,20 @@ pub fn now_unix_s() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Checkpoints, machine keys, colours and embedded directories depend on
+    /// these values: FNV-1a's published vectors, and the directory name of
+    /// embedded files (every file's path and text, in order, hashed as one).
+    #[test]
+    fn fnv1a64_keeps_its_values() {
+        assert_eq!(fnv1a64("".bytes()), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64("a".bytes()), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64("foobar".bytes()), 0x8594_4171_f739_67e8);
+        let root = tempfile::tempdir().unwrap();
+        let dir = write_embedded(root.path(), &[("a.txt", "A"), ("b/c.txt", "B")]).unwrap();
+        assert_eq!(dir, root.path().join("5afc562e71cec9b5"));
+        assert_eq!(std::fs::read_to_string(dir.join("b/c.txt")).unwrap(), "B");
+    }
 
     #[test]
     fn utc_stamp_matches_known_dates() {

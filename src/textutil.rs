@@ -12,11 +12,18 @@ pub fn did_you_mean<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> 
         .map(|(_, c)| c)
 }
 
+/// Bytes in a MiB: the one constant people's units are reckoned in
+/// (machine formats keep bytes).
 pub const MIB: f64 = 1024.0 * 1024.0;
 
-/// Bytes as MiB with one decimal, for people.
+/// Bytes as MiB with one decimal, for people, without the unit: `416.0`.
 pub fn mib(bytes: f64) -> String {
     format!("{:.1}", bytes / MIB)
+}
+
+/// Bytes as MiB with one decimal and the unit: `416.0 MiB`.
+pub fn format_mib(bytes: u64) -> String {
+    format!("{} MiB", mib(bytes as f64))
 }
 
 /// Lines of a failing program's stderr shown to people (on the terminal and
@@ -32,6 +39,13 @@ pub fn last_stderr_lines(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mib_has_one_decimal() {
+        assert_eq!(mib(416.0 * MIB), "416.0");
+        assert_eq!(mib(1.25 * MIB), "1.2");
+        assert_eq!(format_mib(3 << 19), "1.5 MiB");
+    }
 
     #[test]
     fn suggests_close_names_only() {

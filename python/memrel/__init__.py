@@ -85,20 +85,8 @@ START_ACTIONS = (
     "ort_same_as_requested",
     "xla_env",
 )
-RELEASE_ACTIONS = (
-    "gc",
-    "malloc_trim",
-    "allocator_release",
-    "to_cpu",
-    "detach",
-    "cuda_synchronize",
-    "empty_cache",
-    "ipc_collect",
-    "clear_cublas_workspaces",
-    "device_reset",
-    "destroy_process_group",
-    "jax_clear",
-)
+# RELEASE_ACTIONS, the release steps in order, is made from the _ACTIONS table
+# below (one list; memrel's test ties it and START_ACTIONS to its own table).
 # Release actions that work on the objects passed to release().
 _OBJECT_ACTIONS = ("to_cpu", "detach")
 
@@ -1180,6 +1168,7 @@ _ACTIONS = {
     "destroy_process_group": _act_destroy_process_group,
     "jax_clear": _act_jax_clear,
 }
+RELEASE_ACTIONS = tuple(_ACTIONS)
 
 
 # ---------------------------------------------------------------- phases

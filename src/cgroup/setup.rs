@@ -162,7 +162,9 @@ impl Prepared {
             .and_then(|at| super::read(at).ok())
             .and_then(|c| c.limit_bytes)
             .or(self.limit_bytes)
-            .map(|b| format!("limit {}", mib(b)))
+            // MiB as `textutil::format_mib` writes it; cgroup/ imports
+            // nothing of memrel's (the bottom floor).
+            .map(|b| format!("limit {:.1} MiB", b as f64 / (1024.0 * 1024.0)))
             .unwrap_or_else(|| "no cgroup limit (the machine ran out)".to_string());
         Some(format!(
             "out of memory: the kernel's OOM killer killed the worker ({rose}); {limit}; last reading: {last_reading}"
@@ -194,9 +196,4 @@ impl Prepared {
             other_processes: self.other_processes,
         }
     }
-}
-
-/// Bytes as people read them here.
-pub fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }

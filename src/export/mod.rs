@@ -41,15 +41,10 @@ pub fn summary_json(summary: &Summary) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Writes every output of a run into `dir`: the record (samples.csv,
-/// events.csv, runs.json), summary.json and timeline.png, each atomically.
-pub fn write_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Result<()> {
-    record.save(dir)?;
-    write_derived_run_outputs(dir, record, summary)
-}
-
-/// summary.json and timeline.png only: for a record read back from damaged
-/// files, whose raw data must not be overwritten with what was salvaged.
+/// What a run's record derives, each atomically: summary.json, sleep.csv,
+/// peaks.csv and timeline.png (the record's own files are the record's to
+/// write; a record read back from damaged files must not be overwritten
+/// with what was salvaged).
 pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Result<()> {
     write_atomic(&dir.join(SUMMARY_FILE), &summary_json(summary)?)?;
     if let Some(csv) = sleep::csv(summary)? {

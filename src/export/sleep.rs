@@ -9,10 +9,9 @@ use super::markdown::{Align, Table};
 use crate::metrics::sleep::{by_strategy, StrategySleeps};
 use crate::metrics::Summary;
 use crate::stats::Spread;
+use crate::textutil::mib;
 
 pub const SLEEP_CSV_FILE: &str = "sleep.csv";
-
-const MIB: f64 = 1024.0 * 1024.0;
 
 /// The table, or `None` when no run slept a model.
 pub fn table(summary: &Summary) -> Option<Table> {
@@ -45,8 +44,8 @@ fn row(s: &StrategySleeps) -> Vec<String> {
         _ => "–".into(),
     };
     let vram = match (&s.vram_asleep_bytes, &s.vram_asleep_before_flush_bytes) {
-        (Some(a), Some(b)) => format!("{} ({})", mib(a), mib(b)),
-        (Some(a), None) => mib(a),
+        (Some(a), Some(b)) => format!("{} ({})", spread_mib(a), spread_mib(b)),
+        (Some(a), None) => spread_mib(a),
         _ => "–".into(),
     };
     vec![
@@ -57,10 +56,12 @@ fn row(s: &StrategySleeps) -> Vec<String> {
         rate(&s.sleep_gib_s, &s.sleep_ceiling_fraction),
         rate(&s.wake_gib_s, &s.wake_ceiling_fraction),
         vram,
-        s.host_grown_asleep_bytes.as_ref().map_or("–".into(), mib),
+        s.host_grown_asleep_bytes
+            .as_ref()
+            .map_or("–".into(), spread_mib),
         s.host_held_after_wake_bytes
             .as_ref()
-            .map_or("–".into(), mib),
+            .map_or("–".into(), spread_mib),
     ]
 }
 
@@ -78,16 +79,12 @@ fn ms(s: &Option<Spread>) -> String {
     }
 }
 
-fn mib(s: &Spread) -> String {
+/// A spread of bytes in MiB: `416.0 (410.2–420.9)`, one value alone.
+fn spread_mib(s: &Spread) -> String {
     if s.n > 1 {
-        format!(
-            "{:.1} ({:.1}–{:.1})",
-            s.median / MIB,
-            s.min / MIB,
-            s.max / MIB
-        )
+        format!("{} ({}–{})", mib(s.median), mib(s.min), mib(s.max))
     } else {
-        format!("{:.1}", s.median / MIB)
+        mib(s.median)
     }
 }
 

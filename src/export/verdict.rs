@@ -15,7 +15,7 @@ use super::markdown::{Align, Table};
 use crate::gate::{
     rate_cycles_needed, MetricVerdict, Per, Verdict, VerdictReport, RATE_ALPHA, RATE_BAND,
 };
-use crate::machine::facts::describe;
+use crate::machine::describe;
 use crate::metrics::catalogue::MemoryMetric;
 
 /// The most lines verdict.md shows before its `<details>` block.

@@ -12,6 +12,7 @@ use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::ResourceFacts;
 use crate::metrics::{Resource, Still, Summary};
 use crate::scenario::Thresholds;
+use crate::textutil::MIB;
 
 /// Absolute budgets declared by the scenario, per resource, checked on the
 /// worst run. A budget with nothing to check it against is an `error` row
@@ -70,8 +71,6 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
     }
     out
 }
-
-const MIB: f64 = 1024.0 * 1024.0;
 
 /// What a still resource's range bounds: its peak is its highest reading;
 /// retained and late bytes are at most the range, growth at most twice it;

@@ -17,8 +17,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::machine::facts::{describe, difference, facts, MachineDifference};
-use crate::machine::ABSENT;
+use crate::machine::facts::{difference, facts, MachineDifference};
+use crate::machine::{describe, differences};
 use crate::record::Host;
 
 /// What comparing one scenario's two machines found.
@@ -92,21 +92,10 @@ pub fn other_machine(scenario: &str, baseline: &Host, new: &Host) -> Option<Othe
 pub fn compare(scenario: &str, baseline: &Host, new: &Host) -> MachineCheck {
     let both_full = baseline.machine.is_some() && new.machine.is_some();
     let (base_facts, new_facts) = (facts(baseline, both_full), facts(new, both_full));
-    let mut differences = Vec::new();
-    for (fact, base_value) in &base_facts {
-        let new_value = new_facts
-            .iter()
-            .find(|(f, _)| f == fact)
-            .map_or(ABSENT, |(_, v)| v.as_str());
-        if base_value != new_value {
-            differences.push(difference(scenario, fact, base_value, new_value));
-        }
-    }
-    for (fact, new_value) in &new_facts {
-        if !base_facts.iter().any(|(f, _)| f == fact) {
-            differences.push(difference(scenario, fact, ABSENT, new_value));
-        }
-    }
+    let differences: Vec<MachineDifference> = differences(&base_facts, &new_facts)
+        .into_iter()
+        .map(|(fact, b, n)| difference(scenario, &fact, &b, &n))
+        .collect();
     let mut warnings = Vec::new();
     if !differences.is_empty() {
         warnings.push(format!(

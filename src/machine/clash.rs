@@ -3,7 +3,7 @@
 //! `MEMREL_MACHINE` can (two node types given one name), and grouping their
 //! numbers as one machine would be wrong, so it is an error naming both.
 
-use super::{describe_differences, KeyFacts, UNKNOWN};
+use super::{describe, KeyFacts, UNKNOWN};
 use crate::record::Host;
 
 /// One record's machine, for the clash check.
@@ -35,7 +35,7 @@ pub fn clashes(records: &[Keyed]) -> Vec<String> {
             continue;
         }
         let differ = super::key_differences(first.host, r.host)
-            .map(|d| describe_differences(&d))
+            .map(|d| describe(&d))
             .unwrap_or_default();
         out.push(format!(
             "machine key clash: {} and {} both say machine {:?} but are different machines ({differ}); \

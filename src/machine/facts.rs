@@ -1,7 +1,7 @@
 //! The facts of one machine as people compare them (glibc, kernel,
 //! distribution, CPU model and count, RAM, GPU, driver, CUDA and the
 //! allocator libraries' versions), and one fact that differs between two
-//! records. The gate judges with them (`gate::machine`: which difference is
+//! records (how it reads: `machine::describe`). The gate judges with them (`gate::machine`: which difference is
 //! a warning, which another kind of machine) and `memrel baseline show`
 //! prints them; both read them here, so neither reaches into the other.
 //! Reads a `Host`, nothing else.
@@ -20,16 +20,10 @@ pub struct MachineDifference {
     pub new: String,
 }
 
-/// `glibc 2.39 → 2.36, CPUs 4 → 2`: each distinct difference once, in order.
-pub fn describe(differences: &[MachineDifference]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for d in differences {
-        let part = format!("{} {} → {}", d.fact, d.baseline, d.new);
-        if !parts.contains(&part) {
-            parts.push(part);
-        }
+impl super::AsDifference for MachineDifference {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.fact, &self.baseline, &self.new)
     }
-    parts.join(", ")
 }
 
 /// One fact of `scenario`'s two machines that differs.
@@ -105,6 +99,6 @@ mod tests {
     #[test]
     fn each_difference_is_described_once_across_scenarios() {
         let d = |s: &str| difference(s, "CPUs", "4", "2");
-        assert_eq!(describe(&[d("a"), d("b")]), "CPUs 4 → 2");
+        assert_eq!(super::super::describe(&[d("a"), d("b")]), "CPUs 4 → 2");
     }
 }

@@ -176,7 +176,11 @@ impl KeyFacts {
             text.push_str(&value);
             text.push('\n');
         }
-        format!("{}-{:08x}", self.label(), fnv1a64(text.as_bytes()) >> 32)
+        format!(
+            "{}-{:08x}",
+            self.label(),
+            crate::fsutil::fnv1a64(text.bytes()) >> 32
+        )
     }
 }
 
@@ -191,44 +195,65 @@ pub fn key(host: &Host) -> String {
 
 /// The key facts that differ between two machines, as (fact, a, b);
 /// `None` when either side has no full facts (nothing to compare).
-pub fn key_differences(a: &Host, b: &Host) -> Option<Vec<(String, String, String)>> {
-    let (a, b) = (KeyFacts::of(a)?.list(), KeyFacts::of(b)?.list());
-    let mut out = Vec::new();
-    for (fact, x) in &a {
-        let y = b
-            .iter()
+pub fn key_differences(a: &Host, b: &Host) -> Option<Vec<Difference>> {
+    Some(differences(
+        &KeyFacts::of(a)?.list(),
+        &KeyFacts::of(b)?.list(),
+    ))
+}
+
+/// One fact that differs between two machines: (fact, a's value, b's value).
+pub type Difference = (String, String, String);
+
+/// The facts of two machines' lists (fact, value) that differ, as
+/// (fact, a, b): a's facts in a's order, then the facts only b has; a fact
+/// one side lacks reads [`ABSENT`] there. The one diff of machine facts:
+/// the key's (`key_differences`) and the gate's (`gate::machine`).
+pub fn differences(a: &[(String, String)], b: &[(String, String)]) -> Vec<Difference> {
+    let value = |list: &[(String, String)], fact: &str| {
+        list.iter()
             .find(|(f, _)| f == fact)
-            .map_or(ABSENT, |(_, v)| v.as_str());
-        if x != y {
-            out.push((fact.clone(), x.clone(), y.to_string()));
+            .map_or(ABSENT.to_string(), |(_, v)| v.clone())
+    };
+    let mut out = Vec::new();
+    for (fact, x) in a {
+        let y = value(b, fact);
+        if *x != y {
+            out.push((fact.clone(), x.clone(), y));
         }
     }
-    for (fact, y) in &b {
+    for (fact, y) in b {
         if !a.iter().any(|(f, _)| f == fact) {
             out.push((fact.clone(), ABSENT.to_string(), y.clone()));
         }
     }
-    Some(out)
+    out
 }
 
-/// `glibc 2.36 → 2.39, CPUs 2 → 16`.
-pub fn describe_differences(differences: &[(String, String, String)]) -> String {
-    differences
-        .iter()
-        .map(|(fact, a, b)| format!("{fact} {a} → {b}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// A difference of machine facts as [`describe`] reads it: (fact, one
+/// side's value, the other's).
+pub trait AsDifference {
+    fn parts(&self) -> (&str, &str, &str);
 }
 
-/// FNV-1a, 64 bits: stable across Rust versions and platforms (std's
-/// hasher is not), so a key means the same machine in every memrel.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+impl AsDifference for Difference {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.0, &self.1, &self.2)
     }
-    hash
+}
+
+/// `glibc 2.36 → 2.39, CPUs 2 → 16`: each distinct difference once, in
+/// order (a difference several scenarios share is said once).
+pub fn describe<D: AsDifference>(differences: &[D]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for d in differences {
+        let (fact, a, b) = d.parts();
+        let part = format!("{fact} {a} → {b}");
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(", ")
 }
 
 /// The upstream part of a kernel release: up to the first `-` or `+`.
@@ -414,7 +439,7 @@ mod tests {
         assert_ne!(key(&base), key(&other));
         let d = key_differences(&base, &other).unwrap();
         assert_eq!(
-            describe_differences(&d),
+            describe(&d),
             "CPUs 2 → 4, kernel 6.18.44 → 6.19.1, libjemalloc2 5.3.0 → absent"
         );
         // Same label, other facts: the hash tells them apart.

@@ -8,8 +8,7 @@
 
 use super::Resource;
 use crate::metrics::ResourceFacts;
-
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::textutil::MIB;
 
 /// The unit a metric's values are in, and how people read them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +59,7 @@ impl Unit {
     /// A value in people's unit, without the unit (`416.0`, `12.5`, `100`).
     pub fn number(self, v: f64) -> String {
         match self {
-            Unit::Bytes | Unit::BytesPerCycle => format!("{:.1}", v / MIB),
+            Unit::Bytes | Unit::BytesPerCycle => crate::textutil::mib(v),
             Unit::Seconds => format!("{:.1}", v * 1e3),
             Unit::Fraction => format!("{:.0}", v * 100.0),
             Unit::Count => format!("{v}"),

@@ -620,10 +620,10 @@ fn file_pages(m: &mut ResourceSummary, threshold_bytes: u64) {
     if m.context.is_some() || retained.max <= threshold || anon.max > threshold {
         return;
     }
-    let mib = |b: f64| b / (1024.0 * 1024.0);
+    use crate::textutil::mib;
     m.context = Some(format!(
-        "file pages: {:.1} of the {:.1} MiB retained are page cache (its pages turning \
-         active), its anonymous memory came back (at most {:.1} MiB)",
+        "file pages: {} of the {} MiB retained are page cache (its pages turning \
+         active), its anonymous memory came back (at most {} MiB)",
         mib(retained.median - anon.median),
         mib(retained.median),
         mib(anon.max.max(0.0))

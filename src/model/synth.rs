@@ -103,7 +103,7 @@ pub fn write_safetensors(
     let mut chunk: Vec<u8> = Vec::with_capacity(1 << 18);
     for t in tensors {
         let count = t.shape.iter().product::<usize>();
-        let mut rng = SplitMix64::new(fnv1a(t.name.as_bytes()));
+        let mut rng = SplitMix64::new(crate::fsutil::fnv1a64(t.name.bytes()));
         let mut written = 0;
         while written < count {
             let n = (count - written).min(1 << 16);
@@ -124,12 +124,6 @@ pub fn write_safetensors(
     out.flush()
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// A tiny, fast, deterministic generator (Steele et al.'s SplitMix64).

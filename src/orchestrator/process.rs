@@ -450,7 +450,7 @@ fn record_cgroup(meta: &mut RunMeta, process: crate::cgroup::view::CgroupRun) {
 
 /// The last sample, for an OOM kill's error.
 fn last_reading(last: Option<&crate::record::Sample>) -> String {
-    use crate::cgroup::setup::mib;
+    use crate::textutil::format_mib as mib;
     let Some(s) = last else {
         return "none (no sample was taken)".to_string();
     };

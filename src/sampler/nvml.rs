@@ -21,8 +21,7 @@ use nvml_wrapper::{Device, Nvml};
 use super::nvml_list::{Listed, ProcessList};
 use super::vram::VramProbe;
 use crate::protocol::Check;
-
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::textutil::MIB;
 
 static NVML: OnceLock<Result<Nvml, String>> = OnceLock::new();
 

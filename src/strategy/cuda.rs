@@ -65,7 +65,6 @@ pub const CUDA: &[Strategy] = &[
             reaches 0. A new device takes 100–155 ms, every matmul check passed, and the first \
             forward pass after it took 33–63 ms instead of 5–7 (kernels reloaded).",
         release: ReleaseAction::CudaContextRelease,
-        unsupported: true,
         ..Strategy::PLAIN
     },
 ];

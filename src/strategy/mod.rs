@@ -36,6 +36,7 @@ mod program;
 mod respawn;
 mod setting;
 mod sleep;
+mod steps;
 
 use std::fmt;
 
@@ -46,7 +47,7 @@ pub use preload::{
     clean_environment, find_library, inherited_allocator_variables, PreloadError,
     ALLOCATOR_PATH_ENV,
 };
-pub use setting::program_step_call;
+pub use steps::{program_step_call, At, ProgramStep, PROGRAM_STEPS};
 
 /// Which devices a strategy applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,13 +161,8 @@ impl SleepMode {
 
 /// A strategy's in-process steps for a measured program, by name, in order:
 /// `start` at `import memrel`, `release` in each `memrel.release()`. The
-/// names are the protocol between memrel and the program (docs/guide.md,
-/// "Phase markers"): `gc`, `malloc_trim`, `allocator_release`, `to_cpu`, `detach`,
-/// `cuda_synchronize`, `empty_cache`, `ipc_collect`,
-/// `clear_cublas_workspaces`, `device_reset`; at start
-/// `mallopt_mmap_threshold=BYTES`, `setenv_trim_threshold` and the ONNX
-/// Runtime session settings `ort_arena`, `ort_no_arena`, `ort_shrink`,
-/// `ort_same_as_requested` (see `ort`), and `xla_env` (see `jax`).
+/// names are [`PROGRAM_STEPS`]'s, the protocol between memrel and the
+/// program (docs/guide.md, "Phase markers").
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProgramActions {
     pub start: Vec<String>,
@@ -190,8 +186,6 @@ pub struct Strategy {
     /// Freezes glibc's dynamic mmap threshold: big tensors stay mmapped, so a
     /// load in cycle ≥ 2 must still show most model bytes as mmapped.
     pub freezes_mmap_threshold: bool,
-    /// Unsupported by the libraries involved; opt-in only.
-    pub unsupported: bool,
     /// What `sleep` and `wake` steps do under this strategy.
     pub sleep: SleepMode,
     /// The allocator that must serve the worker's `malloc` (the worker checks).
@@ -220,7 +214,6 @@ impl Strategy {
         release: ReleaseAction::None,
         needs_glibc: false,
         freezes_mmap_threshold: false,
-        unsupported: false,
         sleep: SleepMode::None,
         allocator: Allocator::Glibc,
         expect: &[],
@@ -315,38 +308,18 @@ impl fmt::Display for DeviceKind {
 }
 
 impl ProgramActions {
-    /// Every step name a program may be asked to take in `memrel.release()`:
-    /// the Python module's `RELEASE_ACTIONS` must equal it (a test in
-    /// `worker::command` holds the two together).
-    pub const RELEASE_STEPS: &'static [&'static str] = &[
-        "gc",
-        "malloc_trim",
-        "allocator_release",
-        "to_cpu",
-        "detach",
-        "cuda_synchronize",
-        "empty_cache",
-        "ipc_collect",
-        "clear_cublas_workspaces",
-        "device_reset",
-        "destroy_process_group",
-        "jax_clear",
-    ];
-    /// Start steps that only read back a setting the program's environment
-    /// already carries (`xla_env=VARIABLE:VALUE`): a program that never takes
-    /// them still runs under the strategy (see [`Strategy::works_from_outside`]).
-    pub const CHECK_STEPS: &'static [&'static str] = &["xla_env"];
+    /// Every step name a program may be asked to take in `memrel.release()`,
+    /// from [`PROGRAM_STEPS`]: the Python module's `RELEASE_ACTIONS` must
+    /// equal it (a test in `worker::command` holds the two together).
+    pub fn release_steps() -> Vec<&'static str> {
+        steps::names(At::Release)
+    }
+
     /// Every step name a program may be asked to take at `import memrel`
     /// (`mallopt_mmap_threshold` takes `=BYTES`): the module's `START_ACTIONS`.
-    pub const START_STEPS: &'static [&'static str] = &[
-        "mallopt_mmap_threshold",
-        "setenv_trim_threshold",
-        "ort_arena",
-        "ort_no_arena",
-        "ort_shrink",
-        "ort_same_as_requested",
-        "xla_env",
-    ];
+    pub fn start_steps() -> Vec<&'static str> {
+        steps::names(At::Start)
+    }
 }
 
 impl Strategy {
@@ -415,10 +388,10 @@ impl Strategy {
             return false;
         };
         let from_environment = !self.env.is_empty() || self.allocator != Allocator::Glibc;
-        let only_checks = actions.start.iter().all(|step| {
-            let name = step.split_once('=').map_or(step.as_str(), |(name, _)| name);
-            ProgramActions::CHECK_STEPS.contains(&name)
-        });
+        let only_checks = actions
+            .start
+            .iter()
+            .all(|step| steps::find(step).is_some_and(|s| s.reads_back));
         from_environment && only_checks && actions.release.iter().all(|step| step == "gc")
     }
 

@@ -92,7 +92,6 @@ pub const PROGRAM: &[Strategy] = &[
             makes one small CUDA call afterwards and records what happened to it. Opt-in only, \
             never in production.",
         release: ReleaseAction::ProgramOnly(&["gc", "cuda_synchronize", "device_reset"]),
-        unsupported: true,
         ..Strategy::PLAIN
     },
     Strategy {

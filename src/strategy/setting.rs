@@ -2,40 +2,11 @@
 //! from the strategy's own row (its environment, preloaded allocator, start
 //! and release actions, sleep mode, weight-file mode): `memrel advise` prints
 //! it next to the strategy it recommends. Derived, never a table of its own,
-//! so a strategy added or changed in its family's file cannot drift from it.
+//! so a strategy added or changed in its family's file cannot drift from it
+//! (a program step's call is its row in `steps::PROGRAM_STEPS`).
 
+use super::steps::program_step_call;
 use super::{Allocator, ReleaseAction, SleepMode, StartAction, Strategy, WeightFiles};
-
-/// The Python call a program makes for one of [`super::ProgramActions`]'s
-/// step names (`None` for a name the module does not know).
-pub fn program_step_call(step: &str) -> Option<&'static str> {
-    Some(match step {
-        "gc" => "gc.collect()",
-        "malloc_trim" => "ctypes.CDLL(\"libc.so.6\").malloc_trim(0)",
-        "allocator_release" => "memrel.release()",
-        "to_cpu" => "model.to(\"cpu\")",
-        "detach" => "p.detach_(); p.grad = None for every parameter, optimizer.state.clear()",
-        "cuda_synchronize" => "torch.cuda.synchronize()",
-        "empty_cache" => "torch.cuda.empty_cache()",
-        "ipc_collect" => "torch.cuda.ipc_collect()",
-        "clear_cublas_workspaces" => "torch._C._cuda_clearCublasWorkspaces()",
-        "device_reset" => "ctypes.CDLL(\"libcudart.so\").cudaDeviceReset()",
-        "destroy_process_group" => "torch.distributed.destroy_process_group()",
-        "setenv_trim_threshold" => "os.environ[\"MALLOC_TRIM_THRESHOLD_\"] = \"-1\"",
-        "mallopt_mmap_threshold" => "ctypes.CDLL(\"libc.so.6\").mallopt(-3, BYTES)",
-        "xla_env" => "nothing to call (memrel reports the XLA_PYTHON_CLIENT_* variables the process started with and the XLA client's memory_stats())",
-        "jax_clear" => "for a in jax.live_arrays(): a.delete(); jax.clear_caches()",
-        "ort_arena" => "onnxruntime.SessionOptions() as it is (enable_cpu_mem_arena = True)",
-        "ort_no_arena" => "so = onnxruntime.SessionOptions(); so.enable_cpu_mem_arena = False",
-        "ort_shrink" => {
-            "ro = onnxruntime.RunOptions(); ro.add_run_config_entry(\"memory.enable_memory_arena_shrinkage\", \"cpu:0\"); session.run(None, feeds, ro) for every request"
-        }
-        "ort_same_as_requested" => {
-            "onnxruntime.create_and_register_allocator(onnxruntime.OrtMemoryInfo(\"Cpu\", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, onnxruntime.OrtMemType.DEFAULT), onnxruntime.OrtArenaCfg({\"arena_extend_strategy\": 1})); so.add_session_config_entry(\"session.use_env_allocators\", \"1\")"
-        }
-        _ => return None,
-    })
-}
 
 impl Strategy {
     /// The setting as it goes on a server's command line where memrel
@@ -171,8 +142,7 @@ fn calls(steps: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{all, lookup, ProgramActions};
-    use super::*;
+    use super::super::{all, lookup};
 
     #[test]
     fn every_strategy_has_a_setting() {
@@ -193,16 +163,6 @@ mod tests {
                     s.name
                 );
             }
-        }
-    }
-
-    #[test]
-    fn every_program_step_has_a_call() {
-        for step in ProgramActions::RELEASE_STEPS
-            .iter()
-            .chain(ProgramActions::START_STEPS)
-        {
-            assert!(program_step_call(step).is_some(), "{step}");
         }
     }
 

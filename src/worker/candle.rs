@@ -1,19 +1,19 @@
 //! The candle worker: loads, uses and drops models through candle as the
 //! scenario's steps say, applies the strategy's in-process knobs and release
-//! action, and reports every phase edge through the [`Emitter`].
+//! action. It is one [`Backend`] of the one step interpreter (`steps.rs`),
+//! which walks the steps and reports every phase edge through the [`Emitter`].
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::emitter::{phase, Emitter};
-use super::{allocator, device, glibc, selfmem, sleep, WorkerSpec};
+use super::emitter::Emitter;
+use super::steps::{self, Backend};
+use super::{allocator, device, glibc, sleep, WorkerSpec};
 use crate::model::spec::LoadThread;
 use crate::model::{LoadedModel, ModelDir};
-use crate::protocol::{
-    AllocatorReport, Check, Done, Edge, Handover, Hello, Message, Phase, Resume,
-};
+use crate::protocol::{AllocatorReport, Check, Hello, Message};
 use crate::sampler::page_cache;
 use crate::scenario::Step;
 use crate::strategy::{self, ReleaseAction, SleepMode, StartAction, Strategy, WeightFiles};
@@ -31,7 +31,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     });
     let mut checks = allocator_checks;
     checks.extend(start_checks(strategy));
-    let mut device = device::Session::open(spec.device)?;
+    let device = device::Session::open(spec.device)?;
     checks.extend(device.checks());
     out.send(Message::Hello(Hello {
         pid: std::process::id(),
@@ -44,8 +44,6 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     if let Some(error) = not_in_effect {
         anyhow::bail!(error);
     }
-    let models: HashMap<&str, &ModelDir> =
-        spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect();
     // The weight files' page cache at every edge, read at the edge itself
     // (the parent samples it in between).
     let files: Vec<_> = spec
@@ -55,225 +53,198 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
         .collect();
     let (method, _) = page_cache::Method::choose(files.first().map(|f| f.as_path()));
     out.page_cache = Some(page_cache::PageCacheProbe::new(&files, method));
-    let w = &spec.workload;
+    let mut candle = Candle {
+        spec,
+        strategy,
+        models: spec.models.iter().map(|(id, m)| (id.as_str(), m)).collect(),
+        keep_weights: device::Session::needs_weights(strategy),
+        served: out.allocator.clone(),
+        device,
+        kept_small: Vec::new(),
+        post_checks: Vec::new(),
+    };
+    steps::run(spec, &mut candle, out)
+}
 
-    let keep_weights = device::Session::needs_weights(strategy);
-    let served = out.allocator.clone();
-    if let Some(resume) = spec.resume {
-        // This process takes over from one that ended at a release step
-        // (respawn): its start is the end of that release.
-        let note = format!(
-            "new worker process {} took over (respawn)",
-            std::process::id()
-        );
-        out.edge(
-            Phase::Release,
-            Edge::End,
-            resume.cycle,
-            None,
-            None,
-            Some(note),
-        );
-    } else if w.warmup {
-        let first = spec.models.first().map(|(id, _)| id.as_str());
-        phase(out, Phase::Warmup, 0, first, || {
-            Ok((
-                (),
-                Some(warm_up(spec, &mut device, &served, strategy, keep_weights)?),
-            ))
-        })?;
+/// The candle worker as the steps' [`Backend`]: real models on a real
+/// device, the strategy's knobs and release action.
+struct Candle<'a> {
+    spec: &'a WorkerSpec,
+    strategy: &'static Strategy,
+    models: HashMap<&'a str, &'a ModelDir>,
+    /// Loads keep a handle to every weight (`to-cpu`, a sleep).
+    keep_weights: bool,
+    served: allocator::Served,
+    device: device::Session,
+    /// Long-lived small allocations (bookkeeping a server keeps between loads).
+    kept_small: Vec<String>,
+    /// Checks made along the way, sent with `done`.
+    post_checks: Vec<Check>,
+}
+
+impl<'a> Candle<'a> {
+    fn model(&self, id: &str) -> Result<&'a ModelDir> {
+        self.models
+            .get(id)
+            .copied()
+            .context("scenario names an unknown model")
     }
-    if spec.resume.is_none() {
-        phase(out, Phase::Baseline, 0, None, || {
-            std::thread::sleep(Duration::from_millis(w.baseline_ms));
-            Ok(((), None))
-        })?;
+}
+
+impl Backend for Candle<'_> {
+    type Model = LoadedModel;
+    type Asleep = sleep::Asleep;
+
+    fn warms_up(&self) -> bool {
+        true
     }
 
-    // Long-lived small allocations (bookkeeping a server keeps between loads).
-    let mut kept_small: Vec<String> = Vec::new();
-    let mut post_checks = Vec::new();
-    let first_cycle = spec.resume.map_or(1, |r| r.cycle);
-    for cycle in first_cycle..=spec.cycles {
-        let mut loaded: HashMap<&str, LoadedModel> = HashMap::new();
-        let mut asleep: HashMap<&str, sleep::Asleep> = HashMap::new();
-        for (index, step) in w.steps.iter().enumerate() {
-            if spec
-                .resume
-                .is_some_and(|r| r.cycle == cycle && index <= r.release_step)
-            {
-                continue;
+    fn warm_up(&mut self) -> Result<String> {
+        warm_up(
+            self.spec,
+            &mut self.device,
+            &self.served,
+            self.strategy,
+            self.keep_weights,
+        )
+    }
+
+    /// A strategy that dropped the device gets a new one here, outside the timed load.
+    fn before_load(&mut self) -> Result<Option<String>> {
+        self.device.ensure_open()
+    }
+
+    fn load(
+        &mut self,
+        id: &str,
+        reopened: Option<String>,
+    ) -> Result<(LoadedModel, Option<String>)> {
+        let model = self.model(id)?;
+        let (w, strategy, keep_weights) = (&self.spec.workload, self.strategy, self.keep_weights);
+        let dev = self.device.candle()?;
+        let m = match w.load_thread {
+            LoadThread::Main => LoadedModel::load_with(
+                model,
+                dev,
+                w.dtype,
+                strategy.weights.load_method(w.load_method),
+                keep_weights,
+            )?,
+            LoadThread::Spawned => std::thread::scope(|s| {
+                s.spawn(|| {
+                    LoadedModel::load_with(
+                        model,
+                        dev,
+                        w.dtype,
+                        strategy.weights.load_method(w.load_method),
+                        keep_weights,
+                    )
+                })
+                .join()
+                .map_err(|_| anyhow::anyhow!("the loading thread panicked"))?
+            })?,
+        };
+        self.device.synchronize()?;
+        // The tensors are copied and the mapping is gone.
+        let dropped = drop_cached_weights(strategy, model)?
+            .map(|n| format!("; {n}"))
+            .unwrap_or_default();
+        let reopened = reopened
+            .map(|n| format!("; before the load: {n}"))
+            .unwrap_or_default();
+        Ok((
+            m,
+            Some(format!(
+                "tensor_bytes={}{reopened}{dropped}",
+                model.tensor_bytes
+            )),
+        ))
+    }
+
+    fn forward(&mut self, id: &str, m: &mut LoadedModel) -> Result<Option<String>> {
+        let model = self.model(id)?;
+        let w = &self.spec.workload;
+        let n = m.forward(
+            self.device.candle()?,
+            w.batch_size,
+            w.seq_len,
+            model.vocab_size,
+        )?;
+        self.device.synchronize_forward()?;
+        Ok(Some(format!("outputs={n}")))
+    }
+
+    fn unload(&mut self, id: &str, m: LoadedModel) -> Result<Option<String>> {
+        let model = self.model(id)?;
+        let note = self.device.before_drop(self.strategy.release, &m)?;
+        drop(m);
+        let dropped = drop_cached_weights(self.strategy, model)?;
+        Ok(match (note, dropped) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        })
+    }
+
+    fn release(&mut self, models_alive: usize) -> Result<Option<String>> {
+        self.device
+            .release(&self.served, self.strategy.release, models_alive)
+    }
+
+    fn hands_over(&self) -> bool {
+        self.strategy.release == ReleaseAction::Respawn
+    }
+
+    fn sleep(&mut self, _id: &str, m: LoadedModel) -> Result<(sleep::Asleep, Option<String>)> {
+        let (slept, note) = sleep::sleep(&mut self.device, self.strategy.sleep, m)?;
+        Ok((slept, Some(note)))
+    }
+
+    fn wake(&mut self, id: &str, slept: sleep::Asleep) -> Result<(LoadedModel, Option<String>)> {
+        let model = self.model(id)?;
+        let w = &self.spec.workload;
+        let (m, note) = sleep::wake(&mut self.device, slept, model, w.dtype, w.load_method)?;
+        Ok((m, Some(note)))
+    }
+
+    /// Small blocks through malloc (the preloaded allocator serves them):
+    /// every 1 ms, 64 of 1–16 KiB (≤ 1 MiB live), written so their pages
+    /// are touched, freed before the next round.
+    fn busy(&mut self, ms: u64) -> Result<Option<String>> {
+        let until = Instant::now() + Duration::from_millis(ms);
+        let mut allocations: u64 = 0;
+        let mut round: usize = 0;
+        while Instant::now() < until {
+            let blocks: Vec<Vec<u8>> = (0..64)
+                .map(|i| vec![0xA5u8; 1024 * (1 + (i * 7 + round) % 16)])
+                .collect();
+            std::hint::black_box(&blocks);
+            allocations += blocks.len() as u64;
+            drop(blocks);
+            round += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(Some(format!("allocations={allocations}")))
+    }
+
+    fn after(&mut self, step: &Step, cycle: u32) -> Result<()> {
+        if let Step::Load(id) = step {
+            if self.strategy.freezes_mmap_threshold && cycle >= 2 {
+                let tensor_bytes = self.model(id)?.tensor_bytes;
+                self.post_checks
+                    .push(mmapped_check(cycle, id, tensor_bytes));
             }
-            match step {
-                Step::Load(id) => {
-                    let model = *models
-                        .get(id.as_str())
-                        .context("scenario names an unknown model")?;
-                    // A strategy that dropped the device gets a new one here, outside the timed load.
-                    let reopened = device.ensure_open()?;
-                    let m = phase(out, Phase::Load, cycle, Some(id), || {
-                        let dev = device.candle()?;
-                        let m = match w.load_thread {
-                            LoadThread::Main => LoadedModel::load_with(
-                                model,
-                                dev,
-                                w.dtype,
-                                strategy.weights.load_method(w.load_method),
-                                keep_weights,
-                            )?,
-                            LoadThread::Spawned => std::thread::scope(|s| {
-                                s.spawn(|| {
-                                    LoadedModel::load_with(
-                                        model,
-                                        dev,
-                                        w.dtype,
-                                        strategy.weights.load_method(w.load_method),
-                                        keep_weights,
-                                    )
-                                })
-                                .join()
-                                .map_err(|_| anyhow::anyhow!("the loading thread panicked"))?
-                            })?,
-                        };
-                        device.synchronize()?;
-                        // The tensors are copied and the mapping is gone.
-                        let dropped = drop_cached_weights(strategy, model)?
-                            .map(|n| format!("; {n}"))
-                            .unwrap_or_default();
-                        let reopened = reopened
-                            .map(|n| format!("; before the load: {n}"))
-                            .unwrap_or_default();
-                        Ok((
-                            m,
-                            Some(format!(
-                                "tensor_bytes={}{reopened}{dropped}",
-                                model.tensor_bytes
-                            )),
-                        ))
-                    })?;
-                    if strategy.freezes_mmap_threshold && cycle >= 2 {
-                        post_checks.push(mmapped_check(cycle, id, model.tensor_bytes));
-                    }
-                    for i in 0..w.small_allocs_between_loads {
-                        kept_small.push(format!("kept-{cycle}-{id}-{i}"));
-                    }
-                    loaded.insert(id.as_str(), m);
-                }
-                Step::Forward(id) => {
-                    let model = *models
-                        .get(id.as_str())
-                        .context("scenario names an unknown model")?;
-                    let m = loaded.get_mut(id.as_str()).context("forward before load")?;
-                    phase(out, Phase::Forward, cycle, Some(id), || {
-                        let n =
-                            m.forward(device.candle()?, w.batch_size, w.seq_len, model.vocab_size)?;
-                        device.synchronize_forward()?;
-                        Ok(((), Some(format!("outputs={n}"))))
-                    })?;
-                }
-                Step::Unload(id) => {
-                    let m = loaded.remove(id.as_str()).context("unload before load")?;
-                    let model = *models
-                        .get(id.as_str())
-                        .context("scenario names an unknown model")?;
-                    phase(out, Phase::Unload, cycle, Some(id), || {
-                        let note = device.before_drop(strategy.release, &m)?;
-                        drop(m);
-                        let dropped = drop_cached_weights(strategy, model)?;
-                        let note = match (note, dropped) {
-                            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-                            (a, b) => a.or(b),
-                        };
-                        Ok(((), note))
-                    })?;
-                }
-                Step::Release => {
-                    if strategy.release == ReleaseAction::Respawn && loaded.is_empty() {
-                        // The parent starts a new process that ends this release.
-                        out.edge(Phase::Release, Edge::Begin, cycle, None, None, None);
-                        out.send(Message::Handover(Handover {
-                            resume: Resume {
-                                cycle,
-                                release_step: index,
-                            },
-                            vm_hwm_bytes: selfmem::vm_hwm_bytes(),
-                        }));
-                        return Ok(());
-                    }
-                    phase(out, Phase::Release, cycle, None, || {
-                        let note = release(&served, &mut device, strategy.release, loaded.len())?;
-                        Ok(((), note))
-                    })?;
-                }
-                Step::Settle => {
-                    phase(out, Phase::Settle, cycle, None, || {
-                        std::thread::sleep(Duration::from_millis(w.settle_ms));
-                        Ok(((), None))
-                    })?;
-                }
-                Step::Idle(ms) => {
-                    phase(out, Phase::Idle, cycle, None, || {
-                        std::thread::sleep(Duration::from_millis(*ms));
-                        Ok(((), None))
-                    })?;
-                }
-                Step::Sleep(id) => {
-                    let m = loaded.remove(id.as_str()).context("sleep before load")?;
-                    let slept = phase(out, Phase::Sleep, cycle, Some(id), || {
-                        let (slept, note) = sleep::sleep(&mut device, strategy.sleep, m)?;
-                        Ok((slept, Some(note)))
-                    })?;
-                    asleep.insert(id.as_str(), slept);
-                }
-                Step::Asleep(ms) => {
-                    phase(out, Phase::Asleep, cycle, None, || {
-                        std::thread::sleep(Duration::from_millis(*ms));
-                        Ok(((), None))
-                    })?;
-                }
-                Step::Wake(id) => {
-                    let model = *models
-                        .get(id.as_str())
-                        .context("scenario names an unknown model")?;
-                    let slept = asleep.remove(id.as_str()).context("wake before sleep")?;
-                    let m = phase(out, Phase::Wake, cycle, Some(id), || {
-                        let (m, note) =
-                            sleep::wake(&mut device, slept, model, w.dtype, w.load_method)?;
-                        Ok((m, Some(note)))
-                    })?;
-                    loaded.insert(id.as_str(), m);
-                }
-                Step::Busy(ms) => {
-                    // Small blocks through malloc (the preloaded allocator serves
-                    // them): every 1 ms, 64 of 1–16 KiB (≤ 1 MiB live), written so
-                    // their pages are touched, freed before the next round.
-                    phase(out, Phase::Busy, cycle, None, || {
-                        let until = Instant::now() + Duration::from_millis(*ms);
-                        let mut allocations: u64 = 0;
-                        let mut round: usize = 0;
-                        while Instant::now() < until {
-                            let blocks: Vec<Vec<u8>> = (0..64)
-                                .map(|i| vec![0xA5u8; 1024 * (1 + (i * 7 + round) % 16)])
-                                .collect();
-                            std::hint::black_box(&blocks);
-                            allocations += blocks.len() as u64;
-                            drop(blocks);
-                            round += 1;
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        Ok(((), Some(format!("allocations={allocations}"))))
-                    })?;
-                }
+            for i in 0..self.spec.workload.small_allocs_between_loads {
+                self.kept_small.push(format!("kept-{cycle}-{id}-{i}"));
             }
         }
+        Ok(())
     }
-    post_checks.extend(device.finish()?);
-    out.send(Message::Done(Done {
-        vm_hwm_bytes: selfmem::vm_hwm_bytes(),
-        checks: post_checks,
-    }));
-    drop(kept_small);
-    Ok(())
+
+    fn finish(&mut self) -> Result<Vec<Check>> {
+        let mut checks = std::mem::take(&mut self.post_checks);
+        checks.extend(self.device.finish()?);
+        Ok(checks)
+    }
 }
 
 /// One untimed load + forward + drop of every model with the strategy's
@@ -303,7 +274,7 @@ fn warm_up(
         device.before_drop(strategy.release, &m)?;
         drop(m);
         drop_cached_weights(strategy, model)?;
-        let released = release(served, device, strategy.release, 0)?;
+        let released = device.release(served, strategy.release, 0)?;
         let reopened = reopened
             .map(|n| format!(", before it: {n}"))
             .unwrap_or_default();
@@ -338,7 +309,7 @@ fn warm_up(
         if let Some((d2h, h2d)) = device.pinned_ceiling_gib_s(bytes)? {
             reset.push(format!(
                 "pinned copy ceiling over {:.0} MiB: ceiling_d2h_gib_s={d2h:.2} ceiling_h2d_gib_s={h2d:.2}",
-                bytes as f64 / (1024.0 * 1024.0)
+                bytes as f64 / crate::textutil::MIB
             ));
         }
     }
@@ -352,25 +323,6 @@ fn warm_up(
         )
     };
     Ok(format!("untimed warm-up ({}){reset}", times.join("; ")))
-}
-
-/// The strategy's release action: the preloaded allocator's own call, or the
-/// device's (glibc and CUDA). A respawn is the run loop's to carry out; here
-/// (models still loaded, or the warm-up) it does nothing and says so.
-fn release(
-    served: &allocator::Served,
-    device: &mut device::Session,
-    action: ReleaseAction,
-    models_alive: usize,
-) -> Result<Option<String>> {
-    match action {
-        ReleaseAction::AllocatorRelease => served.force_release().map(Some),
-        ReleaseAction::Respawn if models_alive > 0 => Ok(Some(format!(
-            "respawn waits: {models_alive} model(s) still loaded"
-        ))),
-        ReleaseAction::Respawn => Ok(Some("no respawn in the warm-up".into())),
-        _ => device.release(action, models_alive),
-    }
 }
 
 /// Loads `model` and runs one forward pass on it; returns it with the load

@@ -24,8 +24,7 @@ use crate::model::LoadedModel;
 use crate::protocol::Check;
 use crate::sampler::nvml;
 use crate::strategy::ReleaseAction;
-
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::textutil::MIB;
 
 /// What opening the device cost, measured once per worker.
 #[derive(Debug, Clone, Default)]
@@ -257,6 +256,12 @@ impl CudaState {
     /// The calibrated VRAM of a bare candle device.
     pub fn floor_bytes(&self) -> Option<u64> {
         self.calibration.bare_device_bytes
+    }
+
+    /// The bus's pinned copy ceiling on a buffer of `bytes`, as
+    /// (device → host, host → device) GiB/s (`cuda_pinned.rs`).
+    pub fn pinned_ceiling_gib_s(&self, device: &Device, bytes: usize) -> Result<(f64, f64)> {
+        super::cuda_pinned::ceiling_gib_s(device, bytes)
     }
 
     /// Synchronize and trim the default pool: nothing freed stays reserved.

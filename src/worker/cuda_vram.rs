@@ -15,8 +15,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::sampler::nvml;
-
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::textutil::MIB;
 
 /// Set once the device is open; read by [`process_vram_bytes`] at every edge.
 static READER: OnceLock<VramReader> = OnceLock::new();

@@ -1,6 +1,7 @@
 //! The worker's device: the candle `Device` and the release actions that act
 //! on it. CPU actions are glibc calls; CUDA actions live in `cuda.rs` behind
-//! the `cuda` feature, so the CPU path never depends on CUDA.
+//! the `cuda` feature, so the CPU path never depends on CUDA (without the
+//! feature `cuda_off.rs` stands in: a CUDA state that cannot exist).
 //!
 //! A CUDA strategy may drop the device (`device-drop`, `context-release`);
 //! the next load then opens a new one through [`Session::ensure_open`], never
@@ -15,14 +16,19 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 
-use super::glibc;
+use super::{allocator, glibc};
 use crate::model::LoadedModel;
 use crate::protocol::Check;
 use crate::scenario::DeviceSpec;
 use crate::strategy::{ReleaseAction, SleepMode, Strategy};
 
+// The CUDA state: `cuda.rs` in a `cuda` build, else `cuda_off.rs`, a type
+// with no value and the same methods, so `Session` is written once.
 #[cfg(feature = "cuda")]
 #[path = "cuda.rs"]
+mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_off.rs"]
 mod cuda;
 #[cfg(feature = "cuda")]
 #[path = "cuda_pinned.rs"]
@@ -33,7 +39,7 @@ pub(super) mod cuda_vram;
 pub struct Session {
     /// `None` only between a strategy dropping the device and the next load.
     device: Option<Device>,
-    #[cfg(feature = "cuda")]
+    /// `None` on the CPU (and always, in a build without the `cuda` feature).
     cuda: Option<cuda::CudaState>,
 }
 
@@ -54,10 +60,8 @@ impl Session {
         match spec {
             DeviceSpec::Cpu => Ok(Session {
                 device: Some(Device::Cpu),
-                #[cfg(feature = "cuda")]
                 cuda: None,
             }),
-            #[cfg(feature = "cuda")]
             DeviceSpec::Cuda(ordinal) => {
                 let (device, state) = cuda::CudaState::open(ordinal)?;
                 Ok(Session {
@@ -65,10 +69,6 @@ impl Session {
                     cuda: Some(state),
                 })
             }
-            #[cfg(not(feature = "cuda"))]
-            DeviceSpec::Cuda(_) => bail!(
-                "this memrel was built without the `cuda` feature: build it with scripts/build-cuda.sh (or cargo build --release --features cuda)"
-            ),
         }
     }
 
@@ -85,7 +85,6 @@ impl Session {
         if self.device.is_some() {
             return Ok(None);
         }
-        #[cfg(feature = "cuda")]
         if let Some(state) = &mut self.cuda {
             let (device, note) = state.reopen()?;
             self.device = Some(device);
@@ -103,17 +102,14 @@ impl Session {
     /// The bus's pinned copy ceiling on a buffer of `bytes`, as
     /// (device → host, host → device) GiB/s; `None` on the CPU.
     pub fn pinned_ceiling_gib_s(&self, bytes: u64) -> Result<Option<(f64, f64)>> {
-        #[cfg(feature = "cuda")]
-        if let (Some(_), Some(device)) = (&self.cuda, &self.device) {
-            return cuda_pinned::ceiling_gib_s(device, bytes as usize).map(Some);
+        if let (Some(state), Some(device)) = (&self.cuda, &self.device) {
+            return state.pinned_ceiling_gib_s(device, bytes as usize).map(Some);
         }
-        let _ = bytes;
         Ok(None)
     }
 
     /// Device facts worth recording at start (CUDA: the context's VRAM).
     pub fn checks(&self) -> Vec<Check> {
-        #[cfg(feature = "cuda")]
         if let Some(state) = &self.cuda {
             return state.checks();
         }
@@ -122,7 +118,6 @@ impl Session {
 
     /// The calibrated VRAM of a bare device (CUDA only).
     pub fn vram_floor_bytes(&self) -> Option<u64> {
-        #[cfg(feature = "cuda")]
         if let Some(state) = &self.cuda {
             return state.floor_bytes();
         }
@@ -133,7 +128,6 @@ impl Session {
     /// stays reserved (CUDA; `None` on CPU). Used after the warm-up: no
     /// strategy's baseline then holds pooled memory that another's does not.
     pub fn flush(&self) -> Result<Option<String>> {
-        #[cfg(feature = "cuda")]
         if let (Some(state), Some(device)) = (&self.cuda, &self.device) {
             return state.flush(device).map(Some);
         }
@@ -159,24 +153,32 @@ impl Session {
         action: ReleaseAction,
         model: &LoadedModel,
     ) -> Result<Option<String>> {
-        #[cfg(feature = "cuda")]
         if let Some(state) = &mut self.cuda {
             return state.before_drop(action, model, self.device.as_ref());
         }
-        let _ = (action, model);
         Ok(None)
     }
 
-    /// The strategy's release action; returns a note for the events file.
-    /// `models_alive` counts the models still loaded: a device is never dropped
-    /// from under them.
+    /// The strategy's release action, the one place the candle worker
+    /// dispatches it: the preloaded allocator's own call (`served`), glibc's
+    /// trim, or the CUDA device's (`cuda.rs`). Returns a note for the events
+    /// file. `models_alive` counts the models still loaded: a device is never
+    /// dropped from under them. A respawn is the step interpreter's to carry
+    /// out; here (models still loaded, or the warm-up) it does nothing and
+    /// says so.
     pub fn release(
         &mut self,
+        served: &allocator::Served,
         action: ReleaseAction,
         models_alive: usize,
     ) -> Result<Option<String>> {
         match action {
             ReleaseAction::None => Ok(None),
+            ReleaseAction::AllocatorRelease => served.force_release().map(Some),
+            ReleaseAction::Respawn if models_alive > 0 => Ok(Some(format!(
+                "respawn waits: {models_alive} model(s) still loaded"
+            ))),
+            ReleaseAction::Respawn => Ok(Some("no respawn in the warm-up".into())),
             ReleaseAction::MallocTrim => {
                 let start = Instant::now();
                 let released = glibc::malloc_trim();
@@ -188,11 +190,9 @@ impl Session {
                 }))
             }
             _ => {
-                #[cfg(feature = "cuda")]
                 if let Some(state) = &mut self.cuda {
                     return state.release(action, &mut self.device, models_alive);
                 }
-                let _ = models_alive;
                 bail!("release action {action:?} needs a CUDA device")
             }
         }
@@ -200,7 +200,6 @@ impl Session {
 
     /// Checks that can only be made at the end (CUDA: a new device still works).
     pub fn finish(&mut self) -> Result<Vec<Check>> {
-        #[cfg(feature = "cuda")]
         if let Some(state) = &mut self.cuda {
             return state.finish(&mut self.device);
         }

@@ -1,7 +1,8 @@
 //! The fake worker: the scenario's steps on "models" that are exact numbers
 //! of bytes, so that every stage after the worker (sampler, record, metrics,
 //! exporters, gate) can be tested against known answers, the way hyperfine
-//! tests its pipeline with a mock executor.
+//! tests its pipeline with a mock executor: the second [`Backend`] of the
+//! one step interpreter (`steps.rs`), beside the candle worker.
 //!
 //! A load maps anonymous memory (`mmap`, not `malloc`: no allocator can keep
 //! or round it) and touches every page, writes a file of `file_bytes` and maps
@@ -23,6 +24,7 @@
 //! load, holds it `spike_ms` (5 ms by default) and unmaps it before the load
 //! ends: a peak between two 10 ms samples that only the kernel's VmHWM sees.
 
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -30,13 +32,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use super::cuda_driver::DeviceMemory;
-use super::emitter::{phase, Emitter};
+use super::emitter::Emitter;
 use super::fake_device::FakeDevice;
-use super::{glibc, selfmem, WorkerSpec};
+use super::steps::{self, Backend};
+use super::{glibc, WorkerSpec};
 use crate::model::spec::FakeModel;
-use crate::protocol::{Done, Hello, Message, Phase};
+use crate::protocol::{Check, Hello, Message};
 use crate::scenario::{DeviceSpec, Step};
-use crate::strategy::{self, ReleaseAction};
+use crate::strategy::{self, ReleaseAction, Strategy};
 
 /// One mapping the fake worker owns; unmapped when dropped.
 struct Region {
@@ -180,7 +183,7 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
     // A lazy context (a test hook) is made at the first load instead.
     let lazy = super::hooks::lazy_context();
     let no_device = super::hooks::no_device();
-    let mut device = match spec.device {
+    let device = match spec.device {
         DeviceSpec::Cuda(ordinal) if !lazy && !no_device => Some(FakeDevice::open(ordinal)?),
         _ => None,
     };
@@ -202,142 +205,166 @@ pub fn run(spec: &WorkerSpec, out: &mut Emitter) -> Result<()> {
              or pass --device cuda"
         );
     }
-    let models: std::collections::HashMap<&str, FakeModel> =
-        spec.fakes.iter().map(|(id, m)| (id.as_str(), *m)).collect();
-    let w = &spec.workload;
-    let dir = std::env::temp_dir();
-    phase(out, Phase::Baseline, 0, None, || {
-        std::thread::sleep(Duration::from_millis(w.baseline_ms));
-        Ok(((), None))
-    })?;
-    let mut leaked: Vec<Region> = Vec::new();
-    // Late frees wait for the release step; a workload without one frees at the unload's end.
-    let has_release = w.steps.contains(&Step::Release);
-    let mut pending: Vec<Late> = Vec::new();
-    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
-    for cycle in 1..=spec.cycles {
-        let mut loaded: std::collections::HashMap<&str, Loaded> = Default::default();
-        for step in &w.steps {
-            match step {
-                Step::Load(id) => {
-                    if let (DeviceSpec::Cuda(ordinal), None, false) =
-                        (spec.device, &device, no_device)
-                    {
-                        device = Some(FakeDevice::open(ordinal)?);
-                    }
-                    let m = *models
-                        .get(id.as_str())
-                        .context("scenario names an unknown model")?;
-                    let l = phase(out, Phase::Load, cycle, Some(id), || {
-                        let l = Loaded {
-                            anon: Region::anon(m.anon_bytes as usize)?,
-                            file: Region::file(m.file_bytes as usize, &dir)?,
-                            vram: match &device {
-                                Some(d) => d.alloc(m.vram_bytes)?,
-                                None => None,
-                            },
-                            host_copy: None,
-                        };
-                        leaked.push(Region::anon(m.leak_bytes as usize)?);
-                        spike(&m)?;
-                        Ok((l, Some(format!("tensor_bytes={}", m.load_bytes()))))
-                    })?;
-                    loaded.insert(id.as_str(), l);
-                }
-                Step::Forward(id) => {
-                    let l = loaded.get(id.as_str()).context("forward before load")?;
-                    phase(out, Phase::Forward, cycle, Some(id), || {
-                        if let Some(vram) = &l.vram {
-                            vram.fill(0x5A)?;
-                        }
-                        let pages = l.anon.touch() + l.file.touch();
-                        Ok(((), Some(format!("outputs={pages}"))))
-                    })?;
-                }
-                Step::Unload(id) => {
-                    let l = loaded.remove(id.as_str()).context("unload before load")?;
-                    let late_ms = models.get(id.as_str()).map_or(0, |m| m.late_free_ms);
-                    phase(out, Phase::Unload, cycle, Some(id), || {
-                        if late_ms > 0 {
-                            drop(l.vram);
-                            pending.push(Late {
-                                regions: vec![l.anon, l.file],
-                                after: Duration::from_millis(late_ms),
-                            });
-                            let note = format!("host memory freed {late_ms} ms after the release");
-                            return Ok(((), Some(note)));
-                        }
-                        drop(l);
-                        Ok(((), None))
-                    })?;
-                    if !has_release {
-                        free_late(&mut pending, &mut threads);
-                    }
-                }
-                Step::Release => {
-                    phase(out, Phase::Release, cycle, None, || {
-                        let note = match strategy.release {
-                            ReleaseAction::MallocTrim => match glibc::malloc_trim() {
-                                Some(true) => "malloc_trim(0) returned memory",
-                                Some(false) => "malloc_trim(0) had nothing to return",
-                                None => "malloc_trim needs glibc",
-                            },
-                            _ => {
-                                "fake worker: nothing to release (its memory is unmapped at unload)"
-                            }
-                        };
-                        Ok(((), Some(note.to_string())))
-                    })?;
-                    free_late(&mut pending, &mut threads);
-                }
-                Step::Settle => sleep_phase(out, Phase::Settle, cycle, w.settle_ms)?,
-                Step::Idle(ms) => sleep_phase(out, Phase::Idle, cycle, *ms)?,
-                Step::Busy(ms) => sleep_phase(out, Phase::Busy, cycle, *ms)?,
-                Step::Asleep(ms) => sleep_phase(out, Phase::Asleep, cycle, *ms)?,
-                Step::Sleep(id) => {
-                    let m = *models
-                        .get(id.as_str())
-                        .context("scenario names an unknown model")?;
-                    let l = loaded.get_mut(id.as_str()).context("sleep before load")?;
-                    // Exact bytes: the device's block becomes a host block of its size.
-                    phase(out, Phase::Sleep, cycle, Some(id), || {
-                        let host = Region::anon(m.vram_bytes as usize)?;
-                        host.touch();
-                        l.host_copy = Some(host);
-                        l.vram = None;
-                        Ok(((), Some(format!("host_copy_bytes={}", m.vram_bytes))))
-                    })?;
-                }
-                Step::Wake(id) => {
-                    let m = *models
-                        .get(id.as_str())
-                        .context("scenario names an unknown model")?;
-                    let l = loaded.get_mut(id.as_str()).context("wake before sleep")?;
-                    phase(out, Phase::Wake, cycle, Some(id), || {
-                        l.vram = match &device {
-                            Some(d) => d.alloc(m.vram_bytes)?,
-                            None => None,
-                        };
-                        l.host_copy = None;
-                        Ok(((), None))
-                    })?;
-                }
+    let mut fake = Fake {
+        spec,
+        strategy,
+        device,
+        no_device,
+        models: spec.fakes.iter().map(|(id, m)| (id.as_str(), *m)).collect(),
+        dir: std::env::temp_dir(),
+        leaked: Vec::new(),
+        // Late frees wait for the release step; a workload without one frees at the unload's end.
+        has_release: spec.workload.steps.contains(&Step::Release),
+        pending: Vec::new(),
+        threads: Vec::new(),
+    };
+    steps::run(spec, &mut fake, out)?;
+    // What leaked stays mapped until after `done`.
+    drop(fake);
+    Ok(())
+}
+
+/// The fake worker as the steps' [`Backend`]: models of exact bytes.
+struct Fake<'a> {
+    spec: &'a WorkerSpec,
+    strategy: &'static Strategy,
+    device: Option<FakeDevice>,
+    /// A test hook: no device, even on `cuda`.
+    no_device: bool,
+    models: HashMap<&'a str, FakeModel>,
+    /// Where the file-backed parts are made.
+    dir: PathBuf,
+    /// Each load's `leak_bytes`, never unmapped.
+    leaked: Vec<Region>,
+    has_release: bool,
+    /// Host memory unloads kept for a late free, and the threads freeing it.
+    pending: Vec<Late>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Fake<'_> {
+    fn model(&self, id: &str) -> Result<FakeModel> {
+        self.models
+            .get(id)
+            .copied()
+            .context("scenario names an unknown model")
+    }
+}
+
+impl Backend for Fake<'_> {
+    type Model = Loaded;
+    /// Asleep, a fake model's device bytes are a host block of their size.
+    type Asleep = Loaded;
+
+    /// A lazy context (a test hook) is made here, outside the timed load.
+    fn before_load(&mut self) -> Result<Option<String>> {
+        if let (DeviceSpec::Cuda(ordinal), None, false) =
+            (self.spec.device, &self.device, self.no_device)
+        {
+            self.device = Some(FakeDevice::open(ordinal)?);
+        }
+        Ok(None)
+    }
+
+    fn load(&mut self, id: &str, _before: Option<String>) -> Result<(Loaded, Option<String>)> {
+        let m = self.model(id)?;
+        let l = Loaded {
+            anon: Region::anon(m.anon_bytes as usize)?,
+            file: Region::file(m.file_bytes as usize, &self.dir)?,
+            vram: match &self.device {
+                Some(d) => d.alloc(m.vram_bytes)?,
+                None => None,
+            },
+            host_copy: None,
+        };
+        self.leaked.push(Region::anon(m.leak_bytes as usize)?);
+        spike(&m)?;
+        Ok((l, Some(format!("tensor_bytes={}", m.load_bytes()))))
+    }
+
+    fn forward(&mut self, _id: &str, l: &mut Loaded) -> Result<Option<String>> {
+        if let Some(vram) = &l.vram {
+            vram.fill(0x5A)?;
+        }
+        let pages = l.anon.touch() + l.file.touch();
+        Ok(Some(format!("outputs={pages}")))
+    }
+
+    fn unload(&mut self, id: &str, l: Loaded) -> Result<Option<String>> {
+        let late_ms = self.models.get(id).map_or(0, |m| m.late_free_ms);
+        if late_ms > 0 {
+            drop(l.vram);
+            self.pending.push(Late {
+                regions: vec![l.anon, l.file],
+                after: Duration::from_millis(late_ms),
+            });
+            return Ok(Some(format!(
+                "host memory freed {late_ms} ms after the release"
+            )));
+        }
+        drop(l);
+        Ok(None)
+    }
+
+    fn release(&mut self, _models_alive: usize) -> Result<Option<String>> {
+        let note = match self.strategy.release {
+            ReleaseAction::MallocTrim => match glibc::malloc_trim() {
+                Some(true) => "malloc_trim(0) returned memory",
+                Some(false) => "malloc_trim(0) had nothing to return",
+                None => "malloc_trim needs glibc",
+            },
+            _ => "fake worker: nothing to release (its memory is unmapped at unload)",
+        };
+        Ok(Some(note.to_string()))
+    }
+
+    fn sleep(&mut self, id: &str, mut l: Loaded) -> Result<(Loaded, Option<String>)> {
+        let m = self.model(id)?;
+        // Exact bytes: the device's block becomes a host block of its size.
+        let host = Region::anon(m.vram_bytes as usize)?;
+        host.touch();
+        l.host_copy = Some(host);
+        l.vram = None;
+        Ok((l, Some(format!("host_copy_bytes={}", m.vram_bytes))))
+    }
+
+    fn wake(&mut self, id: &str, mut l: Loaded) -> Result<(Loaded, Option<String>)> {
+        let m = self.model(id)?;
+        l.vram = match &self.device {
+            Some(d) => d.alloc(m.vram_bytes)?,
+            None => None,
+        };
+        l.host_copy = None;
+        Ok((l, None))
+    }
+
+    /// Waits: the fake worker allocates nothing while busy.
+    fn busy(&mut self, ms: u64) -> Result<Option<String>> {
+        std::thread::sleep(Duration::from_millis(ms));
+        Ok(None)
+    }
+
+    /// A late free starts when the release returns (the unload, in a
+    /// workload without a release step).
+    fn after(&mut self, step: &Step, _cycle: u32) -> Result<()> {
+        match step {
+            Step::Release => free_late(&mut self.pending, &mut self.threads),
+            Step::Unload(_) if !self.has_release => free_late(&mut self.pending, &mut self.threads),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Every late free is done before the run ends: nothing comes back after it.
+    fn finish(&mut self) -> Result<Vec<Check>> {
+        free_late(&mut self.pending, &mut self.threads);
+        for t in self.threads.drain(..) {
+            if t.join().is_err() {
+                bail!("fake worker: a late-free thread panicked");
             }
         }
+        Ok(Vec::new())
     }
-    // Every late free is done before the run ends: nothing comes back after it.
-    free_late(&mut pending, &mut threads);
-    for t in threads {
-        if t.join().is_err() {
-            bail!("fake worker: a late-free thread panicked");
-        }
-    }
-    out.send(Message::Done(Done {
-        vm_hwm_bytes: selfmem::vm_hwm_bytes(),
-        checks: Vec::new(),
-    }));
-    drop(leaked);
-    Ok(())
 }
 
 /// The model's spike: `spike_bytes` mapped and touched, held `spike_ms`,
@@ -357,12 +384,4 @@ fn spike(m: &FakeModel) -> Result<()> {
     std::thread::sleep(Duration::from_millis(m.spike_ms));
     drop(block);
     Ok(())
-}
-
-fn sleep_phase(out: &mut Emitter, p: Phase, cycle: u32, ms: u64) -> Result<()> {
-    phase(out, p, cycle, None, || {
-        let until = Instant::now() + Duration::from_millis(ms);
-        std::thread::sleep(until.saturating_duration_since(Instant::now()));
-        Ok(((), None))
-    })
 }

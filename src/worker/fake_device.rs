@@ -13,8 +13,7 @@ use super::cuda_driver::{self, Context, DeviceMemory};
 use super::device::cuda_vram;
 use crate::protocol::Check;
 use crate::sampler::nvml;
-
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::textutil::MIB;
 
 /// The fake worker's open device.
 pub struct FakeDevice {

@@ -33,6 +33,7 @@ mod hooks;
 mod selfmem;
 mod sleep;
 pub mod spec;
+mod steps;
 
 use std::path::Path;
 use std::process::Command;

@@ -84,9 +84,7 @@ pub fn strategy_colour(name: &str) -> RGBColor {
     if let Some((_, colour)) = STRATEGY_COLOURS.iter().find(|(n, _)| *n == family) {
         return *colour;
     }
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = crate::fsutil::fnv1a64(name.bytes());
     FALLBACK_COLOURS[(hash % FALLBACK_COLOURS.len() as u64) as usize]
 }
 
