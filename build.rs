@@ -79,14 +79,17 @@ fn from_git(dir: &Path) -> Option<String> {
     if std::fs::canonicalize(&top).ok()? != std::fs::canonicalize(dir).ok()? {
         return None;
     }
-    for path in ["HEAD", "packed-refs"] {
+    // Only files that exist: cargo reruns a script on every build while a
+    // path it watches is missing (a repository without packed-refs, or a
+    // branch whose ref is packed). Packing a ref deletes the loose file that
+    // is watched, so the next build watches packed-refs instead.
+    let branch = git(dir, &["symbolic-ref", "-q", "HEAD"]);
+    for path in ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref()) {
         if let Some(p) = git(dir, &["rev-parse", "--git-path", path]) {
-            println!("cargo:rerun-if-changed={}", dir.join(p).display());
-        }
-    }
-    if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(p) = git(dir, &["rev-parse", "--git-path", &branch]) {
-            println!("cargo:rerun-if-changed={}", dir.join(p).display());
+            let watched = dir.join(p);
+            if watched.exists() {
+                println!("cargo:rerun-if-changed={}", watched.display());
+            }
         }
     }
     git(dir, &["rev-parse", "--short=12", "HEAD"])

@@ -188,12 +188,14 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
         }
         // The cheapest; at one price (none of them has a release step, as
         // settings of a server's environment), changing nothing (`drop`)
-        // where it gives back too, else the one that keeps the least.
+        // where it gives back too, else the one that keeps the least (below
+        // the baseline is keeping nothing, not keeping less).
+        let kept = |p: &Pick| p.retained_bytes.map(|b| b.max(0));
         let cheapest = |a: &&Pick, b: &&Pick| {
             a.price_s()
                 .total_cmp(&b.price_s())
                 .then((a.strategy != "drop").cmp(&(b.strategy != "drop")))
-                .then(a.retained_bytes.cmp(&b.retained_bytes))
+                .then(kept(a).cmp(&kept(b)))
         };
         let every = picks
             .iter()
