@@ -616,5 +616,5 @@ fn mark_phases() -> String {
         .filter(|p| **p != Phase::Idle)
         .map(|p| p.as_str())
         .collect();
-    format!("A phase ({}), or end.", names.join(", "))
+    format!("A phase ({}), or end", names.join(", "))
 }

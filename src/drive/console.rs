@@ -1,12 +1,14 @@
 //! `memrel drive`'s console: after each run, one line per request
 //! (latency, host and VRAM at send, answer and settled, whether memory is
-//! back), the lines that say what still left after an answer or stayed
-//! after a wake, and how the server ended. It formats what the driver
-//! measured (`RequestRow`); it computes no number.
+//! back) laid out by the one table writer (`export::markdown::Table`), the
+//! lines that say what still left after an answer or stayed after a wake,
+//! and how the server ended. It formats what the driver measured
+//! (`RequestRow`); it computes no number.
 
 use std::io::{self, Write};
 
 use super::rows::{RequestRow, TOLERANCE_BYTES};
+use crate::export::markdown::{Align, Table};
 
 /// The line above a run's requests when a drive makes several runs
 /// (`strategy`: with several strategies), a blank line before all but the
@@ -65,20 +67,20 @@ fn mib_signed(bytes: i64) -> String {
 }
 
 /// One line per request: latency, host (and VRAM) at send → answer →
-/// settled in MiB, and whether it is back to the level before the load.
+/// settled in MiB, and whether it is back to the level before the load;
+/// laid out by the one table writer (`export::markdown::Table`).
 fn table(rows: &[RequestRow]) -> String {
-    let mut text = format!(
-        "{:>3} {:>5} {:<8} {:<34} {:>6} {:>9}  {:<26} {:<22} {}\n",
-        "#",
-        "cycle",
-        "phase",
-        "request",
-        "status",
-        "latency",
-        "host MiB send>answer>settled",
-        "vram MiB",
-        "back"
-    );
+    let mut table = Table::columns([
+        ("#", Align::Right),
+        ("cycle", Align::Right),
+        ("phase", Align::Left),
+        ("request", Align::Left),
+        ("status", Align::Right),
+        ("latency", Align::Right),
+        ("host MiB send>answer>settled", Align::Left),
+        ("vram MiB", Align::Left),
+        ("back", Align::Left),
+    ]);
     for r in rows {
         let host = format!(
             "{}>{}>{}",
@@ -97,25 +99,24 @@ fn table(rows: &[RequestRow]) -> String {
             ),
             None => "-".into(),
         };
-        let back = verdict(r);
-        let request: String = r.request.chars().take(34).collect();
-        text.push_str(&format!(
-            "{:>3} {:>5} {:<8} {:<34} {:>6} {:>9}  {:<29} {:<22} {}\n",
-            r.index,
-            r.cycle,
-            r.phase,
-            request,
+        let back = match r.error {
+            Some(_) => "failed".to_string(),
+            None => verdict(r),
+        };
+        table.row([
+            r.index.to_string(),
+            r.cycle.to_string(),
+            r.phase.to_string(),
+            r.request.chars().take(34).collect(),
             r.status.map_or("-".into(), |s| s.to_string()),
             r.latency_s.map_or("-".into(), |s| format!("{s:.3} s")),
             host,
             vram,
-            if r.error.is_some() {
-                "failed".to_string()
-            } else {
-                back
-            }
-        ));
+            back,
+        ]);
     }
+    let mut text = table.aligned_lines().join("\n");
+    text.push('\n');
     text
 }
 
