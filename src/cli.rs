@@ -194,7 +194,7 @@ pub struct DriveArgs {
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// How many cycles are driven and judged, after the warm-up.
-    #[arg(long, default_value_t = 1, value_parser = drive_cycles)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one("--cycles", "--cycles 0: drive at least one cycle"))]
     pub cycles: u32,
     /// A strategy to start the server under (repeatable; needs -- CMD): one that works from outside a process (its environment or a preloaded allocator: `memrel list`), or one --strategy-file defines; each gets --repeat runs, all in one results directory.
     #[arg(long = "strategy", value_name = "NAME")]
@@ -246,7 +246,7 @@ pub struct DriveArgs {
     #[arg(long = "budget", value_name = "KEY=VALUE")]
     pub budgets: Vec<String>,
     /// Runs: each drives the cycles once more as a run of its own (a server memrel starts with -- CMD is started again for each); 3 make a baseline without budgets.
-    #[arg(long, default_value_t = 1, value_parser = drive_repeat)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one("--repeat", "--repeat 0: make at least one run"))]
     pub repeat: u32,
     /// The name its results go under (<OUT>/<NAME>/<timestamp>).
     #[arg(long, default_value = "drive")]
@@ -305,10 +305,10 @@ pub struct OutputArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct ScenarioOverrides {
     /// Cycles per worker process (overrides the scenario).
-    #[arg(long, value_parser = at_least_one("--cycles"))]
+    #[arg(long, value_parser = at_least_one("--cycles", "--cycles must be at least 1"))]
     pub cycles: Option<u32>,
     /// Worker processes per strategy (overrides the scenario).
-    #[arg(long, value_parser = at_least_one("--repeat"))]
+    #[arg(long, value_parser = at_least_one("--repeat", "--repeat must be at least 1"))]
     pub repeat: Option<u32>,
     /// Sampling interval in milliseconds, 1 to 10000 (default: the scenario's, usually 10).
     #[arg(long, value_name = "MS", value_parser = interval_ms)]
@@ -547,37 +547,16 @@ fn ms_in(text: &str, max: f64) -> Result<f64, String> {
     Ok(ms)
 }
 
-/// A count of at least 1 (`--cycles`, `--repeat`).
+/// A count of at least 1 (`--cycles`, `--repeat`); 0 is refused with `zero`.
 fn at_least_one(
     flag: &'static str,
+    zero: &'static str,
 ) -> impl Fn(&str) -> Result<u32, String> + Clone + Send + Sync + 'static {
     move |text| match text.trim().parse::<u32>() {
-        Ok(0) => Err(format!("{flag} must be at least 1")),
+        Ok(0) => Err(zero.to_string()),
         Ok(n) => Ok(n),
         Err(_) => Err(format!(
             "{flag} {text:?} is not a whole number: use 1 or more"
-        )),
-    }
-}
-
-/// `drive --cycles`: at least one.
-fn drive_cycles(text: &str) -> Result<u32, String> {
-    match text.trim().parse::<u32>() {
-        Ok(0) => Err("--cycles 0: drive at least one cycle".to_string()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "--cycles {text:?} is not a whole number: use 1 or more"
-        )),
-    }
-}
-
-/// `drive --repeat`: at least one run.
-fn drive_repeat(text: &str) -> Result<u32, String> {
-    match text.trim().parse::<u32>() {
-        Ok(0) => Err("--repeat 0: make at least one run".to_string()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "--repeat {text:?} is not a whole number: use 1 or more"
         )),
     }
 }

@@ -94,32 +94,73 @@ pub fn run(options: &DriveOptions, out: &mut dyn Write) -> Result<Measured> {
     let runs = names.len() as u32 * options.repeat;
     let mut made: Vec<Measured> = Vec::new();
     // Each strategy's runs in turn (none given: the server as it is, `drop`).
-    let plan: Vec<(Option<&Under>, &str, u32)> = names
-        .iter()
-        .enumerate()
-        .flat_map(|(i, name)| (1..=options.repeat).map(move |k| (i, name.as_str(), k)))
-        .map(|(i, name, k)| (options.strategies.get(i), name, k))
-        .collect();
-    for (strategy, name, k) in plan {
-        // One run: the drive's directory itself; several: repeat-K/ each
-        // (STRATEGY/repeat-K/ with several strategies), joined once they
-        // are over.
-        let run_dir = if runs == 1 {
-            options.dir.clone()
-        } else {
-            let sub = if names.len() == 1 {
-                repeat_dir(&options.dir, k)
-            } else {
-                repeat_dir(&options.dir.join(name), k)
+    'runs: for (i, name) in names.iter().enumerate() {
+        for k in 1..=options.repeat {
+            let one = One {
+                strategy: options.strategies.get(i),
+                name,
+                k,
+                names: &names,
             };
-            std::fs::create_dir_all(&sub)
-                .with_context(|| format!("cannot create {}", sub.display()))?;
-            sub
+            let (measured, driver) = one.measure(options)?;
+            if runs > 1 {
+                let strategy = (names.len() > 1).then_some(name.as_str());
+                console::repeat_title(out, made.is_empty(), strategy, k, options.repeat)?;
+            }
+            console::requests(
+                out,
+                &driver.rows,
+                options.driving.warmup_cycles,
+                driver.server_exit.as_deref(),
+            )?;
+            let failed = measured.summary.runs.iter().any(|r| r.error.is_some());
+            made.push(measured);
+            if failed || signals::received().is_some() {
+                break 'runs;
+            }
+        }
+    }
+    match made.len() {
+        1 if runs == 1 => Ok(made.remove(0)),
+        _ => joined(&options.dir, made),
+    }
+}
+
+/// One run of a drive: repeat `k` of the strategy `name` (`strategy`:
+/// the one the server is started under; `None`: as it is), one of `names`.
+struct One<'a> {
+    strategy: Option<&'a Under>,
+    name: &'a str,
+    k: u32,
+    names: &'a [String],
+}
+
+impl One<'_> {
+    /// Where this run's files go: the drive's directory itself when it is
+    /// the only run; else repeat-K/ (STRATEGY/repeat-K/ with several
+    /// strategies), joined once they are over.
+    fn dir(&self, options: &DriveOptions) -> Result<PathBuf> {
+        if self.names.len() as u32 * options.repeat == 1 {
+            return Ok(options.dir.clone());
+        }
+        let sub = if self.names.len() == 1 {
+            repeat_dir(&options.dir, self.k)
+        } else {
+            repeat_dir(&options.dir.join(self.name), self.k)
         };
+        std::fs::create_dir_all(&sub)
+            .with_context(|| format!("cannot create {}", sub.display()))?;
+        Ok(sub)
+    }
+
+    /// The server started (or the running one taken) and driven through
+    /// an attach session; the run as measured and the driver (its rows).
+    fn measure(&self, options: &DriveOptions) -> Result<(Measured, Driver)> {
+        let run_dir = self.dir(options)?;
         let (started, pid) = match &options.server {
             Server::Running(pid) => (None, *pid),
             Server::Start(command) => {
-                let under = strategy.map(|(s, preload)| (*s, preload.as_deref()));
+                let under = self.strategy.map(|(s, preload)| (*s, preload.as_deref()));
                 let started = Started::spawn_under(command, &run_dir.join(SERVER_LOG), under)?;
                 let pid = started.pid();
                 (Some(started), pid)
@@ -142,14 +183,14 @@ pub fn run(options: &DriveOptions, out: &mut dyn Write) -> Result<Measured> {
             pid,
             started,
         );
-        let of = match (names.len(), options.repeat) {
+        let of = match (self.names.len(), options.repeat) {
             (1, 1) => String::new(),
-            (1, n) => format!(", repeat {k} of {n}"),
-            (_, n) => format!(", strategy {name}, repeat {k} of {n}"),
+            (1, n) => format!(", repeat {} of {n}", self.k),
+            (_, n) => format!(", strategy {}, repeat {} of {n}", self.name, self.k),
         };
         eprintln!(
             "memrel: driving {} (pid {pid}: {}), its process tree measured every {} ms{of}",
-            options.driving.url,
+            d.url,
             target.argv.join(" "),
             options.interval_ms
         );
@@ -160,11 +201,11 @@ pub fn run(options: &DriveOptions, out: &mut dyn Write) -> Result<Measured> {
                 // scenario differs.
                 description: Some(format!(
                     "memrel drive {} ({})",
-                    options.driving.url,
+                    d.url,
                     target.argv.join(" ")
                 )),
-                strategy: name,
-                strategies: names.clone(),
+                strategy: self.name,
+                strategies: self.names.to_vec(),
                 ..Setup::new(
                     &options.name,
                     &target,
@@ -182,25 +223,7 @@ pub fn run(options: &DriveOptions, out: &mut dyn Write) -> Result<Measured> {
             driver: Some(&mut driver),
         };
         let measured = session::measure(job)?;
-        if runs > 1 {
-            let strategy = (names.len() > 1).then_some(name);
-            console::repeat_title(out, made.is_empty(), strategy, k, options.repeat)?;
-        }
-        console::requests(
-            out,
-            &driver.rows,
-            options.driving.warmup_cycles,
-            driver.server_exit.as_deref(),
-        )?;
-        let failed = measured.summary.runs.iter().any(|r| r.error.is_some());
-        made.push(measured);
-        if failed || signals::received().is_some() {
-            break;
-        }
-    }
-    match made.len() {
-        1 if runs == 1 => Ok(made.remove(0)),
-        _ => joined(&options.dir, made),
+        Ok((measured, driver))
     }
 }
 
