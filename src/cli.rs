@@ -1,9 +1,15 @@
 //! Command-line definitions (clap derive). No logic lives here: `main` turns
-//! these into typed options and hands them to `commands`.
+//! these into typed options and hands them to `commands`. A flag with a
+//! type or a range is checked once, by its `value_parser` (at the end of
+//! this file), so a command receives a `DeviceSpec`, not text to parse;
+//! the parser's message is the whole error (`main` prints it as memrel's).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::protocol::Phase;
+use crate::scenario::{DeviceSpec, Overrides};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -137,7 +143,7 @@ pub struct AttachArgs {
     #[arg(value_name = "PID")]
     pub pid: u32,
     /// Stop after this many seconds (default: when the process exits, or on Ctrl-C / SIGTERM).
-    #[arg(long = "duration", value_name = "SECONDS")]
+    #[arg(long = "duration", value_name = "SECONDS", value_parser = duration_s)]
     pub duration_s: Option<f64>,
     /// Mark PHASE when a line of the --log file matches REGEX (repeatable; the first rule that matches a line wins).
     #[arg(long = "mark-on", value_name = "REGEX=PHASE", requires = "log")]
@@ -146,7 +152,7 @@ pub struct AttachArgs {
     #[arg(long, value_name = "FILE", requires = "mark_on")]
     pub log: Option<PathBuf>,
     /// Sampling interval in milliseconds, 1 to 10000 (reading a process tree costs ~17 µs per resident MiB).
-    #[arg(long, value_name = "MS", default_value_t = 50.0)]
+    #[arg(long, value_name = "MS", default_value_t = 50.0, value_parser = interval_ms)]
     pub interval_ms: f64,
     /// Sample the process alone (its RSS), not its process tree (PSS summed over it and its descendants).
     #[arg(long)]
@@ -155,8 +161,8 @@ pub struct AttachArgs {
     #[arg(long = "model-files", value_name = "PATH")]
     pub model_files: Vec<PathBuf>,
     /// Also sample the process's VRAM on this device (cuda or cuda:N; NVML); default cpu: host memory only.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cpu", value_parser = device)]
+    pub device: DeviceSpec,
     /// A budget, as a scenario's [thresholds] key: KEY=VALUE in the key's unit (MiB, MiB per cycle, ms), e.g. max_retained_mib=64; repeatable. Kept in the results, judged by `memrel check` (exit 1 when exceeded).
     #[arg(long = "budget", value_name = "KEY=VALUE")]
     pub budgets: Vec<String>,
@@ -188,7 +194,7 @@ pub struct DriveArgs {
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// How many cycles are driven and judged, after the warm-up.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one("--cycles", "--cycles 0: drive at least one cycle"))]
     pub cycles: u32,
     /// A strategy to start the server under (repeatable; needs -- CMD): one that works from outside a process (its environment or a preloaded allocator: `memrel list`), or one --strategy-file defines; each gets --repeat runs, all in one results directory.
     #[arg(long = "strategy", value_name = "NAME")]
@@ -209,36 +215,38 @@ pub struct DriveArgs {
     #[arg(long = "model-files", value_name = "PATH")]
     pub model_files: Vec<PathBuf>,
     /// Seconds memory is read after each answer (a request's own settle_s wins).
-    #[arg(long = "settle", value_name = "SECONDS", default_value_t = 2.0)]
+    #[arg(long = "settle", value_name = "SECONDS", default_value_t = 2.0, value_parser = seconds("--settle"))]
     pub settle_s: f64,
     /// How long the server may take to answer its readiness GET.
     #[arg(
         long = "ready-timeout",
         value_name = "SECONDS",
-        default_value_t = 600.0
+        default_value_t = 600.0,
+        value_parser = seconds("--ready-timeout")
     )]
     pub ready_timeout_s: f64,
     /// How long a request may take before it fails (a cycle file's own timeout_s wins).
     #[arg(
         long = "request-timeout",
         value_name = "SECONDS",
-        default_value_t = 300.0
+        default_value_t = 300.0,
+        value_parser = seconds("--request-timeout")
     )]
     pub request_timeout_s: f64,
     /// After SIGTERM, how long a server memrel started has before SIGKILL.
-    #[arg(long = "grace", value_name = "SECONDS", default_value_t = 10.0)]
+    #[arg(long = "grace", value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds("--grace"))]
     pub grace_s: f64,
     /// Sampling interval in milliseconds, 1 to 10000.
-    #[arg(long, value_name = "MS", default_value_t = 50.0)]
+    #[arg(long, value_name = "MS", default_value_t = 50.0, value_parser = interval_ms)]
     pub interval_ms: f64,
     /// Also read VRAM on this device (cuda or cuda:N; NVML); default cpu: host memory only.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cpu", value_parser = device)]
+    pub device: DeviceSpec,
     /// A budget, as a scenario's [thresholds] key: KEY=VALUE in the key's unit (MiB, MiB per cycle, ms), e.g. max_retained_mib=64; repeatable. Kept in the results, judged by `memrel check` (exit 1 when exceeded).
     #[arg(long = "budget", value_name = "KEY=VALUE")]
     pub budgets: Vec<String>,
     /// Runs: each drives the cycles once more as a run of its own (a server memrel starts with -- CMD is started again for each); 3 make a baseline without budgets.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one("--repeat", "--repeat 0: make at least one run"))]
     pub repeat: u32,
     /// The name its results go under (<OUT>/<NAME>/<timestamp>).
     #[arg(long, default_value = "drive")]
@@ -258,8 +266,7 @@ pub struct MarkArgs {
     /// The results directory a live `memrel attach` writes.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// A phase (load, forward, unload, release, settle, warmup, baseline, busy), or end.
-    #[arg(value_name = "PHASE")]
+    #[arg(value_name = "PHASE", help = mark_phases())]
     pub phase: String,
     /// The model the phase is about (as memrel.phase("load", model="bert") names it).
     #[arg(long, value_name = "NAME")]
@@ -275,12 +282,6 @@ pub struct ConsoleArgs {
     /// Also print each resource's verdict per run, its retained after every cycle and every note in full; default: one screen (the table, a line per resource, the first notes).
     #[arg(long, short = 'v')]
     pub verbose: bool,
-}
-
-impl ConsoleArgs {
-    pub fn view(self) -> crate::export::console::View {
-        crate::export::console::View::console(self.wide, self.verbose)
-    }
 }
 
 /// Where a run's outputs go (shared by run and compare).
@@ -304,17 +305,17 @@ pub struct OutputArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct ScenarioOverrides {
     /// Cycles per worker process (overrides the scenario).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one("--cycles", "--cycles must be at least 1"))]
     pub cycles: Option<u32>,
     /// Worker processes per strategy (overrides the scenario).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one("--repeat", "--repeat must be at least 1"))]
     pub repeat: Option<u32>,
     /// Sampling interval in milliseconds, 1 to 10000 (default: the scenario's, usually 10).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = interval_ms)]
     pub interval_ms: Option<f64>,
     /// Device: cpu, cuda or cuda:N (overrides the scenario).
-    #[arg(long)]
-    pub device: Option<String>,
+    #[arg(long, value_parser = device)]
+    pub device: Option<DeviceSpec>,
     /// Spread the runs over these GPUs, one worker per GPU at a time, in parallel (e.g. 0,1; overrides the scenario's `devices`).
     #[arg(long, value_name = "N,M", value_delimiter = ',')]
     pub devices: Option<Vec<u32>>,
@@ -335,7 +336,7 @@ pub struct ScenarioOverrides {
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
     /// Sampling interval in milliseconds, 1 to 100.
-    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    #[arg(long, value_name = "MS", default_value_t = 10.0, value_parser = calibrate_interval_ms)]
     pub interval_ms: f64,
     /// The sizes to map, in MiB, comma-separated.
     #[arg(
@@ -352,8 +353,8 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub spike_ms: u64,
     /// Also calibrate device memory on this device (cuda or cuda:N; needs the NVIDIA driver, any build). Default: host memory only.
-    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
-    pub device: String,
+    #[arg(long, value_name = "DEVICE", default_value = "cpu", value_parser = device)]
+    pub device: DeviceSpec,
     /// The results root: the runs go to <OUT>/calibrate-anon, -file (and -vram), the table to <OUT>/calibrate.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
@@ -495,4 +496,104 @@ pub struct WorkerArgs {
     /// The run's specification, as JSON.
     #[arg(long)]
     pub spec: String,
+}
+
+impl From<&ScenarioOverrides> for Overrides {
+    fn from(o: &ScenarioOverrides) -> Overrides {
+        Overrides {
+            cycles: o.cycles,
+            repeat: o.repeat,
+            interval_ms: o.interval_ms,
+            device: o.device,
+            devices: o.devices.clone(),
+            python: o.python.clone(),
+            tree: o.tree,
+            cgroup_parent: o.cgroup_parent.clone(),
+            memory_limit: o.memory_limit.clone(),
+        }
+    }
+}
+
+// The value parsers: each message names its flag and the fix, and is the
+// whole error line (`main` prints a parser's message after `memrel: error: `).
+
+/// `--device`: cpu, cuda or cuda:N.
+fn device(text: &str) -> Result<DeviceSpec, String> {
+    DeviceSpec::parse(text)
+        .ok_or_else(|| format!("--device {text:?} is not valid: use cpu, cuda or cuda:N"))
+}
+
+/// `--interval-ms` of run, exec, compare, attach and drive: 1 to 10000.
+fn interval_ms(text: &str) -> Result<f64, String> {
+    ms_in(text, 10_000.0)
+}
+
+/// `calibrate --interval-ms`: 1 to 100.
+fn calibrate_interval_ms(text: &str) -> Result<f64, String> {
+    ms_in(text, 100.0)
+}
+
+/// `--interval-ms` from 1 to `max`.
+fn ms_in(text: &str, max: f64) -> Result<f64, String> {
+    let ms: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("--interval-ms {text:?} is not a number of milliseconds"))?;
+    if !(1.0..=max).contains(&ms) {
+        return Err(format!(
+            "--interval-ms {ms} is out of range: use 1 to {max}"
+        ));
+    }
+    Ok(ms)
+}
+
+/// A count of at least 1 (`--cycles`, `--repeat`); 0 is refused with `zero`.
+fn at_least_one(
+    flag: &'static str,
+    zero: &'static str,
+) -> impl Fn(&str) -> Result<u32, String> + Clone + Send + Sync + 'static {
+    move |text| match text.trim().parse::<u32>() {
+        Ok(0) => Err(zero.to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "{flag} {text:?} is not a whole number: use 1 or more"
+        )),
+    }
+}
+
+/// A number of seconds, 0 or more (drive's `--settle`, `--grace`, the timeouts).
+fn seconds(
+    flag: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |text| match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
+        Ok(s) => Err(format!("{flag} {s} must be a number of seconds, 0 or more")),
+        Err(_) => Err(format!(
+            "{flag} {text:?} must be a number of seconds, 0 or more"
+        )),
+    }
+}
+
+/// `attach --duration`: a positive number of seconds.
+fn duration_s(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        Ok(s) => Err(format!(
+            "--duration {s} must be a positive number of seconds"
+        )),
+        Err(_) => Err(format!(
+            "--duration {text:?} must be a positive number of seconds"
+        )),
+    }
+}
+
+/// `mark`'s PHASE help: every phase a mark may begin (`Phase::ALL` but
+/// idle, which `end` spells), or end.
+fn mark_phases() -> String {
+    let names: Vec<&str> = Phase::ALL
+        .iter()
+        .filter(|p| **p != Phase::Idle)
+        .map(|p| p.as_str())
+        .collect();
+    format!("A phase ({}), or end", names.join(", "))
 }

@@ -12,7 +12,10 @@ use memrel::signals;
 
 fn main() -> ExitCode {
     // clap reads std::env::args_os: a path that is not UTF-8 stays a path.
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return refused(e),
+    };
     let out = &mut Stdout::default();
     let result = match &cli.command {
         Command::Run(args) => commands::run::run(args, out),
@@ -43,6 +46,20 @@ fn main() -> ExitCode {
             let status = signals::received().map_or(ExitStatus::Error, ExitStatus::Interrupted);
             ExitCode::from(status.code())
         }
+    }
+}
+
+/// A command line clap refused: a flag's value parser (`cli.rs`) wrote the
+/// whole message, said as memrel says an error (exit 2); clap says the rest
+/// (usage, `--help`, `--version`) itself.
+fn refused(e: clap::Error) -> ExitCode {
+    use std::error::Error;
+    match (e.kind(), e.source()) {
+        (clap::error::ErrorKind::ValueValidation, Some(why)) => {
+            eprintln!("memrel: error: {why}");
+            ExitCode::from(ExitStatus::Error.code())
+        }
+        _ => e.exit(),
     }
 }
 

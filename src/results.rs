@@ -1,6 +1,7 @@
 //! Results directories: making a new one (never reusing a name), reading one
-//! back (salvaging what a crash left), comparing what was read, and writing
-//! a Chrome trace of it. Used by every command that reads or writes results,
+//! back (salvaging what a crash left: `report`, `compare` and `check` read
+//! saved results), comparing what was read or just measured, and writing a
+//! Chrome trace of it. Used by every command that reads or writes results,
 //! so each of these lives in one place.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use crate::cli::OutputArgs;
 use crate::export;
 use crate::fsutil::{now_unix_s, utc_stamp, write_atomic};
 use crate::metrics::comparison::{compare, Comparison, Input};
+use crate::metrics::measured::Measured;
 use crate::metrics::{self, Summary};
 use crate::record::{Record, RUNS_FILE};
 
@@ -167,11 +169,22 @@ pub fn write_trace(path: &Path, comparison: &Comparison, records: &[&Record]) ->
     write_atomic(path, &bytes).with_context(|| format!("--export-trace {}", path.display()))
 }
 
-/// Writes the Chrome trace of a saved run (for `memrel run --export-trace`).
-pub fn export_trace_of(dir: &Path, path: &Path) -> Result<()> {
-    let loaded = load(dir)?;
-    let c = compare_loaded(std::slice::from_ref(&loaded));
-    write_trace(path, &c, &[&loaded.record])
+/// The comparison of one measurement just made (its record as written: no
+/// damage), as `compare_loaded` makes it of the same directory read back.
+pub fn compare_measured(measured: &Measured) -> Comparison {
+    compare(&[Input {
+        dir: measured.dir.display().to_string(),
+        header: &measured.record.header,
+        summary: &measured.summary,
+        damage: Vec::new(),
+    }])
+}
+
+/// Writes the Chrome trace of a measurement just made (`--export-trace` of
+/// run, exec, attach and drive).
+pub fn export_trace(measured: &Measured, path: &Path) -> Result<()> {
+    let c = compare_measured(measured);
+    write_trace(path, &c, &[&measured.record])
 }
 
 /// Checks the output options before anything runs, so that a bad trace path

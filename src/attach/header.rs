@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::target::Target;
 use crate::fsutil::now_unix_s;
-use crate::record::{Attached, Header, SCHEMA_VERSION};
+use crate::record::{Attached, Header};
 use crate::scenario::{self, DeviceSpec, Scenario};
 
 /// The strategy an attached run is recorded under: memrel gave the process
@@ -44,7 +44,38 @@ pub struct Setup<'a> {
     pub strategies: Vec<String>,
 }
 
-impl Setup<'_> {
+impl<'a> Setup<'a> {
+    /// What every attach and drive records, from their flags: `name`, the
+    /// `target`, its `device`, the interval, the model files, the budgets
+    /// and memrel's own `command_line`; the rest as `memrel attach` has it by
+    /// default (the process's tree, until it ends, no log, recorded as
+    /// [`STRATEGY`]), for the caller to change.
+    pub fn new(
+        name: &'a str,
+        target: &'a Target,
+        device: DeviceSpec,
+        interval_ms: f64,
+        model_files: Vec<std::path::PathBuf>,
+        thresholds: Vec<(String, f64)>,
+        command_line: Vec<String>,
+    ) -> Setup<'a> {
+        Setup {
+            name,
+            target,
+            device,
+            interval_ms,
+            duration_s: None,
+            tree: true,
+            log: None,
+            command_line,
+            model_files,
+            description: None,
+            thresholds,
+            strategy: STRATEGY,
+            strategies: Vec::new(),
+        }
+    }
+
     /// The scenario an attached run is recorded as (its text in the header);
     /// `cycles` as the marks numbered them.
     pub fn scenario(&self, cycles: u32) -> Result<Scenario> {
@@ -99,22 +130,6 @@ impl Setup<'_> {
     pub fn header(&self) -> Result<Header> {
         let scenario = self.scenario(1)?;
         Ok(Header {
-            schema_version: SCHEMA_VERSION,
-            memrel_version: env!("CARGO_PKG_VERSION").to_string(),
-            memrel_commit: Some(crate::build_info::COMMIT.to_string()),
-            scenario: scenario.name.clone(),
-            scenario_origin: scenario.origin.clone(),
-            scenario_toml: scenario.toml_text.clone(),
-            device: scenario.device.to_string(),
-            command: self.command_line.clone(),
-            created_unix_s: now_unix_s(),
-            host: crate::host::describe(),
-            sampler: "procfs-statm".to_string(),
-            interval_s: self.interval_ms / 1e3,
-            cycles: 1,
-            retention_threshold_bytes: scenario.thresholds.retention_threshold_bytes,
-            models: Vec::new(),
-            program: None,
             // The files named by --model-files: their page cache is a
             // resource of the record (its metrics, budgets and verdicts).
             page_cache: (!self.model_files.is_empty()).then(|| {
@@ -146,8 +161,11 @@ impl Setup<'_> {
             }),
             // The whole cgroup the process runs in (read only).
             container: Some(crate::cgroup::setup::whole_cgroup_of(self.target.pid)),
-            probed: crate::sampler::resources::probed(),
-            catalogue: Some(crate::sampler::resources::keys()),
+            ..scenario.header(
+                scenario.device.to_string(),
+                self.command_line.clone(),
+                self.interval_ms / 1e3,
+            )
         })
     }
 }

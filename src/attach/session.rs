@@ -23,7 +23,8 @@ use super::follow::{Follower, Rule};
 use super::header::Setup;
 use super::live::{LiveDir, MarkLine, MarkPhase};
 use crate::export;
-use crate::metrics::{self, Summary};
+use crate::metrics;
+use crate::metrics::measured::Measured;
 use crate::protocol::{monotonic_s, Check, Edge, MemoryAtEdge, Phase, PhaseEdge, CYCLE_UNSET};
 use crate::record::live::{EventLog, LiveRun};
 use crate::record::{Part, Readings, Sample};
@@ -103,8 +104,9 @@ enum Ended {
 }
 
 /// Measures until the process exits, `--duration` passes or a signal comes;
-/// returns the record as written and its summary.
-pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
+/// returns the results directory, the record as written there and its
+/// summary.
+pub fn measure(mut job: Job) -> Result<Measured> {
     let dir = job.dir.clone();
     let cannot_write = || format!("cannot write results into {}", dir.display());
     let target = job.setup.target;
@@ -259,7 +261,11 @@ pub fn measure(mut job: Job) -> Result<(Record, Summary)> {
         .with_context(cannot_write)?;
     let summary = metrics::summarize(&record);
     export::write_derived_run_outputs(&dir, &record, &summary).with_context(cannot_write)?;
-    Ok((record, summary))
+    Ok(Measured {
+        dir,
+        record: record.at_file_precision().into_owned(),
+        summary,
+    })
 }
 
 /// Why the measurement ended, in words (the header's `ended`); a drive cut

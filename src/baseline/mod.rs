@@ -166,6 +166,11 @@ mod tests {
         record
     }
 
+    /// The results directory `dir` as a run hands it on.
+    fn measured(dir: &Path) -> crate::metrics::measured::Measured {
+        crate::metrics::measured::Measured::new(dir.to_path_buf(), Record::load(dir).unwrap())
+    }
+
     #[test]
     fn fewer_than_three_runs_of_a_strategy_is_no_baseline() {
         let root = tempfile::tempdir().unwrap();
@@ -185,7 +190,7 @@ mod tests {
         std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
         let err = format!(
             "{:#}",
-            save(dir.path(), root.path(), "ci", false).unwrap_err()
+            save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
         );
         assert!(
             err.contains("a baseline needs 3 runs of every strategy to show a regression"),
@@ -208,7 +213,7 @@ mod tests {
             let results = results_dir_naming(scenario);
             let top = tempfile::tempdir().unwrap();
             let root = top.path().join("results").join("baselines");
-            let err = save(results.path(), &root, "ci", false).unwrap_err();
+            let err = save(&measured(results.path()), &root, "ci", false).unwrap_err();
             assert!(
                 format!("{err:#}").contains("scenario name"),
                 "{scenario:?}: {err:#}"
@@ -236,7 +241,7 @@ mod tests {
     fn a_failed_run_or_no_runs_is_no_baseline_and_nothing_is_written() {
         let root = tempfile::tempdir().unwrap();
         let good = results_dir_naming("cpu-trim");
-        save(good.path(), root.path(), "ci", false).unwrap();
+        save(&measured(good.path()), root.path(), "ci", false).unwrap();
         let before = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
 
         for status in [
@@ -253,7 +258,7 @@ mod tests {
             std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
             let err = format!(
                 "{:#}",
-                save(dir.path(), root.path(), "ci", false).unwrap_err()
+                save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
             );
             assert!(err.contains("cannot save baseline ci: run 1 ("), "{err}");
             assert!(err.contains("every run completed"), "{err}");
@@ -266,7 +271,7 @@ mod tests {
         std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
         let err = format!(
             "{:#}",
-            save(dir.path(), root.path(), "ci", false).unwrap_err()
+            save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
         );
         assert!(
             err.contains("run 2 (malloc-trim) incomplete: measured 2 of 3 cycles"),
@@ -279,7 +284,7 @@ mod tests {
         std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
         let err = format!(
             "{:#}",
-            save(dir.path(), root.path(), "ci", false).unwrap_err()
+            save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
         );
         assert!(err.contains("holds no runs"), "{err}");
 
@@ -297,13 +302,13 @@ mod tests {
     fn a_failed_copy_leaves_the_old_baseline_and_no_temp_dir() {
         let root = tempfile::tempdir().unwrap();
         let results = results_dir_naming("cpu-trim");
-        save(results.path(), root.path(), "ci", false).unwrap();
+        save(&measured(results.path()), root.path(), "ci", false).unwrap();
         let before = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
         // The summary goes missing after the record was read: the copy fails.
         std::fs::remove_file(results.path().join(SUMMARY_FILE)).unwrap();
         let err = format!(
             "{:#}",
-            save(results.path(), root.path(), "ci", false).unwrap_err()
+            save(&measured(results.path()), root.path(), "ci", false).unwrap_err()
         );
         assert!(err.contains("cannot copy"), "{err}");
         let after = std::fs::read(root.path().join("ci/cpu-trim").join(RUNS_FILE)).unwrap();
@@ -318,7 +323,7 @@ mod tests {
     fn save_then_load_an_ordinary_name() {
         let results = results_dir_naming("cpu-trim");
         let root = tempfile::tempdir().unwrap();
-        let entry = save(results.path(), root.path(), "ci", false)
+        let entry = save(&measured(results.path()), root.path(), "ci", false)
             .unwrap()
             .entry;
         assert_eq!(entry, root.path().join("ci").join("cpu-trim"));

@@ -18,10 +18,12 @@ use super::coverage::Coverage;
 use super::{entry_dir, load, validate_name};
 use crate::gate::{thin_strategies, unbudgeted, BASELINE_MIN_RUNS};
 use crate::hint::Hint;
-use crate::metrics;
+use crate::metrics::measured::Measured;
+use crate::metrics::{self, Summary};
 use crate::record::{
     record_file, Header, Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE,
 };
+use crate::scenario::Scenario;
 
 /// What a save did.
 #[derive(Debug)]
@@ -32,14 +34,20 @@ pub struct Saved {
     pub dropped: Vec<String>,
 }
 
-/// Copies the record files of `results_dir` into `<root>/<name>/<scenario>/`,
+/// Copies the record files of `measured` (just made: its record and summary
+/// are taken as they are, not read back) into `<root>/<name>/<scenario>/`,
 /// replacing that scenario's earlier entry; one that covered more needs
 /// `replace`. Nothing is written when it fails.
-pub fn save(results_dir: &Path, root: &Path, name: &str, replace: bool) -> Result<Saved> {
+pub fn save(measured: &Measured, root: &Path, name: &str, replace: bool) -> Result<Saved> {
     validate_name(name)?;
-    let record = Record::load(results_dir)?;
-    check_sound(&record, results_dir, name)?;
-    check_can_fail(&record, results_dir, name)?;
+    let Measured {
+        dir: results_dir,
+        record,
+        summary,
+    } = measured;
+    let results_dir = results_dir.as_path();
+    check_sound(record, summary, results_dir, name)?;
+    check_can_fail(&record.header, summary, results_dir, name)?;
     let scenario = record.header.scenario.clone();
     let entry = entry_dir(root, name, &scenario)
         .with_context(|| format!("cannot save {} as a baseline", results_dir.display()))?;
@@ -49,8 +57,9 @@ pub fn save(results_dir: &Path, root: &Path, name: &str, replace: bool) -> Resul
     remove_leftovers(&dir, &scenario);
 
     let dropped = match load(root, name, &scenario) {
-        Ok(Some(old)) => Coverage::of(&metrics::summarize(&old))
-            .dropped_by(&Coverage::of(&metrics::summarize(&record))),
+        Ok(Some(old)) => {
+            Coverage::of(&metrics::summarize(&old)).dropped_by(&Coverage::of(summary))
+        }
         Ok(None) => Vec::new(),
         Err(_) if replace => vec!["a damaged entry".to_string()],
         Err(err) => {
@@ -135,14 +144,13 @@ fn swap_in(tmp: &Path, entry: &Path) -> Result<()> {
 /// run completed with every cycle asked for (a failed, timed-out, killed or
 /// cut-short run measured something else). The same rule as the gate's
 /// ([`metrics::Summary::broken_runs`]).
-fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
+fn check_sound(record: &Record, summary: &Summary, results_dir: &Path, name: &str) -> Result<()> {
     if record.runs.is_empty() {
         bail!(
             "cannot save baseline {name}: {} holds no runs; run the scenario again and save that",
             results_dir.join(RUNS_FILE).display()
         );
     }
-    let summary = metrics::summarize(record);
     let unsound: Vec<String> = summary
         .broken_runs()
         .iter()
@@ -162,20 +170,19 @@ fn check_sound(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
 /// of every strategy, unless the scenario budgets every metric the gate
 /// judges (budgets are checked on the new runs alone and need no
 /// statistics). The refusal names the command that would work.
-fn check_can_fail(record: &Record, results_dir: &Path, name: &str) -> Result<()> {
-    let summary = metrics::summarize(record);
-    let thin = thin_strategies(&summary);
+fn check_can_fail(
+    header: &Header,
+    summary: &Summary,
+    results_dir: &Path,
+    name: &str,
+) -> Result<()> {
+    let thin = thin_strategies(summary);
     if thin.is_empty() {
         return Ok(());
     }
-    let header = &record.header;
     // A scenario that does not parse has no budgets to count on.
-    let missing = match crate::scenario::parse_str(
-        &header.scenario,
-        &header.scenario_origin,
-        &header.scenario_toml,
-    ) {
-        Ok(scenario) => unbudgeted(&summary, &scenario.thresholds),
+    let missing = match Scenario::of_header(header) {
+        Ok(scenario) => unbudgeted(summary, &scenario.thresholds),
         Err(_) => vec!["(its scenario file does not parse)".to_string()],
     };
     if missing.is_empty() {

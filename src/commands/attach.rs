@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use super::{output, ExitStatus};
 use crate::attach::follow::{Follower, Rule};
@@ -17,29 +17,11 @@ use crate::attach::target::Target;
 use crate::cli::AttachArgs;
 use crate::export::console;
 use crate::results::{check_output_args, results_dir};
-use crate::scenario::DeviceSpec;
 use crate::signals;
 
 pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    if !(1.0..=10_000.0).contains(&args.interval_ms) {
-        bail!(
-            "--interval-ms {} is out of range: use 1 to 10000",
-            args.interval_ms
-        );
-    }
-    let duration = match args.duration_s {
-        Some(s) if !(s.is_finite() && s > 0.0) => {
-            bail!("--duration {s} must be a positive number of seconds")
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
-        None => None,
-    };
-    let device = DeviceSpec::parse(&args.device).with_context(|| {
-        format!(
-            "--device {:?} is not valid: use cpu, cuda or cuda:N",
-            args.device
-        )
-    })?;
+    let duration = args.duration_s.map(Duration::from_secs_f64);
+    let device = args.device;
     if device.is_cuda() {
         // A VRAM series was asked for: without NVML there would be none.
         if let Err(why) = crate::sampler::nvml::NvmlProbe::open() {
@@ -59,19 +41,18 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     signals::install()?;
     let job = Job {
         setup: Setup {
-            strategy: crate::attach::header::STRATEGY,
-            strategies: Vec::new(),
-            name: &args.name,
-            target: &target,
-            device,
-            interval_ms: args.interval_ms,
             duration_s: args.duration_s,
             tree: !args.no_tree,
             log: log.as_ref().map(|l| l.path().display().to_string()),
-            command_line: crate::plan::command_line(),
-            model_files: crate::attach::model_files(&args.model_files)?,
-            description: None,
-            thresholds,
+            ..Setup::new(
+                &args.name,
+                &target,
+                device,
+                args.interval_ms,
+                crate::attach::model_files(&args.model_files)?,
+                thresholds,
+                crate::plan::command_line(),
+            )
         },
         duration,
         rules,
@@ -79,17 +60,11 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         dir: dir.clone(),
         driver: None,
     };
-    let (record, summary) = session::measure(job)?;
+    let measured = session::measure(job)?;
     write!(
         out,
         "{}",
-        console::summary_table_as(&summary, args.console.view())
+        console::summary_table_as(&measured.summary, output::view(args.console))
     )?;
-    output::finish_measured(
-        out,
-        &dir,
-        (&record, &summary),
-        &args.output,
-        output::Measured::Attached,
-    )
+    output::finish_measured(out, &measured, &args.output, output::Measuring::Attached)
 }

@@ -9,11 +9,11 @@ use anyhow::{bail, Context, Result};
 
 use super::ExitStatus;
 use crate::calibrate::{markdown, measure, scenario_text, vram, Calibration, Kind};
-use crate::cli::{CalibrateArgs, ScenarioOverrides};
+use crate::cli::CalibrateArgs;
 use crate::fsutil::write_atomic;
 use crate::plan::Plan;
 use crate::record::RunRecord;
-use crate::results::{create_out_dir, load};
+use crate::results::create_out_dir;
 use crate::scenario::{self, DeviceSpec};
 use crate::worker::cuda_driver;
 
@@ -32,21 +32,10 @@ pub fn run(args: &CalibrateArgs, out: &mut dyn Write) -> Result<ExitStatus> {
 
 /// Runs the calibration; returns it and the directory it was written to.
 fn execute(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
-    if !(1.0..=100.0).contains(&args.interval_ms) {
-        bail!(
-            "--interval-ms {} is out of range: use 1 to 100",
-            args.interval_ms
-        );
-    }
     if args.sizes_mib.is_empty() || args.sizes_mib.iter().any(|&m| m == 0 || m > 16 * 1024) {
         bail!("--sizes-mib takes sizes from 1 to 16384 MiB, e.g. 1,16,256,1024");
     }
-    let device = DeviceSpec::parse(&args.device).with_context(|| {
-        format!(
-            "--device {:?} is not valid: use cpu, cuda or cuda:N",
-            args.device
-        )
-    })?;
+    let device = args.device;
     if device.is_cuda() {
         // Before anything runs: without the driver no VRAM run can start.
         cuda_driver::driver().map_err(|e| anyhow::anyhow!("--device {device}: {e}"))?;
@@ -114,10 +103,10 @@ fn run_kind(args: &CalibrateArgs, kind: Kind, device: DeviceSpec) -> Result<(Run
     );
     let scenario = scenario::parse_str(&name, "calibrate", &text)
         .context("memrel calibrate's own scenario")?;
-    let plan = Plan::new(scenario, &[], &ScenarioOverrides::default(), &args.out)?;
-    let (dir, _) = plan.execute(crate::plan::command_line())?;
-    let loaded = load(&dir)?;
-    let run = loaded
+    let plan = Plan::new(scenario, &[], &scenario::Overrides::default(), &args.out)?;
+    let measured = plan.execute(crate::plan::command_line())?;
+    let dir = measured.dir;
+    let run = measured
         .record
         .runs
         .into_iter()

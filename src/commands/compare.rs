@@ -20,10 +20,13 @@ use crate::cli::CompareArgs;
 use crate::export::{self, table};
 use crate::machine::{clashes, Keyed};
 use crate::metrics::comparison::Comparison;
+use crate::metrics::measured::Measured;
 use crate::metrics::Summary;
 use crate::plan::Plan;
 use crate::record::{Header, Record, RunStatus};
-use crate::results::{check_output_args, compare_loaded, create_out_dir, load, write_trace};
+use crate::results::{
+    check_output_args, compare_loaded, compare_measured, create_out_dir, load, write_trace,
+};
 use crate::scenario;
 
 /// What a comparison produced.
@@ -38,6 +41,9 @@ pub struct CompareOutcome {
     pub summaries: Vec<Summary>,
     /// Each source's record header, for the advice on drives.
     pub headers: Vec<Header>,
+    /// The runs this invocation made (`--scenario`), what `--save-baseline`
+    /// saves; `None` when saved directories are compared.
+    pub measured: Option<Measured>,
 }
 
 /// `memrel compare` as the arguments ask: compares, prints the table and
@@ -47,7 +53,7 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     write!(
         out,
         "{}",
-        table::plain_as(&outcome.comparison, args.console.view())
+        table::plain_as(&outcome.comparison, output::view(args.console))
     )?;
     let summaries: Vec<&Summary> = outcome.summaries.iter().collect();
     let headers: Vec<&Header> = outcome.headers.iter().collect();
@@ -57,7 +63,7 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let trace_written = |_: &Path| Ok(());
     output::finish(
         out,
-        &outcome.dir,
+        (&outcome.dir, outcome.measured.as_ref()),
         &args.output,
         &trace_written,
         (outcome.failed_runs, runs as usize),
@@ -81,15 +87,15 @@ fn run_matrix(args: &CompareArgs, scenario: &str) -> Result<CompareOutcome> {
     let plan = Plan::new(
         scenario::load(scenario)?,
         &args.strategies,
-        &args.overrides,
+        &(&args.overrides).into(),
         &args.output.out,
     )?;
-    let (dir, _) = plan.execute(crate::plan::command_line())?;
-    // Everything below reads the saved files, exactly as a later compare would.
-    let loaded = load(&dir)?;
-    let sources = [loaded];
-    let comparison = compare_loaded(&sources);
-    let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
+    let measured = plan.execute(crate::plan::command_line())?;
+    // The runs as written, compared as a later compare of the directory
+    // would compare them.
+    let comparison = compare_measured(&measured);
+    let records = [&measured.record];
+    let dir = measured.dir.clone();
     export::write_compare_outputs(&dir, &comparison, &records)
         .with_context(|| format!("cannot write the comparison into {}", dir.display()))?;
     if let Some(path) = &args.output.export_trace {
@@ -99,8 +105,9 @@ fn run_matrix(args: &CompareArgs, scenario: &str) -> Result<CompareOutcome> {
         dir,
         failed_runs: failed_runs(&records),
         comparison,
-        headers: sources.iter().map(|l| l.record.header.clone()).collect(),
-        summaries: sources.into_iter().map(|l| l.summary).collect(),
+        headers: vec![measured.record.header.clone()],
+        summaries: vec![measured.summary.clone()],
+        measured: Some(measured),
     })
 }
 
@@ -142,6 +149,7 @@ pub fn compare_saved(
         comparison,
         headers: sources.iter().map(|l| l.record.header.clone()).collect(),
         summaries: sources.into_iter().map(|l| l.summary).collect(),
+        measured: None,
     })
 }
 

@@ -4,16 +4,16 @@
 //! parser, and run by the [`Plan`].
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
 use super::{output, ExitStatus};
-use crate::cli::{ExecArgs, ScenarioOverrides};
-use crate::metrics::Summary;
+use crate::cli::ExecArgs;
+use crate::metrics::measured::Measured;
 use crate::plan::Plan;
+use crate::record::{RunRecord, RunStatus};
 use crate::results::check_output_args;
-use crate::scenario;
+use crate::scenario::{self, DeviceSpec, Overrides};
 use crate::textutil::last_stderr_lines;
 use crate::worker::command::ProgramIo;
 
@@ -30,16 +30,15 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         eprintln!("memrel: error: {why}");
         return Ok(ExitStatus::NotFound);
     }
-    let (dir, summary) = execute(args)?;
+    let measured = execute(args)?;
     let status = output::finish_run(
         out,
-        &dir,
-        &summary,
+        &measured,
         &args.output,
-        args.console.view(),
+        output::view(args.console),
         false,
     )?;
-    let runs = read_runs(&dir);
+    let runs: Vec<RunEnd> = measured.record.runs.iter().map(RunEnd::of).collect();
     for run in &runs {
         if let Some(note) = run.no_readings_note() {
             eprintln!("memrel: {note}");
@@ -64,42 +63,56 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     eprintln!(
         "memrel: error: {} check(s) failed: the runs did not measure what was asked (results kept in {})",
         failed_checks.len(),
-        dir.display()
+        measured.dir.display()
     );
     Ok(ExitStatus::Error)
 }
 
-/// What `exec` tells of a run once it is over (from runs.json).
+/// What `exec` tells of a run once it is over (from the run's record).
 struct RunEnd {
-    run: u64,
+    run: u32,
     strategy: String,
     failed: bool,
     stderr_tail: String,
     /// (name, detail) of each failed check.
     checks: Vec<(String, String)>,
-    /// How long the program ran, in seconds (runs.json's `duration_s`).
-    duration_s: Option<f64>,
-    /// The run's rows in samples.csv and in events.csv.
-    samples: usize,
-    edges: usize,
+    /// How long the program ran, in seconds.
+    duration_s: f64,
+    /// Whether the run has a sample or a phase edge.
+    read: bool,
 }
 
 impl RunEnd {
+    /// What `run` tells of itself.
+    fn of(run: &RunRecord) -> RunEnd {
+        let meta = &run.meta;
+        RunEnd {
+            run: meta.run,
+            strategy: meta.strategy.clone(),
+            failed: meta.status != RunStatus::Completed,
+            stderr_tail: meta.stderr_tail.clone(),
+            checks: meta
+                .checks
+                .iter()
+                .filter(|c| !c.ok)
+                .map(|c| (c.name.clone(), c.detail.clone()))
+                .collect(),
+            duration_s: meta.duration_s,
+            read: !run.samples.is_empty() || !run.events.is_empty(),
+        }
+    }
+
     /// Says why a run has nothing to show, where the program exited before
     /// memrel's first reading of it (`/bin/true`): no sample, no phase edge.
     fn no_readings_note(&self) -> Option<String> {
         // A run that failed (a program that could not start) has its error.
-        if self.failed || self.samples > 0 || self.edges > 0 {
+        if self.failed || self.read {
             return None;
         }
-        let ran = self
-            .duration_s
-            .map(|s| format!("it ran {s:.3} s"))
-            .unwrap_or_else(|| "it ran a moment".to_string());
         Some(format!(
-            "run {} ({}): the program exited before memrel's first reading ({ran}), so the run has no \
+            "run {} ({}): the program exited before memrel's first reading (it ran {:.3} s), so the run has no \
              readings: give it work to measure, or mark phases (docs/guide.md, \"Phase markers\")",
-            self.run, self.strategy
+            self.run, self.strategy, self.duration_s
         ))
     }
 
@@ -114,67 +127,6 @@ impl RunEnd {
             })
             .collect()
     }
-}
-
-/// The runs of `dir`'s runs.json as `exec` reports them; none when it
-/// cannot be read (the table above has already said what is known).
-fn read_runs(dir: &std::path::Path) -> Vec<RunEnd> {
-    let Ok(text) = std::fs::read_to_string(dir.join(crate::record::RUNS_FILE)) else {
-        return Vec::new();
-    };
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return Vec::new();
-    };
-    let text_of = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or("").to_string();
-    let samples = rows_per_run(&dir.join(crate::record::SAMPLES_FILE));
-    let edges = rows_per_run(&dir.join(crate::record::EVENTS_FILE));
-    value["runs"]
-        .as_array()
-        .map(|runs| {
-            runs.iter()
-                .map(|r| RunEnd {
-                    run: r["run"].as_u64().unwrap_or(0),
-                    duration_s: r["duration_s"].as_f64(),
-                    samples: r["run"]
-                        .as_u64()
-                        .and_then(|run| samples.get(&run).copied())
-                        .unwrap_or(0),
-                    edges: r["run"]
-                        .as_u64()
-                        .and_then(|run| edges.get(&run).copied())
-                        .unwrap_or(0),
-                    strategy: text_of(r, "strategy"),
-                    failed: r["status"].as_str().is_some_and(|s| s != "completed"),
-                    stderr_tail: text_of(r, "stderr_tail"),
-                    checks: r["checks"]
-                        .as_array()
-                        .map(|checks| {
-                            checks
-                                .iter()
-                                .filter(|c| c["ok"] == false)
-                                .map(|c| (text_of(c, "name"), text_of(c, "detail")))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// How many rows each run has in a record's CSV file (its `run` column,
-/// second after `t_s`, before any quoted text); none where it cannot be read.
-fn rows_per_run(path: &std::path::Path) -> std::collections::HashMap<u64, usize> {
-    let mut rows = std::collections::HashMap::new();
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return rows;
-    };
-    for line in text.lines().skip(1) {
-        if let Some(run) = line.split(',').nth(1).and_then(|r| r.parse().ok()) {
-            *rows.entry(run).or_insert(0) += 1;
-        }
-    }
-    rows
 }
 
 /// Why `program` (the first word after `--`) cannot be run, the way a shell
@@ -219,19 +171,19 @@ fn indented(lines: &[&str]) -> String {
         .join("\n")
 }
 
-/// The runs; returns the results directory and summary.
-fn execute(args: &ExecArgs) -> Result<(PathBuf, Summary)> {
+/// The runs: the results directory, its record and summary.
+fn execute(args: &ExecArgs) -> Result<Measured> {
     let text = scenario_text(args)?;
     let scenario = scenario::parse_str(&args.name, "exec", &text)
         .with_context(|| format!("memrel exec {}", args.command.join(" ")))?;
     // The scenario text already holds the overrides; only the ones that are
     // not scenario keys remain.
-    let rest = ScenarioOverrides {
+    let rest = Overrides {
         python: args.overrides.python.clone(),
         tree: args.overrides.tree,
         cgroup_parent: args.overrides.cgroup_parent.clone(),
         memory_limit: args.overrides.memory_limit.clone(),
-        ..ScenarioOverrides::default()
+        ..Overrides::default()
     };
     let mut plan = Plan::new(scenario, &[], &rest, &args.output.out)?;
     plan.cwd = Some(std::env::current_dir().context("cannot read the current directory")?);
@@ -263,7 +215,7 @@ fn scenario_text(args: &ExecArgs) -> Result<String> {
     );
     table.insert(
         "device".into(),
-        o.device.clone().unwrap_or_else(|| "cpu".into()).into(),
+        o.device.unwrap_or(DeviceSpec::Cpu).to_string().into(),
     );
     table.insert("cycles".into(), i64::from(o.cycles.unwrap_or(1)).into());
     table.insert("repeat".into(), i64::from(o.repeat.unwrap_or(1)).into());
@@ -304,17 +256,20 @@ mod tests {
         );
         assert_eq!(indented(&last_stderr_lines("one")), "  one");
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let runs = serde_json::json!({"runs": [{
-            "run": 1, "strategy": "drop", "status": "completed", "stderr_tail": "",
-            "checks": [
-                {"name": "vram sampler (nvml)", "ok": false, "detail": "no driver"},
-                {"name": "glibc", "ok": true, "detail": "fine"}
-            ]
-        }]});
-        std::fs::write(dir.path().join(crate::record::RUNS_FILE), runs.to_string())
-            .expect("write runs.json");
-        let read = read_runs(dir.path());
+        let mut run = crate::record::fixture::run(1, "drop", 1, &[1]);
+        run.meta.checks = vec![
+            crate::protocol::Check {
+                name: "vram sampler (nvml)".into(),
+                ok: false,
+                detail: "no driver".into(),
+            },
+            crate::protocol::Check {
+                name: "glibc".into(),
+                ok: true,
+                detail: "fine".into(),
+            },
+        ];
+        let read = [RunEnd::of(&run)];
         assert_eq!(read.len(), 1);
         assert!(!read[0].failed);
         assert_eq!(

@@ -13,46 +13,54 @@ use anyhow::Result;
 
 use super::ExitStatus;
 use crate::baseline;
-use crate::cli::OutputArgs;
+use crate::cli::{ConsoleArgs, OutputArgs};
 use crate::export::console;
 use crate::metrics::advice::Advice;
+use crate::metrics::measured::Measured;
 use crate::metrics::Summary;
 use crate::record::{Header, Record};
 use crate::results;
 
+/// How much the console says, as `--wide` and `--verbose` ask.
+pub fn view(console: ConsoleArgs) -> console::View {
+    console::View::console(console.wide, console.verbose)
+}
+
 /// After `memrel run` or `memrel exec`: the run's table, the advice where
-/// asked (`run`), then [`finish`] (the trace written from the saved results).
+/// asked (`run`), then [`finish`] (the trace and the baseline made from the
+/// measurement as it is).
 pub fn finish_run(
     out: &mut dyn Write,
-    dir: &Path,
-    summary: &Summary,
+    measured: &Measured,
     output: &OutputArgs,
     view: console::View,
     advice: bool,
 ) -> Result<ExitStatus> {
+    let summary = &measured.summary;
     write!(out, "{}", console::summary_table_as(summary, view))?;
     write!(out, "{}", crate::export::sleep::console(summary))?;
     if advice {
         advise(out, &[summary], &[])?;
     }
     let failed = summary.runs.iter().filter(|r| r.error.is_some()).count();
-    let export_trace = |path: &Path| results::export_trace_of(dir, path);
+    let export_trace = |path: &Path| results::export_trace(measured, path);
     finish(
         out,
-        dir,
+        (&measured.dir, Some(measured)),
         output,
         &export_trace,
         (failed, summary.runs.len()),
     )
 }
 
-/// Where the results went; unless SIGINT or SIGTERM stopped the runs (what
-/// was measured is no baseline and gets no trace): the trace
-/// (`export_trace` writes it), the baseline, and how the runs ended,
-/// `runs` being (did not complete, all).
+/// Where the results went (`dir`); unless SIGINT or SIGTERM stopped the
+/// runs (what was measured is no baseline and gets no trace): the trace
+/// (`export_trace` writes it), the baseline (of `measured`, the runs just
+/// made; `None` for saved directories compared, which are none), and how
+/// the runs ended, `runs` being (did not complete, all).
 pub fn finish(
     out: &mut dyn Write,
-    dir: &Path,
+    (dir, measured): (&Path, Option<&Measured>),
     output: &OutputArgs,
     export_trace: &dyn Fn(&Path) -> Result<()>,
     runs: (usize, usize),
@@ -65,15 +73,17 @@ pub fn finish(
         export_trace(path)?;
         writeln!(out, "trace: {}", path.display())?;
     }
-    save_baseline(out, dir, output)?;
+    if let Some(measured) = measured {
+        save_baseline(out, measured, output)?;
+    }
     Ok(runs_ended(runs, dir))
 }
 
-/// `--save-baseline NAME`: `dir` saved as that baseline, where it went said
-/// (and on stderr what a `--replace` dropped).
-fn save_baseline(out: &mut dyn Write, dir: &Path, output: &OutputArgs) -> Result<()> {
+/// `--save-baseline NAME`: `measured` saved as that baseline, where it went
+/// said (and on stderr what a `--replace` dropped).
+fn save_baseline(out: &mut dyn Write, measured: &Measured, output: &OutputArgs) -> Result<()> {
     if let Some(name) = &output.save_baseline {
-        let saved = baseline::save(dir, &baseline::root(&output.out), name, output.replace)?;
+        let saved = baseline::save(measured, &baseline::root(&output.out), name, output.replace)?;
         if !saved.dropped.is_empty() {
             eprintln!(
                 "memrel: baseline {name}: replaced; dropped {}",
@@ -88,7 +98,7 @@ fn save_baseline(out: &mut dyn Write, dir: &Path, output: &OutputArgs) -> Result
 /// Which command measured a process it did not start as a run: the words
 /// of its error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Measured<'a> {
+pub enum Measuring<'a> {
     /// `memrel attach`: the process ended the measurement, or a signal did.
     Attached,
     /// `memrel drive`: a request that failed ends it; where its requests
@@ -102,32 +112,36 @@ pub enum Measured<'a> {
 /// measurement ended (an error said on stderr, what was measured kept).
 pub fn finish_measured(
     out: &mut dyn Write,
-    dir: &Path,
-    (record, summary): (&Record, &Summary),
+    measured: &Measured,
     output: &OutputArgs,
-    measured: Measured<'_>,
+    how: Measuring<'_>,
 ) -> Result<ExitStatus> {
+    let Measured {
+        dir,
+        record,
+        summary,
+    } = measured;
     let unjudged = budget_rows(out, record, summary)?;
-    match measured {
-        Measured::Attached => writeln!(out, "\nresults: {}", dir.display())?,
-        Measured::Driven(requests) => writeln!(
+    match how {
+        Measuring::Attached => writeln!(out, "\nresults: {}", dir.display())?,
+        Measuring::Driven(requests) => writeln!(
             out,
             "\nresults: {} ({requests}: every request)",
             dir.display()
         )?,
     }
     if let Some(path) = &output.export_trace {
-        results::export_trace_of(dir, path)?;
+        results::export_trace(measured, path)?;
         writeln!(out, "trace: {}", path.display())?;
     }
-    save_baseline(out, dir, output)?;
+    save_baseline(out, measured, output)?;
     if let Some(error) = summary.runs.iter().find_map(|r| r.error.as_ref()) {
-        let (lead, kept) = match measured {
-            Measured::Attached => (
+        let (lead, kept) = match how {
+            Measuring::Attached => (
                 "the measurement did not complete: ",
                 "what was measured is kept",
             ),
-            Measured::Driven(_) => ("", "what was measured so far is kept"),
+            Measuring::Driven(_) => ("", "what was measured so far is kept"),
         };
         eprintln!("memrel: error: {lead}{error}; {kept} in {}", dir.display());
         return Ok(ExitStatus::Error);
@@ -151,11 +165,7 @@ pub fn finish_measured(
 /// without budgets. Returns the notes of the budgets it could not judge.
 fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Result<Vec<String>> {
     let header = &record.header;
-    let scenario = crate::scenario::parse_str(
-        &header.scenario,
-        &header.scenario_origin,
-        &header.scenario_toml,
-    )?;
+    let scenario = crate::scenario::Scenario::of_header(header)?;
     let rows = crate::gate::budgets(summary, &scenario.thresholds);
     if rows.is_empty() {
         return Ok(Vec::new());

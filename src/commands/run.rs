@@ -3,13 +3,12 @@
 //! after every run (see [`Plan`]).
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::Result;
 
 use super::{output, ExitStatus};
 use crate::cli::RunArgs;
-use crate::metrics::Summary;
+use crate::metrics::measured::Measured;
 use crate::plan::Plan;
 use crate::results::check_output_args;
 use crate::scenario;
@@ -17,12 +16,18 @@ use crate::scenario;
 /// `memrel run` as the arguments ask: runs, prints the table and where the
 /// results went to `out`, and says how the runs ended.
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    let (dir, summary) = execute(args)?;
-    output::finish_run(out, &dir, &summary, &args.output, args.console.view(), true)
+    let measured = execute(args)?;
+    output::finish_run(
+        out,
+        &measured,
+        &args.output,
+        output::view(args.console),
+        true,
+    )
 }
 
-/// The runs; returns the results directory and summary.
-fn execute(args: &RunArgs) -> Result<(PathBuf, Summary)> {
+/// The runs: the results directory, its record and summary.
+fn execute(args: &RunArgs) -> Result<Measured> {
     // clap refuses --scenario with --model.
     let scenario = match (&args.model, &args.scenario) {
         (Some(model), _) => scenario::for_model(model)?,
@@ -31,7 +36,7 @@ fn execute(args: &RunArgs) -> Result<(PathBuf, Summary)> {
     let plan = Plan::new(
         scenario,
         &args.strategies,
-        &args.overrides,
+        &(&args.overrides).into(),
         &args.output.out,
     )?;
     check_output_args(&args.output)?;

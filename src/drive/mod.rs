@@ -11,12 +11,15 @@
 //! presets), `http` (one request and its answer, errors in words), `server`
 //! (which process: started, `--pid`, or the one listening on the port),
 //! `driver` (the steps), `rows` (the per-request and per-process rows on
-//! disk), `repeats` (`--repeat N`: the
-//! runs of N sessions joined into one record).
+//! disk), `console` (each run's requests as the console shows them), `run`
+//! (one drive from typed options: each strategy and repeat a session,
+//! `--repeat N` and `--strategy` runs joined into one record by
+//! `record::join`).
 
+pub mod console;
 pub mod cycle;
 pub mod driver;
 pub mod http;
-pub mod repeats;
 pub mod rows;
+pub mod run;
 pub mod server;

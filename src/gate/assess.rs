@@ -26,7 +26,7 @@ use crate::hint::Hint;
 use crate::metrics;
 use crate::metrics::ResourceFacts;
 use crate::record::{Header, Record};
-use crate::scenario;
+use crate::scenario::Scenario;
 
 /// A named baseline as the gate reads it: its entries by scenario.
 pub trait SavedBaseline {
@@ -90,12 +90,8 @@ pub fn assess(
         let record = Record::load(dir)?;
         let name = record.header.scenario.clone();
         judged.push(name.clone());
-        let new_scenario = scenario::parse_str(
-            &name,
-            &record.header.scenario_origin,
-            &record.header.scenario_toml,
-        )
-        .with_context(|| format!("the scenario saved in {}", dir.display()))?;
+        let new_scenario = Scenario::of_header(&record.header)
+            .with_context(|| format!("the scenario saved in {}", dir.display()))?;
         let mut new_summary = metrics::summarize(&record);
         let mut left_out = broken_runs(&new_summary, Side::New);
         attach_stderr(&mut left_out, &record);

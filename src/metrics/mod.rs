@@ -10,6 +10,7 @@ pub mod advice;
 pub mod catalogue;
 pub mod comparison;
 pub mod gpu_view;
+pub mod measured;
 pub mod memory;
 pub mod peaks;
 pub mod resource;

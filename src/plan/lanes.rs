@@ -6,13 +6,13 @@
 //! Each lane writes an ordinary results directory of its own
 //! (`lanes/cuda<N>/`, streamed as a run always is), so nothing is shared
 //! while runs go on. When every lane has stopped, their files are joined
-//! into the invocation's directory (rows as they are: run numbers are the
-//! invocation's, each run's device in runs.json), and the lanes are removed.
+//! into the invocation's directory by `record::join` (rows as they are: run
+//! numbers are the invocation's, each run's device in runs.json), and the
+//! lanes are removed.
 //! A lane that could not be joined stays where it is, and the error says so.
 
 use std::collections::VecDeque;
-use std::fs::{self, File};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -21,13 +21,12 @@ use anyhow::{anyhow, Context, Result};
 use super::{RunContext, Slot};
 use crate::export;
 use crate::metrics::{self, Summary};
-use crate::record::live::GPU_PROCESSES_FILE;
-use crate::record::{Record, EVENTS_FILE, SAMPLES_FILE};
+use crate::record::Record;
 use crate::scenario::DeviceSpec;
 use crate::worker::Plug;
 
 /// Makes `slots` on `gpus` in parallel into `out_dir`, whose record starts
-/// as `record` (no runs); the summary of every run.
+/// as `record` (no runs); the joined record of every run and its summary.
 pub(super) fn execute(
     run: &RunContext,
     plug: &Plug,
@@ -35,7 +34,7 @@ pub(super) fn execute(
     out_dir: &Path,
     slots: Vec<Slot>,
     gpus: &[u32],
-) -> Result<Summary> {
+) -> Result<(Record, Summary)> {
     let queue = Mutex::new(VecDeque::from(slots));
     let lanes: Vec<Result<(u32, PathBuf, Record)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = gpus
@@ -63,19 +62,20 @@ pub(super) fn execute(
             Err(e) => errors.push(format!("{e:#}")),
         }
     }
-    let joined = join(record, out_dir, &done)?;
+    let dirs: Vec<PathBuf> = done.iter().map(|(_, dir, _)| dir.clone()).collect();
+    let joined = join(record, out_dir, done)?;
     let summary = metrics::summarize(&joined);
     export::write_derived_run_outputs(out_dir, &joined, &summary)
         .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
     if !errors.is_empty() {
         return Err(anyhow!(errors.join("; ")));
     }
-    for (_, dir, _) in &done {
+    for dir in &dirs {
         fs::remove_dir_all(dir)
             .with_context(|| format!("cannot remove the lane directory {}", dir.display()))?;
     }
     let _ = fs::remove_dir(out_dir.join("lanes"));
-    Ok(summary)
+    Ok((joined, summary))
 }
 
 /// One GPU's lane: takes runs from `queue` until it is empty (or memrel was
@@ -107,72 +107,30 @@ fn lane(
     Ok((gpu, dir, record))
 }
 
-/// Writes the lanes' runs into `out_dir` as one record (each run's device
-/// named) and reads it back, as `report` would.
-fn join(mut record: Record, out_dir: &Path, lanes: &[(u32, PathBuf, Record)]) -> Result<Record> {
-    let dirs: Vec<&Path> = lanes.iter().map(|(_, dir, _)| dir.as_path()).collect();
-    for file in [SAMPLES_FILE, EVENTS_FILE, GPU_PROCESSES_FILE] {
-        concatenate(&dirs, file, &out_dir.join(file))?;
-    }
-    let mut runs: Vec<_> = lanes
-        .iter()
-        .flat_map(|(gpu, _, lane)| {
-            lane.runs.iter().map(move |r| {
-                let mut meta = r.meta.clone();
-                meta.device = Some(DeviceSpec::Cuda(*gpu as usize).to_string());
-                meta
-            })
-        })
-        .collect();
-    runs.sort_by_key(|m| m.run);
+/// Writes the lanes' runs into `out_dir` as one record (`record::join`:
+/// rows as they are, each run's device named), the header's sampler the
+/// first lane's.
+fn join(mut record: Record, out_dir: &Path, lanes: Vec<(u32, PathBuf, Record)>) -> Result<Record> {
     if let Some((_, _, first)) = lanes.first() {
         record.header.sampler = first.header.sampler.clone();
     }
-    crate::record::write_runs_file(out_dir, &record.header, runs.into_iter())
-        .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
-    Record::load(out_dir).with_context(|| {
+    let gpus: Vec<u32> = lanes.iter().map(|(gpu, _, _)| *gpu).collect();
+    let parts = lanes
+        .into_iter()
+        .map(|(_, dir, lane)| (dir, lane))
+        .collect();
+    crate::record::join::join(out_dir, record.header, parts, |lane, meta| {
+        let mut meta = meta.clone();
+        if let Some(gpu) = gpus.get(lane) {
+            meta.device = Some(DeviceSpec::Cuda(*gpu as usize).to_string());
+        }
+        meta
+    })
+    .with_context(|| {
         format!(
-            "cannot read back the joined record in {} (each GPU's runs stay in {}/lanes)",
+            "cannot join the runs in {} (each GPU's runs stay in {}/lanes)",
             out_dir.display(),
             out_dir.display()
         )
     })
-}
-
-/// `file` of every lane in `dirs` as one: the first header line, then every
-/// lane's rows. Lanes without the file add nothing; none with it: no file.
-fn concatenate(dirs: &[&Path], file: &str, to: &Path) -> Result<()> {
-    let mut out: Option<BufWriter<File>> = None;
-    for dir in dirs {
-        let path = dir.join(file);
-        let Ok(source) = File::open(&path) else {
-            continue;
-        };
-        let mut lines = BufReader::new(source).lines();
-        let header = lines
-            .next()
-            .transpose()
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let writer = match &mut out {
-            Some(w) => w,
-            None => {
-                let mut w = BufWriter::new(
-                    File::create(to).with_context(|| format!("cannot write {}", to.display()))?,
-                );
-                if let Some(header) = &header {
-                    writeln!(w, "{header}")?;
-                }
-                out.insert(w)
-            }
-        };
-        for line in lines {
-            let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-            writeln!(writer, "{line}").with_context(|| format!("cannot write {}", to.display()))?;
-        }
-    }
-    if let Some(mut w) = out {
-        w.flush()
-            .with_context(|| format!("cannot write {}", to.display()))?;
-    }
-    Ok(())
 }

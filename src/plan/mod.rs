@@ -13,9 +13,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::ScenarioOverrides;
 use crate::export;
-use crate::fsutil::now_unix_s;
+use crate::metrics::measured::Measured;
 use crate::metrics::{self, Summary};
 use crate::model::inspect::WeightFormat;
 use crate::model::spec::ModelSource;
@@ -26,11 +25,10 @@ use crate::protocol::Check;
 use crate::record::live::LiveRun;
 use crate::record::{
     Header, ModelInfo, PageCacheInfo, Program, Record, RunMeta, RunStatus, WeightFile,
-    SCHEMA_VERSION,
 };
 use crate::results::create_out_dir;
 use crate::sampler::page_cache;
-use crate::scenario::{DeviceSpec, Scenario, WorkerKind};
+use crate::scenario::{DeviceSpec, Overrides, Scenario, WorkerKind};
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{python_module_dir, CommandSpec, ProgramIo};
 use crate::worker::{Plug, WorkerSpec};
@@ -73,41 +71,10 @@ impl Plan {
     pub fn new(
         mut scenario: Scenario,
         names: &[String],
-        overrides: &ScenarioOverrides,
+        overrides: &Overrides,
         out_root: &Path,
     ) -> Result<Plan> {
-        if let Some(device) = &overrides.device {
-            scenario.device = DeviceSpec::parse(device).with_context(|| {
-                format!("--device {device:?} is not valid: use cpu, cuda or cuda:N")
-            })?;
-        }
-        if let Some(devices) = &overrides.devices {
-            scenario.devices = devices.clone();
-            crate::scenario::check_devices(devices, scenario.device)
-                .map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
-        }
-        if let Some(&first) = scenario.devices.first() {
-            // The record's device names every GPU; each run names its own.
-            scenario.device = DeviceSpec::Cuda(first as usize);
-        }
-        if let Some(cycles) = overrides.cycles {
-            if cycles == 0 {
-                bail!("--cycles must be at least 1");
-            }
-            scenario.cycles = cycles;
-        }
-        if let Some(repeat) = overrides.repeat {
-            if repeat == 0 {
-                bail!("--repeat must be at least 1");
-            }
-            scenario.repeat = repeat;
-        }
-        if let Some(ms) = overrides.interval_ms {
-            if !(1.0..=10_000.0).contains(&ms) {
-                bail!("--interval-ms {ms} is out of range: use 1 to 10000");
-            }
-            scenario.interval_ms = ms;
-        }
+        overrides.apply(&mut scenario).map_err(anyhow::Error::msg)?;
         if overrides.tree && !matches!(scenario.worker, WorkerKind::Command(_)) {
             bail!("--tree samples a program's process tree: it applies to memrel exec and scenarios with a command");
         }
@@ -135,8 +102,9 @@ impl Plan {
         })
     }
 
-    /// Runs every run and returns the results directory and summary.
-    pub fn execute(&self, command_line: Vec<String>) -> Result<(PathBuf, Summary)> {
+    /// Runs every run; the results directory, the record written there and
+    /// its summary.
+    pub fn execute(&self, command_line: Vec<String>) -> Result<Measured> {
         let scenario = &self.scenario;
         let cache = cache_dir();
         let inherited = strategy::inherited_allocator_variables();
@@ -161,27 +129,11 @@ impl Plan {
         let interval = Duration::from_secs_f64(scenario.interval_ms / 1e3);
         let mut record = Record {
             header: Header {
-                schema_version: SCHEMA_VERSION,
-                memrel_version: env!("CARGO_PKG_VERSION").to_string(),
-                memrel_commit: Some(crate::build_info::COMMIT.to_string()),
-                scenario: scenario.name.clone(),
-                scenario_origin: scenario.origin.clone(),
-                scenario_toml: scenario.toml_text.clone(),
-                device: self.device_name(),
-                command: command_line,
-                created_unix_s: now_unix_s(),
-                host: crate::host::describe(),
-                sampler: "procfs-statm".to_string(),
-                interval_s: interval.as_secs_f64(),
-                cycles: scenario.cycles,
-                retention_threshold_bytes: scenario.thresholds.retention_threshold_bytes,
                 models: infos,
                 program: self.program_record(&plug),
-                attached: None,
                 container: Some(self.cgroup.view()),
                 page_cache: page_cache_info(&plug, scenario.workload.evict_page_cache),
-                probed: crate::sampler::resources::probed(),
-                catalogue: Some(crate::sampler::resources::keys()),
+                ..scenario.header(self.device_name(), command_line, interval.as_secs_f64())
             },
             runs: Vec::new(),
         };
@@ -203,7 +155,11 @@ impl Plan {
         if self.devices.len() > 1 {
             let out = lanes::execute(&run, &plug, record, &out_dir, slots, &self.devices);
             progress.finish_and_clear();
-            return out.map(|summary| (out_dir, summary));
+            return out.map(|(record, summary)| Measured {
+                dir: out_dir,
+                record,
+                summary,
+            });
         }
         let mut summary = metrics::summarize(&record);
         for slot in slots {
@@ -213,7 +169,11 @@ impl Plan {
             }
         }
         progress.finish_and_clear();
-        Ok((out_dir, summary))
+        Ok(Measured {
+            dir: out_dir,
+            record: record.at_file_precision().into_owned(),
+            summary,
+        })
     }
 
     /// The record's device: `cuda:0,1` for runs spread over GPUs.

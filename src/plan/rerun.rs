@@ -11,10 +11,9 @@ use anyhow::{bail, Result};
 
 use super::{command_line, Plan};
 use crate::baseline;
-use crate::cli::ScenarioOverrides;
 use crate::hint::Hint;
 use crate::record::Record;
-use crate::scenario;
+use crate::scenario::{Overrides, Scenario};
 
 /// Runs every scenario baseline `name` (in `<results_root>/baselines`) holds
 /// and returns the new results directories (under `results_root`).
@@ -43,8 +42,7 @@ pub fn run_baseline_scenarios(name: &str, results_root: &Path) -> Result<Vec<Pat
                 program.cwd
             );
         }
-        let (dir, _) = plan.execute(command_line())?;
-        dirs.push(dir);
+        dirs.push(plan.execute(command_line())?.dir);
     }
     Ok(dirs)
 }
@@ -65,11 +63,7 @@ fn as_saved(baseline: &str, name: &str, base: &Record, results_root: &Path) -> R
             }
         );
     }
-    let mut scenario = scenario::parse_str(
-        name,
-        &base.header.scenario_origin,
-        &base.header.scenario_toml,
-    )?;
+    let mut scenario = Scenario::of_header(&base.header)?;
     scenario.cycles = base.header.cycles;
     scenario.repeat = base
         .runs
@@ -84,17 +78,12 @@ fn as_saved(baseline: &str, name: &str, base: &Record, results_root: &Path) -> R
         }
     }
     let Some(program) = &base.header.program else {
-        return Plan::new(
-            scenario,
-            &strategies,
-            &ScenarioOverrides::default(),
-            results_root,
-        );
+        return Plan::new(scenario, &strategies, &Overrides::default(), results_root);
     };
-    let overrides = ScenarioOverrides {
+    let overrides = Overrides {
         python: program.python.clone(),
         tree: program.tree,
-        ..ScenarioOverrides::default()
+        ..Overrides::default()
     };
     let builtin = scenario.origin == "builtin";
     let mut plan = Plan::new(scenario, &strategies, &overrides, results_root)?;

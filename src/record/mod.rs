@@ -16,6 +16,7 @@
 
 pub mod envelope;
 pub mod gpu;
+pub mod join;
 pub mod live;
 mod readings;
 mod resource;

@@ -7,10 +7,13 @@
 
 mod builtin;
 mod from_model;
+mod header;
+mod overrides;
 mod parse;
 mod types;
 
 pub use builtin::{builtin_names, builtin_text, extract_scripts, BUILTINS, DEFAULT};
 pub use from_model::for_model;
+pub use overrides::Overrides;
 pub use parse::{check_devices, load, parse_str, thresholds_table, ScenarioError};
 pub use types::*;

@@ -112,6 +112,37 @@ fn assert_failed_keeping_data(dir: &Path, output: &Output, says: &[&str]) {
     assert_rerenders(dir);
 }
 
+/// The console's requests table as the one table writer lays it out: the
+/// header, a rule as wide as the table, then one row per request, each
+/// column starting where its header does (the host readings under "host
+/// MiB", the VRAM column's `-` of a server without VRAM under "vram MiB").
+fn assert_requests_table(out: &str, requests: usize) {
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("host MiB send>answer>settled"))
+        .unwrap_or_else(|| panic!("the requests table's header: {out}"));
+    let header = lines[at];
+    let rule = lines[at + 1];
+    assert!(
+        rule.len() >= header.len() && rule.chars().all(|c| c == '-'),
+        "a rule under the header:\n{out}"
+    );
+    let host = header.find("host MiB").expect("the host column");
+    let vram = header.find("vram MiB").expect("the VRAM column");
+    for row in &lines[at + 2..at + 2 + requests] {
+        assert!(
+            row[host..].starts_with(|c: char| c.is_ascii_digit()) && &row[host - 2..host] == "  ",
+            "host readings under their header:\n{out}"
+        );
+        assert_eq!(
+            &row[vram - 2..=vram],
+            "  -",
+            "the VRAM column under its header:\n{out}"
+        );
+    }
+}
+
 #[test]
 fn a_vllm_shaped_server_is_started_driven_through_sleep_levels_and_stopped() {
     for level in ["1", "2"] {
@@ -218,6 +249,7 @@ fn a_vllm_shaped_server_is_started_driven_through_sleep_levels_and_stopped() {
         }
         let out = text(&output.stdout);
         assert!(out.contains("server: killed by signal 15"), "{out}");
+        assert_requests_table(&out, rows.len());
         assert!(std::fs::read_to_string(dir.join("server.log"))
             .expect("server.log")
             .contains("PORT"));

@@ -169,3 +169,50 @@ fn bad_numbers_on_the_command_line_name_the_flag() {
     run_fails_with(run("ci-smoke").cycles(0), &["--cycles"]);
     run_fails_with(run("ci-smoke").args(["--device", "tpu"]), &["--device"]);
 }
+
+/// A flag's value is checked by the argument parser, once, before a
+/// scenario is read or a program looked for: a bad `--device` is named as
+/// the flag on every command, never as a line of a scenario text memrel
+/// wrote (exec) or after a scenario that does not exist (run).
+#[test]
+fn a_bad_flag_value_is_named_before_anything_is_read() {
+    let device = "--device \"tpu\" is not valid: use cpu, cuda or cuda:N";
+    for args in [
+        &["run", "--scenario", "no-such-scenario", "--device", "tpu"][..],
+        &["exec", "--device", "tpu", "--", "no-such-program-here"][..],
+        &["attach", "--device", "tpu", "1"][..],
+        &["calibrate", "--device", "tpu"][..],
+        &["drive", "--server", "vllm", "--device", "tpu"][..],
+    ] {
+        let err = fails_with(args, &[device]);
+        assert!(
+            !err.contains("no-such"),
+            "{args:?}: the flag is refused first: {err}"
+        );
+    }
+    fails_with(
+        &["exec", "--interval-ms", "0", "--", "no-such-program-here"],
+        &["--interval-ms 0 is out of range: use 1 to 10000"],
+    );
+    fails_with(
+        &["compare", "--scenario", "no-such-scenario", "--repeat", "0"],
+        &["--repeat must be at least 1"],
+    );
+    fails_with(
+        &["drive", "--server", "vllm", "--grace=-1"],
+        &["--grace -1 must be a number of seconds, 0 or more"],
+    );
+}
+
+/// `memrel mark --help` lists every phase a mark may begin (from the
+/// protocol's list: sleep, asleep and wake included), not a hand list.
+#[test]
+fn mark_help_lists_every_phase() {
+    let output = memrel().args(["mark", "--help"]).output().unwrap();
+    let help = text(&output.stdout);
+    for phase in [
+        "load", "unload", "release", "busy", "sleep", "asleep", "wake",
+    ] {
+        assert!(help.contains(phase), "{phase}: {help}");
+    }
+}
