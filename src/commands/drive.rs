@@ -19,8 +19,8 @@ use crate::cli::DriveArgs;
 use crate::drive::cycle::{self, Cycle, PresetArgs};
 use crate::drive::driver::Options;
 use crate::drive::run::{self, DriveOptions};
-use crate::signals;
 use crate::results::{check_output_args, results_dir};
+use crate::signals;
 
 pub fn run(args: &DriveArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let options = options(args)?;

@@ -23,9 +23,9 @@ use crate::attach::header::{Setup, STRATEGY};
 use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::metrics::measured::Measured;
-use crate::signals;
 use crate::record::Record;
 use crate::scenario::DeviceSpec;
+use crate::signals;
 use crate::strategy::Strategy;
 
 /// A strategy a server is started under, and the allocator library it
