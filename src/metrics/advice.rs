@@ -313,39 +313,33 @@ mod tests {
     /// where it is one of them.
     #[test]
     fn at_one_price_the_strategy_keeping_less_is_named() {
-        let mut record = fixture::record();
-        record.runs.clear();
-        for rep in 1..=3 {
-            for (strategy, kept) in [("drop", 64), ("trim-threshold-env", 12), ("jemalloc", 1)] {
-                let n = record.runs.len() as u32;
-                record
-                    .runs
-                    .push(fixture::run(n + 1, strategy, rep, &[kept, kept]));
+        // 3 runs of each strategy, each cycle keeping its MiB; the host's pick.
+        let host_pick = |kept: &[(&str, u64)]| {
+            let mut record = fixture::record();
+            record.runs.clear();
+            for rep in 1..=3 {
+                for &(strategy, mib) in kept {
+                    let n = record.runs.len() as u32;
+                    record
+                        .runs
+                        .push(fixture::run(n + 1, strategy, rep, &[mib, mib]));
+                }
             }
-        }
-        let summary = summarize(&record);
-        let Advice::Resources { resources, .. } = advise(&[&summary]) else {
-            panic!("no advice: {:?}", advise(&[&summary]));
+            let summary = summarize(&record);
+            let Advice::Resources { resources, .. } = advise(&[&summary]) else {
+                panic!("no advice: {:?}", advise(&[&summary]));
+            };
+            assert_eq!(resources[0].resource, Resource::Host);
+            assert!(resources[0].every_run, "{resources:?}");
+            resources[0].pick.strategy.clone()
         };
-        assert_eq!(resources[0].resource, Resource::Host);
-        assert_eq!(resources[0].pick.strategy, "jemalloc", "{resources:?}");
-        assert!(resources[0].every_run);
+        let kept = [("drop", 64), ("trim-threshold-env", 12), ("jemalloc", 1)];
+        assert_eq!(host_pick(&kept), "jemalloc");
         // Where `drop` gives back in every run too, nothing needs changing.
-        let mut record = fixture::record();
-        record.runs.clear();
-        for rep in 1..=3 {
-            for (strategy, kept) in [("jemalloc", 1), ("drop", 2), ("tcmalloc", 64)] {
-                let n = record.runs.len() as u32;
-                record
-                    .runs
-                    .push(fixture::run(n + 1, strategy, rep, &[kept, kept]));
-            }
-        }
-        let summary = summarize(&record);
-        let Advice::Resources { resources, .. } = advise(&[&summary]) else {
-            panic!("no advice: {:?}", advise(&[&summary]));
-        };
-        assert_eq!(resources[0].pick.strategy, "drop", "{resources:?}");
+        assert_eq!(
+            host_pick(&[("jemalloc", 1), ("drop", 2), ("tcmalloc", 64)]),
+            "drop"
+        );
     }
 
     /// Host memory that `drop` keeps and `malloc-trim` gives back, and a page
