@@ -850,24 +850,9 @@ def analyze(rows, args):
             "noise_pct": spread["wall"], "target_pct": 5.0,
             "note": "the program (§1), paired with its bare run; bare runs alone spread %s %% "
                     "(max−min over median)" % fmt_pct(spread["wall"])}
-        w = p10["work_slowdown_pct"]["median"]
-        t["program_work_slowdown_at_10_ms_pct"] = {
-            "target": "< 5 % (same target, on the program's own work time)",
-            "measured": p10["work_slowdown_pct"], "met": None if w is None else w < 5.0,
-            "noise_pct": spread["work"], "target_pct": 5.0,
-            "note": "bare runs alone spread %s %%" % fmt_pct(spread["work"])}
-        bc = p10["best_cycle_slowdown_pct"]["median"]
-        t["program_best_cycle_slowdown_at_10_ms_pct"] = {
-            "target": "< 5 % (same target, on the program's fastest cycle)",
-            "measured": p10["best_cycle_slowdown_pct"], "met": None if bc is None else bc < 5.0,
-            "noise_pct": spread["best_cycle"], "target_pct": 5.0,
-            "note": "bare runs alone spread %s %%" % fmt_pct(spread["best_cycle"])}
-        c = p10["program_cpu_change_pct"]["median"]
-        t["program_cpu_change_at_10_ms_pct"] = {
-            "target": "< 5 % (same target, on the program's own CPU time)",
-            "measured": p10["program_cpu_change_pct"], "met": None if c is None else c < 5.0,
-            "noise_pct": spread["cpu"], "target_pct": 5.0,
-            "note": "bare runs alone spread %s %%" % fmt_pct(spread["cpu"])}
+        t["program_work_slowdown_at_10_ms_pct"] = same_target(p10, "work_slowdown_pct", "own work time", spread["work"])
+        t["program_best_cycle_slowdown_at_10_ms_pct"] = same_target(p10, "best_cycle_slowdown_pct", "fastest cycle", spread["best_cycle"])
+        t["program_cpu_change_at_10_ms_pct"] = same_target(p10, "program_cpu_change_pct", "own CPU time", spread["cpu"])
         pc = p10["parent_cpu_pct_of_wall"]["median"]
         t["parent_cpu_at_10_ms_pct_of_wall"] = {
             "target": "< 5 %: memrel's own CPU over the program's wall (what it can take from the program on a saturated machine)",
@@ -913,6 +898,17 @@ def fmt_sum(s, scale=1.0, digits=3, unit=""):
     if s.get("min") is None or s["n"] == 1:
         return "%.*f%s" % (digits, med, unit)
     return "%.*f (%.*f–%.*f)%s" % (digits, med, digits, s["min"] * scale, digits, s["max"] * scale, unit)
+
+
+def same_target(p10, key, on_what, noise_pct):
+    """The < 5 % target on one more of the program's measures at 10 ms
+    (`key` in `p10`), with the spread of its bare runs alone."""
+    median = p10[key]["median"]
+    return {
+        "target": "< 5 % (same target, on the program's %s)" % on_what,
+        "measured": p10[key], "met": None if median is None else median < 5.0,
+        "noise_pct": noise_pct, "target_pct": 5.0,
+        "note": "bare runs alone spread %s %%" % fmt_pct(noise_pct)}
 
 
 def fmt_pct(v):

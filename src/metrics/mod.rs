@@ -803,6 +803,21 @@ mod tests {
         assert_eq!(cycles[1].release_latency_s, None);
     }
 
+    /// The edges of a cycle loaded to 110 MiB from 10 (baseline 0–0.1 s, load
+    /// 0.1–0.4 s, the unload beginning at 0.4 s), then `rest`.
+    fn loaded_at_110(rest: &[(f64, Phase, Edge, u64)]) -> Vec<(f64, Phase, Edge, u64)> {
+        use Edge::{Begin, End};
+        let mut edges = vec![
+            (0.0, Phase::Baseline, Begin, 10),
+            (0.1, Phase::Baseline, End, 10),
+            (0.1, Phase::Load, Begin, 10),
+            (0.4, Phase::Load, End, 110),
+            (0.4, Phase::Unload, Begin, 110),
+        ];
+        edges.extend_from_slice(rest);
+        edges
+    }
+
     /// A one-cycle run from hand-written edges `(t_s, phase, edge, MiB)` and
     /// samples `(t_s, MiB)`: times exact at the files' microsecond precision.
     fn hand_run(edges: &[(f64, Phase, Edge, u64)], samples: &[(f64, u64)]) -> RunRecord {
@@ -848,18 +863,13 @@ mod tests {
     /// allocates, to 10 MiB at its end (t = 2.6 s).
     fn returned_when_busy() -> RunRecord {
         use Edge::{Begin, End};
-        let edges = [
-            (0.0, Phase::Baseline, Begin, 10),
-            (0.1, Phase::Baseline, End, 10),
-            (0.1, Phase::Load, Begin, 10),
-            (0.4, Phase::Load, End, 110),
-            (0.4, Phase::Unload, Begin, 110),
+        let edges = loaded_at_110(&[
             (0.5, Phase::Unload, End, 110),
             (0.5, Phase::Release, Begin, 110),
             (0.6, Phase::Release, End, 110),
             (0.6, Phase::Busy, Begin, 110),
             (2.6, Phase::Busy, End, 10),
-        ];
+        ]);
         let curve = [
             (0.35, 110),
             (0.45, 110),
@@ -931,18 +941,13 @@ mod tests {
     #[test]
     fn memory_back_when_the_call_returned_settles_in_zero() {
         use Edge::{Begin, End};
-        let edges = [
-            (0.0, Phase::Baseline, Begin, 10),
-            (0.1, Phase::Baseline, End, 10),
-            (0.1, Phase::Load, Begin, 10),
-            (0.4, Phase::Load, End, 110),
-            (0.4, Phase::Unload, Begin, 110),
+        let edges = loaded_at_110(&[
             (0.5, Phase::Unload, End, 10),
             (0.5, Phase::Release, Begin, 10),
             (0.6, Phase::Release, End, 12),
             (0.6, Phase::Settle, Begin, 12),
             (1.0, Phase::Settle, End, 10),
-        ];
+        ]);
         // Wobbles of 2 MiB stay inside the 16 MiB threshold.
         let c = only_cycle(hand_run(&edges, &[(0.7, 11), (0.8, 12), (0.9, 10)]));
         assert_eq!(c.settle_s, Some(0.0));
@@ -958,18 +963,13 @@ mod tests {
     #[test]
     fn memory_that_comes_back_and_leaves_again_settles_after_the_last_excursion() {
         use Edge::{Begin, End};
-        let edges = [
-            (0.0, Phase::Baseline, Begin, 10),
-            (0.1, Phase::Baseline, End, 10),
-            (0.1, Phase::Load, Begin, 10),
-            (0.4, Phase::Load, End, 110),
-            (0.4, Phase::Unload, Begin, 110),
+        let edges = loaded_at_110(&[
             (0.5, Phase::Unload, End, 110),
             (0.5, Phase::Release, Begin, 110),
             (0.6, Phase::Release, End, 110),
             (0.6, Phase::Idle, Begin, 110),
             (2.0, Phase::Idle, End, 10),
-        ];
+        ]);
         // Down at 0.8 s, a 60 MiB excursion at 1.0 s, down for good at 1.3 s.
         let samples = [(0.7, 110), (0.8, 10), (1.0, 60), (1.1, 60), (1.3, 10)];
         let c = only_cycle(hand_run(&edges, &samples));
@@ -983,30 +983,20 @@ mod tests {
     fn a_plain_drop_is_timed_from_its_unload_and_a_release_at_the_end_is_not() {
         use Edge::{Begin, End};
         // No release step: the unload's end is the edge.
-        let edges = [
-            (0.0, Phase::Baseline, Begin, 10),
-            (0.1, Phase::Baseline, End, 10),
-            (0.1, Phase::Load, Begin, 10),
-            (0.4, Phase::Load, End, 110),
-            (0.4, Phase::Unload, Begin, 110),
+        let edges = loaded_at_110(&[
             (0.5, Phase::Unload, End, 110),
             (0.5, Phase::Settle, Begin, 110),
             (1.5, Phase::Settle, End, 10),
-        ];
+        ]);
         let c = only_cycle(hand_run(&edges, &[(0.8, 110), (0.85, 10)]));
         assert!((c.settle_s.unwrap() - 0.35).abs() < 1e-9, "{c:?}");
         assert_eq!(c.late_bytes, Some(100 << 20));
         // A run whose last edge is the release's end has no window to watch.
-        let ends_at_release = [
-            (0.0, Phase::Baseline, Begin, 10),
-            (0.1, Phase::Baseline, End, 10),
-            (0.1, Phase::Load, Begin, 10),
-            (0.4, Phase::Load, End, 110),
-            (0.4, Phase::Unload, Begin, 110),
+        let ends_at_release = loaded_at_110(&[
             (0.5, Phase::Unload, End, 110),
             (0.5, Phase::Release, Begin, 110),
             (0.6, Phase::Release, End, 110),
-        ];
+        ]);
         let c = only_cycle(hand_run(&ends_at_release, &[(0.8, 10)]));
         assert_eq!((c.settle_s, c.late_bytes), (None, None));
     }

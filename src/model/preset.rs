@@ -39,6 +39,22 @@ const fn tiny(name: &'static str, summary: &'static str, architecture: Architect
     }
 }
 
+/// The bert-base encoder shape (12 layers × 768) with its own vocabulary.
+const fn bert_base(name: &'static str, summary: &'static str, vocab_size: usize) -> Preset {
+    Preset {
+        name,
+        summary,
+        architecture: Architecture::Bert,
+        vocab_size,
+        hidden_size: 768,
+        layers: 12,
+        heads: 12,
+        kv_heads: 12,
+        intermediate_size: 3072,
+        max_positions: 512,
+    }
+}
+
 /// Bumped when a preset's files change, so old caches are not reused.
 pub const PRESET_FORMAT: u32 = 1;
 
@@ -55,30 +71,16 @@ pub const PRESETS: &[Preset] = &[
         intermediate_size: 512,
         max_positions: 512,
     },
-    Preset {
-        name: "bert-base",
-        summary: "the bert-base-uncased encoder shape, 12 layers × 768 (~416 MiB f32)",
-        architecture: Architecture::Bert,
-        vocab_size: 30522,
-        hidden_size: 768,
-        layers: 12,
-        heads: 12,
-        kv_heads: 12,
-        intermediate_size: 3072,
-        max_positions: 512,
-    },
-    Preset {
-        name: "bert-base-ja",
-        summary: "the bert-base-japanese-v2 encoder shape, vocabulary 32768 (~422 MiB f32)",
-        architecture: Architecture::Bert,
-        vocab_size: 32768,
-        hidden_size: 768,
-        layers: 12,
-        heads: 12,
-        kv_heads: 12,
-        intermediate_size: 3072,
-        max_positions: 512,
-    },
+    bert_base(
+        "bert-base",
+        "the bert-base-uncased encoder shape, 12 layers × 768 (~416 MiB f32)",
+        30522,
+    ),
+    bert_base(
+        "bert-base-ja",
+        "the bert-base-japanese-v2 encoder shape, vocabulary 32768 (~422 MiB f32)",
+        32768,
+    ),
     Preset {
         name: "qwen2-tiny",
         summary: "Qwen2 decoder, 2 layers × 64 (~0.5 MiB f32): for tests",

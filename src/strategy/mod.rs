@@ -44,8 +44,8 @@ use crate::textutil::did_you_mean;
 pub use page_cache::WeightFiles;
 pub use param::{fraction, Param};
 pub use preload::{
-    clean_environment, find_library, inherited_allocator_variables, PreloadError,
-    ALLOCATOR_PATH_ENV,
+    clean_environment, find_library, inherited_allocator_variables, system_library_dirs,
+    PreloadError, ALLOCATOR_PATH_ENV,
 };
 pub use steps::{program_step_call, At, ProgramStep, PROGRAM_STEPS};
 

@@ -137,6 +137,13 @@ fn search_dirs() -> Vec<PathBuf> {
             .filter(|p| !p.as_os_str().is_empty())
             .collect();
     }
+    system_library_dirs()
+}
+
+/// The system's library folders, the multiarch ones of this machine first,
+/// as the dynamic loader searches them (the tests look for the allocator
+/// libraries there too).
+pub fn system_library_dirs() -> Vec<PathBuf> {
     let triplet = format!("{}-linux-gnu", std::env::consts::ARCH);
     [
         format!("/usr/lib/{triplet}"),

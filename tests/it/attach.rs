@@ -598,47 +598,32 @@ fn bad_flags_and_dirs_are_errors_that_name_them_and_record_nothing() {
     let me = std::process::id().to_string();
     let out = work.path().join("out");
     let out_arg = out.to_str().expect("utf-8 temp dir");
+    let attach_logging = |log: &str, mark_on: &str| {
+        fails_with_2(&[
+            "attach",
+            "--out",
+            out_arg,
+            "--log",
+            log,
+            "--mark-on",
+            mark_on,
+            &me,
+        ])
+    };
 
-    let err = fails_with_2(&[
-        "attach",
-        "--out",
-        out_arg,
-        "--log",
-        log_arg,
-        "--mark-on",
-        "load(=load",
-        &me,
-    ]);
+    let err = attach_logging(log_arg, "load(=load");
     assert!(
         err.contains("--mark-on \"load(=load\"") && err.contains("not a valid regex"),
         "{err}"
     );
-    let err = fails_with_2(&[
-        "attach",
-        "--out",
-        out_arg,
-        "--log",
-        log_arg,
-        "--mark-on",
-        "x=lunch",
-        &me,
-    ]);
+    let err = attach_logging(log_arg, "x=lunch");
     assert!(
         err.contains("unknown phase \"lunch\"") && err.contains("load, forward"),
         "{err}"
     );
     let missing = work.path().join("missing.log");
     let missing_arg = missing.to_str().expect("utf-8 temp dir");
-    let err = fails_with_2(&[
-        "attach",
-        "--out",
-        out_arg,
-        "--log",
-        missing_arg,
-        "--mark-on",
-        "x=load",
-        &me,
-    ]);
+    let err = attach_logging(missing_arg, "x=load");
     assert!(
         err.contains(&format!("--log {missing_arg}: no such file")),
         "{err}"

@@ -57,14 +57,21 @@ fn assert_refused(output: &std::process::Output, needle: &str) {
     );
 }
 
-#[test]
-fn less_coverage_needs_replace_and_names_what_is_dropped() {
+/// A baseline saved once in a fresh folder: the folder, its results root,
+/// the scenario and the saved entry's runs.json.
+fn saved_once() -> (tempfile::TempDir, PathBuf, PathBuf, Vec<u8>) {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("results");
     let scenario = swap_scenario(work.path());
     let made = save(&scenario, &root, &[]);
     assert!(made.status.success(), "{}", streams(&made));
     let before = std::fs::read(entry(&root).join("runs.json")).unwrap();
+    (work, root, scenario, before)
+}
+
+#[test]
+fn less_coverage_needs_replace_and_names_what_is_dropped() {
+    let (_work, root, scenario, before) = saved_once();
 
     // One strategy of the two: refused, nothing written.
     let fewer = save(&scenario, &root, &["--strategy", "drop"]);
@@ -239,12 +246,7 @@ fn a_hand_edited_baseline_is_a_clear_error_and_is_never_used() {
 /// taken for a scenario and is removed by the next save.
 #[test]
 fn two_saves_at_once_are_refused_and_crash_leftovers_do_not_count() {
-    let work = tempfile::tempdir().unwrap();
-    let root = work.path().join("results");
-    let scenario = swap_scenario(work.path());
-    let made = save(&scenario, &root, &[]);
-    assert!(made.status.success(), "{}", streams(&made));
-    let before = std::fs::read(entry(&root).join("runs.json")).unwrap();
+    let (_work, root, scenario, before) = saved_once();
 
     // Another memrel saving: it holds the lock on the baseline's directory.
     let held = std::fs::File::open(root.join("baselines/main")).unwrap();

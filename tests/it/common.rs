@@ -211,6 +211,29 @@ pub fn only_results_dir(out: &Path, scenario: &str) -> PathBuf {
 }
 
 /// A JSON file.
+/// `memrel check --baseline NAME --out OUT DIR`: judges the run in `dir`
+/// against the baseline `name` kept under `out`.
+pub fn check_against(name: &str, out: &Path, dir: &Path) -> Output {
+    memrel()
+        .args(["check", "--baseline", name, "--out"])
+        .arg(out)
+        .arg(dir)
+        .output()
+        .expect("memrel starts")
+}
+
+/// A summary's resources but the container, whose view is one only where
+/// the cgroup can be read (so a test's list holds on every machine).
+pub fn resources_but_container(summary: &Value) -> Vec<&str> {
+    summary["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r.as_str())
+        .filter(|r| *r != "container")
+        .collect()
+}
+
 pub fn read_json(path: &Path) -> Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{} reads: {e}", path.display()));

@@ -13,7 +13,7 @@ use memrel::metrics::{
     summarize, CycleSpread, LastCycle, Resource, ResourceSummary, RunSummary, Spread,
     StrategySummary, Summary, SUMMARY_SCHEMA_VERSION,
 };
-use memrel::record::{Header, Host, ModelInfo, Record, RunStatus};
+use memrel::record::{Header, ModelInfo, Record, RunStatus};
 use serde_json::Value;
 
 use crate::common::{
@@ -582,45 +582,20 @@ fn failed_run(strategy: &str) -> RunSummary {
 }
 
 fn fixed_header() -> Header {
-    Header {
-        schema_version: 1,
-        memrel_version: "0.1.0".to_string(),
-        memrel_commit: None,
-        scenario: "article-cpu".to_string(),
-        scenario_origin: "builtin".to_string(),
-        scenario_toml: "cycles = 10".to_string(),
-        device: "cpu".to_string(),
-        command: vec!["memrel".to_string()],
-        created_unix_s: 1_795_000_000,
-        host: Host {
-            hostname: "vm".to_string(),
-            os: "Linux (Debian GNU/Linux 12)".to_string(),
-            kernel: "6.1.0".to_string(),
-            libc: "glibc 2.36".to_string(),
-            cpus: 2,
-            total_memory_bytes: 8 << 30,
-            machine: None,
-        },
-        sampler: "procfs-statm".to_string(),
-        interval_s: 0.01,
-        cycles: 10,
-        retention_threshold_bytes: 16 << 20,
-        models: vec![ModelInfo {
-            id: "bert".to_string(),
-            source: "preset:bert-base".to_string(),
-            dir: "/cache/bert".to_string(),
-            architecture: "bert".to_string(),
-            tensor_bytes: 438 << 20,
-            parameters: 109_000_000,
-            load: None,
-        }],
-        program: None,
-        attached: None,
-        container: None,
-        page_cache: None,
-        probed: Vec::new(),
-        catalogue: None,
-    }
+    let mut header = memrel::record::fixture::header("article-cpu", 10);
+    header.schema_version = 1;
+    header.host.os = "Linux (Debian GNU/Linux 12)".to_string();
+    header.host.kernel = "6.1.0".to_string();
+    header.models = vec![ModelInfo {
+        id: "bert".to_string(),
+        source: "preset:bert-base".to_string(),
+        dir: "/cache/bert".to_string(),
+        architecture: "bert".to_string(),
+        tensor_bytes: 438 << 20,
+        parameters: 109_000_000,
+        load: None,
+    }];
+    header
 }
 
 fn fixed_comparison() -> Comparison {

@@ -13,13 +13,24 @@ use super::common::*;
 /// Runs `memrel exec [args] -- sh -c SCRIPT` with `input` on its stdin (a
 /// pipe, closed after it); returns the output and the run's runs.json entry.
 fn exec_sh(args: &[&str], script: &str, input: &str) -> (std::process::Output, serde_json::Value) {
+    exec_fed(args, &["sh", "-c", script], input)
+}
+
+/// Runs `memrel exec [args] -- PROGRAM…` with `input` on its stdin (a pipe,
+/// closed after it); returns the output and the run's runs.json entry.
+fn exec_fed(
+    args: &[&str],
+    program: &[&str],
+    input: &str,
+) -> (std::process::Output, serde_json::Value) {
     let out = tempfile::tempdir().expect("tempdir");
     let mut child = memrel()
         .arg("exec")
         .arg("--out")
         .arg(out.path())
         .args(args)
-        .args(["--", "sh", "-c", script])
+        .arg("--")
+        .args(program)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -174,25 +185,10 @@ fn a_missing_program_is_said_once_with_exit_127() {
 #[test]
 fn a_program_gone_before_the_tracer_came_gets_no_ptrace_note() {
     for _ in 0..3 {
-        let out = tempfile::tempdir().expect("tempdir");
-        let mut child = memrel()
-            .arg("exec")
-            .arg("--out")
-            .arg(out.path())
-            .args(["--", "cat"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("memrel starts");
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(b"hi\n").expect("input written");
-        drop(stdin);
-        let output = child.wait_with_output().expect("memrel ends");
+        let (output, run) = exec_fed(&[], &["cat"], "hi\n");
         assert!(output.status.success(), "{}", streams(&output));
         let stderr = stderr(&output);
         assert!(!stderr.contains("ptrace"), "{stderr}");
-        let run = runs(&only_results_dir(out.path(), "exec")).remove(0);
         assert!(
             !run["exit_reading_note"]
                 .as_str()

@@ -280,15 +280,7 @@ os._exit(0)
 "#;
     let (_tmp, dir, output) = exec_program(&["--tree", "--interval-ms", "20"], program);
     let runs = runs(&dir);
-    let outlived = runs[0]["outlived"].as_array().cloned().unwrap_or_default();
-    for o in &outlived {
-        // Clean up first, whatever the assertions say.
-        if let Some(pid) = o["pid"].as_i64() {
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-        }
-    }
+    let outlived = kill_outlived(&runs[0]);
     assert!(output.status.success(), "{}", streams(&output));
     assert_eq!(outlived.len(), 1, "{:?}", runs[0]);
     let held = mib(&outlived[0]["rss_bytes"]);
@@ -339,14 +331,7 @@ os._exit(0)
 "#;
     let (_tmp, dir, output) = exec_program(&["--tree"], program);
     let runs = runs(&dir);
-    let outlived = runs[0]["outlived"].as_array().cloned().unwrap_or_default();
-    for o in &outlived {
-        if let Some(pid) = o["pid"].as_i64() {
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-        }
-    }
+    let outlived = kill_outlived(&runs[0]);
     assert!(output.status.success(), "{}", streams(&output));
     let host = &summary(&dir)["runs"][0]["resources"][0];
     assert_eq!(host["resource"], "host");
@@ -453,4 +438,18 @@ fn a_strategy_that_is_an_environment_setting_needs_no_import() {
         "{}",
         streams(&output)
     );
+}
+
+/// A run's `outlived` processes, each sent SIGTERM first, whatever the
+/// assertions after it say (a test leaves nothing behind).
+fn kill_outlived(run: &serde_json::Value) -> Vec<serde_json::Value> {
+    let outlived = run["outlived"].as_array().cloned().unwrap_or_default();
+    for o in &outlived {
+        if let Some(pid) = o["pid"].as_i64() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+    outlived
 }

@@ -184,12 +184,7 @@ fn a_budget_is_judged_on_the_exact_bytes() {
         let output = run_fake(&scenario, &out, &["--save-baseline", &name]);
         assert!(output.status.success(), "{}", stderr(&output));
         let dir = only_results_dir(&out, &name);
-        let check = memrel()
-            .args(["check", "--baseline", &name, "--out"])
-            .arg(&out)
-            .arg(&dir)
-            .output()
-            .expect("memrel starts");
+        let check = check_against(&name, &out, &dir);
         let code = check.status.code();
         assert_eq!(
             code,

@@ -68,14 +68,7 @@ fn runs_spread_over_two_gpus_run_in_parallel_and_join_into_one_record() {
     // A lane per GPU: each resource in the summary, each run measured on
     // the GPU it ran on only (here: not at all, the hook opens none).
     let summary = summary(&dir);
-    let resources: Vec<&str> = summary["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        // The container's view is a resource where the cgroup is readable.
-        .filter(|r| *r != "container")
-        .collect();
+    let resources: Vec<&str> = resources_but_container(&summary);
     assert_eq!(resources, ["host", "cuda:0", "cuda:1"]);
     for (run, meta) in summary["runs"].as_array().unwrap().iter().zip(&runs) {
         let own = meta["device"].as_str().unwrap();

@@ -182,13 +182,7 @@ fn out_writes_a_repaired_copy_and_leaves_the_damaged_directory_alone() {
     let line = cut_mid_line(&dir.join("samples.csv"));
     let before = files(&dir);
     let repaired = tmp.path().join("repaired");
-    let output = memrel()
-        .arg("report")
-        .arg(&dir)
-        .arg("--out")
-        .arg(&repaired)
-        .output()
-        .expect("report");
+    let output = report_into(&dir, &repaired);
     assert!(output.status.success(), "{}", streams(&output));
     let err = stderr(&output);
     assert!(
@@ -286,16 +280,21 @@ fn report_never_rewrites_the_raw_data() {
     let samples = std::fs::read(dir.join("samples.csv")).expect("samples");
     cut_mid_line(&dir.join("events.csv"));
     let repaired = tmp.path().join("repaired");
-    let output = memrel()
-        .arg("report")
-        .arg(&dir)
-        .arg("--out")
-        .arg(&repaired)
-        .output()
-        .expect("report");
+    let output = report_into(&dir, &repaired);
     assert!(output.status.success(), "{}", streams(&output));
     assert!(
         std::fs::read(repaired.join("samples.csv")).expect("copied") == samples,
         "samples.csv was rewritten from the salvaged events, not copied"
     );
+}
+
+/// `memrel report DIR --out REPAIRED`.
+fn report_into(dir: &Path, repaired: &Path) -> std::process::Output {
+    memrel()
+        .arg("report")
+        .arg(dir)
+        .arg("--out")
+        .arg(repaired)
+        .output()
+        .expect("report")
 }

@@ -130,12 +130,7 @@ fn a_budget_on_shared_memory_fails_the_leak_and_passes_the_clean_program() {
             .expect("memrel starts");
         assert!(output.status.success(), "{}", streams(&output));
         let dir = only_results_dir(&out, &name);
-        let check = memrel()
-            .args(["check", "--baseline", &name, "--out"])
-            .arg(&out)
-            .arg(&dir)
-            .output()
-            .expect("memrel starts");
+        let check = check_against(&name, &out, &dir);
         let said = String::from_utf8_lossy(&check.stdout).to_string();
         assert_eq!(
             check.status.code(),

@@ -144,13 +144,7 @@ fn impossible_sleep_steps_are_refused_by_name() {
             "description = \"t\"\ndevice = \"cpu\"\nstrategies = [\"drop\"]\n[models.m]\npreset = \"bert-tiny\"\n[workload]\nsteps = {steps}\n"
         );
         let path = write_scenario(tmp.path(), "s", &text);
-        let output = memrel()
-            .args(["run", "--scenario"])
-            .arg(&path)
-            .arg("--out")
-            .arg(tmp.path())
-            .output()
-            .expect("memrel starts");
+        let output = run(&path).out(tmp.path()).output();
         assert_eq!(
             output.status.code(),
             Some(2),
@@ -171,13 +165,7 @@ fn a_sleep_step_under_a_strategy_that_does_not_sleep_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let text = "description = \"t\"\ndevice = \"cpu\"\nstrategies = [\"drop\"]\n[models.m]\npreset = \"bert-tiny\"\n[workload]\nsteps = [\"load m\", \"sleep m\", \"wake m\", \"unload m\"]\n";
     let path = write_scenario(tmp.path(), "s", text);
-    let output = memrel()
-        .args(["run", "--scenario"])
-        .arg(&path)
-        .arg("--out")
-        .arg(tmp.path())
-        .output()
-        .expect("memrel starts");
+    let output = run(&path).out(tmp.path()).output();
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = stderr(&output);
     assert!(err.contains("does not put models to sleep"), "{err}");

@@ -29,6 +29,34 @@ fn hub_with(id: &str, token: Option<&str>) -> (FakeHub, Vec<(String, Vec<u8>)>) 
     (hub, files)
 }
 
+/// A fresh HF_HOME and results folder, and the hub endpoint memrel asks.
+struct Home {
+    endpoint: String,
+    hf_home: tempfile::TempDir,
+    out: tempfile::TempDir,
+}
+
+impl Home {
+    fn new(endpoint: &str) -> Home {
+        Home {
+            endpoint: endpoint.to_string(),
+            hf_home: tempfile::tempdir().unwrap(),
+            out: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// [`run_model`] on `model` through this hub.
+    fn run(&self, model: &str, token: Option<&str>) -> Output {
+        run_model(
+            &self.endpoint,
+            self.hf_home.path(),
+            self.out.path(),
+            model,
+            token,
+        )
+    }
+}
+
 /// `memrel run --model MODEL --strategy drop --cycles 1 --out OUT` with the
 /// hub at `endpoint`, its cache in `hf_home`, online, and no token but `token`.
 fn run_model(
@@ -99,14 +127,8 @@ fn resolve(repo: &str, file: &str, range: &str) -> (String, Option<String>) {
 #[test]
 fn a_fresh_download_fetches_each_file_once_shows_progress_and_is_recorded() {
     let (hub, files) = hub_with("memrel-test/tiny", None);
-    let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let output = run_model(
-        &hub.endpoint,
-        hf_home.path(),
-        out.path(),
-        "memrel-test/tiny",
-        None,
-    );
+    let home = Home::new(&hub.endpoint);
+    let output = home.run("memrel-test/tiny", None);
     assert!(output.status.success(), "{}", streams(&output));
     let repo = "memrel-test/tiny";
     assert_eq!(
@@ -128,7 +150,7 @@ fn a_fresh_download_fetches_each_file_once_shows_progress_and_is_recorded() {
         err.contains("memrel: downloaded memrel-test/tiny: model.safetensors ("),
         "{err}"
     );
-    let snapshot = snapshot(hf_home.path(), "models--memrel-test--tiny");
+    let snapshot = snapshot(home.hf_home.path(), "models--memrel-test--tiny");
     for (name, bytes) in &files {
         assert_eq!(
             &std::fs::read(snapshot.join(name)).unwrap(),
@@ -136,7 +158,7 @@ fn a_fresh_download_fetches_each_file_once_shows_progress_and_is_recorded() {
             "{name}"
         );
     }
-    let runs = runs_json(&only_results_dir(out.path(), "memrel-test--tiny"));
+    let runs = runs_json(&only_results_dir(home.out.path(), "memrel-test--tiny"));
     let model = &runs["header"]["models"][0];
     assert_eq!(model["source"], "hub:memrel-test/tiny@main");
     assert_eq!(model["dir"], snapshot.display().to_string());
@@ -149,24 +171,12 @@ fn a_fresh_download_fetches_each_file_once_shows_progress_and_is_recorded() {
 #[test]
 fn a_cached_model_asks_the_hub_nothing() {
     let (hub, _) = hub_with("memrel-test/tiny", None);
-    let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let first = run_model(
-        &hub.endpoint,
-        hf_home.path(),
-        out.path(),
-        "memrel-test/tiny",
-        None,
-    );
+    let home = Home::new(&hub.endpoint);
+    let first = home.run("memrel-test/tiny", None);
     assert!(first.status.success(), "{}", streams(&first));
     let after_first = hub.requests().len();
     assert_eq!(after_first, 5, "{:?}", hub.requests());
-    let second = run_model(
-        &hub.endpoint,
-        hf_home.path(),
-        out.path(),
-        "memrel-test/tiny",
-        None,
-    );
+    let second = home.run("memrel-test/tiny", None);
     assert!(second.status.success(), "{}", streams(&second));
     assert_eq!(hub.requests().len(), after_first, "{:?}", hub.requests());
     assert!(
@@ -174,14 +184,13 @@ fn a_cached_model_asks_the_hub_nothing() {
         "{}",
         stderr(&second)
     );
-    assert_eq!(results_dirs(out.path(), "memrel-test--tiny").len(), 2);
+    assert_eq!(results_dirs(home.out.path(), "memrel-test--tiny").len(), 2);
 }
 
 #[test]
 fn a_partial_download_in_the_cache_resumes_where_it_stopped() {
     let (hub, files) = hub_with("memrel-test/tiny", None);
-    let hf_home = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let home = Home::new(&hub.endpoint);
     let weights = &files
         .iter()
         .find(|(n, _)| n == "model.safetensors")
@@ -189,20 +198,17 @@ fn a_partial_download_in_the_cache_resumes_where_it_stopped() {
         .1;
     let half = weights.len() / 2;
     // hf-hub keeps a download in progress as blobs/<etag>.part.
-    let blobs = hf_home.path().join("hub/models--memrel-test--tiny/blobs");
+    let blobs = home
+        .hf_home
+        .path()
+        .join("hub/models--memrel-test--tiny/blobs");
     std::fs::create_dir_all(&blobs).unwrap();
     std::fs::write(
         blobs.join(format!("{}.part", etag(weights))),
         &weights[..half],
     )
     .unwrap();
-    let output = run_model(
-        &hub.endpoint,
-        hf_home.path(),
-        out.path(),
-        "memrel-test/tiny",
-        None,
-    );
+    let output = home.run("memrel-test/tiny", None);
     assert!(output.status.success(), "{}", streams(&output));
     let rest = hub
         .requests()
@@ -211,7 +217,7 @@ fn a_partial_download_in_the_cache_resumes_where_it_stopped() {
         .expect("a request for the weights");
     assert_eq!(rest.range, Some(format!("bytes={half}-")));
     assert_eq!((rest.status, rest.body_bytes), (206, weights.len() - half));
-    let snapshot = snapshot(hf_home.path(), "models--memrel-test--tiny");
+    let snapshot = snapshot(home.hf_home.path(), "models--memrel-test--tiny");
     assert_eq!(
         &std::fs::read(snapshot.join("model.safetensors")).unwrap(),
         weights
@@ -226,14 +232,8 @@ fn a_partial_download_in_the_cache_resumes_where_it_stopped() {
 #[test]
 fn a_repository_the_hub_does_not_have_is_a_clear_error() {
     let (hub, _) = hub_with("memrel-test/tiny", None);
-    let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let output = run_model(
-        &hub.endpoint,
-        hf_home.path(),
-        out.path(),
-        "memrel-test/missing",
-        None,
-    );
+    let home = Home::new(&hub.endpoint);
+    let output = home.run("memrel-test/missing", None);
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = stderr(&output);
     let want = format!(
@@ -244,22 +244,15 @@ fn a_repository_the_hub_does_not_have_is_a_clear_error() {
     assert!(err.contains("memrel: error: "), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(hub.requests().len(), 1, "{:?}", hub.requests());
-    assert!(results_dirs(out.path(), "memrel-test--missing").is_empty());
+    assert!(results_dirs(home.out.path(), "memrel-test--missing").is_empty());
 }
 
 #[test]
 fn a_gated_repository_says_so_and_opens_to_its_token() {
     let (hub, _) = hub_with("memrel-test/gated", Some("hf_granted"));
-    let hf_home = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let home = Home::new(&hub.endpoint);
     for (token, status) in [(None, 401), (Some("hf_other"), 403)] {
-        let output = run_model(
-            &hub.endpoint,
-            hf_home.path(),
-            out.path(),
-            "memrel-test/gated",
-            token,
-        );
+        let output = home.run("memrel-test/gated", token);
         assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
         let err = stderr(&output);
         let want = format!("hub repository memrel-test/gated is gated ({status} for config.json");
@@ -267,18 +260,12 @@ fn a_gated_repository_says_so_and_opens_to_its_token() {
         assert!(err.contains("accept its terms at"), "{err}");
         assert!(err.contains("set HF_TOKEN"), "{err}");
     }
-    assert!(results_dirs(out.path(), "memrel-test--gated").is_empty());
-    let output = run_model(
-        &hub.endpoint,
-        hf_home.path(),
-        out.path(),
-        "memrel-test/gated",
-        Some("hf_granted"),
-    );
+    assert!(results_dirs(home.out.path(), "memrel-test--gated").is_empty());
+    let output = home.run("memrel-test/gated", Some("hf_granted"));
     assert!(output.status.success(), "{}", streams(&output));
     let last = hub.requests().pop().unwrap();
     assert_eq!(last.authorization.as_deref(), Some("Bearer hf_granted"));
-    assert_eq!(results_dirs(out.path(), "memrel-test--gated").len(), 1);
+    assert_eq!(results_dirs(home.out.path(), "memrel-test--gated").len(), 1);
 }
 
 #[test]
@@ -286,14 +273,8 @@ fn no_hub_answering_says_how_to_work_offline() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let (hf_home, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let output = run_model(
-        &endpoint,
-        hf_home.path(),
-        out.path(),
-        "memrel-test/tiny",
-        None,
-    );
+    let home = Home::new(&endpoint);
+    let output = home.run("memrel-test/tiny", None);
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     let err = stderr(&output);
     let want =

@@ -8,8 +8,6 @@
 //! fail first thing, naming the missing library, its package and
 //! `scripts/test` ([`needs_allocators`]), never skip.
 
-use std::path::Path;
-
 use crate::common::{memrel, run, run_scenario, runs_json, stderr};
 
 /// Each preloaded allocator's library file and its Debian package.
@@ -22,17 +20,10 @@ const LIBRARIES: &[(&str, &str)] = &[
 /// The path of `file` in the folders memrel searches by default (the
 /// machine's multiarch ones first), if it is there.
 fn library(file: &str) -> Option<std::path::PathBuf> {
-    let triplet = format!("{}-linux-gnu", std::env::consts::ARCH);
-    [
-        format!("/usr/lib/{triplet}"),
-        format!("/lib/{triplet}"),
-        "/usr/local/lib".into(),
-        "/usr/lib64".into(),
-        "/usr/lib".into(),
-    ]
-    .iter()
-    .map(|d| Path::new(d).join(file))
-    .find(|p| p.is_file())
+    memrel::strategy::system_library_dirs()
+        .iter()
+        .map(|d| d.join(file))
+        .find(|p| p.is_file())
 }
 
 /// Fails the calling test, naming what is missing and how to get it, unless

@@ -82,13 +82,7 @@ fn plain_drop_retains_from_the_second_load_and_malloc_trim_returns_it() {
     assert_eq!(host["processes_retaining"], 1);
     // Host memory and the model files' page cache, and the container's view
     // where the cgroup can be read.
-    let resources: Vec<&str> = summary["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .filter(|r| *r != "container")
-        .collect();
+    let resources: Vec<&str> = resources_but_container(&summary);
     assert_eq!(
         resources,
         ["host", "page_cache"],
