@@ -19,6 +19,7 @@
 
 pub mod container;
 pub mod hwm;
+pub mod mappings;
 mod nudge;
 pub mod nvml;
 mod nvml_list;
