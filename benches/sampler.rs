@@ -1,6 +1,8 @@
 //! Costs of measuring: one RSS reading of another process, the CPU the
-//! sampler thread uses at 1 ms, and the throughput of loading the bert-base
-//! preset from a warm page cache (README "Benchmarks" quotes these).
+//! sampler thread uses at 1 ms, the throughput of loading the bert-base
+//! preset from a warm page cache (README "Benchmarks" quotes these), and one
+//! split of a 4 GiB process's host memory by mapping (`sampler::mappings`,
+//! read at each phase edge).
 
 use std::hint::black_box;
 use std::io::BufWriter;
@@ -124,5 +126,59 @@ fn load_bert_base(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, one_sample, sampler_cpu, load_bert_base);
+/// A process holding 4 GiB of touched anonymous memory in `mappings`
+/// mappings of equal size (and Python's own), idle.
+fn holding_4_gib(mappings: usize) -> Child {
+    let program = format!(
+        "import mmap, sys, time\n\
+         n = {mappings}\n\
+         size = (4 << 30) // n\n\
+         maps = []\n\
+         for _ in range(n):\n\
+         \x20   m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n\
+         \x20   m.write(b'x' * size)\n\
+         \x20   maps.append(m)\n\
+         print('ready', flush=True)\n\
+         time.sleep(600)\n"
+    );
+    let mut child = Command::new("python3")
+        .args(["-c", &program])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 starts");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+        .expect("the program says ready");
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+/// One edge's split of host memory by mapping: `/proc/PID/smaps` read and
+/// classified, for a process of 4 GiB in 64 mappings and in 2048.
+fn mappings_at_an_edge(c: &mut Criterion) {
+    let classifier = memrel::sampler::mappings::Classifier::new(&[]);
+    let mut group = c.benchmark_group("mappings_split_4_gib");
+    group.sample_size(20);
+    for count in [64, 2048] {
+        let mut child = holding_4_gib(count);
+        let pid = child.id();
+        let split = classifier.read(pid).expect("smaps reads");
+        assert!(split.rss_bytes(memrel::sampler::mappings::MappingKind::Heap) >= 4 << 30);
+        group.bench_function(format!("{count}_mappings"), |b| {
+            b.iter(|| black_box(classifier.read(pid).expect("smaps reads")))
+        });
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    one_sample,
+    sampler_cpu,
+    load_bert_base,
+    mappings_at_an_edge
+);
 criterion_main!(benches);
