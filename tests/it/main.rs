@@ -38,6 +38,7 @@ mod jax;
 mod launcher;
 mod light;
 mod machine;
+mod mappings;
 mod matrix;
 mod mlserver;
 mod model_arg;

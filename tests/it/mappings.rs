@@ -1,0 +1,134 @@
+//! Issue 49, item 4 (host side, from outside): a program plants exactly
+//! 64 MiB in each mechanism (`tests/fixtures/planted.py`: live chunks,
+//! freed-but-kept glibc chunks, a /dev/shm segment, a mapped weight file)
+//! and `sampler::mappings` reads each back from /proc/PID/smaps within 5 %
+//! or 8 MiB; `malloc_trim(0)` then gives back the freed chunks, and only
+//! them. The program's own glibc view (mallinfo2) says which heap bytes are
+//! live and which free.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use memrel::sampler::mappings::{Classifier, MappedBytes, MappingKind};
+
+const PLANTED_MIB: u64 = 64;
+const MIB: u64 = 1 << 20;
+
+struct Planted {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Planted {
+    fn start(dir: &std::path::Path) -> (Planted, serde_json::Value) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/planted.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(PLANTED_MIB.to_string())
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut planted = Planted {
+            child,
+            stdin,
+            stdout,
+        };
+        let ready = planted.answer("ready");
+        (planted, ready)
+    }
+
+    /// Sends `cmd` and waits for its answer, which starts with `word`.
+    fn tell(&mut self, cmd: &str, word: &str) -> serde_json::Value {
+        writeln!(self.stdin, "{cmd}").expect("the program reads");
+        self.answer(word)
+    }
+
+    fn answer(&mut self, word: &str) -> serde_json::Value {
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .expect("the program answers");
+        let json = line
+            .strip_prefix(word)
+            .unwrap_or_else(|| panic!("want {word:?}, got {line:?}"));
+        serde_json::from_str(json.trim()).expect("json")
+    }
+
+    fn split(&self) -> MappedBytes {
+        Classifier::new(&[])
+            .read(self.child.id())
+            .expect("smaps reads")
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "exit");
+        let _ = self.child.wait();
+    }
+}
+
+fn grew_mib(before: &MappedBytes, after: &MappedBytes, kind: MappingKind) -> f64 {
+    (after.rss_bytes(kind) as f64 - before.rss_bytes(kind) as f64) / MIB as f64
+}
+
+/// Within 5 % or 8 MiB, whichever is larger.
+fn assert_near(what: &str, got_mib: f64, want_mib: f64) {
+    let slack = (want_mib * 0.05).max(8.0);
+    assert!(
+        (got_mib - want_mib).abs() <= slack,
+        "{what}: read {got_mib:.1} MiB, planted {want_mib:.1} MiB (±{slack:.1})"
+    );
+}
+
+#[test]
+fn planted_memory_is_read_back_in_each_mapping_and_the_trim_frees_only_the_free_chunks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut program, ready) = Planted::start(dir.path());
+    let before = program.split();
+    let planted = program.tell("plant", "planted");
+    let after = program.split();
+    let n = PLANTED_MIB as f64;
+    // Live and freed chunks are both the heap's from outside: 2 N.
+    assert_near(
+        "heap",
+        grew_mib(&before, &after, MappingKind::Heap),
+        2.0 * n,
+    );
+    assert_near("shm", grew_mib(&before, &after, MappingKind::Shm), n);
+    assert_near(
+        "weights",
+        grew_mib(&before, &after, MappingKind::Weights),
+        n,
+    );
+    // Inside, glibc tells the halves apart: N live, N free but kept.
+    let inside = |v: &serde_json::Value, key: &str| v[key].as_u64().expect(key) as f64;
+    assert_near(
+        "live (mallinfo2 in use)",
+        (inside(&planted, "in_use_bytes") - inside(&ready, "in_use_bytes")) / MIB as f64,
+        n,
+    );
+    assert_near(
+        "free but kept (mallinfo2 free)",
+        (inside(&planted, "free_bytes") - inside(&ready, "free_bytes")) / MIB as f64,
+        n,
+    );
+    // The knob: malloc_trim(0) gives back the free chunks' pages (N), no more.
+    program.tell("trim", "trimmed");
+    let trimmed = program.split();
+    assert_near(
+        "given back by malloc_trim",
+        -grew_mib(&after, &trimmed, MappingKind::Heap),
+        n,
+    );
+    assert_near(
+        "shm after the trim",
+        grew_mib(&after, &trimmed, MappingKind::Shm),
+        0.0,
+    );
+}
