@@ -392,6 +392,67 @@ def _is_glibc():
         return False
 
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]
+
+
+_glibc_malloc = None  # mallinfo2, where glibc's malloc serves this process
+
+
+def _glibc_mallinfo2():
+    """glibc's mallinfo2 where glibc's own malloc serves the process (not a
+    preloaded jemalloc/tcmalloc/mimalloc, whose malloc symbol comes first);
+    else None."""
+    global _glibc_malloc
+    if _glibc_malloc is None:
+        _glibc_malloc = False
+        try:
+            libc = ctypes.CDLL("libc.so.6")
+            served = ctypes.cast(_libc().malloc, ctypes.c_void_p).value
+            own = ctypes.cast(libc.malloc, ctypes.c_void_p).value
+            if served == own and hasattr(libc, "mallinfo2"):
+                libc.mallinfo2.restype = _Mallinfo2
+                _glibc_malloc = libc.mallinfo2
+        except (OSError, AttributeError):
+            pass
+    return _glibc_malloc or None
+
+
+def _heap_view():
+    """The allocator's own view at an edge, as the candle worker sends it:
+    glibc's mallinfo2 (`allocator`) and bytes in use vs held (`heap`);
+    (None, None) where glibc's malloc does not serve the process or
+    MEMREL_HEAP_VIEW=0. One mallinfo2 call: it walks glibc's free lists."""
+    if os.environ.get("MEMREL_HEAP_VIEW") == "0":
+        return None, None
+    mallinfo2 = _glibc_mallinfo2()
+    if mallinfo2 is None:
+        return None, None
+    m = mallinfo2()
+    allocator = {
+        "arena_bytes": m.arena,
+        "mmapped_bytes": m.hblkhd,
+        "in_use_bytes": m.uordblks,
+        "free_bytes": m.fordblks,
+        "top_releasable_bytes": m.keepcost,
+    }
+    heap = {"in_use_bytes": m.uordblks + m.hblkhd, "held_bytes": m.arena + m.hblkhd}
+    return allocator, heap
+
+
+def _with_memory(data):
+    """Puts the process's own readings on an edge's message."""
+    mem = _memory()
+    if mem is not None:
+        data["memory"] = mem
+    allocator, heap = _heap_view()
+    if allocator is not None:
+        data["allocator"] = allocator
+        data["heap"] = heap
+
+
 def _mapped_libraries():
     try:
         with open("/proc/self/maps") as f:
@@ -1195,9 +1256,7 @@ def begin(name, model=None):
     data = {"phase": name, "edge": "begin", "mono_s": time.monotonic()}
     if model is not None:
         data["model"] = model
-    mem = _memory()
-    if mem is not None:
-        data["memory"] = mem
+    _with_memory(data)
     _channel.send("phase", data)
 
 
@@ -1219,9 +1278,7 @@ def end(name, model=None, note=None):
     if model is not None:
         data["model"] = model
     data["elapsed_s"] = round(now - started, 6)
-    mem = _memory()
-    if mem is not None:
-        data["memory"] = mem
+    _with_memory(data)
     if note is not None:
         data["note"] = str(note)
     _channel.send("phase", data)

@@ -4,6 +4,7 @@
 //! module and the example programs fits the signature the module defines
 //! (read from `python/memrel/__init__.py`, not copied here).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::common::*;
@@ -231,4 +232,94 @@ fn baseline_without_an_argument_is_a_baseline_phase_of_its_default_length() {
     let length_s = time_of("end") - time_of("begin");
     assert!(length_s >= 0.45, "baseline of {length_s} s");
     assert_eq!(runs(&dir)[0]["status"], "completed");
+}
+
+/// Allocates 128 MiB in 120 KiB chunks during the load and frees every
+/// other chunk during the unload: 64 MiB free but kept by glibc (the live
+/// chunks between them stop any coalescing or trim).
+const FRAGMENTS_ITS_HEAP: &str = r#"
+import ctypes, memrel
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+with memrel.phase("load", model="m"):
+    ptrs = [libc.malloc(120 << 10) for _ in range(1092)]
+    for p in ptrs:
+        libc.memset(p, 1, 120 << 10)
+with memrel.phase("unload", model="m"):
+    for p in ptrs[0::2]:
+        libc.free(p)
+"#;
+
+/// `memrel exec` of [`FRAGMENTS_ITS_HEAP`]; events.csv's rows by "phase edge".
+fn heap_edges(args: &[&str], env: &[(&str, &str)]) -> HashMap<String, HashMap<String, String>> {
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut command = memrel();
+    command.arg("exec").arg("--out").arg(out.path()).args(args);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command
+        .args(["--", "python3", "-c", FRAGMENTS_ITS_HEAP])
+        .output()
+        .expect("memrel starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    let dir = only_results_dir(out.path(), "exec");
+    csv_rows(&dir.join("events.csv"))
+        .into_iter()
+        .map(|row| (format!("{} {}", row["phase"], row["edge"]), row))
+        .collect()
+}
+
+/// Issue 49, item 2: the memrel module sends glibc's own view (mallinfo2)
+/// at every edge, as the candle worker does, so a program's retained heap
+/// splits into live and free-but-kept; not where another allocator serves
+/// malloc, nor with MEMREL_HEAP_VIEW=0.
+#[test]
+fn the_python_module_sends_glibcs_view_at_each_edge_where_glibc_serves_malloc() {
+    let edges = heap_edges(&[], &[]);
+    let mib = |edge: &str, column: &str| -> f64 {
+        let row = edges
+            .get(edge)
+            .unwrap_or_else(|| panic!("no {edge}: {edges:?}"));
+        let bytes: f64 = row[column]
+            .parse()
+            .unwrap_or_else(|_| panic!("{edge} {column}: {:?}", row[column]));
+        bytes / (1u64 << 20) as f64
+    };
+    let near = |what: &str, got: f64, want: f64| {
+        let slack = (want * 0.05).max(8.0);
+        assert!(
+            (got - want).abs() <= slack,
+            "{what}: {got:.1} MiB, want {want:.1} ± {slack:.1}"
+        );
+    };
+    near(
+        "in use after the load",
+        mib("load end", "glibc_in_use_bytes") - mib("load begin", "glibc_in_use_bytes"),
+        128.0,
+    );
+    near(
+        "free but kept after the unload",
+        mib("unload end", "glibc_free_bytes") - mib("load begin", "glibc_free_bytes"),
+        64.0,
+    );
+    near(
+        "held (heap_held_bytes) after the unload",
+        mib("unload end", "heap_held_bytes") - mib("load begin", "heap_held_bytes"),
+        128.0,
+    );
+    let off = heap_edges(&[], &[("MEMREL_HEAP_VIEW", "0")]);
+    assert!(
+        off.values().all(|r| r["glibc_free_bytes"].is_empty()),
+        "{off:?}"
+    );
+    crate::run::allocators::needs_allocators();
+    let jemalloc = heap_edges(&["--strategy", "jemalloc"], &[]);
+    assert!(
+        jemalloc.values().all(|r| r["glibc_free_bytes"].is_empty()),
+        "glibc's view where jemalloc serves malloc: {jemalloc:?}"
+    );
 }
