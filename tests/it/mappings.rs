@@ -1,6 +1,6 @@
 //! Issue 49, item 4 (host side, from outside): a program plants exactly
 //! 64 MiB in each mechanism (`tests/fixtures/planted.py`: live chunks,
-//! freed-but-kept glibc chunks, a /dev/shm segment, a mapped weight file)
+//! freed-but-kept glibc chunks, a memfd segment, a mapped weight file)
 //! and `sampler::mappings` reads each back from /proc/PID/smaps within 5 %
 //! or 8 MiB; `malloc_trim(0)` then gives back the freed chunks, and only
 //! them. The program's own glibc view (mallinfo2) says which heap bytes are
