@@ -223,60 +223,10 @@ pub fn measure(
     interval_s: f64,
     spike_ms: u64,
 ) -> (Vec<Case>, Option<Peak>, Option<Spike>) {
-    let mut cases = Vec::new();
-    for &mib in sizes_mib {
-        let id = model_id(kind, mib);
-        let expected = mib * 1024 * 1024;
-        let (Some(begin), Some(end), Some(unload)) = (
-            edge(run, Phase::Load, Edge::Begin, &id),
-            edge(run, Phase::Load, Edge::End, &id),
-            edge(run, Phase::Unload, Edge::Begin, &id),
-        ) else {
-            continue;
-        };
-        let (Some(at_begin), Some(at_end)) = (kind.at_edge(begin), kind.at_edge(end)) else {
-            continue;
-        };
-        let edge_bytes = at_end as i64 - at_begin as i64;
-        let before = middle_reading(window(run, begin.t_s - 0.1, begin.t_s), kind);
-        let held = middle_reading(window(run, end.t_s + interval_s, unload.t_s), kind);
-        let sampled_bytes = match (before, held) {
-            (Some(b), Some(h)) => h as i64 - b as i64,
-            _ => 0,
-        };
-        let error = (edge_bytes - expected as i64)
-            .abs()
-            .max((sampled_bytes - expected as i64).abs()) as f64;
-        let error_fraction = error / expected as f64;
-        // Memory has changed once it holds all the bytes (up to the
-        // worker's own pages): the load's end marker should be there.
-        let target = before.map(|b| b as f64 + expected as f64 - PAGE_SLACK_BYTES);
-        let after_begin: Vec<&Sample> = run.samples.iter().filter(|s| s.t_s >= begin.t_s).collect();
-        let full_at = target.and_then(|target| {
-            after_begin
-                .iter()
-                .position(|s| kind.part(s).is_some_and(|p| p as f64 >= target))
-        });
-        let alignment_s = full_at.map(|i| after_begin[i].t_s - end.t_s);
-        // On a loaded machine the sampler can fall behind (it skips the ticks
-        // it missed): a marker between the last sample without the bytes and
-        // the first with them is where the memory changed, however far apart.
-        let bracketed = full_at.filter(|&i| i > 0).is_some_and(|i| {
-            let (last_short, first_full) = (after_begin[i - 1].t_s, after_begin[i].t_s);
-            end.t_s >= last_short - ALIGNMENT_SLACK_S && end.t_s <= first_full + ALIGNMENT_SLACK_S
-        });
-        let aligned =
-            bracketed || alignment_s.is_some_and(|a| a.abs() <= interval_s + ALIGNMENT_SLACK_S);
-        cases.push(Case {
-            kind,
-            expected_bytes: expected,
-            edge_bytes,
-            sampled_bytes,
-            error_fraction,
-            alignment_s,
-            ok: error <= SIZE_TOLERANCE * expected as f64 + PAGE_SLACK_BYTES && aligned,
-        });
-    }
+    let cases = sizes_mib
+        .iter()
+        .filter_map(|&mib| measure_case(run, kind, mib, interval_s))
+        .collect();
     let peak = run.meta.vm_hwm_bytes.and_then(|hwm| {
         let sampled = run.samples.iter().map(|s| s.host_bytes()).max()?;
         let error_fraction = (sampled as f64 - hwm as f64).abs() / hwm as f64;
@@ -288,34 +238,83 @@ pub fn measure(
             ok: error_fraction <= SIZE_TOLERANCE,
         })
     });
-    let spike = match (
-        edge(run, Phase::Load, Edge::Begin, SPIKE_ID),
-        edge(run, Phase::Unload, Edge::End, SPIKE_ID),
-        run.meta
-            .vm_hwm_bytes
-            .and(edge(run, Phase::Load, Edge::End, SPIKE_ID)),
-    ) {
-        (Some(begin), Some(end), Some(loaded)) => {
-            let bytes = loaded
-                .edge
-                .memory
-                .anon_bytes
-                .saturating_sub(begin.edge.memory.anon_bytes);
-            let before = begin.edge.memory.rss_bytes as i64;
-            let seen = window(run, begin.t_s, end.t_s)
-                .map(|s| s.host_bytes() as i64 - before)
-                .max()
-                .unwrap_or(0);
-            Some(Spike {
-                bytes,
-                held_ms: spike_ms,
-                seen_bytes: seen,
-                caught: seen as f64 >= 0.9 * bytes as f64,
-            })
-        }
-        _ => None,
+    (cases, peak, measure_spike(run, spike_ms))
+}
+
+/// The case of one size (`mib`) of `kind`; `None` where the run lacks its
+/// load or unload edges, or its edges a reading of `kind`.
+fn measure_case(run: &RunRecord, kind: Kind, mib: u64, interval_s: f64) -> Option<Case> {
+    let id = model_id(kind, mib);
+    let expected = mib * 1024 * 1024;
+    let begin = edge(run, Phase::Load, Edge::Begin, &id)?;
+    let end = edge(run, Phase::Load, Edge::End, &id)?;
+    let unload = edge(run, Phase::Unload, Edge::Begin, &id)?;
+    let edge_bytes = kind.at_edge(end)? as i64 - kind.at_edge(begin)? as i64;
+    let before = middle_reading(window(run, begin.t_s - 0.1, begin.t_s), kind);
+    let held = middle_reading(window(run, end.t_s + interval_s, unload.t_s), kind);
+    let sampled_bytes = match (before, held) {
+        (Some(b), Some(h)) => h as i64 - b as i64,
+        _ => 0,
     };
-    (cases, peak, spike)
+    let error = (edge_bytes - expected as i64)
+        .abs()
+        .max((sampled_bytes - expected as i64).abs()) as f64;
+    let error_fraction = error / expected as f64;
+    // Memory has changed once it holds all the bytes (up to the
+    // worker's own pages): the load's end marker should be there.
+    let target = before.map(|b| b as f64 + expected as f64 - PAGE_SLACK_BYTES);
+    let after_begin: Vec<&Sample> = run.samples.iter().filter(|s| s.t_s >= begin.t_s).collect();
+    let full_at = target.and_then(|target| {
+        after_begin
+            .iter()
+            .position(|s| kind.part(s).is_some_and(|p| p as f64 >= target))
+    });
+    let alignment_s = full_at.map(|i| after_begin[i].t_s - end.t_s);
+    // On a loaded machine the sampler can fall behind (it skips the ticks
+    // it missed): a marker between the last sample without the bytes and
+    // the first with them is where the memory changed, however far apart.
+    let bracketed = full_at.filter(|&i| i > 0).is_some_and(|i| {
+        let (last_short, first_full) = (after_begin[i - 1].t_s, after_begin[i].t_s);
+        end.t_s >= last_short - ALIGNMENT_SLACK_S && end.t_s <= first_full + ALIGNMENT_SLACK_S
+    });
+    let aligned =
+        bracketed || alignment_s.is_some_and(|a| a.abs() <= interval_s + ALIGNMENT_SLACK_S);
+    Some(Case {
+        kind,
+        expected_bytes: expected,
+        edge_bytes,
+        sampled_bytes,
+        error_fraction,
+        alignment_s,
+        ok: error <= SIZE_TOLERANCE * expected as f64 + PAGE_SLACK_BYTES && aligned,
+    })
+}
+
+/// The spike held for `spike_ms`, if the run has its edges and a VmHWM:
+/// what it allocated (at its edges) against the highest sample while held.
+fn measure_spike(run: &RunRecord, spike_ms: u64) -> Option<Spike> {
+    let begin = edge(run, Phase::Load, Edge::Begin, SPIKE_ID)?;
+    let end = edge(run, Phase::Unload, Edge::End, SPIKE_ID)?;
+    let loaded = run
+        .meta
+        .vm_hwm_bytes
+        .and(edge(run, Phase::Load, Edge::End, SPIKE_ID))?;
+    let bytes = loaded
+        .edge
+        .memory
+        .anon_bytes
+        .saturating_sub(begin.edge.memory.anon_bytes);
+    let before = begin.edge.memory.rss_bytes as i64;
+    let seen = window(run, begin.t_s, end.t_s)
+        .map(|s| s.host_bytes() as i64 - before)
+        .max()
+        .unwrap_or(0);
+    Some(Spike {
+        bytes,
+        held_ms: spike_ms,
+        seen_bytes: seen,
+        caught: seen as f64 >= 0.9 * bytes as f64,
+    })
 }
 
 fn edge<'a>(run: &'a RunRecord, phase: Phase, e: Edge, model: &str) -> Option<&'a Event> {

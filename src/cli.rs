@@ -27,54 +27,34 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scenario: one fresh worker process per strategy and repetition.
-    #[command(
-        after_help = "Examples:\n  memrel run\n  memrel run --model ./my-checkpoint\n  memrel run --model Qwen/Qwen2.5-0.5B --strategy drop,malloc-trim\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel run --scenario ./my-scenario.toml --repeat 3 --out /tmp/results\n  memrel run --scenario cpu-all --interval-ms 1"
-    )]
+    #[command(after_help = RUN_HELP_END)]
     Run(RunArgs),
     /// Compare strategies side by side: run a scenario's matrix, or compare saved results directories.
-    #[command(
-        after_help = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategy drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png, retained.png and release.png: into the\nrun's own results directory with --scenario, into <OUT>/compare/<timestamp> for saved directories."
-    )]
+    #[command(after_help = COMPARE_HELP_END)]
     Compare(CompareArgs),
     /// Advise from saved results: the cheapest strategy that gives each retaining resource back in every run, its price and its setting.
-    #[command(
-        after_help = "Examples:\n  memrel compare --scenario cpu-trim --repeat 3\n  memrel advise results/cpu-trim/20261122-040426\n  memrel advise results/a/<stamp> results/b/<stamp>\n\nA strategy needs 3 completed runs to be judged; failed runs never count.\n\nExit codes: 0 advice given, 2 error (no directory, not a results directory)."
-    )]
+    #[command(after_help = ADVISE_HELP_END)]
     Advise(AdviseArgs),
     /// Measure any program (a PyTorch server, a script): one fresh process per strategy and repetition.
-    #[command(
-        after_help = "Examples:\n  memrel exec -- python3 serve.py --port 8000\n  memrel exec --strategy drop --strategy malloc-trim --repeat 3 -- python3 load_and_unload.py\n  memrel exec --device cuda --strategy empty-cache --python .venv/bin/python -- python3 infer.py\n  memrel exec --tree --interval-ms 50 -- python3 train.py\n\nThe program marks its phases with the memrel Python module memrel puts on its PYTHONPATH\n(import memrel; with memrel.phase(\"load\", model=\"bert\"): ...; memrel.release()), or by\nwriting the protocol's JSON lines on the descriptor in MEMREL_EVENT_FD\n(docs/guide.md, \"Phase markers\"). Without markers it still gets a full timeline and the metrics\nthat need no phases.\n\nThe program reads memrel's stdin (`echo hi | memrel exec -- cat`); its stdout and stderr are shown\nas they come (--quiet hides them) and their tails kept in runs.json."
-    )]
+    #[command(after_help = EXEC_HELP_END)]
     Exec(ExecArgs),
     /// Measure a running process memrel did not start (and its descendants) until it exits, Ctrl-C or --duration.
-    #[command(
-        after_help = "Examples:\n  memrel attach 12345\n  memrel attach --dir /tmp/serve-mem --duration 600 12345      # then, in another shell:\n  memrel mark /tmp/serve-mem load; memrel mark /tmp/serve-mem unload; memrel mark /tmp/serve-mem end\n  memrel attach --log serve.log --mark-on 'Loading model=load' --mark-on 'Model unloaded=unload' 12345\n\nA mark begins its phase and ends the one marked before (`end` ends it). SIGINT or SIGTERM ends the\nmeasurement, writes the results and exits 0. `memrel report`, `compare` and `check` read the results\ndirectory like a run's (docs/attach.md)."
-    )]
+    #[command(after_help = ATTACH_HELP_END)]
     Attach(AttachArgs),
     /// Drive a model server over its own HTTP API (sleep/wake, load/unload) and measure every request's memory.
-    #[command(
-        after_help = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --server v2 --model iris --url http://127.0.0.1:8080 -- mlserver start models/\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n  memrel drive --server vllm --repeat 3 --save-baseline main -- vllm serve MODEL --enable-sleep-mode\n  memrel drive --server vllm --budget max_retained_mib=512 --dir out -- vllm serve MODEL --enable-sleep-mode\n  memrel check --baseline main out      # exit 1: more retained than the baseline, or over a budget\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md). --repeat N makes N runs in one results directory (each\nrepeat-K/ holds its requests.csv); budgets (--budget, a cycle file's [thresholds]) are kept for\n`memrel check`.\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept), 130/143\nstopped by Ctrl-C/SIGTERM (the run recorded as stopped early)."
-    )]
+    #[command(after_help = DRIVE_HELP_END)]
     Drive(DriveArgs),
     /// Mark a phase of a live `memrel attach` from another shell: `memrel mark DIR load`.
-    #[command(
-        after_help = "Examples:\n  memrel mark /tmp/serve-mem load --model bert\n  memrel mark /tmp/serve-mem unload --model bert\n  memrel mark /tmp/serve-mem end      # ends the phase marked last\n\nExit codes: 0 marked, 2 error (no live measurement in DIR, unknown phase)."
-    )]
+    #[command(after_help = MARK_HELP_END)]
     Mark(MarkArgs),
     /// Re-render every output of a saved run (CSV, JSON, charts, comparison) from its data on disk.
-    #[command(
-        after_help = "Examples:\n  memrel report results/cpu-trim/20261122-040426\n  memrel report results/cpu-trim/20261122-040426 --out /tmp/again --export-trace trace.json"
-    )]
+    #[command(after_help = REPORT_HELP_END)]
     Report(ReportArgs),
     /// The regression gate: compare results with a named baseline; exit 1 on a regression.
-    #[command(
-        after_help = "Examples:\n  memrel run --scenario ci-smoke --repeat 3 --save-baseline main   # 3 runs a strategy\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios as saved\n  memrel run --scenario ci-smoke --repeat 3            # or judge runs you made (3 a strategy):\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --complete-runs-only results/ci-smoke/20261122-040426\n\nA baseline needs 3 runs of every strategy (fewer cannot show a regression, so --save-baseline\nrefuses it) unless the scenario budgets every metric the gate judges.\n\nExit codes: 0 no regression, 1 regression or budget exceeded, 2 error (broken evidence:\na run failed, timed out, was killed or is incomplete; a budget nothing could be checked against;\na check that judged nothing, with --lenient too)."
-    )]
+    #[command(after_help = CHECK_HELP_END)]
     Check(CheckArgs),
     /// Check memrel's numbers against exact allocations (the fake worker): size, peak vs VmHWM, marker timing, a short spike.
-    #[command(
-        after_help = "Examples:\n  memrel calibrate\n  memrel calibrate --interval-ms 1 --sizes-mib 1,16,256,1024\n  memrel calibrate --device cuda\n\nExit codes: 0 every target met, 1 a target missed, 2 error."
-    )]
+    #[command(after_help = CALIBRATE_HELP_END)]
     Calibrate(CalibrateArgs),
     /// List built-in scenarios, strategies and model presets.
     #[command(after_help = "Examples:\n  memrel list\n  memrel list --long")]
@@ -89,6 +69,29 @@ pub enum Command {
     #[command(hide = true)]
     Worker(WorkerArgs),
 }
+
+// What each command's --help ends with (examples, exit codes), after its
+// options: kept here, so that each variant above reads as one line.
+
+const RUN_HELP_END: &str = "Examples:\n  memrel run\n  memrel run --model ./my-checkpoint\n  memrel run --model Qwen/Qwen2.5-0.5B --strategy drop,malloc-trim\n  memrel run --scenario cpu-load-only --strategy drop --strategy malloc-trim --cycles 5\n  memrel run --scenario ./my-scenario.toml --repeat 3 --out /tmp/results\n  memrel run --scenario cpu-all --interval-ms 1";
+
+const COMPARE_HELP_END: &str = "Examples:\n  memrel compare --scenario article-cpu --repeat 3\n  memrel compare --scenario cpu-trim --strategy drop,malloc-trim --cycles 5 --export-trace trace.json\n  memrel compare --scenario ci-gate --save-baseline main\n  memrel compare results/cpu-trim/20261122-040426 results/cpu-trim/20261123-101500\n\nWrites compare.csv, compare.json, compare.md, compare.png, retained.png and release.png: into the\nrun's own results directory with --scenario, into <OUT>/compare/<timestamp> for saved directories.";
+
+const ADVISE_HELP_END: &str = "Examples:\n  memrel compare --scenario cpu-trim --repeat 3\n  memrel advise results/cpu-trim/20261122-040426\n  memrel advise results/a/<stamp> results/b/<stamp>\n\nA strategy needs 3 completed runs to be judged; failed runs never count.\n\nExit codes: 0 advice given, 2 error (no directory, not a results directory).";
+
+const EXEC_HELP_END: &str = "Examples:\n  memrel exec -- python3 serve.py --port 8000\n  memrel exec --strategy drop --strategy malloc-trim --repeat 3 -- python3 load_and_unload.py\n  memrel exec --device cuda --strategy empty-cache --python .venv/bin/python -- python3 infer.py\n  memrel exec --tree --interval-ms 50 -- python3 train.py\n\nThe program marks its phases with the memrel Python module memrel puts on its PYTHONPATH\n(import memrel; with memrel.phase(\"load\", model=\"bert\"): ...; memrel.release()), or by\nwriting the protocol's JSON lines on the descriptor in MEMREL_EVENT_FD\n(docs/guide.md, \"Phase markers\"). Without markers it still gets a full timeline and the metrics\nthat need no phases.\n\nThe program reads memrel's stdin (`echo hi | memrel exec -- cat`); its stdout and stderr are shown\nas they come (--quiet hides them) and their tails kept in runs.json.";
+
+const ATTACH_HELP_END: &str = "Examples:\n  memrel attach 12345\n  memrel attach --dir /tmp/serve-mem --duration 600 12345      # then, in another shell:\n  memrel mark /tmp/serve-mem load; memrel mark /tmp/serve-mem unload; memrel mark /tmp/serve-mem end\n  memrel attach --log serve.log --mark-on 'Loading model=load' --mark-on 'Model unloaded=unload' 12345\n\nA mark begins its phase and ends the one marked before (`end` ends it). SIGINT or SIGTERM ends the\nmeasurement, writes the results and exits 0. `memrel report`, `compare` and `check` read the results\ndirectory like a run's (docs/attach.md).";
+
+const DRIVE_HELP_END: &str = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --server v2 --model iris --url http://127.0.0.1:8080 -- mlserver start models/\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n  memrel drive --server vllm --repeat 3 --save-baseline main -- vllm serve MODEL --enable-sleep-mode\n  memrel drive --server vllm --budget max_retained_mib=512 --dir out -- vllm serve MODEL --enable-sleep-mode\n  memrel check --baseline main out      # exit 1: more retained than the baseline, or over a budget\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md). --repeat N makes N runs in one results directory (each\nrepeat-K/ holds its requests.csv); budgets (--budget, a cycle file's [thresholds]) are kept for\n`memrel check`.\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept), 130/143\nstopped by Ctrl-C/SIGTERM (the run recorded as stopped early).";
+
+const MARK_HELP_END: &str = "Examples:\n  memrel mark /tmp/serve-mem load --model bert\n  memrel mark /tmp/serve-mem unload --model bert\n  memrel mark /tmp/serve-mem end      # ends the phase marked last\n\nExit codes: 0 marked, 2 error (no live measurement in DIR, unknown phase).";
+
+const REPORT_HELP_END: &str = "Examples:\n  memrel report results/cpu-trim/20261122-040426\n  memrel report results/cpu-trim/20261122-040426 --out /tmp/again --export-trace trace.json";
+
+const CHECK_HELP_END: &str = "Examples:\n  memrel run --scenario ci-smoke --repeat 3 --save-baseline main   # 3 runs a strategy\n  memrel check --baseline main --verdict-dir verdict   # re-runs the baseline's scenarios as saved\n  memrel run --scenario ci-smoke --repeat 3            # or judge runs you made (3 a strategy):\n  memrel check --baseline main results/ci-smoke/20261122-040426\n  memrel check --baseline main --complete-runs-only results/ci-smoke/20261122-040426\n\nA baseline needs 3 runs of every strategy (fewer cannot show a regression, so --save-baseline\nrefuses it) unless the scenario budgets every metric the gate judges.\n\nExit codes: 0 no regression, 1 regression or budget exceeded, 2 error (broken evidence:\na run failed, timed out, was killed or is incomplete; a budget nothing could be checked against;\na check that judged nothing, with --lenient too).";
+
+const CALIBRATE_HELP_END: &str = "Examples:\n  memrel calibrate\n  memrel calibrate --interval-ms 1 --sizes-mib 1,16,256,1024\n  memrel calibrate --device cuda\n\nExit codes: 0 every target met, 1 a target missed, 2 error.";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -343,7 +346,8 @@ pub struct CalibrateArgs {
         long,
         value_name = "A,B,C",
         value_delimiter = ',',
-        default_value = "1,16,256,1024"
+        default_value = "1,16,256,1024",
+        value_parser = size_mib
     )]
     pub sizes_mib: Vec<u64>,
     /// The short spike: MiB mapped, touched, held --spike-ms and unmapped.
@@ -545,6 +549,14 @@ fn ms_in(text: &str, max: f64) -> Result<f64, String> {
         ));
     }
     Ok(ms)
+}
+
+/// `calibrate --sizes-mib`: each size from 1 to 16384 MiB.
+fn size_mib(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(mib @ 1..=16_384) => Ok(mib),
+        _ => Err("--sizes-mib takes sizes from 1 to 16384 MiB, e.g. 1,16,256,1024".to_string()),
+    }
 }
 
 /// A count of at least 1 (`--cycles`, `--repeat`); 0 is refused with `zero`.

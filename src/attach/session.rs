@@ -132,18 +132,7 @@ pub fn measure(mut job: Job) -> Result<Measured> {
     let clock_zero = Instant::now();
     let zero_mono_s = monotonic_s();
     let writer = live.samples.writer().with_context(cannot_write)?;
-    // The whole cgroup the process runs in, read only: sampled, at every
-    // edge, and its counters at the start and the end (runs.json).
-    let cgroup = crate::cgroup::locate(pid);
-    let cgroup_at_start = cgroup
-        .as_ref()
-        .ok()
-        .and_then(|at| crate::cgroup::read(at).ok());
-    // Anything in it besides memrel and the attached tree makes its lane context.
-    let other_processes = cgroup
-        .as_ref()
-        .ok()
-        .and_then(|at| crate::cgroup::others::count(&at.dir, &[std::process::id(), pid]));
+    let cgroup = CgroupAtStart::read(pid);
     // The one session (as a run's): every probe opened once, the model
     // files' page cache where the user named them (a program's files are
     // not memrel's to guess), every resource at each mark (the tree's sum
@@ -155,7 +144,7 @@ pub fn measure(mut job: Job) -> Result<Measured> {
         host_at_edges: true,
         vram,
         vram_at_edges: device.is_cuda(),
-        cgroup: cgroup.as_ref().ok(),
+        cgroup: cgroup.located.as_ref().ok(),
         model_files: &job.setup.model_files,
         per_process: job.driver.is_some(),
     };
@@ -180,37 +169,14 @@ pub fn measure(mut job: Job) -> Result<Measured> {
     let now_s = || clock_zero.elapsed().as_secs_f64();
     // Woken as a mark or a log line is written: its edge is read at once.
     let watch = watch_writes(&dir, job.log.as_ref());
-    let ended = loop {
-        marker.take_marks(marks.take(), zero_mono_s, now_s());
-        marks.acknowledge();
-        if let Some(log) = job.log.as_mut() {
-            marker.take_log(log, &job.rules, &mut meta, now_s());
-        }
-        if let Some(hwm) = target.vm_hwm_bytes() {
-            meta.vm_hwm_bytes = Some(hwm);
-        }
-        if let Some(driver) = job.driver.as_deref_mut() {
-            match driver.step(&mut marker) {
-                Step::More => {}
-                Step::Done => break Ended::Driven,
-                Step::Failed(why) => break Ended::DriveFailed(why),
-            }
-            if let Some(sig) = signals::received() {
-                break Ended::Signal(sig);
-            }
-            continue;
-        }
-        if !target.alive() {
-            break Ended::Exited;
-        }
-        if let Some(sig) = signals::received() {
-            break Ended::Signal(sig);
-        }
-        if job.duration.is_some_and(|d| clock_zero.elapsed() >= d) {
-            break Ended::Duration;
-        }
-        marker.woke = watch.wait(TICK);
-    };
+    let ended = run_until_end(
+        &mut job,
+        &mut marker,
+        &mut marks,
+        &mut meta,
+        &watch,
+        zero_mono_s,
+    );
     let end_s = now_s();
     let stopped = session.stop();
     // Marks that came in as it ended are kept: after this, `mark` refuses.
@@ -226,21 +192,8 @@ pub fn measure(mut job: Job) -> Result<Measured> {
     }
     let cycles = marker.collected.max_cycle().max(1);
     drop(marker);
-    if let Some(why) = stopped.page_cache_note() {
-        meta.page_cache_note.get_or_insert(why);
-    }
-    meta.checks
-        .extend(stopped.vram.map(|v| v.checks()).unwrap_or_default());
-    if let Some(driver) = job.driver.as_deref_mut() {
-        meta.checks.extend(driver.checks());
-    }
-    meta.duration_s = end_s;
-    meta.cgroup = Some(cgroup_run(&cgroup, cgroup_at_start, other_processes));
-    meta.status = RunStatus::Completed;
-    if let Some(e) = stopped.sample_error {
-        meta.status = RunStatus::Failed;
-        meta.error = Some(e);
-    }
+    let driver_checks = job.driver.as_deref_mut().map(|d| d.checks());
+    finish_meta(&mut meta, stopped, driver_checks, end_s, &cgroup);
     let why = ended_why(ended, pid, end_s, job.driver.is_some(), &mut meta);
     record.header.cycles = cycles;
     record.header.scenario_toml = job.setup.scenario(cycles)?.toml_text;
@@ -248,6 +201,122 @@ pub fn measure(mut job: Job) -> Result<Measured> {
         attached.ended = why.clone();
     }
     eprintln!("memrel: measured pid {pid} for {end_s:.1} s; ended: {why}");
+    write_results(dir, record, meta, live)
+}
+
+/// The whole cgroup the process runs in, read only: sampled, at every
+/// edge, and its counters at the start and the end (runs.json).
+struct CgroupAtStart {
+    located: Result<crate::cgroup::Located, String>,
+    counters: Option<crate::cgroup::Counters>,
+    /// Anything in it besides memrel and the attached tree makes its lane context.
+    other_processes: Option<u32>,
+}
+
+impl CgroupAtStart {
+    fn read(pid: u32) -> CgroupAtStart {
+        let located = crate::cgroup::locate(pid);
+        let counters = located
+            .as_ref()
+            .ok()
+            .and_then(|at| crate::cgroup::read(at).ok());
+        let other_processes = located
+            .as_ref()
+            .ok()
+            .and_then(|at| crate::cgroup::others::count(&at.dir, &[std::process::id(), pid]));
+        CgroupAtStart {
+            located,
+            counters,
+            other_processes,
+        }
+    }
+}
+
+/// The loop: marks and log lines taken as they are written, the driver
+/// stepped, until the process exits, `--duration` passes, a signal comes
+/// or the driver is done.
+fn run_until_end(
+    job: &mut Job,
+    marker: &mut Marker,
+    marks: &mut LiveDir,
+    meta: &mut RunMeta,
+    watch: &super::watch::Watch,
+    zero_mono_s: f64,
+) -> Ended {
+    let target = job.setup.target;
+    let clock_zero = marker.clock_zero;
+    let now_s = || clock_zero.elapsed().as_secs_f64();
+    loop {
+        marker.take_marks(marks.take(), zero_mono_s, now_s());
+        marks.acknowledge();
+        if let Some(log) = job.log.as_mut() {
+            marker.take_log(log, &job.rules, meta, now_s());
+        }
+        if let Some(hwm) = target.vm_hwm_bytes() {
+            meta.vm_hwm_bytes = Some(hwm);
+        }
+        if let Some(driver) = job.driver.as_deref_mut() {
+            match driver.step(marker) {
+                Step::More => {}
+                Step::Done => return Ended::Driven,
+                Step::Failed(why) => return Ended::DriveFailed(why),
+            }
+            if let Some(sig) = signals::received() {
+                return Ended::Signal(sig);
+            }
+            continue;
+        }
+        if !target.alive() {
+            return Ended::Exited;
+        }
+        if let Some(sig) = signals::received() {
+            return Ended::Signal(sig);
+        }
+        if job.duration.is_some_and(|d| clock_zero.elapsed() >= d) {
+            return Ended::Duration;
+        }
+        marker.woke = watch.wait(TICK);
+    }
+}
+
+/// What the run's meta says once the session stopped: the page-cache
+/// note, the checks (the VRAM probe's, the driver's), the duration, the
+/// cgroup, and whether the sampler failed.
+fn finish_meta(
+    meta: &mut RunMeta,
+    stopped: crate::session::Stopped,
+    driver_checks: Option<Vec<Check>>,
+    end_s: f64,
+    cgroup: &CgroupAtStart,
+) {
+    if let Some(why) = stopped.page_cache_note() {
+        meta.page_cache_note.get_or_insert(why);
+    }
+    meta.checks
+        .extend(stopped.vram.map(|v| v.checks()).unwrap_or_default());
+    meta.checks.extend(driver_checks.unwrap_or_default());
+    meta.duration_s = end_s;
+    meta.cgroup = Some(cgroup_run(
+        &cgroup.located,
+        cgroup.counters,
+        cgroup.other_processes,
+    ));
+    meta.status = RunStatus::Completed;
+    if let Some(e) = stopped.sample_error {
+        meta.status = RunStatus::Failed;
+        meta.error = Some(e);
+    }
+}
+
+/// Writes the run: its live files finished, events and runs.json, then
+/// the derived outputs; returns them as measured.
+fn write_results(
+    dir: PathBuf,
+    mut record: Record,
+    meta: RunMeta,
+    live: LiveRun,
+) -> Result<Measured> {
+    let cannot_write = || format!("cannot write results into {}", dir.display());
     let mut run = RunRecord {
         meta,
         samples: Vec::new(),

@@ -147,9 +147,15 @@ mod tests {
     /// A results directory whose runs.json names `scenario` (as a damaged or
     /// hand-edited record could).
     fn results_dir_naming(scenario: &str) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
         let mut record = three_runs_a_strategy();
         record.header.scenario = scenario.to_string();
+        results_dir(&record)
+    }
+
+    /// A results directory of `record` (a summary.json that is no summary:
+    /// a baseline's save reads the record).
+    fn results_dir(record: &Record) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
         record.save(dir.path()).unwrap();
         std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
         dir
@@ -171,10 +177,19 @@ mod tests {
         crate::metrics::measured::Measured::new(dir.to_path_buf(), Record::load(dir).unwrap())
     }
 
+    /// Why saving `record` (written into a results directory of its own)
+    /// as baseline `ci` under `root` fails.
+    fn save_error(record: &Record, root: &Path) -> String {
+        let dir = results_dir(record);
+        format!(
+            "{:#}",
+            save(&measured(dir.path()), root, "ci", false).unwrap_err()
+        )
+    }
+
     #[test]
     fn fewer_than_three_runs_of_a_strategy_is_no_baseline() {
         let root = tempfile::tempdir().unwrap();
-        let dir = tempfile::tempdir().unwrap();
         let mut record = fixture::record();
         record.header.command = [
             "memrel",
@@ -186,12 +201,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        record.save(dir.path()).unwrap();
-        std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
-        let err = format!(
-            "{:#}",
-            save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
-        );
+        let err = save_error(&record, root.path());
         assert!(
             err.contains("a baseline needs 3 runs of every strategy to show a regression"),
             "{err}"
@@ -251,41 +261,23 @@ mod tests {
             RunStatus::OomKilled,
             RunStatus::AllocFailed,
         ] {
-            let dir = tempfile::tempdir().unwrap();
             let mut record = fixture::record();
             record.runs[0].meta.status = status;
-            record.save(dir.path()).unwrap();
-            std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
-            let err = format!(
-                "{:#}",
-                save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
-            );
+            let err = save_error(&record, root.path());
             assert!(err.contains("cannot save baseline ci: run 1 ("), "{err}");
             assert!(err.contains("every run completed"), "{err}");
         }
         // A run that completed but measured 2 of its 3 cycles is cut short.
-        let dir = tempfile::tempdir().unwrap();
         let mut record = fixture::record();
         record.runs[1] = fixture::run(2, "malloc-trim", 1, &[1, 1]);
-        record.save(dir.path()).unwrap();
-        std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
-        let err = format!(
-            "{:#}",
-            save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
-        );
+        let err = save_error(&record, root.path());
         assert!(
             err.contains("run 2 (malloc-trim) incomplete: measured 2 of 3 cycles"),
             "{err}"
         );
-        let dir = tempfile::tempdir().unwrap();
         let mut record = fixture::record();
         record.runs.clear();
-        record.save(dir.path()).unwrap();
-        std::fs::write(dir.path().join(SUMMARY_FILE), "{}").unwrap();
-        let err = format!(
-            "{:#}",
-            save(&measured(dir.path()), root.path(), "ci", false).unwrap_err()
-        );
+        let err = save_error(&record, root.path());
         assert!(err.contains("holds no runs"), "{err}");
 
         // The earlier baseline is intact and no temp directory is left.

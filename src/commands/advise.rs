@@ -15,15 +15,28 @@ use crate::cli::AdviseArgs;
 use crate::export;
 use crate::metrics::advice::advise;
 use crate::metrics::Summary;
-use crate::results::load;
+use crate::results::{load, Loaded};
 
+/// `memrel advise` as the arguments ask: loads the directories, prints the
+/// advice to `out`.
 pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    if args.dirs.is_empty() {
+    let loaded = load_each_once(&args.dirs)?;
+    let summaries: Vec<&Summary> = loaded.iter().map(|l| &l.summary).collect();
+    let mut advice = advise(&summaries);
+    let headers: Vec<&crate::record::Header> = loaded.iter().map(|l| &l.record.header).collect();
+    super::output::on_the_servers_command_line(&mut advice, &headers);
+    write!(out, "{}", export::advice::text(&advice))?;
+    Ok(ExitStatus::Success)
+}
+
+/// Each results directory of `dirs` loaded, once however it is spelled.
+fn load_each_once(dirs: &[PathBuf]) -> Result<Vec<Loaded>> {
+    if dirs.is_empty() {
         bail!("name at least one results directory (what `memrel run` or `memrel compare --scenario` wrote)");
     }
     let mut loaded = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
-    for dir in &args.dirs {
+    for dir in dirs {
         if !dir.exists() {
             bail!(
                 "results directory {} does not exist: name a directory `memrel run` or `memrel compare --scenario` wrote",
@@ -45,10 +58,5 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         seen.push(canonical);
         loaded.push(load(dir)?);
     }
-    let summaries: Vec<&Summary> = loaded.iter().map(|l| &l.summary).collect();
-    let mut advice = advise(&summaries);
-    let headers: Vec<&crate::record::Header> = loaded.iter().map(|l| &l.record.header).collect();
-    super::output::on_the_servers_command_line(&mut advice, &headers);
-    write!(out, "{}", export::advice::text(&advice))?;
-    Ok(ExitStatus::Success)
+    Ok(loaded)
 }

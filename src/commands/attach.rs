@@ -5,6 +5,7 @@
 //! 0 (a program that started memrel stops it this way).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -16,11 +17,36 @@ use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::cli::AttachArgs;
 use crate::export::console;
+use crate::metrics::measured::Measured;
 use crate::results::{check_output_args, results_dir};
 use crate::signals;
 
+/// `memrel attach` as the arguments ask: measures the process, prints the
+/// table and where the results went to `out`.
 pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    let duration = args.duration_s.map(Duration::from_secs_f64);
+    let options = options(args)?;
+    let target = Target::open(args.pid)?;
+    let dir = results_dir(args.dir.as_deref(), &args.output.out, &args.name)?;
+    signals::install()?;
+    let measured = measure(args, options, &target, dir)?;
+    write!(
+        out,
+        "{}",
+        console::summary_table_as(&measured.summary, output::view(args.console))
+    )?;
+    output::finish_measured(out, &measured, &args.output, output::Measuring::Attached)
+}
+
+/// What the flags ask, checked before the process is looked at: the
+/// device's VRAM can be read, the rules, the log, the budgets.
+struct AttachOptions {
+    rules: Vec<Rule>,
+    log: Option<Follower>,
+    /// The budgets, as a scenario's [thresholds] keys and values.
+    thresholds: Vec<(String, f64)>,
+}
+
+fn options(args: &AttachArgs) -> Result<AttachOptions> {
     let device = args.device;
     if device.is_cuda() {
         // A VRAM series was asked for: without NVML there would be none.
@@ -36,9 +62,26 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let log = args.log.as_deref().map(Follower::open).transpose()?;
     let thresholds = budgets(&args.budgets, None, device)?;
     check_output_args(&args.output)?;
-    let target = Target::open(args.pid)?;
-    let dir = results_dir(args.dir.as_deref(), &args.output.out, &args.name)?;
-    signals::install()?;
+    Ok(AttachOptions {
+        rules,
+        log,
+        thresholds,
+    })
+}
+
+/// Measures `target` into `dir` until it exits, `--duration` passes or a
+/// signal comes.
+fn measure(
+    args: &AttachArgs,
+    options: AttachOptions,
+    target: &Target,
+    dir: PathBuf,
+) -> Result<Measured> {
+    let AttachOptions {
+        rules,
+        log,
+        thresholds,
+    } = options;
     let job = Job {
         setup: Setup {
             duration_s: args.duration_s,
@@ -46,25 +89,19 @@ pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
             log: log.as_ref().map(|l| l.path().display().to_string()),
             ..Setup::new(
                 &args.name,
-                &target,
-                device,
+                target,
+                args.device,
                 args.interval_ms,
                 crate::attach::model_files(&args.model_files)?,
                 thresholds,
                 crate::plan::command_line(),
             )
         },
-        duration,
+        duration: args.duration_s.map(Duration::from_secs_f64),
         rules,
         log,
-        dir: dir.clone(),
+        dir,
         driver: None,
     };
-    let measured = session::measure(job)?;
-    write!(
-        out,
-        "{}",
-        console::summary_table_as(&measured.summary, output::view(args.console))
-    )?;
-    output::finish_measured(out, &measured, &args.output, output::Measuring::Attached)
+    session::measure(job)
 }

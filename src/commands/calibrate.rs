@@ -3,7 +3,7 @@
 //! them (`crate::calibrate`) and writes calibrate.md and calibrate.json.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
@@ -20,7 +20,9 @@ use crate::worker::cuda_driver;
 /// `memrel calibrate` as the arguments ask: calibrates, prints the table and
 /// where it went to `out`; `Failure` when a target was missed.
 pub fn run(args: &CalibrateArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    let (calibration, dir) = execute(args)?;
+    let device = options(args)?;
+    let calibration = measure_all(args, device)?;
+    let dir = write_calibration(&args.out, &calibration)?;
     write!(out, "{}", markdown(&calibration))?;
     writeln!(out, "\ncalibration: {}", dir.join("calibrate.md").display())?;
     Ok(if calibration.passed {
@@ -30,16 +32,18 @@ pub fn run(args: &CalibrateArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     })
 }
 
-/// Runs the calibration; returns it and the directory it was written to.
-fn execute(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
-    if args.sizes_mib.is_empty() || args.sizes_mib.iter().any(|&m| m == 0 || m > 16 * 1024) {
-        bail!("--sizes-mib takes sizes from 1 to 16384 MiB, e.g. 1,16,256,1024");
-    }
+/// The device to calibrate, checked before anything runs: without the
+/// driver no VRAM run can start.
+fn options(args: &CalibrateArgs) -> Result<DeviceSpec> {
     let device = args.device;
     if device.is_cuda() {
-        // Before anything runs: without the driver no VRAM run can start.
         cuda_driver::driver().map_err(|e| anyhow::anyhow!("--device {device}: {e}"))?;
     }
+    Ok(device)
+}
+
+/// Runs and measures the calibration of each kind (VRAM on a CUDA device).
+fn measure_all(args: &CalibrateArgs, device: DeviceSpec) -> Result<Calibration> {
     let interval_s = args.interval_ms / 1e3;
     let spike = (args.spike_mib, args.spike_ms);
     let mut calibration = Calibration {
@@ -84,11 +88,17 @@ fn execute(args: &CalibrateArgs) -> Result<(Calibration, PathBuf)> {
         calibration.passed &= v.passed;
         calibration.vram = Some(v);
     }
-    let out = create_out_dir(&args.out, "calibrate")?;
-    write_atomic(&out.join("calibrate.md"), markdown(&calibration).as_bytes())?;
-    let json = serde_json::to_vec_pretty(&calibration).context("cannot encode calibrate.json")?;
+    Ok(calibration)
+}
+
+/// Writes calibrate.md and calibrate.json into a new directory under
+/// `<out>/calibrate`; returns it.
+fn write_calibration(out_root: &Path, calibration: &Calibration) -> Result<PathBuf> {
+    let out = create_out_dir(out_root, "calibrate")?;
+    write_atomic(&out.join("calibrate.md"), markdown(calibration).as_bytes())?;
+    let json = serde_json::to_vec_pretty(calibration).context("cannot encode calibrate.json")?;
     write_atomic(&out.join("calibrate.json"), &json)?;
-    Ok((calibration, out))
+    Ok(out)
 }
 
 /// Runs the calibration scenario of one kind; returns its run and directory.

@@ -20,17 +20,13 @@ use crate::worker::command::ProgramIo;
 /// `memrel exec` as the arguments ask: runs, prints the table and where the
 /// results went to `out`, and says how the runs ended.
 pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    if let Some(why) = args
-        .command
-        .first()
-        .and_then(|program| missing_program(program, &cwd))
-    {
+    if let Some(why) = program_missing(args)? {
         // Said once, before anything runs, with a shell's exit code.
         eprintln!("memrel: error: {why}");
         return Ok(ExitStatus::NotFound);
     }
-    let measured = execute(args)?;
+    let plan = options(args)?;
+    let measured = plan.execute(crate::plan::command_line())?;
     let status = output::finish_run(
         out,
         &measured,
@@ -38,13 +34,29 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         output::view(args.console),
         false,
     )?;
+    Ok(tell_run_ends(&measured, args.quiet, status))
+}
+
+/// Why the program after `--` cannot be run, if it cannot.
+fn program_missing(args: &ExecArgs) -> Result<Option<String>> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    Ok(args
+        .command
+        .first()
+        .and_then(|program| missing_program(program, &cwd)))
+}
+
+/// Says on stderr what each run of `measured` left unmeasured (no
+/// readings, its stderr under `--quiet`) and which checks failed; the exit
+/// status: `status`, or an error where a check failed.
+fn tell_run_ends(measured: &Measured, quiet: bool, status: ExitStatus) -> ExitStatus {
     let runs: Vec<RunEnd> = measured.record.runs.iter().map(RunEnd::of).collect();
     for run in &runs {
         if let Some(note) = run.no_readings_note() {
             eprintln!("memrel: {note}");
         }
         // Shown as it came, unless --quiet: then its last lines, here.
-        if args.quiet && run.failed && !run.stderr_tail.is_empty() {
+        if quiet && run.failed && !run.stderr_tail.is_empty() {
             eprintln!(
                 "memrel: run {} ({}): the last lines the program wrote to stderr:\n{}",
                 run.run,
@@ -55,7 +67,7 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     }
     let failed_checks: Vec<String> = runs.iter().flat_map(|r| r.failed_checks()).collect();
     if status != ExitStatus::Success || failed_checks.is_empty() {
-        return Ok(status);
+        return status;
     }
     for check in &failed_checks {
         eprintln!("memrel: error: {check}");
@@ -65,7 +77,7 @@ pub fn run(args: &ExecArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         failed_checks.len(),
         measured.dir.display()
     );
-    Ok(ExitStatus::Error)
+    ExitStatus::Error
 }
 
 /// What `exec` tells of a run once it is over (from the run's record).
@@ -171,8 +183,9 @@ fn indented(lines: &[&str]) -> String {
         .join("\n")
 }
 
-/// The runs: the results directory, its record and summary.
-fn execute(args: &ExecArgs) -> Result<Measured> {
+/// The runs to make: the scenario the options write, run from the
+/// current directory, the program reading memrel's stdin.
+fn options(args: &ExecArgs) -> Result<Plan> {
     let text = scenario_text(args)?;
     let scenario = scenario::parse_str(&args.name, "exec", &text)
         .with_context(|| format!("memrel exec {}", args.command.join(" ")))?;
@@ -192,7 +205,7 @@ fn execute(args: &ExecArgs) -> Result<Measured> {
         show_output: !args.quiet,
     };
     check_output_args(&args.output)?;
-    plan.execute(crate::plan::command_line())
+    Ok(plan)
 }
 
 /// The scenario `memrel exec` runs, as TOML.

@@ -31,7 +31,19 @@ use crate::results::{compare_loaded, load, write_trace, Loaded};
 /// `memrel report` as the arguments ask: re-renders, warns of damage found
 /// (stderr), prints the table and where the outputs went to `out`.
 pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    let outcome = execute(args)?;
+    let dir = &args.dir;
+    let (into, trace) = (args.out.as_deref(), args.export_trace.as_deref());
+    let outcome = if !dir.join(RUNS_FILE).is_file() && dir.join(COMPARE_JSON_FILE).is_file() {
+        report_comparison(dir, into, trace)?
+    } else {
+        report_run(dir, into, trace)?
+    };
+    print_outcome(&outcome, out)?;
+    Ok(ExitStatus::Success)
+}
+
+/// The damage found (stderr), the table and where the outputs went (`out`).
+fn print_outcome(outcome: &ReportOutcome, out: &mut dyn Write) -> Result<()> {
     for d in &outcome.damage {
         eprintln!("memrel: warning: {d}");
     }
@@ -41,7 +53,7 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         (None, None) => {}
     }
     writeln!(out, "\nre-rendered: {}", outcome.dir.display())?;
-    Ok(ExitStatus::Success)
+    Ok(())
 }
 
 /// What `memrel report` re-rendered.
@@ -54,23 +66,21 @@ struct ReportOutcome {
     damage: Vec<String>,
 }
 
-fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
-    let dir = &args.dir;
-    if !dir.join(RUNS_FILE).is_file() && dir.join(COMPARE_JSON_FILE).is_file() {
-        return report_comparison(dir, args.out.as_deref(), args.export_trace.as_deref());
-    }
+/// A run's results directory `dir` re-rendered (into `into`, else in place),
+/// with its comparison where `memrel compare --scenario` wrote one.
+fn report_run(dir: &Path, into: Option<&Path>, trace: Option<&Path>) -> Result<ReportOutcome> {
     let loaded = load(dir)?;
-    let mut problems = loaded.damage.clone();
-    problems.extend(corrupt_json(&dir.join(SUMMARY_FILE)));
+    let mut damage = loaded.damage.clone();
+    damage.extend(corrupt_json(&dir.join(SUMMARY_FILE)));
     let previous = if dir.join(COMPARE_JSON_FILE).is_file() {
         Some(read_comparison(dir)?)
     } else {
         None
     };
-    if in_place(dir, args.out.as_deref()) {
-        refuse_damaged(dir, &problems)?;
+    if in_place(dir, into) {
+        refuse_damaged(dir, &damage)?;
     }
-    let target = match &args.out {
+    let target = match into {
         Some(out) => {
             std::fs::create_dir_all(out).with_context(|| {
                 format!(
@@ -78,61 +88,63 @@ fn execute(args: &ReportArgs) -> Result<ReportOutcome> {
                     out.display()
                 )
             })?;
-            out.clone()
+            out.to_path_buf()
         }
-        None => dir.clone(),
+        None => dir.to_path_buf(),
     };
-    // samples.csv and events.csv are raw data: never written over. In place
-    // (from complete inputs only, refused above) they stay as they are;
-    // under --out each is copied as it is, or, where it did not read whole,
-    // written from the rows salvaged. runs.json is written (a migrated field
-    // comes out in its current form), then what is derived from the record.
-    let samples = save_record_file(dir, &target, SAMPLES_FILE, &loaded, |record| {
-        record.samples_csv()
-    });
-    samples
-        .and_then(|()| {
-            save_record_file(dir, &target, EVENTS_FILE, &loaded, |record| {
-                record.events_csv()
-            })
-        })
-        .and_then(|()| loaded.record.save_runs(&target))
-        .and_then(|()| export::write_derived_run_outputs(&target, &loaded.record, &loaded.summary))
-        .with_context(|| format!("cannot write the outputs into {}", target.display()))?;
-    let mut comparison = None;
-    if let Some(previous) = previous {
-        // A run made by `memrel compare --scenario`: keep the directory name it
-        // was compared under, so compare.json comes out the same.
-        let mut sources = [loaded];
-        if let Some(first) = previous.first() {
-            sources[0].dir = first.clone();
+    write_run_outputs(dir, &target, &loaded)?;
+    let Some(previous) = previous else {
+        if let Some(path) = trace {
+            let c = compare_loaded(std::slice::from_ref(&loaded));
+            write_trace(path, &c, &[&loaded.record])?;
         }
-        let c = compare_loaded(&sources);
-        let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
-        export::write_compare_outputs(&target, &c, &records)
-            .with_context(|| format!("cannot write the comparison into {}", target.display()))?;
-        if let Some(path) = &args.export_trace {
-            write_trace(path, &c, &records)?;
-        }
-        let [Loaded { summary, .. }] = sources;
-        comparison = Some(c);
         return Ok(ReportOutcome {
             dir: target,
-            summary: Some(summary),
-            comparison,
-            damage: problems,
+            summary: Some(loaded.summary),
+            comparison: None,
+            damage,
         });
+    };
+    // A run made by `memrel compare --scenario`: keep the directory name it
+    // was compared under, so compare.json comes out the same.
+    let mut sources = [loaded];
+    if let Some(first) = previous.first() {
+        sources[0].dir = first.clone();
     }
-    if let Some(path) = &args.export_trace {
-        let c = compare_loaded(std::slice::from_ref(&loaded));
-        write_trace(path, &c, &[&loaded.record])?;
+    let c = compare_loaded(&sources);
+    let records: Vec<&Record> = sources.iter().map(|l| &l.record).collect();
+    export::write_compare_outputs(&target, &c, &records)
+        .with_context(|| format!("cannot write the comparison into {}", target.display()))?;
+    if let Some(path) = trace {
+        write_trace(path, &c, &records)?;
     }
+    let [Loaded { summary, .. }] = sources;
     Ok(ReportOutcome {
         dir: target,
-        summary: Some(loaded.summary),
-        comparison,
-        damage: problems,
+        summary: Some(summary),
+        comparison: Some(c),
+        damage,
     })
+}
+
+/// Writes the run's outputs of `dir` into `target`. samples.csv and
+/// events.csv are raw data: never written over. In place (from complete
+/// inputs only, refused before) they stay as they are; under --out each is
+/// copied as it is, or, where it did not read whole, written from the rows
+/// salvaged. runs.json is written (a migrated field comes out in its
+/// current form), then what is derived from the record.
+fn write_run_outputs(dir: &Path, target: &Path, loaded: &Loaded) -> Result<()> {
+    save_record_file(dir, target, SAMPLES_FILE, loaded, |record| {
+        record.samples_csv()
+    })
+    .and_then(|()| {
+        save_record_file(dir, target, EVENTS_FILE, loaded, |record| {
+            record.events_csv()
+        })
+    })
+    .and_then(|()| loaded.record.save_runs(target))
+    .and_then(|()| export::write_derived_run_outputs(target, &loaded.record, &loaded.summary))
+    .with_context(|| format!("cannot write the outputs into {}", target.display()))
 }
 
 /// Whether the outputs would go into `dir` itself (no `--out`, or `--out`

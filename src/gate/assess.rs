@@ -55,6 +55,29 @@ pub struct CheckOptions {
     pub any_machine: bool,
 }
 
+/// What the loop over the checked directories gathers besides the report.
+#[derive(Default)]
+struct Tally {
+    /// Where each broken run's record lives, for the error message.
+    broken_in: Vec<(BrokenRun, PathBuf)>,
+    /// The scenarios of the directories checked.
+    judged: Vec<String>,
+    /// Why each scenario skipped under --lenient was not judged.
+    skipped: Vec<String>,
+    /// Scenarios with too few runs of a strategy to judge (each an error).
+    too_few: Vec<String>,
+}
+
+/// One checked directory's new side: its record, scenario and summary.
+struct NewSide<'a> {
+    dir: &'a Path,
+    record: Record,
+    scenario: Scenario,
+    summary: metrics::Summary,
+    /// Its broken runs (then the baseline's, once read).
+    left_out: Vec<BrokenRun>,
+}
+
 /// Judges every results directory of `dirs` against `baseline` (the one
 /// `options` names); returns the report. The report's `errors` say why the
 /// evidence cannot be judged.
@@ -63,160 +86,219 @@ pub fn assess(
     baseline: &dyn SavedBaseline,
     dirs: &[PathBuf],
 ) -> Result<VerdictReport> {
-    let leave_out = options.broken_runs == BrokenRuns::LeaveOut;
-    let mut report = VerdictReport {
+    let mut report = empty_report(options);
+    let mut tally = Tally::default();
+    for dir in dirs {
+        assess_dir(options, baseline, dir, &mut report, &mut tally)?;
+    }
+    report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
+    missing_scenarios(options, baseline, &tally.judged, &mut report);
+    gather_errors(options, &mut report, tally);
+    Ok(report)
+}
+
+/// The report before any scenario is judged.
+fn empty_report(options: &CheckOptions) -> VerdictReport {
+    VerdictReport {
         schema_version: VERDICT_SCHEMA_VERSION,
         baseline: options.baseline.clone(),
         regressed: false,
         errors: Vec::new(),
         gaps: Vec::new(),
         broken_runs: Vec::new(),
-        complete_runs_only: leave_out,
+        complete_runs_only: options.broken_runs == BrokenRuns::LeaveOut,
         verdicts: Vec::new(),
         warnings: Vec::new(),
         machine_differences: Vec::new(),
         other_machines: Vec::new(),
         any_machine: options.any_machine,
         remake: Vec::new(),
-    };
-    // Where each broken run's record lives, for the error message.
-    let mut broken_in: Vec<(BrokenRun, PathBuf)> = Vec::new();
-    let mut judged: Vec<String> = Vec::new();
-    // Why each scenario skipped under --lenient was not judged.
-    let mut skipped: Vec<String> = Vec::new();
-    // Scenarios with too few runs of a strategy to judge (each an error).
-    let mut too_few: Vec<String> = Vec::new();
-    for dir in dirs {
-        let record = Record::load(dir)?;
-        let name = record.header.scenario.clone();
-        judged.push(name.clone());
-        let new_scenario = Scenario::of_header(&record.header)
-            .with_context(|| format!("the scenario saved in {}", dir.display()))?;
-        let mut new_summary = metrics::summarize(&record);
-        let mut left_out = broken_runs(&new_summary, Side::New);
-        attach_stderr(&mut left_out, &record);
-        broken_in.extend(left_out.iter().map(|b| (b.clone(), dir.clone())));
-        if leave_out {
-            new_summary = complete_only(&new_summary);
-        }
-        let mut verdicts = budgets(&new_summary, &new_scenario.thresholds);
-        let Some(base) = baseline.entry(&name)? else {
-            // The command that makes an entry the gate can judge with: three
-            // runs a strategy, unless the scenario already repeats enough.
-            let repeat =
-                ((new_scenario.repeat as usize) < BASELINE_MIN_RUNS).then_some(BASELINE_MIN_RUNS);
-            // A drive's record is made again by the drive (its own flags).
-            let driven = record.header.command.get(1).is_some_and(|c| c == "drive");
-            let create = if driven {
-                Hint::DriveAgain {
-                    name: &name,
-                    repeat: BASELINE_MIN_RUNS,
-                    baseline: &options.baseline,
-                }
-                .line()
-            } else {
-                Hint::SaveScenario {
-                    scenario: scenario_arg(&record.header),
-                    repeat,
-                    baseline: &options.baseline,
-                    replace: false,
-                    out: out_flag(options, &[]),
-                }
-                .line()
-            };
-            if options.lenient {
-                let why = format!(
-                    "baseline {:?} has no entry for scenario {name}: skipped; create it with `{create}`",
-                    options.baseline
-                );
-                report.warnings.push(why.clone());
-                skipped.push(why);
-                finish_scenario(&mut report, verdicts, &left_out);
-                continue;
-            }
-            bail!(
-                "baseline {:?} has no entry for scenario {name} (in {}): create it with `{create}`, or pass --lenient to skip",
-                options.baseline,
-                baseline.root().display()
-            );
-        };
-        if base.header.scenario_toml != record.header.scenario_toml {
-            report.warnings.push(format!(
-                "scenario {name}: the scenario file differs from the baseline's (compare runs.json scenario_toml)"
-            ));
-        }
-        report
-            .warnings
-            .extend(program_differences(&name, &base.header, &record.header));
-        let machine = super::machine::compare(&name, &base.header.host, &record.header.host);
-        report.warnings.extend(machine.warnings);
-        report.machine_differences.extend(machine.differences);
-        let other = super::machine::other_machine(&name, &base.header.host, &record.header.host);
-        let mut base_summary = metrics::summarize(&base);
-        let mut base_broken = broken_runs(&base_summary, Side::Baseline);
-        attach_stderr(&mut base_broken, &base);
-        let base_dir = baseline.entry_dir(&name);
-        broken_in.extend(base_broken.iter().map(|b| (b.clone(), base_dir.clone())));
-        left_out.extend(base_broken);
-        if leave_out {
-            base_summary = complete_only(&base_summary);
-        }
-        let remake = remake_command(options, &record, &base);
-        // What the baseline's memrel did not know is new, not a gap.
-        let unknown = new_since(&base.header, &base_summary, &new_summary);
-        report.gaps.extend(
-            gaps(
-                &remake,
-                Covered {
-                    summary: &base_summary,
-                    dir: &base_dir,
-                },
-                Covered {
-                    summary: &new_summary,
-                    dir,
-                },
-            )
-            .into_iter()
-            .filter(|g| g.resource.is_none_or(|r| !unknown.contains(&r))),
-        );
-        let mut compared = compare(&base_summary, &new_summary, &new_scenario.thresholds);
-        not_judged_new(&mut compared, &unknown, &remake);
-        for r in &unknown {
-            report.warnings.push(format!(
-                "scenario {name}: {} ({}): {NEW_SINCE} (`{remake}`)",
-                r.label(),
-                r.key()
-            ));
-        }
-        verdicts.extend(compared);
-        too_few.extend(too_few_runs(
-            &name,
-            [(&base_summary, &base_dir), (&new_summary, dir)],
-            &new_scenario.thresholds,
-            (
-                &remake,
-                Hint::again(&record.header.command, BASELINE_MIN_RUNS, None, None),
-            ),
-        ));
-        report.remake.push(Remake {
-            scenario: name.clone(),
-            command: remake,
-        });
-        if let Some(other) = other {
-            if options.any_machine {
-                note_across_machines(&mut verdicts, &other.row_note());
-            }
-            report.other_machines.push(other);
-        }
-        finish_scenario(&mut report, verdicts, &left_out);
     }
-    report.regressed = report.verdicts.iter().any(|v| v.verdict.fails());
-    missing_scenarios(options, baseline, &judged, &mut report);
-    report.errors = errors(&report.verdicts, &broken_in, options.broken_runs);
-    report.errors.extend(too_few);
+}
+
+/// Judges the results directory `dir` against the baseline's entry for its
+/// scenario, adding its rows, gaps and warnings to `report`.
+fn assess_dir(
+    options: &CheckOptions,
+    baseline: &dyn SavedBaseline,
+    dir: &Path,
+    report: &mut VerdictReport,
+    tally: &mut Tally,
+) -> Result<()> {
+    let record = Record::load(dir)?;
+    let name = record.header.scenario.clone();
+    tally.judged.push(name.clone());
+    let scenario = Scenario::of_header(&record.header)
+        .with_context(|| format!("the scenario saved in {}", dir.display()))?;
+    let mut summary = metrics::summarize(&record);
+    let mut left_out = broken_runs(&summary, Side::New);
+    attach_stderr(&mut left_out, &record);
+    tally
+        .broken_in
+        .extend(left_out.iter().map(|b| (b.clone(), dir.to_path_buf())));
+    if report.complete_runs_only {
+        summary = complete_only(&summary);
+    }
+    let verdicts = budgets(&summary, &scenario.thresholds);
+    let new = NewSide {
+        dir,
+        record,
+        scenario,
+        summary,
+        left_out,
+    };
+    match baseline.entry(&name)? {
+        Some(base) => judge_against(options, baseline, &base, new, verdicts, report, tally),
+        None => {
+            let why = no_entry(options, baseline, &new.record, &new.scenario)?;
+            report.warnings.push(why.clone());
+            tally.skipped.push(why);
+            finish_scenario(report, verdicts, &new.left_out);
+        }
+    }
+    Ok(())
+}
+
+/// The scenario of `record` has no entry in the baseline: the warning that
+/// skips it under `--lenient`, else the error, each with the command that
+/// creates the entry.
+fn no_entry(
+    options: &CheckOptions,
+    baseline: &dyn SavedBaseline,
+    record: &Record,
+    scenario: &Scenario,
+) -> Result<String> {
+    let name = &record.header.scenario;
+    // The command that makes an entry the gate can judge with: three
+    // runs a strategy, unless the scenario already repeats enough.
+    let repeat = ((scenario.repeat as usize) < BASELINE_MIN_RUNS).then_some(BASELINE_MIN_RUNS);
+    // A drive's record is made again by the drive (its own flags).
+    let driven = record.header.command.get(1).is_some_and(|c| c == "drive");
+    let create = if driven {
+        Hint::DriveAgain {
+            name,
+            repeat: BASELINE_MIN_RUNS,
+            baseline: &options.baseline,
+        }
+        .line()
+    } else {
+        Hint::SaveScenario {
+            scenario: scenario_arg(&record.header),
+            repeat,
+            baseline: &options.baseline,
+            replace: false,
+            out: out_flag(options, &[]),
+        }
+        .line()
+    };
+    if options.lenient {
+        return Ok(format!(
+            "baseline {:?} has no entry for scenario {name}: skipped; create it with `{create}`",
+            options.baseline
+        ));
+    }
+    bail!(
+        "baseline {:?} has no entry for scenario {name} (in {}): create it with `{create}`, or pass --lenient to skip",
+        options.baseline,
+        baseline.root().display()
+    );
+}
+
+/// Judges the new side of one scenario against the baseline's entry `base`:
+/// warnings on what differs, gaps, the compared rows, too few runs.
+fn judge_against(
+    options: &CheckOptions,
+    baseline: &dyn SavedBaseline,
+    base: &Record,
+    mut new: NewSide,
+    mut verdicts: Vec<MetricVerdict>,
+    report: &mut VerdictReport,
+    tally: &mut Tally,
+) {
+    let name = new.record.header.scenario.clone();
+    let record = &new.record;
+    if base.header.scenario_toml != record.header.scenario_toml {
+        report.warnings.push(format!(
+            "scenario {name}: the scenario file differs from the baseline's (compare runs.json scenario_toml)"
+        ));
+    }
+    report
+        .warnings
+        .extend(program_differences(&name, &base.header, &record.header));
+    let machine = super::machine::compare(&name, &base.header.host, &record.header.host);
+    report.warnings.extend(machine.warnings);
+    report.machine_differences.extend(machine.differences);
+    let other = super::machine::other_machine(&name, &base.header.host, &record.header.host);
+    let mut base_summary = metrics::summarize(base);
+    let mut base_broken = broken_runs(&base_summary, Side::Baseline);
+    attach_stderr(&mut base_broken, base);
+    let base_dir = baseline.entry_dir(&name);
+    tally
+        .broken_in
+        .extend(base_broken.iter().map(|b| (b.clone(), base_dir.clone())));
+    new.left_out.extend(base_broken);
+    if report.complete_runs_only {
+        base_summary = complete_only(&base_summary);
+    }
+    let remake = remake_command(options, record, base);
+    // What the baseline's memrel did not know is new, not a gap.
+    let unknown = new_since(&base.header, &base_summary, &new.summary);
+    report.gaps.extend(
+        gaps(
+            &remake,
+            Covered {
+                summary: &base_summary,
+                dir: &base_dir,
+            },
+            Covered {
+                summary: &new.summary,
+                dir: new.dir,
+            },
+        )
+        .into_iter()
+        .filter(|g| g.resource.is_none_or(|r| !unknown.contains(&r))),
+    );
+    let thresholds = &new.scenario.thresholds;
+    let mut compared = compare(&base_summary, &new.summary, thresholds);
+    not_judged_new(&mut compared, &unknown, &remake);
+    for r in &unknown {
+        report.warnings.push(format!(
+            "scenario {name}: {} ({}): {NEW_SINCE} (`{remake}`)",
+            r.label(),
+            r.key()
+        ));
+    }
+    verdicts.extend(compared);
+    tally.too_few.extend(too_few_runs(
+        &name,
+        [(&base_summary, &base_dir), (&new.summary, new.dir)],
+        thresholds,
+        (
+            &remake,
+            Hint::again(&record.header.command, BASELINE_MIN_RUNS, None, None),
+        ),
+    ));
+    report.remake.push(Remake {
+        scenario: name.clone(),
+        command: remake,
+    });
+    if let Some(other) = other {
+        if options.any_machine {
+            note_across_machines(&mut verdicts, &other.row_note());
+        }
+        report.other_machines.push(other);
+    }
+    finish_scenario(report, verdicts, &new.left_out);
+}
+
+/// Every error that makes the check exit 2: broken runs, too few runs,
+/// nothing judged, coverage gaps, another kind of machine.
+fn gather_errors(options: &CheckOptions, report: &mut VerdictReport, tally: Tally) {
+    report.errors = errors(&report.verdicts, &tally.broken_in, options.broken_runs);
+    report.errors.extend(tally.too_few);
     report
         .errors
-        .extend(judged_nothing(&report.verdicts, &skipped));
+        .extend(judged_nothing(&report.verdicts, &tally.skipped));
     report
         .errors
         .extend(report.gaps.iter().map(|g| format!("coverage: {g}")));
@@ -233,7 +315,6 @@ pub fn assess(
             )
         }));
     }
-    Ok(report)
 }
 
 /// Every row of a scenario judged across machines says so (its note).

@@ -70,47 +70,90 @@ pub fn not_judged_new(rows: &mut Vec<MetricVerdict>, unknown: &[Resource], remak
     });
 }
 
+/// Makes the gaps of one scenario, each saying how to fill it.
+struct GapMaker<'a> {
+    scenario: &'a str,
+    /// The command that makes the baseline's entry again.
+    remake: &'a str,
+}
+
+impl GapMaker<'_> {
+    fn gap(
+        &self,
+        strategy: Option<&str>,
+        resource: Option<Resource>,
+        metric: Option<MemoryMetric>,
+        missing_in: Side,
+        why: String,
+    ) -> CoverageGap {
+        CoverageGap {
+            scenario: self.scenario.to_string(),
+            strategy: strategy.map(str::to_string),
+            resource,
+            metric,
+            missing_in,
+            why: format!("{why}; {}", fix(missing_in, self.remake)),
+        }
+    }
+}
+
+/// Whether `s` has runs of `strategy`.
+fn has(s: &Summary, strategy: &str) -> bool {
+    s.strategies.iter().any(|x| x.strategy == strategy)
+}
+
 /// The gaps between the baseline's record of a scenario and the new one's;
 /// `remake` is the command that makes the baseline's entry again.
 pub fn gaps(remake: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<CoverageGap> {
-    let scenario = new.summary.scenario.as_str();
-    let gap = |strategy: Option<&str>,
-               resource: Option<Resource>,
-               metric: Option<MemoryMetric>,
-               missing_in: Side,
-               why: String| CoverageGap {
-        scenario: scenario.to_string(),
-        strategy: strategy.map(str::to_string),
-        resource,
-        metric,
-        missing_in,
-        why: format!("{why}; {}", fix(missing_in, remake)),
+    let maker = GapMaker {
+        scenario: new.summary.scenario.as_str(),
+        remake,
     };
-    let sides = [(Side::Baseline, &baseline), (Side::New, &new)];
-    let mut out = Vec::new();
-    for (side, covered) in sides {
-        if covered.summary.runs.is_empty() {
+    let empty = empty_sides(&maker, &baseline, &new);
+    if !empty.is_empty() {
+        return empty;
+    }
+    let mut out = strategy_gaps(&maker, &baseline, &new);
+    let resources = gated_resources(&baseline, &new);
+    for s in &new.summary.strategies {
+        if has(baseline.summary, &s.strategy) {
+            out.extend(resource_gaps(
+                &maker,
+                &s.strategy,
+                &resources,
+                &baseline,
+                &new,
+            ));
+        }
+    }
+    out
+}
+
+/// A gap for each side that holds no runs at all.
+fn empty_sides(maker: &GapMaker, baseline: &Covered, new: &Covered) -> Vec<CoverageGap> {
+    [(Side::Baseline, baseline), (Side::New, new)]
+        .into_iter()
+        .filter(|(_, covered)| covered.summary.runs.is_empty())
+        .map(|(side, covered)| {
             let file = covered.dir.join(RUNS_FILE);
-            out.push(gap(
+            maker.gap(
                 None,
                 None,
                 None,
                 side,
                 format!("{} holds no runs (\"runs\": [])", file.display()),
-            ));
-        }
-    }
-    if !out.is_empty() {
-        return out;
-    }
-    let has = |s: &Summary, strategy: &str| s.strategies.iter().any(|x| x.strategy == strategy);
-    for (have, lack, missing_in) in [
-        (&baseline, &new, Side::New),
-        (&new, &baseline, Side::Baseline),
-    ] {
+            )
+        })
+        .collect()
+}
+
+/// A gap for each strategy one side has runs of and the other none.
+fn strategy_gaps(maker: &GapMaker, baseline: &Covered, new: &Covered) -> Vec<CoverageGap> {
+    let mut out = Vec::new();
+    for (have, lack, missing_in) in [(baseline, new, Side::New), (new, baseline, Side::Baseline)] {
         for s in &have.summary.strategies {
             if !has(lack.summary, &s.strategy) {
-                out.push(gap(
+                out.push(maker.gap(
                     Some(&s.strategy),
                     None,
                     None,
@@ -125,6 +168,12 @@ pub fn gaps(remake: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Covera
             }
         }
     }
+    out
+}
+
+/// The gated resources of either side (the baseline's first) that the two
+/// sides can be compared on.
+fn gated_resources(baseline: &Covered, new: &Covered) -> Vec<Resource> {
     let mut resources: Vec<Resource> = baseline
         .summary
         .resources
@@ -138,67 +187,87 @@ pub fn gaps(remake: &str, baseline: Covered<'_>, new: Covered<'_>) -> Vec<Covera
         }
     }
     resources.retain(|&r| super::comparable(r, baseline.summary, new.summary));
-    for s in &new.summary.strategies {
-        let strategy = s.strategy.as_str();
-        if !has(baseline.summary, strategy) {
+    resources
+}
+
+/// The gaps of `strategy`, which both sides ran: a resource one side
+/// measured and the other not, else a metric a side should have a value of.
+fn resource_gaps(
+    maker: &GapMaker,
+    strategy: &str,
+    resources: &[Resource],
+    baseline: &Covered,
+    new: &Covered,
+) -> Vec<CoverageGap> {
+    let base_runs = runs_of(baseline.summary, strategy);
+    let new_runs = runs_of(new.summary, strategy);
+    let mut out = Vec::new();
+    for &resource in resources {
+        let lacking = match (
+            measures(&base_runs, resource),
+            measures(&new_runs, resource),
+        ) {
+            (true, true) => None,
+            (false, false) => continue,
+            (false, true) => Some((Side::Baseline, baseline)),
+            (true, false) => Some((Side::New, new)),
+        };
+        if let Some((side, covered)) = lacking {
+            out.push(maker.gap(
+                Some(strategy),
+                Some(resource),
+                None,
+                side,
+                format!(
+                    "the other side measured it, the runs in {} did not",
+                    covered.dir.display()
+                ),
+            ));
             continue;
         }
-        let base_runs = runs_of(baseline.summary, strategy);
-        let new_runs = runs_of(new.summary, strategy);
-        for &resource in &resources {
-            let lacking = match (
-                measures(&base_runs, resource),
-                measures(&new_runs, resource),
-            ) {
-                (true, true) => None,
-                (false, false) => continue,
-                (false, true) => Some((Side::Baseline, &baseline)),
-                (true, false) => Some((Side::New, &new)),
-            };
-            if let Some((side, covered)) = lacking {
-                out.push(gap(
+        let sides = [
+            (Side::Baseline, baseline, &base_runs[..]),
+            (Side::New, new, &new_runs[..]),
+        ];
+        out.extend(metric_gaps(maker, strategy, resource, sides));
+    }
+    out
+}
+
+/// The gaps of the gated metrics of `resource` under `strategy`: a side
+/// (with its runs) that should have a value of one and has none.
+fn metric_gaps(
+    maker: &GapMaker,
+    strategy: &str,
+    resource: Resource,
+    sides: [(Side, &Covered, &[&RunSummary]); 2],
+) -> Vec<CoverageGap> {
+    let mut out = Vec::new();
+    for metric in GATED {
+        let observed = sides.map(|(side, covered, runs)| {
+            let empty = Observations::of(metric, resource, runs).values.is_empty();
+            (side, covered, empty)
+        });
+        let both_empty = observed.iter().all(|o| o.2);
+        for (side, covered, empty) in observed {
+            if empty && should_have(metric, both_empty) {
+                out.push(maker.gap(
                     Some(strategy),
                     Some(resource),
-                    None,
+                    Some(metric),
                     side,
-                    format!(
-                        "the other side measured it, the runs in {} did not",
-                        covered.dir.display()
-                    ),
+                    if metric.only_with_sleeps() {
+                        format!(
+                            "no run in {} put a model to sleep; the other side's did",
+                            covered.dir.display()
+                        )
+                    } else {
+                        format!(
+                            "no run in {} has a value of it (is its {SAMPLES_FILE} empty?)",
+                            covered.dir.display()
+                        )
+                    },
                 ));
-                continue;
-            }
-            for metric in GATED {
-                let observed = [
-                    (Side::Baseline, &baseline, &base_runs),
-                    (Side::New, &new, &new_runs),
-                ]
-                .map(|(side, covered, runs)| {
-                    let empty = Observations::of(metric, resource, runs).values.is_empty();
-                    (side, covered, empty)
-                });
-                let both_empty = observed.iter().all(|o| o.2);
-                for (side, covered, empty) in observed {
-                    if empty && should_have(metric, both_empty) {
-                        out.push(gap(
-                            Some(strategy),
-                            Some(resource),
-                            Some(metric),
-                            side,
-                            if metric.only_with_sleeps() {
-                                format!(
-                                    "no run in {} put a model to sleep; the other side's did",
-                                    covered.dir.display()
-                                )
-                            } else {
-                                format!(
-                                    "no run in {} has a value of it (is its {SAMPLES_FILE} empty?)",
-                                    covered.dir.display()
-                                )
-                            },
-                        ));
-                    }
-                }
             }
         }
     }

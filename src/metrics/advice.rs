@@ -121,14 +121,45 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
         .map(|s| s.retention_threshold_bytes)
         .max()
         .unwrap_or(0);
-    let mut candidates: Vec<Candidate> = Vec::new();
     let mut resources: Vec<Resource> = Vec::new();
-    for summary in summaries {
-        for r in &summary.resources {
-            if !resources.contains(r) {
-                resources.push(*r);
-            }
+    for r in summaries.iter().flat_map(|s| s.resources.iter()) {
+        if !resources.contains(r) {
+            resources.push(*r);
         }
+    }
+    let (judged, short): (Vec<Candidate>, Vec<Candidate>) = candidates(summaries)
+        .into_iter()
+        .partition(|c| c.runs.len() as u32 >= MIN_COMPLETED_RUNS);
+    let not_judged: Vec<(String, u32)> = short
+        .iter()
+        .map(|c| (c.name.clone(), c.runs.len() as u32))
+        .collect();
+    if judged.is_empty() {
+        return Advice::TooFewRuns {
+            strategies: not_judged,
+        };
+    }
+    let out: Vec<ResourceAdvice> = resources
+        .iter()
+        .filter_map(|&resource| advise_resource(&judged, resource, threshold_bytes))
+        .collect();
+    if out.is_empty() {
+        Advice::NothingToDo {
+            threshold_bytes,
+            not_judged,
+        }
+    } else {
+        Advice::Resources {
+            resources: out,
+            not_judged,
+        }
+    }
+}
+
+/// Every strategy of the summaries, once, with its completed runs from all.
+fn candidates<'a>(summaries: &[&'a Summary]) -> Vec<Candidate<'a>> {
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for summary in summaries {
         for s in &summary.strategies {
             let index = match candidates.iter().position(|c| c.name == s.strategy) {
                 Some(i) => i,
@@ -158,79 +189,61 @@ pub fn advise(summaries: &[&Summary]) -> Advice {
             );
         }
     }
-    let (judged, short): (Vec<Candidate>, Vec<Candidate>) = candidates
-        .into_iter()
-        .partition(|c| c.runs.len() as u32 >= MIN_COMPLETED_RUNS);
-    let not_judged: Vec<(String, u32)> = short
+    candidates
+}
+
+/// The advice for one resource among the judged candidates; `None`: no
+/// strategy keeps more than the threshold of it.
+fn advise_resource(
+    judged: &[Candidate],
+    resource: Resource,
+    threshold_bytes: u64,
+) -> Option<ResourceAdvice> {
+    // A strategy under which the resource never moved neither retains
+    // nor gives back: it is no pick.
+    let picks: Vec<Pick> = judged
         .iter()
-        .map(|c| (c.name.clone(), c.runs.len() as u32))
+        .filter_map(|c| pick(c, resource))
+        .filter(|p| p.moved_runs > 0 || p.retaining_runs > 0)
         .collect();
-    if judged.is_empty() {
-        return Advice::TooFewRuns {
-            strategies: not_judged,
-        };
+    // Nothing to do where no strategy keeps more than the threshold
+    // (a cycle of one run above it, the others below, is noise).
+    let retains =
+        |p: &Pick| p.retaining_runs > 0 && p.retained_bytes > Some(threshold_bytes as i64);
+    if !picks.iter().any(retains) {
+        return None;
     }
-    let mut out = Vec::new();
-    for &resource in &resources {
-        // A strategy under which the resource never moved neither retains
-        // nor gives back: it is no pick.
-        let picks: Vec<Pick> = judged
+    // The cheapest; at one price (none of them has a release step, as
+    // settings of a server's environment), changing nothing (`drop`)
+    // where it gives back too, else the one that keeps the least (below
+    // the baseline is keeping nothing, not keeping less).
+    let kept = |p: &Pick| p.retained_bytes.map(|b| b.max(0));
+    let cheapest = |a: &&Pick, b: &&Pick| {
+        a.price_s()
+            .total_cmp(&b.price_s())
+            .then((a.strategy != "drop").cmp(&(b.strategy != "drop")))
+            .then(kept(a).cmp(&kept(b)))
+    };
+    let every = picks
+        .iter()
+        .filter(|p| p.retaining_runs == 0)
+        .min_by(cheapest);
+    let (p, every_run) = match every {
+        Some(p) => Some((p, true)),
+        None => picks
             .iter()
-            .filter_map(|c| pick(c, resource))
-            .filter(|p| p.moved_runs > 0 || p.retaining_runs > 0)
-            .collect();
-        // Nothing to do where no strategy keeps more than the threshold
-        // (a cycle of one run above it, the others below, is noise).
-        let retains =
-            |p: &Pick| p.retaining_runs > 0 && p.retained_bytes > Some(threshold_bytes as i64);
-        if !picks.iter().any(retains) {
-            continue;
-        }
-        // The cheapest; at one price (none of them has a release step, as
-        // settings of a server's environment), changing nothing (`drop`)
-        // where it gives back too, else the one that keeps the least (below
-        // the baseline is keeping nothing, not keeping less).
-        let kept = |p: &Pick| p.retained_bytes.map(|b| b.max(0));
-        let cheapest = |a: &&Pick, b: &&Pick| {
-            a.price_s()
-                .total_cmp(&b.price_s())
-                .then((a.strategy != "drop").cmp(&(b.strategy != "drop")))
-                .then(kept(a).cmp(&kept(b)))
-        };
-        let every = picks
-            .iter()
-            .filter(|p| p.retaining_runs == 0)
-            .min_by(cheapest);
-        let chosen = match every {
-            Some(p) => Some((p, true)),
-            None => picks
-                .iter()
-                .min_by(|a, b| {
-                    a.retaining_runs
-                        .cmp(&b.retaining_runs)
-                        .then(a.price_s().total_cmp(&b.price_s()))
-                })
-                .map(|p| (p, false)),
-        };
-        if let Some((p, every_run)) = chosen {
-            out.push(ResourceAdvice {
-                resource,
-                pick: p.clone(),
-                every_run,
-            });
-        }
-    }
-    if out.is_empty() {
-        Advice::NothingToDo {
-            threshold_bytes,
-            not_judged,
-        }
-    } else {
-        Advice::Resources {
-            resources: out,
-            not_judged,
-        }
-    }
+            .min_by(|a, b| {
+                a.retaining_runs
+                    .cmp(&b.retaining_runs)
+                    .then(a.price_s().total_cmp(&b.price_s()))
+            })
+            .map(|p| (p, false)),
+    }?;
+    Some(ResourceAdvice {
+        resource,
+        pick: p.clone(),
+        every_run,
+    })
 }
 
 /// Whether the run measured a cycle (a load and its release) in any resource.

@@ -115,76 +115,23 @@ pub fn compare(inputs: &[Input]) -> Comparison {
     let mut sources = Vec::new();
     let mut rows = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
-        let machine = crate::machine::key(&input.header.host);
-        let label = if many {
-            source_letter(index)
-        } else {
-            input.header.scenario.clone()
-        };
-        let reference = input
-            .summary
-            .strategies
-            .iter()
-            .find(|s| s.strategy == REFERENCE_STRATEGY)
-            .or_else(|| input.summary.strategies.first());
-        let reference_forward = reference
-            .and_then(|r| r.forward_time_s.as_ref())
-            .map(|s| s.median);
-        for s in &input.summary.strategies {
-            let forward_time_relative = match (s.forward_time_s.as_ref(), reference_forward) {
-                (Some(f), Some(r)) if r > 0.0 => Some(f.median / r),
-                _ => None,
-            };
-            rows.push(Row {
-                label: if many {
-                    format!("{} ({label})", s.strategy)
-                } else {
-                    s.strategy.clone()
-                },
-                source: index,
-                machine: machine.clone(),
-                strategy: s.strategy.clone(),
-                forward_time_relative,
-                notes: row_notes(input, s),
-                summary: s.clone(),
-            });
-        }
-        let header = input.header;
-        sources.push(Source {
-            label,
-            dir: input.dir.clone(),
-            scenario: header.scenario.clone(),
-            device: header.device.clone(),
-            machine,
-            memrel_version: header.memrel_version.clone(),
-            memrel_commit: header.memrel_commit.clone().unwrap_or_else(unknown_machine),
-            record_schema_version: header.schema_version,
-            created_unix_s: header.created_unix_s,
-            host: header.host.clone(),
-            cycles: header.cycles,
-            repetitions: input
+        let at = SourceAt {
+            index,
+            label: if many {
+                source_letter(index)
+            } else {
+                input.header.scenario.clone()
+            },
+            machine: crate::machine::key(&input.header.host),
+            reference: input
                 .summary
-                .runs
+                .strategies
                 .iter()
-                .map(|r| r.repetition)
-                .max()
-                .unwrap_or(0),
-            interval_s: header.interval_s,
-            retention_threshold_bytes: header.retention_threshold_bytes,
-            models: header
-                .models
-                .iter()
-                .map(|m| {
-                    format!(
-                        "{} ({:.1} MiB)",
-                        m.id,
-                        m.tensor_bytes as f64 / crate::textutil::MIB
-                    )
-                })
-                .collect(),
-            reference_strategy: reference.map(|r| r.strategy.clone()),
-            damage: input.damage.clone(),
-        });
+                .find(|s| s.strategy == REFERENCE_STRATEGY)
+                .or_else(|| input.summary.strategies.first()),
+        };
+        rows.extend(rows_of(input, &at, many));
+        sources.push(source_of(input, at));
     }
     let mut warnings = differences(inputs, &sources);
     for source in &sources {
@@ -192,29 +139,11 @@ pub fn compare(inputs: &[Input]) -> Comparison {
             warnings.push(format!("{} ({}): {d}", source.label, source.dir));
         }
     }
-    let mut scenarios: Vec<&str> = Vec::new();
-    for s in &sources {
-        if !scenarios.contains(&s.scenario.as_str()) {
-            scenarios.push(&s.scenario);
-        }
-    }
-    let mut devices: Vec<&str> = Vec::new();
-    for s in &sources {
-        if !devices.contains(&s.device.as_str()) {
-            devices.push(&s.device);
-        }
-    }
     let lead = inputs
         .iter()
         .map(|i| i.summary.lead)
         .find(|r| r.is_device())
         .unwrap_or(Resource::Host);
-    let mut machines: Vec<String> = Vec::new();
-    for s in &sources {
-        if !machines.contains(&s.machine) {
-            machines.push(s.machine.clone());
-        }
-    }
     let mut resources = vec![lead];
     for input in inputs {
         for r in input.summary.shown() {
@@ -227,9 +156,12 @@ pub fn compare(inputs: &[Input]) -> Comparison {
         schema_version: COMPARE_SCHEMA_VERSION,
         resources,
         lead,
-        machines,
-        scenario: scenarios.join(" vs "),
-        device: devices.join(" vs "),
+        machines: distinct(sources.iter().map(|s| s.machine.as_str()))
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        scenario: distinct(sources.iter().map(|s| s.scenario.as_str())).join(" vs "),
+        device: distinct(sources.iter().map(|s| s.device.as_str())).join(" vs "),
         retention_threshold_bytes: sources
             .first()
             .map(|s| s.retention_threshold_bytes)
@@ -237,6 +169,98 @@ pub fn compare(inputs: &[Input]) -> Comparison {
         sources,
         rows,
         warnings,
+    }
+}
+
+/// What one source is among the inputs: its place, label, machine and the
+/// strategy its forward times are relative to.
+struct SourceAt<'a> {
+    index: usize,
+    label: String,
+    machine: String,
+    reference: Option<&'a StrategySummary>,
+}
+
+/// Each distinct item once, in the order first seen.
+fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// The rows of one source, a row per strategy.
+fn rows_of(input: &Input, at: &SourceAt, many: bool) -> Vec<Row> {
+    let reference_forward = at
+        .reference
+        .and_then(|r| r.forward_time_s.as_ref())
+        .map(|s| s.median);
+    input
+        .summary
+        .strategies
+        .iter()
+        .map(|s| {
+            let forward_time_relative = match (s.forward_time_s.as_ref(), reference_forward) {
+                (Some(f), Some(r)) if r > 0.0 => Some(f.median / r),
+                _ => None,
+            };
+            Row {
+                label: if many {
+                    format!("{} ({})", s.strategy, at.label)
+                } else {
+                    s.strategy.clone()
+                },
+                source: at.index,
+                machine: at.machine.clone(),
+                strategy: s.strategy.clone(),
+                forward_time_relative,
+                notes: row_notes(input, s),
+                summary: s.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Where the rows of `input` came from.
+fn source_of(input: &Input, at: SourceAt) -> Source {
+    let header = input.header;
+    Source {
+        label: at.label,
+        dir: input.dir.clone(),
+        scenario: header.scenario.clone(),
+        device: header.device.clone(),
+        machine: at.machine,
+        memrel_version: header.memrel_version.clone(),
+        memrel_commit: header.memrel_commit.clone().unwrap_or_else(unknown_machine),
+        record_schema_version: header.schema_version,
+        created_unix_s: header.created_unix_s,
+        host: header.host.clone(),
+        cycles: header.cycles,
+        repetitions: input
+            .summary
+            .runs
+            .iter()
+            .map(|r| r.repetition)
+            .max()
+            .unwrap_or(0),
+        interval_s: header.interval_s,
+        retention_threshold_bytes: header.retention_threshold_bytes,
+        models: header
+            .models
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} ({:.1} MiB)",
+                    m.id,
+                    m.tensor_bytes as f64 / crate::textutil::MIB
+                )
+            })
+            .collect(),
+        reference_strategy: at.reference.map(|r| r.strategy.clone()),
+        damage: input.damage.clone(),
     }
 }
 
@@ -314,74 +338,52 @@ fn first_line(text: &str, max_chars: usize) -> String {
 /// What differs between each source and the first, one line per difference.
 fn differences(inputs: &[Input], sources: &[Source]) -> Vec<String> {
     let mut out = Vec::new();
-    let Some(first) = inputs.first() else {
+    let (Some(first), Some(first_source)) = (inputs.first(), sources.first()) else {
         return out;
     };
     let a = first.header;
+    let first_facts = facts(a, first_source);
     for (input, source) in inputs.iter().zip(sources).skip(1) {
         let b = input.header;
-        let who = format!("{} and {}", sources[0].label, source.label);
-        let mut differ = |what: &str, x: String, y: String| {
-            if x != y {
-                out.push(format!("{who} differ in {what}: {x} vs {y}"));
-            }
-        };
-        differ(
-            "scenario (the rows compare different workloads)",
-            a.scenario.clone(),
-            b.scenario.clone(),
-        );
+        let who = format!("{} and {}", first_source.label, source.label);
+        // Either the scenarios differ (a line below) or this: never both.
         if a.scenario == b.scenario && a.scenario_toml != b.scenario_toml {
             out.push(format!(
                 "{who} ran different versions of scenario {}: compare runs of one scenario file",
                 a.scenario
             ));
         }
-        let mut differ = |what: &str, x: String, y: String| {
-            if x != y {
+        for ((what, x), (_, y)) in first_facts.iter().zip(facts(b, source)) {
+            if *x != y {
                 out.push(format!("{who} differ in {what}: {x} vs {y}"));
             }
-        };
-        differ(
-            "record schema version",
-            a.schema_version.to_string(),
-            b.schema_version.to_string(),
-        );
-        differ("device", a.device.clone(), b.device.clone());
-        differ("cycles per run", a.cycles.to_string(), b.cycles.to_string());
-        differ(
-            "sampling interval (s)",
-            a.interval_s.to_string(),
-            b.interval_s.to_string(),
-        );
-        differ(
-            "retention threshold (bytes)",
-            a.retention_threshold_bytes.to_string(),
-            b.retention_threshold_bytes.to_string(),
-        );
-        differ(
-            "models",
-            sources[0].models.join(", "),
-            source.models.join(", "),
-        );
-        differ("host", host_line(&a.host), host_line(&b.host));
-        differ(
-            "machine (rows are grouped by machine)",
-            sources[0].machine.clone(),
-            source.machine.clone(),
-        );
-        differ(
-            "memrel version",
-            a.memrel_version.clone(),
-            b.memrel_version.clone(),
-        );
-        differ(
-            "memrel commit",
-            sources[0].memrel_commit.clone(),
-            source.memrel_commit.clone(),
-        );
+        }
     }
     out
+}
+
+/// What the sources are compared on, each with its value for the source
+/// `s` of `h`, in the order the warnings name them.
+fn facts(h: &Header, s: &Source) -> [(&'static str, String); 11] {
+    [
+        (
+            "scenario (the rows compare different workloads)",
+            h.scenario.clone(),
+        ),
+        ("record schema version", h.schema_version.to_string()),
+        ("device", h.device.clone()),
+        ("cycles per run", h.cycles.to_string()),
+        ("sampling interval (s)", h.interval_s.to_string()),
+        (
+            "retention threshold (bytes)",
+            h.retention_threshold_bytes.to_string(),
+        ),
+        ("models", s.models.join(", ")),
+        ("host", host_line(&h.host)),
+        ("machine (rows are grouped by machine)", s.machine.clone()),
+        ("memrel version", h.memrel_version.clone()),
+        ("memrel commit", s.memrel_commit.clone()),
+    ]
 }
 
 fn host_line(h: &Host) -> String {
@@ -412,16 +414,34 @@ mod tests {
     use crate::metrics::summarize;
     use crate::record::fixture;
 
+    /// A source of `dir` without damage.
+    fn input<'a>(dir: &str, header: &'a Header, summary: &'a Summary) -> Input<'a> {
+        Input {
+            dir: dir.into(),
+            header,
+            summary,
+            damage: Vec::new(),
+        }
+    }
+
+    /// Two records of the fixture, from two machines (the second with more CPUs).
+    fn two_machines() -> (crate::record::Record, crate::record::Record) {
+        let epyc = crate::record::Machine {
+            cpu_model: Some("AMD EPYC".into()),
+            ..Default::default()
+        };
+        let mut a = fixture::record();
+        a.header.host.machine = Some(epyc);
+        let mut b = a.clone();
+        b.header.host.cpus = 16;
+        (a, b)
+    }
+
     #[test]
     fn one_source_has_no_warnings_and_drop_is_the_reference() {
         let record = fixture::record();
         let summary = summarize(&record);
-        let c = compare(&[Input {
-            dir: "a".into(),
-            header: &record.header,
-            summary: &summary,
-            damage: Vec::new(),
-        }]);
+        let c = compare(&[input("a", &record.header, &summary)]);
         assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert_eq!(c.sources[0].reference_strategy.as_deref(), Some("drop"));
         assert_eq!(c.sources[0].repetitions, 2);
@@ -441,12 +461,7 @@ mod tests {
         b.header.host.libc = "musl".into();
         let (sa, sb) = (summarize(&a), summarize(&b));
         let c = compare(&[
-            Input {
-                dir: "a".into(),
-                header: &a.header,
-                summary: &sa,
-                damage: Vec::new(),
-            },
+            input("a", &a.header, &sa),
             Input {
                 dir: "b".into(),
                 header: &b.header,
@@ -478,12 +493,6 @@ mod tests {
         let mut b = fixture::record();
         b.header.scenario_toml.push_str("\nsettle_ms = 5");
         let (sa, sb) = (summarize(&a), summarize(&b));
-        let input = |dir: &str, header, summary| Input {
-            dir: dir.into(),
-            header,
-            summary,
-            damage: Vec::new(),
-        };
         let c = compare(&[input("a", &a.header, &sa), input("b", &b.header, &sb)]);
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         assert!(c.warnings[0].contains("ran different versions of scenario fixture"));
@@ -493,21 +502,9 @@ mod tests {
     /// comparison lists both, and the sources say they differ.
     #[test]
     fn rows_are_keyed_by_machine_and_strategy() {
-        let mut a = fixture::record();
-        a.header.host.machine = Some(crate::record::Machine {
-            cpu_model: Some("AMD EPYC".into()),
-            ..Default::default()
-        });
-        let mut b = a.clone();
-        b.header.host.cpus = 16;
+        let (a, b) = two_machines();
         let old = fixture::record();
         let (sa, sb, so) = (summarize(&a), summarize(&b), summarize(&old));
-        let input = |dir: &str, header, summary| Input {
-            dir: dir.into(),
-            header,
-            summary,
-            damage: Vec::new(),
-        };
         let c = compare(&[
             input("a", &a.header, &sa),
             input("b", &b.header, &sb),

@@ -256,73 +256,17 @@ pub fn read_header(path: &Path) -> Result<GgufHeader> {
         file_bytes,
         length_bytes: 8,
     };
-    let magic = r.array::<4>("the magic GGUF")?;
-    if magic != MAGIC {
-        bail!(
-            "{shown} is not a GGUF file: byte 0 holds {:?} (hex {}), not the magic \"GGUF\": \
-             give a .gguf file (llama.cpp's format) or a model directory",
-            String::from_utf8_lossy(&magic),
-            magic.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        );
-    }
-    let version = r.u32("the version")?;
-    match version {
-        1 => r.length_bytes = 4,
-        2 | 3 => {}
-        v => bail!(
-            "{shown}: GGUF version {v} at byte 4 is not one memrel reads (1, 2 or 3): \
-             the file is damaged or of a newer GGUF"
-        ),
-    }
-    let tensor_count = r.length("the tensor count")?;
-    let metadata_count = r.length("the metadata count")?;
-    // Each entry takes at least a length and a type: a count the file cannot
-    // hold is refused before anything is allocated for it.
-    let min_bytes = metadata_count
-        .saturating_mul(r.length_bytes + 5)
-        .saturating_add(tensor_count.saturating_mul(r.length_bytes + 16));
-    if min_bytes > file_bytes.saturating_sub(r.offset) {
-        bail!(
-            "{shown} is truncated at byte {}: its header declares {tensor_count} tensors and \
-             {metadata_count} metadata entries, at least {min_bytes} bytes, but the file is \
-             {file_bytes} bytes: download or generate the file again",
-            r.offset
-        );
-    }
+    let counts = r.preamble()?;
     let mut metadata = BTreeMap::new();
-    for _ in 0..metadata_count {
+    for _ in 0..counts.metadata {
         let key = r.string("a metadata key")?;
         let kind = r.u32(&format!("the type of {key:?}"))?;
         let value = r.value(kind, &key, 0)?;
         metadata.insert(key, value);
     }
-    let mut raw = Vec::new();
-    for _ in 0..tensor_count {
-        let at = r.offset;
-        let name = r.string("a tensor name")?;
-        let dims = r.u32(&format!("the dimensions of tensor {name:?}"))?;
-        if dims > MAX_TENSOR_DIMS {
-            bail!(
-                "{shown}: tensor {name:?} at byte {at} has {dims} dimensions, at most \
-                 {MAX_TENSOR_DIMS} are allowed: the file is damaged"
-            );
-        }
-        let mut shape = Vec::new();
-        for _ in 0..dims {
-            shape.push(r.length(&format!("the shape of tensor {name:?}"))?);
-        }
-        shape.reverse();
-        let type_at = r.offset;
-        let type_id = r.u32(&format!("the type of tensor {name:?}"))?;
-        let offset = r.u64(&format!("the offset of tensor {name:?}"))?;
-        let Some(kind) = ggml_type(type_id) else {
-            bail!(
-                "{shown}: tensor {name:?} has unknown ggml type {type_id} at byte {type_at}: \
-                 the file is damaged or uses a type candle does not load"
-            );
-        };
-        raw.push((name, shape, kind, offset));
-    }
+    let raw = (0..counts.tensors)
+        .map(|_| r.tensor_info())
+        .collect::<Result<Vec<_>>>()?;
     let alignment = match metadata
         .get("general.alignment")
         .and_then(MetaValue::as_u64)
@@ -331,8 +275,49 @@ pub fn read_header(path: &Path) -> Result<GgufHeader> {
         Some(a) => a,
     };
     let data_offset_bytes = r.offset.div_ceil(alignment).saturating_mul(alignment);
-    let mut tensors = Vec::with_capacity(raw.len());
-    for (name, shape, (type_name, block, block_bytes), offset) in raw {
+    let tensors = raw
+        .into_iter()
+        .map(|t| t.placed(data_offset_bytes, file_bytes, path))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(GgufHeader {
+        path: path.to_path_buf(),
+        version: counts.version,
+        file_bytes,
+        metadata,
+        tensors,
+        data_offset_bytes,
+    })
+}
+
+/// What a GGUF file's first bytes say: its version and how many entries follow.
+struct Preamble {
+    version: u32,
+    tensors: u64,
+    metadata: u64,
+}
+
+/// A tensor as its header entry says, before it is placed in the file.
+struct RawTensor {
+    name: String,
+    shape: Vec<u64>,
+    /// Its ggml type: name, elements a block, bytes a block.
+    kind: (&'static str, u64, u64),
+    /// From the start of the tensor data.
+    offset: u64,
+}
+
+impl RawTensor {
+    /// The tensor where it lies in the file (its data from
+    /// `data_offset_bytes` on); `Err`: its shape is no whole number of
+    /// blocks, or it runs past the end of the file.
+    fn placed(self, data_offset_bytes: u64, file_bytes: u64, path: &Path) -> Result<GgufTensor> {
+        let shown = path.display();
+        let RawTensor {
+            name,
+            shape,
+            kind: (type_name, block, block_bytes),
+            offset,
+        } = self;
         let elems = shape
             .iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
@@ -353,22 +338,96 @@ pub fn read_header(path: &Path) -> Result<GgufHeader> {
                  or damaged; download or generate it again"
             );
         }
-        tensors.push(GgufTensor {
+        Ok(GgufTensor {
             name,
             shape,
             type_name,
             start_byte: start,
             bytes,
-        });
+        })
     }
-    Ok(GgufHeader {
-        path: path.to_path_buf(),
-        version,
-        file_bytes,
-        metadata,
-        tensors,
-        data_offset_bytes,
-    })
+}
+
+impl Reader<'_> {
+    /// The magic, the version and the two counts, each checked (a count the
+    /// file cannot hold is refused before anything is allocated for it).
+    fn preamble(&mut self) -> Result<Preamble> {
+        let path = self.path;
+        let shown = path.display();
+        let magic = self.array::<4>("the magic GGUF")?;
+        if magic != MAGIC {
+            bail!(
+                "{shown} is not a GGUF file: byte 0 holds {:?} (hex {}), not the magic \"GGUF\": \
+                 give a .gguf file (llama.cpp's format) or a model directory",
+                String::from_utf8_lossy(&magic),
+                magic.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            );
+        }
+        let version = self.u32("the version")?;
+        match version {
+            1 => self.length_bytes = 4,
+            2 | 3 => {}
+            v => bail!(
+                "{shown}: GGUF version {v} at byte 4 is not one memrel reads (1, 2 or 3): \
+                 the file is damaged or of a newer GGUF"
+            ),
+        }
+        let tensor_count = self.length("the tensor count")?;
+        let metadata_count = self.length("the metadata count")?;
+        // Each entry takes at least a length and a type.
+        let min_bytes = metadata_count
+            .saturating_mul(self.length_bytes + 5)
+            .saturating_add(tensor_count.saturating_mul(self.length_bytes + 16));
+        let file_bytes = self.file_bytes;
+        if min_bytes > file_bytes.saturating_sub(self.offset) {
+            bail!(
+                "{shown} is truncated at byte {}: its header declares {tensor_count} tensors and \
+                 {metadata_count} metadata entries, at least {min_bytes} bytes, but the file is \
+                 {file_bytes} bytes: download or generate the file again",
+                self.offset
+            );
+        }
+        Ok(Preamble {
+            version,
+            tensors: tensor_count,
+            metadata: metadata_count,
+        })
+    }
+
+    /// One tensor's header entry: name, dimensions, shape, type and offset.
+    fn tensor_info(&mut self) -> Result<RawTensor> {
+        let path = self.path;
+        let shown = path.display();
+        let at = self.offset;
+        let name = self.string("a tensor name")?;
+        let dims = self.u32(&format!("the dimensions of tensor {name:?}"))?;
+        if dims > MAX_TENSOR_DIMS {
+            bail!(
+                "{shown}: tensor {name:?} at byte {at} has {dims} dimensions, at most \
+                 {MAX_TENSOR_DIMS} are allowed: the file is damaged"
+            );
+        }
+        let mut shape = Vec::new();
+        for _ in 0..dims {
+            shape.push(self.length(&format!("the shape of tensor {name:?}"))?);
+        }
+        shape.reverse();
+        let type_at = self.offset;
+        let type_id = self.u32(&format!("the type of tensor {name:?}"))?;
+        let offset = self.u64(&format!("the offset of tensor {name:?}"))?;
+        let Some(kind) = ggml_type(type_id) else {
+            bail!(
+                "{shown}: tensor {name:?} has unknown ggml type {type_id} at byte {type_at}: \
+                 the file is damaged or uses a type candle does not load"
+            );
+        };
+        Ok(RawTensor {
+            name,
+            shape,
+            kind,
+            offset,
+        })
+    }
 }
 
 impl GgufHeader {

@@ -159,7 +159,29 @@ pub fn execute(
     if duties.check_strategy {
         got.judge_program(plan.strategy, &meta.checks);
     }
-    let (run_status, error) = outcome(stop, status, &got, plan.timeout);
+    judge_end(&mut meta, &got, plan.timeout, (stop, status), sample_error);
+    (
+        RunRecord {
+            meta,
+            samples: Vec::new(),
+            events: got.events,
+            decimation: None,
+        },
+        probe_name,
+    )
+}
+
+/// How the run ended, in `meta`'s status and error: from how its last
+/// process stopped and exited, what it said, and whether every sample
+/// reached the disk.
+fn judge_end(
+    meta: &mut RunMeta,
+    got: &Collected,
+    timeout: Duration,
+    (stop, status): (Option<Stop>, Option<std::process::ExitStatus>),
+    sample_error: Option<String>,
+) {
+    let (run_status, error) = outcome(stop, status, got, timeout);
     meta.status = run_status;
     meta.error = match stop {
         None => error.map(|e| name_out_of_memory(e, &meta.stderr_tail)),
@@ -171,15 +193,6 @@ pub fn execute(
         meta.status = RunStatus::Failed;
         meta.error = Some(e);
     }
-    (
-        RunRecord {
-            meta,
-            samples: Vec::new(),
-            events: got.events,
-            decimation: None,
-        },
-        probe_name,
-    )
 }
 
 fn empty_record(meta: RunMeta) -> RunRecord {

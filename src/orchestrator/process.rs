@@ -24,7 +24,7 @@ use crate::session::{Arrival, Collected, ProgramState, Scope, Session};
 use crate::signals;
 use crate::strategy::{self, Strategy};
 use crate::worker::command::{environment_checks, CycleNumbering};
-use crate::worker::Plug;
+use crate::worker::{ParentDuties, Plug};
 
 /// Keeps this much of a worker's stdout and of its stderr (their tails) in the record.
 const TAIL_BYTES: usize = 8 * 1024;
@@ -104,26 +104,8 @@ impl Process<'_> {
         let exit_stop = ExitStop::start(pid);
         let spawned = Instant::now();
         cgroup.count_others();
-        got.program = duties.complete_edges.then(|| ProgramState {
-            numbering: CycleNumbering::default(),
-            environment_checked: !duties.check_strategy,
-            failed_checks: Vec::new(),
-        });
-        if meta.pid == 0 {
-            meta.pid = pid;
-        } else {
-            meta.respawned_pids.push(pid);
-        }
-        // The kernel's peak between edges is one process's VmHWM: not the
-        // tree's PSS sum the samples are under --tree.
-        let kernel_peak =
-            if duties.sample_tree {
-                Err("the samples are the process tree's PSS (--tree); the kernel's peak (VmHWM) is \
-                 one process's, so it is not put beside them"
-                .to_string())
-            } else {
-                KernelPeak::open(pid)
-            };
+        begin_process(&duties, pid, got, meta);
+        let kernel_peak = kernel_peak(&duties, pid);
         // Every probe opened once, for the sampler and for the edges: under
         // --tree an edge is read like the samples (the tree's sum), the
         // model files' page cache at a low rate and at every edge.
@@ -140,23 +122,10 @@ impl Process<'_> {
         };
         let (session, edges) = match Session::start(scope, self.interval, self.clock_zero, writer) {
             Ok(started) => started,
-            Err(e) => {
-                if let Some(hold) = &exit_stop {
-                    hold.read_with(crate::sampler::Nudge::ended());
-                }
-                child::kill_group(pid);
-                let _ = child::wait_bounded(&mut child, REAP_GRACE);
-                return Err(format!("cannot start the sampler thread: {e}"));
-            }
+            Err(e) => return Err(abandon(&mut child, exit_stop.as_ref(), e)),
         };
         let (messages, _edges) = channel.start_reader(self.clock_zero, edges, kernel_peak);
-        let (echo_out, echo_err) = if self.plug.io().show_output {
-            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
-        } else {
-            (None, None)
-        };
-        let stdout = drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out);
-        let stderr = drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err);
+        let tails = Tails::spawn(&mut child, self.plug.io().show_output);
         if let Some(hold) = &exit_stop {
             hold.read_with(session.nudge());
         }
@@ -173,16 +142,7 @@ impl Process<'_> {
         if duties.sample_tree {
             child::reap_adopted();
         }
-        // The process's own peak, in the scope of the samples: memrel's
-        // worker holds no child, so wait4's is its own; a program's is read
-        // while it ran; a tree has no VmHWM (its samples are PSS sums).
-        let peak_bytes = if duties.sample_tree {
-            None
-        } else if duties.complete_edges {
-            own_peak_bytes
-        } else {
-            waited_peak_bytes
-        };
+        let peak_bytes = own_peak(&duties, own_peak_bytes, waited_peak_bytes);
         let stopped = session.stop();
         // SIGKILL that memrel did not send, while an OOM kill counter rose.
         got.oom_killed = match (
@@ -205,16 +165,7 @@ impl Process<'_> {
         // it is the peak since that edge, one part of the run's.
         meta.vm_hwm_bytes = meta.vm_hwm_bytes.max(peak_bytes);
         got.fill_trailing_peak(peak_bytes, meta);
-        append_tail(
-            &mut meta.stdout_tail,
-            stdout.finish(pipe_grace),
-            got.processes,
-        );
-        append_tail(
-            &mut meta.stderr_tail,
-            stderr.finish(pipe_grace),
-            got.processes,
-        );
+        tails.finish(pipe_grace, got.processes, meta);
         Ok(Ended {
             stop,
             status,
@@ -438,6 +389,89 @@ fn not_held(held: Held) -> Option<String> {
 
 /// Keeps a process's cgroup in the run's metadata: the first process's
 /// start, the latest one's end (respawn runs several in turn).
+/// A process begins: the collector's program state (a program's edges
+/// completed by memrel), and its pid in the run's meta (a respawn's after
+/// the first).
+fn begin_process(duties: &ParentDuties, pid: u32, got: &mut Collected, meta: &mut RunMeta) {
+    got.program = duties.complete_edges.then(|| ProgramState {
+        numbering: CycleNumbering::default(),
+        environment_checked: !duties.check_strategy,
+        failed_checks: Vec::new(),
+    });
+    if meta.pid == 0 {
+        meta.pid = pid;
+    } else {
+        meta.respawned_pids.push(pid);
+    }
+}
+
+/// The kernel's peak between edges is one process's VmHWM: not the
+/// tree's PSS sum the samples are under --tree.
+fn kernel_peak(duties: &ParentDuties, pid: u32) -> Result<KernelPeak, String> {
+    if duties.sample_tree {
+        Err(
+            "the samples are the process tree's PSS (--tree); the kernel's peak (VmHWM) is \
+             one process's, so it is not put beside them"
+                .to_string(),
+        )
+    } else {
+        KernelPeak::open(pid)
+    }
+}
+
+/// The sampler could not start: the process is let go and killed; the run's error.
+fn abandon(child: &mut Child, exit_stop: Option<&ExitStop>, e: impl std::fmt::Display) -> String {
+    if let Some(hold) = exit_stop {
+        hold.read_with(crate::sampler::Nudge::ended());
+    }
+    child::kill_group(child.id());
+    let _ = child::wait_bounded(child, REAP_GRACE);
+    format!("cannot start the sampler thread: {e}")
+}
+
+/// The process's own peak, in the scope of the samples: memrel's worker
+/// holds no child, so wait4's is its own; a program's is read while it
+/// ran; a tree has no VmHWM (its samples are PSS sums).
+fn own_peak(
+    duties: &ParentDuties,
+    read_bytes: Option<u64>,
+    waited_bytes: Option<u64>,
+) -> Option<u64> {
+    if duties.sample_tree {
+        None
+    } else if duties.complete_edges {
+        read_bytes
+    } else {
+        waited_bytes
+    }
+}
+
+/// The process's stdout and stderr, drained (and shown where asked).
+struct Tails {
+    stdout: drain::Tail,
+    stderr: drain::Tail,
+}
+
+impl Tails {
+    fn spawn(child: &mut Child, show_output: bool) -> Tails {
+        let (echo_out, echo_err) = if show_output {
+            (Some(drain::Echo::Stdout), Some(drain::Echo::Stderr))
+        } else {
+            (None, None)
+        };
+        Tails {
+            stdout: drain::spawn(child.stdout.take(), TAIL_BYTES, echo_out),
+            stderr: drain::spawn(child.stderr.take(), TAIL_BYTES, echo_err),
+        }
+    }
+
+    /// Appends what each said (after `grace`) to the run's tails.
+    fn finish(self, grace: Duration, process: u32, meta: &mut RunMeta) {
+        append_tail(&mut meta.stdout_tail, self.stdout.finish(grace), process);
+        append_tail(&mut meta.stderr_tail, self.stderr.finish(grace), process);
+    }
+}
+
 fn record_cgroup(meta: &mut RunMeta, process: crate::cgroup::view::CgroupRun) {
     match &mut meta.cgroup {
         Some(run) => {

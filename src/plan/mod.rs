@@ -16,15 +16,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::export;
 use crate::metrics::measured::Measured;
 use crate::metrics::{self, Summary};
-use crate::model::inspect::WeightFormat;
-use crate::model::spec::ModelSource;
+use crate::model::inspect::{ModelDir, WeightFormat};
+use crate::model::spec::{FakeModel, ModelSource};
 use crate::model::synth::cache_dir;
 use crate::model::{gguf, source};
 use crate::orchestrator::{self, RunPlan};
 use crate::protocol::Check;
 use crate::record::live::LiveRun;
 use crate::record::{
-    Header, ModelInfo, PageCacheInfo, Program, Record, RunMeta, RunStatus, WeightFile,
+    Header, ModelInfo, PageCacheInfo, Program, Record, RunMeta, RunRecord, RunStatus, WeightFile,
 };
 use crate::results::create_out_dir;
 use crate::sampler::page_cache;
@@ -243,12 +243,87 @@ impl Plan {
                 )
             })?;
         }
-        let mut dirs = Vec::new();
-        let mut fakes = Vec::new();
-        let mut infos = Vec::new();
+        let models = Models::resolve(scenario, &base, cache)?;
+        let plug = match &scenario.worker {
+            WorkerKind::Candle | WorkerKind::Fake => Plug::Memrel(WorkerSpec {
+                resume: None,
+                strategy: String::new(),
+                device: scenario.device,
+                cycles: scenario.cycles,
+                models: models.dirs,
+                fakes: models.fakes,
+                workload: scenario.workload.clone(),
+            }),
+            WorkerKind::Command(argv) => self.command_plug(argv, &base, cache, models.dirs)?,
+        };
+        Ok((plug, models.infos))
+    }
+
+    /// The program of a command scenario (`argv`, from `base`), with
+    /// memrel's Python module and the model files it names.
+    fn command_plug(
+        &self,
+        argv: &[String],
+        base: &Path,
+        cache: &Path,
+        dirs: Vec<(String, ModelDir)>,
+    ) -> Result<Plug> {
+        let scenario = &self.scenario;
+        let mut argv = argv.to_vec();
+        if let (Some(python), Some(first)) = (&self.python, argv.first_mut()) {
+            if first == "python3" || first == "python" {
+                *first = python.clone();
+            }
+        }
+        let base = std::fs::canonicalize(base).with_context(|| {
+            format!("the program's directory {} does not exist", base.display())
+        })?;
+        if argv[0].contains('/') && Path::new(&argv[0]).is_relative() {
+            argv[0] = base.join(&argv[0]).display().to_string();
+        }
+        let python_path = python_module_dir(cache).with_context(|| {
+            format!(
+                "cannot write memrel's Python module under {}: set MEMREL_CACHE_DIR to a writable directory",
+                cache.display()
+            )
+        })?;
+        let named: Vec<PathBuf> = scenario.model_files.iter().map(|f| base.join(f)).collect();
+        let model_files = crate::model::files::model_files_named(&named, "model_files")
+            .with_context(|| format!("scenario {}", scenario.name))?;
+        Ok(Plug::Command(CommandSpec {
+            argv,
+            cwd: base,
+            model_files,
+            models: dirs.into_iter().map(|(id, d)| (id, d.dir)).collect(),
+            device: scenario.device,
+            cycles: scenario.cycles,
+            python_path,
+            tree: self.tree,
+            io: self.program_io,
+        }))
+    }
+}
+
+/// A scenario's models, resolved: directories of real ones, fake ones, and
+/// what the record's header says of each.
+struct Models {
+    dirs: Vec<(String, ModelDir)>,
+    fakes: Vec<(String, FakeModel)>,
+    infos: Vec<ModelInfo>,
+}
+
+impl Models {
+    /// Resolves every model of `scenario` (paths from `base`, downloads
+    /// into `cache`), saying so on stderr.
+    fn resolve(scenario: &Scenario, base: &Path, cache: &Path) -> Result<Models> {
+        let mut models = Models {
+            dirs: Vec::new(),
+            fakes: Vec::new(),
+            infos: Vec::new(),
+        };
         for (id, src) in &scenario.models {
             if let ModelSource::Fake(fake) = src {
-                infos.push(ModelInfo {
+                models.infos.push(ModelInfo {
                     id: id.clone(),
                     source: src.to_string(),
                     dir: String::new(),
@@ -257,11 +332,11 @@ impl Plan {
                     parameters: 0,
                     load: None,
                 });
-                fakes.push((id.clone(), *fake));
+                models.fakes.push((id.clone(), *fake));
                 continue;
             }
             eprintln!("memrel: preparing model {id} ({src})");
-            let dir = source::resolve(src, &base, cache)
+            let dir = source::resolve(src, base, cache)
                 .with_context(|| format!("model {id:?} of scenario {}", scenario.name))?;
             let load = match dir.format {
                 WeightFormat::Gguf => {
@@ -271,7 +346,7 @@ impl Plan {
                 }
                 WeightFormat::Safetensors => None,
             };
-            infos.push(ModelInfo {
+            models.infos.push(ModelInfo {
                 id: id.clone(),
                 source: src.to_string(),
                 dir: dir.dir.display().to_string(),
@@ -280,55 +355,9 @@ impl Plan {
                 parameters: dir.parameters,
                 load,
             });
-            dirs.push((id.clone(), dir));
+            models.dirs.push((id.clone(), dir));
         }
-        let plug = match &scenario.worker {
-            WorkerKind::Candle | WorkerKind::Fake => Plug::Memrel(WorkerSpec {
-                resume: None,
-                strategy: String::new(),
-                device: scenario.device,
-                cycles: scenario.cycles,
-                models: dirs,
-                fakes,
-                workload: scenario.workload.clone(),
-            }),
-            WorkerKind::Command(argv) => {
-                let mut argv = argv.clone();
-                if let (Some(python), Some(first)) = (&self.python, argv.first_mut()) {
-                    if first == "python3" || first == "python" {
-                        *first = python.clone();
-                    }
-                }
-                let base = std::fs::canonicalize(&base).with_context(|| {
-                    format!("the program's directory {} does not exist", base.display())
-                })?;
-                if argv[0].contains('/') && Path::new(&argv[0]).is_relative() {
-                    argv[0] = base.join(&argv[0]).display().to_string();
-                }
-                let python_path = python_module_dir(cache).with_context(|| {
-                    format!(
-                        "cannot write memrel's Python module under {}: set MEMREL_CACHE_DIR to a writable directory",
-                        cache.display()
-                    )
-                })?;
-                let named: Vec<PathBuf> =
-                    scenario.model_files.iter().map(|f| base.join(f)).collect();
-                let model_files = crate::model::files::model_files_named(&named, "model_files")
-                    .with_context(|| format!("scenario {}", scenario.name))?;
-                Plug::Command(CommandSpec {
-                    argv,
-                    cwd: base,
-                    model_files,
-                    models: dirs.into_iter().map(|(id, d)| (id, d.dir)).collect(),
-                    device: scenario.device,
-                    cycles: scenario.cycles,
-                    python_path,
-                    tree: self.tree,
-                    io: self.program_io,
-                })
-            }
-        };
-        Ok((plug, infos))
+        Ok(models)
     }
 }
 
@@ -380,23 +409,18 @@ impl RunContext<'_> {
         if self.plan.devices.len() <= 1 {
             progress.set_position(done_before);
         }
-        let total_runs = self.total_runs;
         let on = plug
             .device()
             .map(|d| format!(" on {d}"))
             .unwrap_or_default();
         let label = format!(
-            "run {run_number}/{total_runs} {} (repetition {repetition}){on}",
-            strategy.name
+            "run {run_number}/{} {} (repetition {repetition}){on}",
+            self.total_runs, strategy.name
         );
         progress.set_message(label.clone());
         let device = plug.device().unwrap_or(scenario.device);
         let (vram, vram_missing) = vram_probe(device);
-        if scenario.workload.evict_page_cache {
-            evict_weights(plug, progress);
-        } else if let Plug::Memrel(_) = plug {
-            warm_weights(plug, progress);
-        }
+        self.page_cache_before(plug);
         let meta = RunMeta::planned(run_number, strategy.name, repetition);
         let mut live = LiveRun::begin(out_dir, record, &meta)
             .with_context(|| format!("cannot write results into {}", out_dir.display()))?;
@@ -441,21 +465,40 @@ impl RunContext<'_> {
                 )
             });
         }
-        // The run's samples, read back from samples.csv (which gets
-        // their exact phases now): `run` and `report` see the same.
-        // Should that fail, the files stay as they were streamed (the
-        // run listed as stopped early): nothing is rewritten from a
-        // record that lacks them.
-        let cannot_write = || format!("cannot write results into {}", out_dir.display());
-        live.finish(&mut run).with_context(cannot_write)?;
-        record.runs.push(run);
-        record
-            .save_events_and_runs(out_dir)
-            .with_context(cannot_write)?;
-        let summary = metrics::summarize(record);
-        export::write_derived_run_outputs(out_dir, record, &summary).with_context(cannot_write)?;
-        Ok(summary)
+        write_run(record, run, live, out_dir)
     }
+
+    /// Each run of memrel's own worker starts from the same page cache:
+    /// the weight files dropped where the workload asks, else read in.
+    fn page_cache_before(&self, plug: &Plug) {
+        if self.plan.scenario.workload.evict_page_cache {
+            evict_weights(plug, self.progress);
+        } else if let Plug::Memrel(_) = plug {
+            warm_weights(plug, self.progress);
+        }
+    }
+}
+
+/// Appends `run` to `record` and writes every output again; the summary
+/// of the record so far. The run's samples are read back from samples.csv
+/// (which gets their exact phases now): `run` and `report` see the same.
+/// Should that fail, the files stay as they were streamed (the run listed
+/// as stopped early): nothing is rewritten from a record that lacks them.
+fn write_run(
+    record: &mut Record,
+    mut run: RunRecord,
+    live: LiveRun,
+    out_dir: &Path,
+) -> Result<Summary> {
+    let cannot_write = || format!("cannot write results into {}", out_dir.display());
+    live.finish(&mut run).with_context(cannot_write)?;
+    record.runs.push(run);
+    record
+        .save_events_and_runs(out_dir)
+        .with_context(cannot_write)?;
+    let summary = metrics::summarize(record);
+    export::write_derived_run_outputs(out_dir, record, &summary).with_context(cannot_write)?;
+    Ok(summary)
 }
 
 /// Looks strategies up and checks they fit the scenario's worker, its device

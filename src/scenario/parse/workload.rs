@@ -79,94 +79,119 @@ pub(super) fn parse_workload(
 ) -> Result<Workload, ScenarioError> {
     let w = table.get_ref();
     let mut steps = Vec::new();
-    let mut loaded: BTreeSet<String> = BTreeSet::new();
-    let mut asleep: BTreeSet<String> = BTreeSet::new();
+    let mut states = ModelStates::default();
     for raw in w.steps.get_ref() {
         let step = Step::parse(raw.get_ref()).map_err(|e| invalid(raw.span(), e))?;
-        let model_ref = match &step {
-            Step::Load(m) | Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) | Step::Wake(m) => {
-                Some(m.clone())
-            }
-            _ => None,
-        };
-        if let Some(m) = &model_ref {
-            if !models.contains_key(m) {
-                let known: Vec<&str> = models.keys().map(String::as_str).collect();
-                return Err(invalid(
-                    raw.span(),
-                    format!(
-                        "step {:?} names model {m:?}, which is not under [models]; known: {}",
-                        raw.get_ref(),
-                        known.join(", ")
-                    ),
-                ));
-            }
-        }
-        match &step {
-            Step::Load(m) if !loaded.insert(m.clone()) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("model {m:?} is loaded twice without an unload in between"),
-                ))
-            }
+        known_model(&step, raw.get_ref(), models)
+            .and_then(|()| states.take(&step, raw.get_ref()))
+            .map_err(|e| invalid(raw.span(), e))?;
+        steps.push(step);
+    }
+    states
+        .at_end(&steps)
+        .map_err(|e| invalid(w.steps.span(), e))?;
+    check_size(w, invalid)?;
+    Ok(Workload {
+        steps,
+        batch_size: *w.batch_size.get_ref(),
+        seq_len: *w.seq_len.get_ref(),
+        load_method: w.load_method,
+        load_thread: w.load_thread,
+        dtype: w.dtype,
+        small_allocs_between_loads: w.small_allocs_between_loads,
+        settle_ms: w.settle_ms,
+        baseline_ms: w.baseline_ms,
+        warmup: w.warmup,
+        evict_page_cache: w.evict_page_cache,
+    })
+}
+
+/// `Err`: `step` (written `raw`) names a model that is not under `[models]`.
+fn known_model(
+    step: &Step,
+    raw: &str,
+    models: &BTreeMap<String, ModelSource>,
+) -> Result<(), String> {
+    let (Step::Load(m) | Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) | Step::Wake(m)) =
+        step
+    else {
+        return Ok(());
+    };
+    if models.contains_key(m) {
+        return Ok(());
+    }
+    let known: Vec<&str> = models.keys().map(String::as_str).collect();
+    Err(format!(
+        "step {raw:?} names model {m:?}, which is not under [models]; known: {}",
+        known.join(", ")
+    ))
+}
+
+/// Which models are loaded and which asleep, step by step through a cycle.
+#[derive(Default)]
+struct ModelStates {
+    loaded: BTreeSet<String>,
+    asleep: BTreeSet<String>,
+}
+
+impl ModelStates {
+    /// Takes `step` (written `raw`); `Err`: it does not follow from the
+    /// steps before it (a forward before its load, a wake before its sleep).
+    fn take(&mut self, step: &Step, raw: &str) -> Result<(), String> {
+        let (loaded, asleep) = (&mut self.loaded, &mut self.asleep);
+        match step {
+            Step::Load(m) if !loaded.insert(m.clone()) => Err(format!(
+                "model {m:?} is loaded twice without an unload in between"
+            )),
             Step::Forward(m) if !loaded.contains(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("forward {m:?} comes before \"load {m}\""),
-                ))
+                Err(format!("forward {m:?} comes before \"load {m}\""))
             }
             Step::Unload(m) if !loaded.remove(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("unload {m:?} comes before \"load {m}\""),
-                ))
+                Err(format!("unload {m:?} comes before \"load {m}\""))
             }
-            Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) if asleep.contains(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!(
-                        "step {:?}: model {m:?} is asleep; add \"wake {m}\" before it",
-                        raw.get_ref()
-                    ),
-                ))
-            }
+            Step::Forward(m) | Step::Unload(m) | Step::Sleep(m) if asleep.contains(m) => Err(
+                format!("step {raw:?}: model {m:?} is asleep; add \"wake {m}\" before it"),
+            ),
             Step::Sleep(m) if !loaded.contains(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("sleep {m:?} comes before \"load {m}\""),
-                ))
+                Err(format!("sleep {m:?} comes before \"load {m}\""))
             }
             Step::Sleep(m) => {
                 asleep.insert(m.clone());
+                Ok(())
             }
             Step::Wake(m) if !asleep.remove(m) => {
-                return Err(invalid(
-                    raw.span(),
-                    format!("wake {m:?} comes before \"sleep {m}\""),
-                ))
+                Err(format!("wake {m:?} comes before \"sleep {m}\""))
             }
-            _ => {}
+            _ => Ok(()),
         }
-        steps.push(step);
     }
-    if let Some(m) = asleep.iter().next() {
-        return Err(invalid(
-            w.steps.span(),
-            format!("model {m:?} is still asleep at the end of the cycle: add \"wake {m}\""),
-        ));
+
+    /// `Err`: at the end of the cycle (`steps`), a model is still asleep or
+    /// loaded, or none was loaded at all.
+    fn at_end(&self, steps: &[Step]) -> Result<(), String> {
+        if let Some(m) = self.asleep.iter().next() {
+            return Err(format!(
+                "model {m:?} is still asleep at the end of the cycle: add \"wake {m}\""
+            ));
+        }
+        if let Some(m) = self.loaded.iter().next() {
+            return Err(format!(
+                "model {m:?} is still loaded at the end of the cycle: add \"unload {m}\""
+            ));
+        }
+        if !steps.iter().any(|s| matches!(s, Step::Load(_))) {
+            return Err("steps load no model: add e.g. \"load bert\"".into());
+        }
+        Ok(())
     }
-    if let Some(m) = loaded.iter().next() {
-        return Err(invalid(
-            w.steps.span(),
-            format!("model {m:?} is still loaded at the end of the cycle: add \"unload {m}\""),
-        ));
-    }
-    if !steps.iter().any(|s| matches!(s, Step::Load(_))) {
-        return Err(invalid(
-            w.steps.span(),
-            "steps load no model: add e.g. \"load bert\"".into(),
-        ));
-    }
+}
+
+/// `batch_size` and `seq_len` at least 1, and their product a forward
+/// pass the worker can build.
+fn check_size(
+    w: &WorkloadFile,
+    invalid: &dyn Fn(std::ops::Range<usize>, String) -> ScenarioError,
+) -> Result<(), ScenarioError> {
     let (batch_size, seq_len) = (&w.batch_size, &w.seq_len);
     for (key, value) in [("batch_size", batch_size), ("seq_len", seq_len)] {
         if *value.get_ref() == 0 {
@@ -193,17 +218,5 @@ pub(super) fn parse_workload(
             ),
         ));
     }
-    Ok(Workload {
-        steps,
-        batch_size: *batch_size.get_ref(),
-        seq_len: *seq_len.get_ref(),
-        load_method: w.load_method,
-        load_thread: w.load_thread,
-        dtype: w.dtype,
-        small_allocs_between_loads: w.small_allocs_between_loads,
-        settle_ms: w.settle_ms,
-        baseline_ms: w.baseline_ms,
-        warmup: w.warmup,
-        evict_page_cache: w.evict_page_cache,
-    })
+    Ok(())
 }
