@@ -80,7 +80,93 @@ pub trait ResourceFacts: Sized {
     /// The anonymous part at a phase edge, where the resource has parts
     /// (host memory; the container, where its edges read memory.stat).
     fn anon_at_event(self, event: &Event) -> Option<u64>;
+
+    /// How charts, the trace and tables show it ([`Look`]): what exporters
+    /// ask instead of matching on which resource it is.
+    fn look(self) -> Look;
 }
+
+/// How a chart draws a resource's series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    /// Its parts stacked from zero (host memory: anon filled, file the band
+    /// up to the whole), the whole a line over them; an unread part is 0.
+    Stacked,
+    /// The whole filled down to zero under its line, its floor dashed.
+    Area,
+    /// The whole a strong line, its parts lighter lines; the first part is
+    /// its ceiling (the container's usage, page cache included, above its
+    /// working set). Where a lane is too low for lines (`compare.png`), an
+    /// `Area`.
+    Lines,
+}
+
+/// One part a chart draws with its resource, and its names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartLook {
+    pub part: Part,
+    /// In a timeline's legend: `RssAnon (tensors, heap)`.
+    pub legend: &'static str,
+    /// In `compare.png`'s key, where its resource is `Stacked`.
+    pub key: &'static str,
+    /// Its counter track in trace.json: `anon`.
+    pub track: &'static str,
+}
+
+/// How a resource is shown, from its facts: its panel, its series and
+/// parts, their names, and whether it is context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Look {
+    pub draw: Draw,
+    /// Its whole's name in a chart's legend and key: `RSS total`,
+    /// `VRAM cuda:0`, `page cache (model files)`.
+    pub name: String,
+    /// Its name is followed by how VRAM was read (`process` or `process
+    /// tree`, `sampler::vram_scope`).
+    pub scoped: bool,
+    /// Its whole's counter track in trace.json: `rss`, `vram cuda:0`.
+    pub track: String,
+    /// Its parts drawn with it, in the order `draw` says.
+    pub parts: &'static [PartLook],
+    /// The measured process's own memory (host RSS): a timeline's tall
+    /// panel, its baseline plainly `baseline` when alone, `compare.png`'s
+    /// word `memory`, the fields of its anonymous part.
+    pub primary: bool,
+    /// A cache kept by design (the page cache): its story is what stays
+    /// cached after the unload (its columns and lanes say that, and its
+    /// words are `keeps cached`), not what is retained, and a first load
+    /// filling it is no one-time cost to explain.
+    pub cache: bool,
+    /// Its baseline's label is drawn on the chart, not only in the legend
+    /// (a device's, whose floor sits near it).
+    pub baseline_on_chart: bool,
+    /// Its group's heading in a slim table: `container WS`.
+    pub slim_label: String,
+}
+
+/// Host memory's parts.
+const HOST_PARTS: &[PartLook] = &[
+    PartLook {
+        part: Part::Anon,
+        legend: "RssAnon (tensors, heap)",
+        key: "RssAnon (heap, copied tensors)",
+        track: "anon",
+    },
+    PartLook {
+        part: Part::File,
+        legend: "RssFile (mapped files)",
+        key: "RssFile (mapped files)",
+        track: "file",
+    },
+];
+
+/// The container's usage, drawn as a line above its working set.
+const CONTAINER_PARTS: &[PartLook] = &[PartLook {
+    part: Part::Usage,
+    legend: "cgroup usage (page cache included)",
+    key: "cgroup usage (page cache included)",
+    track: "container usage",
+}];
 
 impl ResourceFacts for Resource {
     /// The resources a record measured: the host always, its CUDA device,
@@ -233,6 +319,50 @@ impl ResourceFacts for Resource {
     /// (host memory; the container, where its edges read memory.stat).
     fn anon_at_event(self, event: &Event) -> Option<u64> {
         event.readings.part(self, Part::Anon)
+    }
+
+    fn look(self) -> Look {
+        let plain = Look {
+            draw: Draw::Area,
+            name: self.label(),
+            scoped: false,
+            track: self.label(),
+            parts: &[],
+            primary: false,
+            cache: false,
+            baseline_on_chart: false,
+            slim_label: self.label(),
+        };
+        match self {
+            Resource::Host => Look {
+                draw: Draw::Stacked,
+                name: "RSS total".to_string(),
+                track: "rss".to_string(),
+                parts: HOST_PARTS,
+                primary: true,
+                ..plain
+            },
+            Resource::Device(_) => Look {
+                scoped: true,
+                track: format!("vram {}", self.key()),
+                baseline_on_chart: true,
+                ..plain
+            },
+            Resource::Container => Look {
+                draw: Draw::Lines,
+                track: "container working set".to_string(),
+                parts: CONTAINER_PARTS,
+                slim_label: "container WS".to_string(),
+                ..plain
+            },
+            Resource::PageCache => Look {
+                name: "page cache (model files)".to_string(),
+                track: "page cache".to_string(),
+                cache: true,
+                ..plain
+            },
+            Resource::Probed(_) => plain,
+        }
     }
 }
 
