@@ -12,17 +12,17 @@ pub const PEAKS_CSV_FILE: &str = "peaks.csv";
 
 /// The columns of peaks.csv.
 const COLUMNS: [&str; 10] = [
-        "run",
-        "strategy",
-        "cycle",
-        "phase",
-        "model",
-        "begin_s",
-        "end_s",
-        "sampled_peak_bytes",
-        "kernel_peak_bytes",
-        "missed_bytes",
-    ];
+    "run",
+    "strategy",
+    "cycle",
+    "phase",
+    "model",
+    "begin_s",
+    "end_s",
+    "sampled_peak_bytes",
+    "kernel_peak_bytes",
+    "missed_bytes",
+];
 
 /// One row per phase of every run whose kernel peaks were read, one row
 /// (phase empty) per run where they were not available; `None` when no run

@@ -147,7 +147,7 @@ fn tracks(resources: &[Resource]) -> Vec<Track> {
         out.push((look.track, Box::new(move |s| r.in_sample(s))));
         // The parts of a stack are 0 where unread; other parts are left out.
         let stacked = look.draw == Draw::Stacked;
-        for p in look.parts {
+        for p in &look.parts {
             let part = p.part;
             out.push((
                 p.track.to_string(),

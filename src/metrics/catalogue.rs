@@ -425,7 +425,7 @@ impl MemoryMetric {
             Resource::Device(_) => Some(keys.device.to_string()),
             Resource::PageCache => keys.page_cache.map(str::to_string),
             Resource::Container => None,
-            Resource::Probed(_) => {
+            Resource::Probed(_) | Resource::ProbedGpu(..) => {
                 keys.page_cache?;
                 Some(with_infix(keys.host, &resource.budget_infix()?))
             }

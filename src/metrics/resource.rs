@@ -3,7 +3,10 @@
 //! container and the model files' page cache where the header names them,
 //! and every catalogued resource (`sampler::resources`: `shm`, …) that
 //! moved), their names and labels, their budget keys, whether the gate
-//! judges them, and their reading in a sample or at an edge.
+//! judges them, their reading in a sample or at an edge, and how they are
+//! shown ([`Look`]: panel, series and parts, names, context), so that no
+//! exporter matches on which resource it draws. A catalogued resource's
+//! facts come from its catalogue entry (`ResourceDef` and its `Shape`).
 //!
 //! The key itself (`record::Resource`) and the bytes (`record::Readings`,
 //! one map per sample and per edge) live on the record's floor; this trait
@@ -127,7 +130,7 @@ pub struct Look {
     /// Its whole's counter track in trace.json: `rss`, `vram cuda:0`.
     pub track: String,
     /// Its parts drawn with it, in the order `draw` says.
-    pub parts: &'static [PartLook],
+    pub parts: Vec<PartLook>,
     /// The measured process's own memory (host RSS): a timeline's tall
     /// panel, its baseline plainly `baseline` when alone, `compare.png`'s
     /// word `memory`, the fields of its anonymous part.
@@ -220,7 +223,7 @@ impl ResourceFacts for Resource {
                 .into_iter()
                 .filter(|r| *r != Resource::Host && !r.is_device()),
         );
-        out.extend(Resource::probed().filter(|r| {
+        out.extend(catalogued_in(record).into_iter().filter(|r| {
             r.range_in(record)
                 .is_some_and(|(low, high)| high - low >= MOVED_BYTES)
         }));
@@ -235,7 +238,9 @@ impl ResourceFacts for Resource {
     /// The catalogue's entry of a catalogued resource.
     fn def(self) -> Option<&'static ResourceDef> {
         match self {
-            Resource::Probed(key) => crate::sampler::resources::find(key.as_str()),
+            Resource::Probed(key) | Resource::ProbedGpu(key, _) => {
+                crate::sampler::resources::find(key.as_str())
+            }
             _ => None,
         }
     }
@@ -257,7 +262,7 @@ impl ResourceFacts for Resource {
             Resource::Device(_) => "VRAM",
             Resource::Container => "cgroup WS",
             Resource::PageCache => "cached",
-            Resource::Probed(_) => self.def().map_or("?", |d| d.quantity),
+            Resource::Probed(_) | Resource::ProbedGpu(..) => self.def().map_or("?", |d| d.quantity),
         }
     }
 
@@ -269,6 +274,9 @@ impl ResourceFacts for Resource {
             Resource::Container => "container working set (whole cgroup)".to_string(),
             Resource::PageCache => "page cache".to_string(),
             Resource::Probed(_) => self.def().map_or("?", |d| d.label).to_string(),
+            Resource::ProbedGpu(_, n) => {
+                format!("{} cuda:{n}", self.def().map_or("?", |d| d.label))
+            }
         }
     }
 
@@ -287,7 +295,8 @@ impl ResourceFacts for Resource {
             Resource::Host => Some(String::new()),
             Resource::Device(_) => Some("vram".to_string()),
             Resource::Container => None,
-            Resource::PageCache | Resource::Probed(_) => Some(self.key()),
+            Resource::PageCache => Some(self.key()),
+            Resource::Probed(key) | Resource::ProbedGpu(key, _) => Some(key.as_str().to_string()),
         }
     }
 
@@ -296,6 +305,7 @@ impl ResourceFacts for Resource {
     fn budget_class(self) -> Resource {
         match self {
             Resource::Device(_) => Resource::Device(0),
+            Resource::ProbedGpu(key, _) => Resource::ProbedGpu(key, 0),
             other => other,
         }
     }
@@ -303,7 +313,10 @@ impl ResourceFacts for Resource {
     /// Whether it is the machine's, not the measured process's: the page
     /// cache and the catalogued resources (charts draw them as context).
     fn is_machine_wide(&self) -> bool {
-        matches!(self, Resource::PageCache | Resource::Probed(_))
+        match self {
+            Resource::PageCache => true,
+            _ => self.def().is_some_and(|d| d.shape.context),
+        }
     }
 
     /// This resource in one sample (`None`: not read at that instant).
@@ -327,7 +340,7 @@ impl ResourceFacts for Resource {
             name: self.label(),
             scoped: false,
             track: self.label(),
-            parts: &[],
+            parts: Vec::new(),
             primary: false,
             cache: false,
             baseline_on_chart: false,
@@ -338,7 +351,7 @@ impl ResourceFacts for Resource {
                 draw: Draw::Stacked,
                 name: "RSS total".to_string(),
                 track: "rss".to_string(),
-                parts: HOST_PARTS,
+                parts: HOST_PARTS.to_vec(),
                 primary: true,
                 ..plain
             },
@@ -351,7 +364,7 @@ impl ResourceFacts for Resource {
             Resource::Container => Look {
                 draw: Draw::Lines,
                 track: "container working set".to_string(),
-                parts: CONTAINER_PARTS,
+                parts: CONTAINER_PARTS.to_vec(),
                 slim_label: "container WS".to_string(),
                 ..plain
             },
@@ -361,9 +374,63 @@ impl ResourceFacts for Resource {
                 cache: true,
                 ..plain
             },
-            Resource::Probed(_) => plain,
+            Resource::Probed(_) | Resource::ProbedGpu(..) => {
+                let parts = self.def().map_or(&[][..], |d| d.shape.parts);
+                if parts.is_empty() {
+                    plain
+                } else {
+                    Look {
+                        draw: Draw::Stacked,
+                        parts: catalogued_parts(parts),
+                        ..plain
+                    }
+                }
+            }
         }
     }
+}
+
+/// A catalogued resource's parts as a chart draws them: each part's one
+/// name serves its legend, its key and its trace track.
+fn catalogued_parts(parts: &'static [(Part, &'static str)]) -> Vec<PartLook> {
+    parts
+        .iter()
+        .map(|&(part, name)| PartLook {
+            part,
+            legend: name,
+            key: name,
+            track: name,
+        })
+        .collect()
+}
+
+/// The catalogued resources a record may hold, in the catalogue's order: a
+/// resource read per GPU once for each GPU its readings name.
+fn catalogued_in(record: &Record) -> Vec<Resource> {
+    let mut out = Vec::new();
+    for def in crate::sampler::resources::CATALOGUE {
+        let Some(resource) = def.resource() else {
+            continue;
+        };
+        if !def.shape.per_gpu {
+            out.push(resource);
+            continue;
+        }
+        let mut gpus: Vec<Resource> = record
+            .runs
+            .iter()
+            .flat_map(|run| {
+                let samples = run.samples.iter().map(|s| &s.readings);
+                samples.chain(run.events.iter().map(|e| &e.readings))
+            })
+            .flat_map(|r| r.resources())
+            .filter(|r| r.catalogue_key() == resource.catalogue_key())
+            .collect();
+        gpus.sort();
+        gpus.dedup();
+        out.extend(gpus);
+    }
+    out
 }
 
 /// Every reading of this resource in `record`: its samples and edges, over all runs.

@@ -207,31 +207,37 @@ pub fn write_compare_chart(
                     draw_phase_ribbons(plot, lines, axis)
                 }));
             }
-            Panel::Lanes(resources) => {
-                let lane_height = lane_height(lines.len(), resources.len());
-                for line in lines {
-                    let resources = resources.clone();
-                    bands.push(Band::new(lane_height, move |plot, label| {
-                        draw_lane(plot, line, axis, &resources, lines)?;
-                        draw_lane_label(
-                            label,
-                            line.colour,
-                            &line.row.label,
-                            &lane_lines(line, &resources, axis),
-                            false,
-                        )
-                    }));
-                }
-                let stub = stub_lines_of(&runs_of(lines));
-                bands.push(frame::time_axis_band(axis.clone(), x_desc(axis), stub));
-                let items = key_items(lines, resources);
-                bands.push(Band::whole(key_height(&items), move |area| {
-                    draw_key(area, &items)
-                }));
-            }
+            Panel::Lanes(resources) => bands.extend(lane_bands(lines, axis, resources)),
         }
     }
     frame::write_chart(path, bands)
+}
+
+/// The lanes' bands: one lane per strategy (a sub-lane per resource, its
+/// text beside it), then the time axis under them and the key.
+fn lane_bands<'a>(lines: &'a [Line], axis: &'a TimeAxis, resources: &[Resource]) -> Vec<Band<'a>> {
+    let lane_height = lane_height(lines.len(), resources.len());
+    let mut bands = Vec::new();
+    for line in lines {
+        let resources = resources.to_vec();
+        bands.push(Band::new(lane_height, move |plot, label| {
+            draw_lane(plot, line, axis, &resources, lines)?;
+            draw_lane_label(
+                label,
+                line.colour,
+                &line.row.label,
+                &lane_lines(line, &resources, axis),
+                false,
+            )
+        }));
+    }
+    let stub = stub_lines_of(&runs_of(lines));
+    bands.push(frame::time_axis_band(axis.clone(), x_desc(axis), stub));
+    let items = key_items(lines, resources);
+    bands.push(Band::whole(key_height(&items), move |area| {
+        draw_key(area, &items)
+    }));
+    bands
 }
 
 /// The height of one strategy's lane: [`LANE_HEIGHT`] for one resource,

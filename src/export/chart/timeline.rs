@@ -464,7 +464,7 @@ fn draw_lines(
     let colour = drawn.colour;
     let mut legend = Vec::new();
     let light = lighten(colour, 0.55);
-    for p in look.parts {
+    for p in &look.parts {
         let line = series.mib(|s| s.readings.part(r, p.part));
         chart
             .draw_series(LineSeries::new(line, light.stroke_width(1)))
