@@ -300,11 +300,17 @@ fn draw_memory(
     resource: Option<&ResourceRun>,
 ) -> Result<Vec<LegendEntry>> {
     let look = r.look();
-    let series = Series::of(drawn);
+    let d = Drawing {
+        colour: drawn.colour,
+        sampler: drawn.sampler,
+        series: Series::of(drawn),
+        r,
+        look: &look,
+    };
     let mut legend = match look.draw {
-        Draw::Stacked => draw_stacked(chart, drawn, &series, r, &look)?,
-        Draw::Area => draw_area(chart, drawn, &series, r, &look, resource)?,
-        Draw::Lines => draw_lines(chart, drawn, &series, r, &look)?,
+        Draw::Stacked => draw_stacked(chart, &d)?,
+        Draw::Area => draw_area(chart, &d, resource)?,
+        Draw::Lines => draw_lines(chart, &d)?,
     };
     // The baseline: the resource just before the first load (from the summary).
     if let Some(base) = resource.and_then(|m| m.baseline_bytes) {
@@ -322,6 +328,16 @@ fn draw_memory(
         legend.push(LegendEntry::new(Swatch::Dashed(grey, 1), text));
     }
     Ok(legend)
+}
+
+/// One resource's series as its sub-panel draws them.
+struct Drawing<'a> {
+    colour: RGBColor,
+    /// How the samples were read (`header.sampler`).
+    sampler: &'a str,
+    series: Series<'a>,
+    r: Resource,
+    look: &'a Look,
 }
 
 /// How a run's samples become points of a sub-panel: its x, the axis's
@@ -363,14 +379,8 @@ impl<'a> Series<'a> {
 
 /// A `Stacked` resource: its parts filled from zero, one above the other
 /// (the last up to the whole), the whole a line over them.
-fn draw_stacked(
-    chart: &mut Chart,
-    drawn: &Drawn,
-    series: &Series,
-    r: Resource,
-    look: &Look,
-) -> Result<Vec<LegendEntry>> {
-    let colour = drawn.colour;
+fn draw_stacked(chart: &mut Chart, d: &Drawing) -> Result<Vec<LegendEntry>> {
+    let (colour, series, r, look) = (d.colour, &d.series, d.r, d.look);
     let mut legend = Vec::new();
     let parts: Vec<Part> = look.parts.iter().map(|p| p.part).collect();
     let c = series.clock;
@@ -411,13 +421,10 @@ fn draw_stacked(
 /// its line over it, and its floor (a device's context) dashed.
 fn draw_area(
     chart: &mut Chart,
-    drawn: &Drawn,
-    series: &Series,
-    r: Resource,
-    look: &Look,
+    d: &Drawing,
     resource: Option<&ResourceRun>,
 ) -> Result<Vec<LegendEntry>> {
-    let colour = drawn.colour;
+    let (colour, series, r, look) = (d.colour, &d.series, d.r, d.look);
     let mut legend = Vec::new();
     let line = series.mib(|s| r.in_sample(s));
     let fill = lighten(colour, 0.45);
@@ -432,7 +439,7 @@ fn draw_area(
         .map_err(plot_err)?;
     legend.push(LegendEntry::new(
         Swatch::Line(colour, 2),
-        scoped_name(look, drawn.sampler),
+        scoped_name(look, d.sampler),
     ));
     if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
         let mib = floor as f64 / MIB;
@@ -454,14 +461,8 @@ fn scoped_name(look: &Look, sampler: &str) -> String {
 }
 
 /// A `Lines` resource: its parts light and thin, the whole strong.
-fn draw_lines(
-    chart: &mut Chart,
-    drawn: &Drawn,
-    series: &Series,
-    r: Resource,
-    look: &Look,
-) -> Result<Vec<LegendEntry>> {
-    let colour = drawn.colour;
+fn draw_lines(chart: &mut Chart, d: &Drawing) -> Result<Vec<LegendEntry>> {
+    let (colour, series, r, look) = (d.colour, &d.series, d.r, d.look);
     let mut legend = Vec::new();
     let light = lighten(colour, 0.55);
     for p in &look.parts {
@@ -477,7 +478,7 @@ fn draw_lines(
         .map_err(plot_err)?;
     legend.push(LegendEntry::new(
         Swatch::Line(colour, 2),
-        scoped_name(look, drawn.sampler),
+        scoped_name(look, d.sampler),
     ));
     Ok(legend)
 }
