@@ -325,7 +325,7 @@ fn first_loads(summary: &Summary) -> Vec<FirstLoadOf> {
         let shown = s
             .resources
             .iter()
-            .filter(|m| m.not_measured.is_none() && m.resource != Resource::PageCache);
+            .filter(|m| m.not_measured.is_none() && !m.resource.look().cache);
         for m in shown {
             let Some(first) = crate::metrics::FirstLoad::of(&m.retained_by_cycle) else {
                 continue;

@@ -11,7 +11,7 @@
 //! numbers `compare_files`).
 
 use crate::metrics::catalogue::{MemoryMetric, CATALOGUE};
-use crate::metrics::{Resource, ResourceSummary, Spread};
+use crate::metrics::{Resource, ResourceFacts, ResourceSummary, Spread};
 
 /// A number of the representative run's last cycle.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -227,7 +227,7 @@ pub(super) fn fields(resource: Resource) -> impl Iterator<Item = &'static Field>
     FIELDS.iter().filter(move |f| match f.only {
         Only::Every => true,
         Only::Devices => resource.is_device(),
-        Only::Host => resource == Resource::Host,
+        Only::Host => resource.look().primary,
     })
 }
 

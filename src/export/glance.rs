@@ -101,7 +101,7 @@ fn phrase(line: &Line, resource: Resource, said: &Said, threshold_bytes: u64) ->
     match said {
         Said::NotJudged(context) => format!("{name} not judged ({context})"),
         Said::Held { level_bytes } => {
-            let what = if resource == Resource::PageCache {
+            let what = if resource.look().cache {
                 "keeps cached"
             } else {
                 "holds"
@@ -197,7 +197,7 @@ fn held_level(said: &[(&Line, Said)], resource: Resource) -> String {
     }
     let levels: Vec<f64> = who.iter().map(|w| w.1 / MIB).collect();
     let level = span(&levels, sig);
-    let what = if resource == Resource::PageCache {
+    let what = if resource.look().cache {
         "keep cached"
     } else {
         "hold"

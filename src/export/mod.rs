@@ -34,6 +34,23 @@ pub const COMPARE_PNG_FILE: &str = "compare.png";
 pub const RETAINED_PNG_FILE: &str = "retained.png";
 pub const RELEASE_PNG_FILE: &str = "release.png";
 
+/// A CSV of `header` and the rows `write` gives, or `None` where there is
+/// nothing to write (`any` false): the one frame of the optional CSVs
+/// (`peaks.csv`, `sleep.csv`).
+pub(crate) fn optional_csv(
+    any: bool,
+    header: &[&str],
+    write: impl FnOnce(&mut ::csv::Writer<Vec<u8>>) -> Result<()>,
+) -> Result<Option<Vec<u8>>> {
+    if !any {
+        return Ok(None);
+    }
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    w.write_record(header)?;
+    write(&mut w)?;
+    Ok(Some(w.into_inner()?))
+}
+
 /// `summary.json`, pretty-printed.
 pub fn summary_json(summary: &Summary) -> Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(summary)?;

@@ -10,60 +10,60 @@ use crate::metrics::Summary;
 
 pub const PEAKS_CSV_FILE: &str = "peaks.csv";
 
+/// The columns of peaks.csv.
+const COLUMNS: [&str; 10] = [
+    "run",
+    "strategy",
+    "cycle",
+    "phase",
+    "model",
+    "begin_s",
+    "end_s",
+    "sampled_peak_bytes",
+    "kernel_peak_bytes",
+    "missed_bytes",
+];
+
 /// One row per phase of every run whose kernel peaks were read, one row
 /// (phase empty) per run where they were not available; `None` when no run
 /// has either (records made before memrel read them).
 pub fn csv(summary: &Summary) -> Result<Option<Vec<u8>>> {
-    if summary
+    let any = !summary
         .runs
         .iter()
-        .all(|r| r.phase_peaks.is_empty() && r.kernel_peak.is_none())
-    {
-        return Ok(None);
-    }
-    let mut w = ::csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "run",
-        "strategy",
-        "cycle",
-        "phase",
-        "model",
-        "begin_s",
-        "end_s",
-        "sampled_peak_bytes",
-        "kernel_peak_bytes",
-        "missed_bytes",
-    ])?;
-    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-    for run in &summary.runs {
-        if let Some(why) = &run.kernel_peak {
-            w.write_record([
-                run.run.to_string(),
-                run.strategy.clone(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                why.clone(),
-                String::new(),
-            ])?;
+        .all(|r| r.phase_peaks.is_empty() && r.kernel_peak.is_none());
+    super::optional_csv(any, &COLUMNS, |w| {
+        let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        for run in &summary.runs {
+            if let Some(why) = &run.kernel_peak {
+                w.write_record([
+                    run.run.to_string(),
+                    run.strategy.clone(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    why.clone(),
+                    String::new(),
+                ])?;
+            }
+            for p in &run.phase_peaks {
+                w.write_record([
+                    run.run.to_string(),
+                    run.strategy.clone(),
+                    p.cycle.to_string(),
+                    p.phase.as_str().to_string(),
+                    p.model.clone().unwrap_or_default(),
+                    format!("{:.6}", p.begin_s),
+                    format!("{:.6}", p.end_s),
+                    opt(p.sampled_peak_bytes),
+                    opt(p.kernel_peak_bytes),
+                    opt(p.missed_bytes()),
+                ])?;
+            }
         }
-        for p in &run.phase_peaks {
-            w.write_record([
-                run.run.to_string(),
-                run.strategy.clone(),
-                p.cycle.to_string(),
-                p.phase.as_str().to_string(),
-                p.model.clone().unwrap_or_default(),
-                format!("{:.6}", p.begin_s),
-                format!("{:.6}", p.end_s),
-                opt(p.sampled_peak_bytes),
-                opt(p.kernel_peak_bytes),
-                opt(p.missed_bytes()),
-            ])?;
-        }
-    }
-    Ok(Some(w.into_inner()?))
+        Ok(())
+    })
 }

@@ -105,64 +105,65 @@ pub fn console(summary: &Summary) -> String {
     }
 }
 
+/// The columns of sleep.csv.
+const SLEEP_COLUMNS: [&str; 22] = [
+    "run",
+    "strategy",
+    "cycle",
+    "model",
+    "mode",
+    "sleep_s",
+    "wake_s",
+    "copied_bytes",
+    "sleep_gib_s",
+    "wake_gib_s",
+    "ceiling_d2h_gib_s",
+    "ceiling_h2d_gib_s",
+    "sleep_ceiling_fraction",
+    "wake_ceiling_fraction",
+    "vram_asleep_before_flush_bytes",
+    "vram_asleep_bytes",
+    "host_grown_asleep_bytes",
+    "host_held_after_wake_bytes",
+    "vram_settle_s",
+    "vram_late_bytes",
+    "host_settle_s",
+    "host_late_bytes",
+];
+
 /// `sleep.csv`: one row per sleep/wake pair of every run; `None` when no run slept.
 pub fn csv(summary: &Summary) -> Result<Option<Vec<u8>>> {
-    if summary.runs.iter().all(|r| r.sleeps.is_empty()) {
-        return Ok(None);
-    }
-    let mut w = ::csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "run",
-        "strategy",
-        "cycle",
-        "model",
-        "mode",
-        "sleep_s",
-        "wake_s",
-        "copied_bytes",
-        "sleep_gib_s",
-        "wake_gib_s",
-        "ceiling_d2h_gib_s",
-        "ceiling_h2d_gib_s",
-        "sleep_ceiling_fraction",
-        "wake_ceiling_fraction",
-        "vram_asleep_before_flush_bytes",
-        "vram_asleep_bytes",
-        "host_grown_asleep_bytes",
-        "host_held_after_wake_bytes",
-        "vram_settle_s",
-        "vram_late_bytes",
-        "host_settle_s",
-        "host_late_bytes",
-    ])?;
-    let opt = |v: Option<String>| v.unwrap_or_default();
-    for run in &summary.runs {
-        for p in &run.sleeps {
-            w.write_record([
-                run.run.to_string(),
-                run.strategy.clone(),
-                p.cycle.to_string(),
-                opt(p.model.clone()),
-                opt(p.mode.clone()),
-                opt(p.sleep_s.map(|v| format!("{v:.6}"))),
-                opt(p.wake_s.map(|v| format!("{v:.6}"))),
-                opt(p.copied_bytes.map(|v| v.to_string())),
-                opt(p.sleep_gib_s.map(|v| format!("{v:.3}"))),
-                opt(p.wake_gib_s.map(|v| format!("{v:.3}"))),
-                opt(p.ceiling_d2h_gib_s.map(|v| format!("{v:.3}"))),
-                opt(p.ceiling_h2d_gib_s.map(|v| format!("{v:.3}"))),
-                opt(p.sleep_ceiling_fraction().map(|v| format!("{v:.4}"))),
-                opt(p.wake_ceiling_fraction().map(|v| format!("{v:.4}"))),
-                opt(p.vram_asleep_before_flush_bytes.map(|v| v.to_string())),
-                opt(p.vram_asleep_bytes.map(|v| v.to_string())),
-                opt(p.host_grown_asleep_bytes.map(|v| v.to_string())),
-                opt(p.host_held_after_wake_bytes.map(|v| v.to_string())),
-                opt(p.vram_settle_s.map(|v| format!("{v:.6}"))),
-                opt(p.vram_late_bytes.map(|v| v.to_string())),
-                opt(p.host_settle_s.map(|v| format!("{v:.6}"))),
-                opt(p.host_late_bytes.map(|v| v.to_string())),
-            ])?;
+    let any = !summary.runs.iter().all(|r| r.sleeps.is_empty());
+    super::optional_csv(any, &SLEEP_COLUMNS, |w| {
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        for run in &summary.runs {
+            for p in &run.sleeps {
+                w.write_record([
+                    run.run.to_string(),
+                    run.strategy.clone(),
+                    p.cycle.to_string(),
+                    opt(p.model.clone()),
+                    opt(p.mode.clone()),
+                    opt(p.sleep_s.map(|v| format!("{v:.6}"))),
+                    opt(p.wake_s.map(|v| format!("{v:.6}"))),
+                    opt(p.copied_bytes.map(|v| v.to_string())),
+                    opt(p.sleep_gib_s.map(|v| format!("{v:.3}"))),
+                    opt(p.wake_gib_s.map(|v| format!("{v:.3}"))),
+                    opt(p.ceiling_d2h_gib_s.map(|v| format!("{v:.3}"))),
+                    opt(p.ceiling_h2d_gib_s.map(|v| format!("{v:.3}"))),
+                    opt(p.sleep_ceiling_fraction().map(|v| format!("{v:.4}"))),
+                    opt(p.wake_ceiling_fraction().map(|v| format!("{v:.4}"))),
+                    opt(p.vram_asleep_before_flush_bytes.map(|v| v.to_string())),
+                    opt(p.vram_asleep_bytes.map(|v| v.to_string())),
+                    opt(p.host_grown_asleep_bytes.map(|v| v.to_string())),
+                    opt(p.host_held_after_wake_bytes.map(|v| v.to_string())),
+                    opt(p.vram_settle_s.map(|v| format!("{v:.6}"))),
+                    opt(p.vram_late_bytes.map(|v| v.to_string())),
+                    opt(p.host_settle_s.map(|v| format!("{v:.6}"))),
+                    opt(p.host_late_bytes.map(|v| v.to_string())),
+                ])?;
+            }
         }
-    }
-    Ok(Some(w.into_inner()?))
+        Ok(())
+    })
 }

@@ -19,6 +19,7 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::metrics::resource::Draw;
 use crate::metrics::Resource;
 use crate::record::{Record, RunRecord, Sample};
 use crate::textutil::MIB;
@@ -142,30 +143,23 @@ type Track = (String, Box<dyn Fn(&Sample) -> Option<u64>>);
 fn tracks(resources: &[Resource]) -> Vec<Track> {
     let mut out: Vec<Track> = Vec::new();
     for &r in resources {
-        match r {
-            Resource::Host => {
-                out.push(("rss".into(), Box::new(move |s| r.in_sample(s))));
-                out.push(("anon".into(), Box::new(|s| Some(s.anon_bytes()))));
-                out.push(("file".into(), Box::new(|s| Some(s.file_bytes()))));
-            }
-            Resource::Device(_) => out.push((
-                format!("vram {}", r.key()),
-                Box::new(move |s| r.in_sample(s)),
-            )),
-            Resource::Container => {
-                out.push((
-                    "container working set".into(),
-                    Box::new(move |s| r.in_sample(s)),
-                ));
-                out.push((
-                    "container usage".into(),
-                    Box::new(|s| s.container().map(|c| c.usage_bytes)),
-                ));
-            }
-            Resource::PageCache => {
-                out.push(("page cache".into(), Box::new(move |s| r.in_sample(s))))
-            }
-            Resource::Probed(_) => out.push((r.label(), Box::new(move |s| r.in_sample(s)))),
+        let look = r.look();
+        out.push((look.track, Box::new(move |s| r.in_sample(s))));
+        // The parts of a stack are 0 where unread; other parts are left out.
+        let stacked = look.draw == Draw::Stacked;
+        for p in &look.parts {
+            let part = p.part;
+            out.push((
+                p.track.to_string(),
+                Box::new(move |s| {
+                    let bytes = s.readings.part(r, part);
+                    if stacked {
+                        bytes.or(Some(0))
+                    } else {
+                        bytes
+                    }
+                }),
+            ));
         }
     }
     out

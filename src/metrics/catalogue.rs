@@ -420,16 +420,17 @@ impl MemoryMetric {
             return None;
         }
         let keys = self.info().budget?;
-        match resource {
-            Resource::Host => Some(keys.host.to_string()),
-            Resource::Device(_) => Some(keys.device.to_string()),
-            Resource::PageCache => keys.page_cache.map(str::to_string),
-            Resource::Container => None,
-            Resource::Probed(_) => {
-                keys.page_cache?;
-                Some(with_infix(keys.host, &resource.budget_infix()?))
-            }
+        let infix = resource.budget_infix()?;
+        if infix.is_empty() {
+            return Some(keys.host.to_string());
         }
+        // A device's keys cover every budgeted metric; any other resource's
+        // only those the page cache has (no sleep metrics).
+        if !resource.is_device() {
+            keys.page_cache?;
+        }
+        // Spelled as the catalogue's `device` and `page_cache` keys (tested).
+        Some(with_infix(keys.host, &infix))
     }
 }
 

@@ -9,10 +9,12 @@
 //! events.csv the fixed resources keep their own columns (`rss_bytes`,
 //! `vram_bytes`, `gpu_vram`, `container_bytes`, `page_cache_bytes`, …) and
 //! the catalogued ones share one `readings` cell of `KEY=BYTES` entries
-//! separated by spaces, e.g. `shm=67108864`, empty where nothing was read.
+//! separated by spaces, e.g. `shm=67108864`, empty where nothing was read;
+//! one read per GPU is keyed `KEY:N`, a part follows with its word
+//! (`KEY:N.anon=BYTES`).
 
 use super::gpu::GpuVram;
-use super::resource::{Key, Resource};
+use super::resource::Resource;
 use crate::cgroup::view::ContainerSample;
 use crate::protocol::MemoryAtEdge;
 
@@ -35,6 +37,27 @@ pub enum Part {
     /// On a machine of several GPUs: the root process's own VRAM on the GPU
     /// that lists it (the resource's `Whole` is every measured process's sum).
     Own,
+}
+
+impl Part {
+    /// Its word in a `readings` cell entry (`shm:0.anon=…`); the whole has none.
+    pub fn word(self) -> &'static str {
+        match self {
+            Part::Whole => "",
+            Part::Anon => "anon",
+            Part::File => "file",
+            Part::Usage => "usage",
+            Part::Peak => "peak",
+            Part::Own => "own",
+        }
+    }
+
+    /// The part a cell entry's word names.
+    pub fn of_word(word: &str) -> Option<Part> {
+        [Part::Anon, Part::File, Part::Usage, Part::Peak, Part::Own]
+            .into_iter()
+            .find(|p| p.word() == word)
+    }
 }
 
 /// Bytes per resource and part; a resource without an entry was not read at
@@ -223,14 +246,16 @@ impl Readings {
     }
 
     /// The `readings` cell: the catalogued resources' `KEY=BYTES` entries
-    /// separated by spaces.
+    /// separated by spaces; a per-GPU one's key is `KEY:N`, a part's is
+    /// followed by its word (`KEY:N.anon=BYTES`).
     pub fn cell(&self) -> String {
         let entries: Vec<String> = self
             .entries
             .iter()
-            .filter_map(|(r, p, b)| match (r, p) {
-                (Resource::Probed(key), Part::Whole) => Some(format!("{}={b}", key.as_str())),
-                _ => None,
+            .filter(|(r, _, _)| r.catalogue_key().is_some())
+            .map(|(r, p, b)| match p {
+                Part::Whole => format!("{r}={b}"),
+                part => format!("{r}.{}={b}", part.word()),
             })
             .collect();
         entries.join(" ")
@@ -240,22 +265,26 @@ impl Readings {
     pub fn has_probed(&self) -> bool {
         self.entries
             .iter()
-            .any(|(r, _, _)| matches!(r, Resource::Probed(_)))
+            .any(|(r, _, _)| r.catalogue_key().is_some())
     }
 
     /// The catalogued resources of a `readings` cell, into these readings;
     /// `Err` names the entry that is not `KEY=BYTES`.
     pub fn parse_cell(&mut self, cell: &str) -> Result<(), String> {
         for entry in cell.split_whitespace() {
-            let parsed = entry
-                .split_once('=')
-                .and_then(|(k, v)| Some((Key::new(k)?, v.parse::<u64>().ok()?)));
-            let Some((key, bytes)) = parsed else {
+            let parsed = entry.split_once('=').and_then(|(name, v)| {
+                let (key, part) = match name.split_once('.') {
+                    Some((key, word)) => (key, Part::of_word(word)?),
+                    None => (name, Part::Whole),
+                };
+                Some((Resource::catalogued(key)?, part, v.parse::<u64>().ok()?))
+            });
+            let Some((resource, part, bytes)) = parsed else {
                 return Err(format!(
                     "readings entry {entry:?} is not KEY=BYTES (a lowercase key, whole bytes)"
                 ));
             };
-            self.set(Resource::Probed(key), bytes);
+            self.set_part(resource, part, bytes);
         }
         Ok(())
     }
@@ -315,6 +344,7 @@ impl Readings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Key;
 
     fn probed(key: &str) -> Resource {
         Resource::Probed(Key::new(key).unwrap())
@@ -331,6 +361,14 @@ mod tests {
         back.set(Resource::Host, 5);
         assert_eq!(back, r);
         assert_eq!(Readings::parse("").unwrap(), Readings::default());
+        // Per GPU and by part.
+        let mut shaped = Readings::default();
+        let gpu = |n| Resource::ProbedGpu(Key::new("demo").unwrap(), n);
+        shaped.set(gpu(1), 9);
+        shaped.set_part(gpu(1), Part::Anon, 4);
+        shaped.set(gpu(0), 3);
+        assert_eq!(shaped.cell(), "demo:0=3 demo:1=9 demo:1.anon=4");
+        assert_eq!(Readings::parse(&shaped.cell()).unwrap(), shaped);
     }
 
     #[test]
@@ -339,6 +377,8 @@ mod tests {
         assert!(e.contains("\"Bad=3\""), "{e}");
         assert!(Readings::parse("shm=-1").is_err());
         assert!(Readings::parse("shm").is_err());
+        assert!(Readings::parse("shm.bad=1").is_err());
+        assert!(Readings::parse("shm:x=1").is_err());
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub enum Resource {
     PageCache,
     /// A resource of the sampler's catalogue, by its key (`shm`).
     Probed(Key),
+    /// A catalogued resource read per GPU: its key and the GPU (`KEY:N`).
+    ProbedGpu(Key, u32),
 }
 
 /// The page cache's name in every file memrel writes.
@@ -95,6 +97,7 @@ impl Resource {
             Resource::Container => "container".to_string(),
             Resource::PageCache => PAGE_CACHE_KEY.to_string(),
             Resource::Probed(key) => key.as_str().to_string(),
+            Resource::ProbedGpu(key, n) => format!("{}:{n}", key.as_str()),
         }
     }
 
@@ -110,7 +113,23 @@ impl Resource {
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
                 .map(Resource::Device),
-            other => Key::new(other).map(Resource::Probed),
+            other => Resource::catalogued(other),
+        }
+    }
+
+    /// A catalogued resource's key, `KEY` or per GPU `KEY:N`.
+    pub fn catalogued(key: &str) -> Option<Resource> {
+        match key.split_once(':') {
+            Some((key, n)) => Some(Resource::ProbedGpu(Key::new(key)?, n.parse().ok()?)),
+            None => Key::new(key).map(Resource::Probed),
+        }
+    }
+
+    /// The catalogue's key of a catalogued resource (per GPU or not).
+    pub fn catalogue_key(self) -> Option<Key> {
+        match self {
+            Resource::Probed(key) | Resource::ProbedGpu(key, _) => Some(key),
+            _ => None,
         }
     }
 
@@ -168,6 +187,7 @@ mod tests {
             Resource::Container,
             Resource::PageCache,
             shm,
+            Resource::ProbedGpu(Key::new("shm").unwrap(), 2),
         ] {
             let json = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Resource>(&json).unwrap(), r);
@@ -176,12 +196,17 @@ mod tests {
             serde_json::to_string(&Resource::Device(1)).unwrap(),
             "\"cuda:1\""
         );
+        assert_eq!(
+            Resource::parse("shm:1"),
+            Some(Resource::ProbedGpu(Key::new("shm").unwrap(), 1))
+        );
         for bad in [
             "\"GPU\"",
             "\"cuda\"",
             "\"cuda:x\"",
             "\"\"",
             "\"a_key_far_too_long\"",
+            "\"shm:x\"",
         ] {
             assert!(serde_json::from_str::<Resource>(bad).is_err(), "{bad}");
         }

@@ -190,14 +190,11 @@ impl<'a> SampleRow<'a> {
     /// The sample this row holds; `Err` names a `gpu_vram` or `readings`
     /// cell that is not `GPU:BYTES` or `KEY=BYTES` entries.
     pub(super) fn sample(&self) -> Result<Sample, String> {
-        let mut r = Readings::default();
-        r.set(Resource::Host, self.rss_bytes);
-        r.set_part(Resource::Host, Part::Anon, self.anon_bytes);
-        r.set_part(Resource::Host, Part::File, self.file_bytes);
-        if let Some(cell) = &self.gpu_vram {
-            r.set_gpu_vram(&GpuVram::parse(cell)?);
-        }
-        r.set_vram_column(0, self.vram_bytes);
+        let mut r = host_and_vram(
+            [self.rss_bytes, self.anon_bytes, self.file_bytes],
+            self.gpu_vram.as_deref(),
+            self.vram_bytes,
+        )?;
         if let (Some(working_set_bytes), Some(usage_bytes)) =
             (self.container_bytes, self.container_usage_bytes)
         {
@@ -320,14 +317,11 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
         }),
         _ => None,
     };
-    let mut readings = Readings::default();
-    readings.set(Resource::Host, row.rss_bytes);
-    readings.set_part(Resource::Host, Part::Anon, row.anon_bytes);
-    readings.set_part(Resource::Host, Part::File, row.file_bytes);
-    if let Some(cell) = &row.gpu_vram {
-        readings.set_gpu_vram(&GpuVram::parse(cell)?);
-    }
-    readings.set_vram_column(0, row.vram_bytes);
+    let mut readings = host_and_vram(
+        [row.rss_bytes, row.anon_bytes, row.file_bytes],
+        row.gpu_vram.as_deref(),
+        row.vram_bytes,
+    )?;
     readings.set_opt(Resource::Container, Part::Whole, row.container_bytes);
     readings.set_opt(Resource::Container, Part::Anon, row.container_anon_bytes);
     readings.set_opt(Resource::PageCache, Part::Whole, row.page_cache_bytes);
@@ -357,4 +351,24 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
         readings,
     };
     Ok((row.run, event))
+}
+
+/// The readings every row of both files holds: host memory (`rss_bytes`,
+/// `anon_bytes`, `file_bytes`) and VRAM (the `gpu_vram` cell, then the
+/// `vram_bytes` column); `Err` names a `gpu_vram` cell that is not
+/// `GPU:BYTES` entries.
+fn host_and_vram(
+    [rss, anon, file]: [u64; 3],
+    gpu_vram: Option<&str>,
+    vram_bytes: Option<u64>,
+) -> std::result::Result<Readings, String> {
+    let mut r = Readings::default();
+    r.set(Resource::Host, rss);
+    r.set_part(Resource::Host, Part::Anon, anon);
+    r.set_part(Resource::Host, Part::File, file);
+    if let Some(cell) = gpu_vram {
+        r.set_gpu_vram(&GpuVram::parse(cell)?);
+    }
+    r.set_vram_column(0, vram_bytes);
+    Ok(r)
 }

@@ -372,7 +372,7 @@ impl Header {
     /// memrel knew but could not open on its machine is thus taken as not
     /// known: nothing in such a record tells the two apart.
     pub fn knew(&self, resource: Resource) -> bool {
-        let Resource::Probed(key) = resource else {
+        let Some(key) = resource.catalogue_key() else {
             return true;
         };
         match &self.catalogue {

@@ -34,7 +34,7 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
+use super::decimate::{area_to_zero, band, series_mib, stacked_mib};
 use super::frame::{
     self, draw_lane_label, draw_lane_tag, draw_level, draw_not_measured, header, label_stub,
     run_end_s, shade, stub_lines_of, time_panel, time_strip, Band, LabelAt, PanelStyle, RunClock,
@@ -207,31 +207,37 @@ pub fn write_compare_chart(
                     draw_phase_ribbons(plot, lines, axis)
                 }));
             }
-            Panel::Lanes(resources) => {
-                let lane_height = lane_height(lines.len(), resources.len());
-                for line in lines {
-                    let resources = resources.clone();
-                    bands.push(Band::new(lane_height, move |plot, label| {
-                        draw_lane(plot, line, axis, &resources, lines)?;
-                        draw_lane_label(
-                            label,
-                            line.colour,
-                            &line.row.label,
-                            &lane_lines(line, &resources, axis),
-                            false,
-                        )
-                    }));
-                }
-                let stub = stub_lines_of(&runs_of(lines));
-                bands.push(frame::time_axis_band(axis.clone(), x_desc(axis), stub));
-                let items = key_items(lines, resources);
-                bands.push(Band::whole(key_height(&items), move |area| {
-                    draw_key(area, &items)
-                }));
-            }
+            Panel::Lanes(resources) => bands.extend(lane_bands(lines, axis, resources)),
         }
     }
     frame::write_chart(path, bands)
+}
+
+/// The lanes' bands: one lane per strategy (a sub-lane per resource, its
+/// text beside it), then the time axis under them and the key.
+fn lane_bands<'a>(lines: &'a [Line], axis: &'a TimeAxis, resources: &[Resource]) -> Vec<Band<'a>> {
+    let lane_height = lane_height(lines.len(), resources.len());
+    let mut bands = Vec::new();
+    for line in lines {
+        let resources = resources.to_vec();
+        bands.push(Band::new(lane_height, move |plot, label| {
+            draw_lane(plot, line, axis, &resources, lines)?;
+            draw_lane_label(
+                label,
+                line.colour,
+                &line.row.label,
+                &lane_lines(line, &resources, axis),
+                false,
+            )
+        }));
+    }
+    let stub = stub_lines_of(&runs_of(lines));
+    bands.push(frame::time_axis_band(axis.clone(), x_desc(axis), stub));
+    let items = key_items(lines, resources);
+    bands.push(Band::whole(key_height(&items), move |area| {
+        draw_key(area, &items)
+    }));
+    bands
 }
 
 /// The height of one strategy's lane: [`LANE_HEIGHT`] for one resource,
@@ -303,9 +309,10 @@ fn header_band<'a>(c: &Comparison, records: &[&Record]) -> Band<'a> {
         .map(|r| r.header.interval_s * 1e3)
         .unwrap_or(0.0);
     let many = dashed_sources(c);
-    let what = match c.lead {
-        Resource::Host => "memory".to_string(),
-        r => r.quantity().to_string(),
+    let what = if c.lead.look().primary {
+        "memory".to_string()
+    } else {
+        c.lead.quantity().to_string()
     };
     header(
         format!(
@@ -372,22 +379,14 @@ fn overlay_legend(
         entries.push(LegendEntry::new(swatch, l.row.label.clone()).with_detail(detail));
     }
     entries.push(LegendEntry::new(Swatch::Heading, ""));
-    entries.push(LegendEntry::new(
-        Swatch::Text,
+    for text in [
         format!("dots: {quantity} at the end of each cycle"),
-    ));
-    entries.push(LegendEntry::new(
-        Swatch::Text,
-        "(after the release and settle)",
-    ));
-    entries.push(LegendEntry::new(
-        Swatch::Text,
+        "(after the release and settle)".to_string(),
         format!("faint: {quantity} all the time"),
-    ));
-    entries.push(LegendEntry::new(
-        Swatch::Text,
-        "retained, peak: medians over runs",
-    ));
+        "retained, peak: medians over runs".to_string(),
+    ] {
+        entries.push(LegendEntry::new(Swatch::Text, text));
+    }
     if r.is_device() && !floors(lines, r).is_empty() {
         entries.push(LegendEntry::new(
             Swatch::Dashed(LEVEL_GREY, 1),

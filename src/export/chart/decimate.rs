@@ -2,7 +2,7 @@
 //! highest value that fell in it, in time order, so no peak or dip is lost
 //! however many samples a run has.
 
-use crate::record::{RunRecord, Sample};
+use crate::record::{Part, Resource, RunRecord, Sample};
 use crate::textutil::MIB;
 
 type Point = (f64, f64);
@@ -76,17 +76,45 @@ pub fn series_mib(
     )
 }
 
-/// A run's RssAnon and total RSS in MiB (see [`series_mib`]).
-pub fn anon_and_rss_mib(
+/// The tops of a stacked resource's parts in MiB, bottom up (see
+/// [`series_mib`]): each part's top is its bytes and those of the parts
+/// below it, the last part's the resource's whole; an unread reading is 0.
+pub fn stacked_mib(
     run: &RunRecord,
+    r: Resource,
+    parts: &[Part],
     x: impl Fn(f64) -> f64 + Copy,
     x_range: (f64, f64),
     columns: usize,
-) -> (Vec<Point>, Vec<Point>) {
-    (
-        series_mib(run, x, x_range, columns, |s| Some(s.anon_bytes())),
-        series_mib(run, x, x_range, columns, |s| Some(s.host_bytes())),
-    )
+) -> Vec<Vec<Point>> {
+    (0..parts.len())
+        .map(|i| {
+            let below = &parts[..=i];
+            let last = i + 1 == parts.len();
+            series_mib(run, x, x_range, columns, |s| {
+                Some(if last {
+                    s.readings.get(r).unwrap_or(0)
+                } else {
+                    below
+                        .iter()
+                        .map(|p| s.readings.part(r, *p).unwrap_or(0))
+                        .sum()
+                })
+            })
+        })
+        .collect()
+}
+
+/// The polygon between `top` and `below` (down to zero where nothing is below).
+pub fn band(top: &[Point], below: Option<&Vec<Point>>) -> Vec<Point> {
+    match below {
+        None => area_to_zero(top),
+        Some(below) => {
+            let mut poly = top.to_vec();
+            poly.extend(below.iter().rev().copied());
+            poly
+        }
+    }
 }
 
 /// The polygon under `line`, closed down to zero at both ends.

@@ -20,7 +20,7 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::decimate::{anon_and_rss_mib, area_to_zero, series_mib};
+use super::decimate::{area_to_zero, band, series_mib, stacked_mib};
 use super::drawn_runs;
 use super::frame::{
     self, draw_level, draw_not_measured, header, label_stub, shade, stub_lines, time_panel, Band,
@@ -28,9 +28,10 @@ use super::frame::{
 };
 use super::palette::{lighten, phase_colour, strategy_colour};
 use super::png::{draw_legend, non_overlapping, plot_err, Area, LegendEntry, Swatch, FONT};
+use crate::metrics::resource::{Draw, Look};
 use crate::metrics::{Resource, ResourceRun, RunSummary, Summary};
 use crate::protocol::Phase;
-use crate::record::{PhaseSpan, Record, RunRecord, RunStatus};
+use crate::record::{Part, PhaseSpan, Record, RunRecord, RunStatus, Sample};
 use crate::textutil::MIB;
 
 pub use super::frame::run_end_s;
@@ -79,10 +80,8 @@ pub fn panel_plan(summary: &Summary, run: &RunRecord) -> Vec<SubPanel> {
 fn sub_panel_height(panels: &[SubPanel], panel: &SubPanel) -> u32 {
     match panel {
         SubPanel::NotMeasured(..) => SUB_NOTE_HEIGHT,
-        SubPanel::Memory(
-            Resource::Device(_) | Resource::Container | Resource::PageCache | Resource::Probed(_),
-        ) => VRAM_HEIGHT,
-        SubPanel::Memory(Resource::Host) => {
+        SubPanel::Memory(r) if !r.look().primary => VRAM_HEIGHT,
+        SubPanel::Memory(_) => {
             if panels.len() > 1 {
                 RSS_HEIGHT
             } else {
@@ -138,30 +137,10 @@ fn draw_run_panel(
     sampler: &str,
 ) -> Result<Vec<LegendEntry>> {
     let colour = strategy_colour(&run.meta.strategy);
-    let status = match run.meta.status {
-        RunStatus::Completed => String::new(),
-        RunStatus::Failed => " · FAILED".to_string(),
-        RunStatus::TimedOut => " · TIMED OUT".to_string(),
-        RunStatus::Killed => " · KILLED".to_string(),
-        RunStatus::OomKilled => " · OOM-KILLED".to_string(),
-        RunStatus::AllocFailed => " · ALLOCATION FAILED".to_string(),
-    };
-    let caption = format!(
-        "strategy {} · run {} (repetition {}){status}",
-        run.meta.strategy, run.meta.run, run.meta.repetition
-    );
     let (caption_area, mut rest) = area.split_vertically(CAPTION_HEIGHT);
-    let font = (FONT, 20).into_font().color(&colour);
-    let (w, _) = caption_area.dim_in_pixel();
-    let (text_w, _) = caption_area
-        .estimate_text_size(&caption, &font)
-        .map_err(plot_err)?;
-    caption_area
-        .draw_text(&caption, &font, ((w as i32 - text_w as i32) / 2, 14))
-        .map_err(plot_err)?;
+    draw_caption(&caption_area, run, colour)?;
 
     let spans = run.phase_spans();
-    let clock = axis.clock(run);
     let mut legend = vec![LegendEntry::new(Swatch::Heading, "memory")];
     let measured: Vec<Resource> = panels
         .iter()
@@ -170,6 +149,14 @@ fn draw_run_panel(
             SubPanel::NotMeasured(..) => None,
         })
         .collect();
+    let drawn = Drawn {
+        run,
+        clock: axis.clock(run),
+        axis,
+        colour,
+        several: measured.len() > 1,
+        sampler,
+    };
     for (i, panel) in panels.iter().enumerate() {
         let last = i + 1 == panels.len();
         let height = sub_panel_height(panels, panel);
@@ -181,56 +168,13 @@ fn draw_run_panel(
         match panel {
             SubPanel::NotMeasured(_, why) => draw_not_measured(&this, why)?,
             SubPanel::Memory(r) => {
-                let first = measured.first() == Some(r);
-                let style = PanelStyle {
-                    y_desc: None,
-                    x_axis: last.then_some(frame::X_DESC),
-                    lane: false,
-                    margin_top: 4,
+                let at = SubPanelAt {
+                    first: measured.first() == Some(r),
+                    last,
+                    spans: &spans,
                 };
-                // Headroom above the highest sample for the two rows of labels.
-                let headroom = if first { 1.16 } else { 1.06 };
-                let top_bytes = run
-                    .samples
-                    .iter()
-                    .filter_map(|s| match r {
-                        // The container panel draws its usage above the working set.
-                        Resource::Container => s.container().map(|c| c.usage_bytes),
-                        _ => r.in_sample(s),
-                    })
-                    .max()
-                    .unwrap_or(1) as f64;
-                let y_max = (top_bytes / MIB * headroom).max(1.0);
-                let y_desc = format!("{} (MiB)", r.quantity());
-                let style = PanelStyle {
-                    y_desc: Some(&y_desc),
-                    ..style
-                };
-                let mut chart = time_panel(&this, axis, 0.0..y_max, style)?;
-                shade(
-                    &mut chart,
-                    spans.iter().filter_map(|s| {
-                        let c = phase_colour(s.phase)?;
-                        Some((clock.x(s.start_s), clock.x(s.end_s), c))
-                    }),
-                    None,
-                )?;
-                if first {
-                    draw_phase_labels(&mut chart, &spans, &clock, y_max)?;
-                }
-                if last {
-                    label_stub(&mut chart, axis, &stub_lines(run))?;
-                }
                 let resource = of_run.and_then(|s| s.resource(*r));
-                let drawn = Drawn {
-                    run,
-                    clock,
-                    axis,
-                    colour,
-                    several: measured.len() > 1,
-                    sampler,
-                };
-                legend.extend(draw_memory(&mut chart, &drawn, *r, resource)?);
+                legend.extend(draw_memory_panel(&this, &drawn, &at, *r, resource)?);
             }
         }
         rest = below;
@@ -245,6 +189,90 @@ fn draw_run_panel(
         }
     }
     Ok(legend)
+}
+
+/// A run's caption, centred above its panel: strategy, run, repetition, how it ended.
+fn draw_caption(area: &Area, run: &RunRecord, colour: RGBColor) -> Result<()> {
+    let status = match run.meta.status {
+        RunStatus::Completed => String::new(),
+        RunStatus::Failed => " · FAILED".to_string(),
+        RunStatus::TimedOut => " · TIMED OUT".to_string(),
+        RunStatus::Killed => " · KILLED".to_string(),
+        RunStatus::OomKilled => " · OOM-KILLED".to_string(),
+        RunStatus::AllocFailed => " · ALLOCATION FAILED".to_string(),
+    };
+    let caption = format!(
+        "strategy {} · run {} (repetition {}){status}",
+        run.meta.strategy, run.meta.run, run.meta.repetition
+    );
+    let font = (FONT, 20).into_font().color(&colour);
+    let (w, _) = area.dim_in_pixel();
+    let (text_w, _) = area.estimate_text_size(&caption, &font).map_err(plot_err)?;
+    area.draw_text(&caption, &font, ((w as i32 - text_w as i32) / 2, 14))
+        .map_err(plot_err)?;
+    Ok(())
+}
+
+/// Where a memory sub-panel sits in its run's panel.
+struct SubPanelAt<'a> {
+    /// The first measured one: the phase labels go on it.
+    first: bool,
+    /// The last one: the time axis and the stub's label go under it.
+    last: bool,
+    spans: &'a [PhaseSpan],
+}
+
+/// One resource's sub-panel: its axes on its own scale, the phases shaded,
+/// then its series ([`draw_memory`]); returns its legend entries.
+fn draw_memory_panel(
+    area: &Area,
+    drawn: &Drawn,
+    at: &SubPanelAt,
+    r: Resource,
+    resource: Option<&ResourceRun>,
+) -> Result<Vec<LegendEntry>> {
+    let (run, clock, axis) = (drawn.run, drawn.clock, drawn.axis);
+    let look = r.look();
+    // Headroom above the highest sample for the two rows of labels.
+    let headroom = if at.first { 1.16 } else { 1.06 };
+    // A line drawn above the whole (its ceiling) sets the top.
+    let ceiling = match (look.draw, look.parts.first()) {
+        (Draw::Lines, Some(p)) => Some(p.part),
+        _ => None,
+    };
+    let top_bytes = run
+        .samples
+        .iter()
+        .filter_map(|s| match ceiling {
+            Some(part) => s.readings.part(r, part),
+            None => r.in_sample(s),
+        })
+        .max()
+        .unwrap_or(1) as f64;
+    let y_max = (top_bytes / MIB * headroom).max(1.0);
+    let y_desc = format!("{} (MiB)", r.quantity());
+    let style = PanelStyle {
+        y_desc: Some(&y_desc),
+        x_axis: at.last.then_some(frame::X_DESC),
+        lane: false,
+        margin_top: 4,
+    };
+    let mut chart = time_panel(area, axis, 0.0..y_max, style)?;
+    shade(
+        &mut chart,
+        at.spans.iter().filter_map(|s| {
+            let c = phase_colour(s.phase)?;
+            Some((clock.x(s.start_s), clock.x(s.end_s), c))
+        }),
+        None,
+    )?;
+    if at.first {
+        draw_phase_labels(&mut chart, at.spans, &clock, y_max)?;
+    }
+    if at.last {
+        label_stub(&mut chart, axis, &stub_lines(run))?;
+    }
+    draw_memory(&mut chart, drawn, r, resource)
 }
 
 /// The run a panel draws, where it lies on the axis, and how.
@@ -262,130 +290,196 @@ struct Drawn<'a> {
 /// Samples per pixel column above which the memory line is drawn 1 px wide.
 const DENSE_SAMPLES_PER_COLUMN: usize = 8;
 
-/// One resource's series on its sub-panel, with its baseline (and, for a
-/// device, its context floor) as labelled levels; returns its legend entries.
+/// One resource's series on its sub-panel, as its look says, with its
+/// baseline (and its floor, where it has one) as labelled levels; returns
+/// its legend entries.
 fn draw_memory(
     chart: &mut Chart,
     drawn: &Drawn,
     r: Resource,
     resource: Option<&ResourceRun>,
 ) -> Result<Vec<LegendEntry>> {
-    let Drawn {
-        run,
-        clock,
-        axis,
-        colour,
-        several,
-        sampler,
-    } = *drawn;
-    let columns = WIDTH as usize;
-    let c = clock;
-    let x = move |t: f64| c.x(t);
-    let range = (-axis.lead_in, axis.end_s);
-    let mut legend = Vec::new();
-    let grey = RGBColor(60, 60, 60);
-    // Many samples per pixel column (a soak): the min/max line turns back on
-    // itself in every column, and a 2-px line's mitred joins would shoot
-    // spikes far outside the chart; 1 px has no joins.
-    let line_px = if run.samples.len() > DENSE_SAMPLES_PER_COLUMN * columns {
-        1
-    } else {
-        2
+    let look = r.look();
+    let d = Drawing {
+        colour: drawn.colour,
+        sampler: drawn.sampler,
+        series: Series::of(drawn),
+        r,
+        look: &look,
     };
-    match r {
-        Resource::Host => {
-            let (anon, rss) = anon_and_rss_mib(run, x, range, columns);
-            // Anon filled from zero; file as the band between anon and total RSS.
-            let anon_fill = lighten(colour, 0.35);
-            chart
-                .draw_series(std::iter::once(Polygon::new(
-                    area_to_zero(&anon),
-                    anon_fill.mix(0.85).filled(),
-                )))
-                .map_err(plot_err)?;
-            legend.push(LegendEntry::new(
-                Swatch::Fill(anon_fill),
-                "RssAnon (tensors, heap)",
-            ));
-            let mut file_poly: Vec<(f64, f64)> = rss.clone();
-            file_poly.extend(anon.iter().rev().copied());
-            let file_fill = lighten(colour, 0.75);
-            chart
-                .draw_series(std::iter::once(Polygon::new(
-                    file_poly,
-                    file_fill.mix(0.9).filled(),
-                )))
-                .map_err(plot_err)?;
-            legend.push(LegendEntry::new(
-                Swatch::Fill(file_fill),
-                "RssFile (mapped files)",
-            ));
-            chart
-                .draw_series(LineSeries::new(rss, colour.stroke_width(line_px)))
-                .map_err(plot_err)?;
-            legend.push(LegendEntry::new(Swatch::Line(colour, 2), "RSS total"));
-        }
-        Resource::Device(_) | Resource::PageCache | Resource::Probed(_) => {
-            let vram = series_mib(run, x, range, columns, |s| r.in_sample(s));
-            // Light enough that the phases show through.
-            let fill = lighten(colour, 0.45);
-            chart
-                .draw_series(std::iter::once(Polygon::new(
-                    area_to_zero(&vram),
-                    fill.mix(0.45).filled(),
-                )))
-                .map_err(plot_err)?;
-            chart
-                .draw_series(LineSeries::new(vram, colour.stroke_width(line_px)))
-                .map_err(plot_err)?;
-            let name = match r {
-                Resource::PageCache => "page cache (model files)".to_string(),
-                Resource::Probed(_) => r.label(),
-                _ => format!(
-                    "VRAM {} ({})",
-                    r.key(),
-                    crate::sampler::vram_scope(crate::sampler::is_tree(sampler))
-                ),
-            };
-            legend.push(LegendEntry::new(Swatch::Line(colour, 2), name));
-            if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
-                let mib = floor as f64 / MIB;
-                let text = format!("context floor {mib:.0} MiB");
-                draw_level(chart, mib, Some((&text, LabelAt::BelowLeft)), LEVEL_GREY)?;
-                legend.push(LegendEntry::new(Swatch::Dashed(LEVEL_GREY, 1), text));
-            }
-        }
-        Resource::Container => {
-            // The usage (page cache included) light, the working set strong.
-            let usage = series_mib(run, x, range, columns, |s| {
-                s.container().map(|c| c.usage_bytes)
-            });
-            let light = lighten(colour, 0.55);
-            chart
-                .draw_series(LineSeries::new(usage, light.stroke_width(1)))
-                .map_err(plot_err)?;
-            legend.push(LegendEntry::new(
-                Swatch::Line(light, 1),
-                "cgroup usage (page cache included)",
-            ));
-            let ws = series_mib(run, x, range, columns, |s| r.in_sample(s));
-            chart
-                .draw_series(LineSeries::new(ws, colour.stroke_width(line_px)))
-                .map_err(plot_err)?;
-            legend.push(LegendEntry::new(Swatch::Line(colour, 2), r.label()));
-        }
-    }
+    let mut legend = match look.draw {
+        Draw::Stacked => draw_stacked(chart, &d)?,
+        Draw::Area => draw_area(chart, &d, resource)?,
+        Draw::Lines => draw_lines(chart, &d)?,
+    };
     // The baseline: the resource just before the first load (from the summary).
     if let Some(base) = resource.and_then(|m| m.baseline_bytes) {
+        let grey = RGBColor(60, 60, 60);
         let y = base as f64 / MIB;
-        let text = match r {
-            Resource::Host if !several => format!("baseline {y:.1} MiB"),
-            _ => format!("{} baseline {y:.1} MiB", r.quantity()),
+        let text = if look.primary && !drawn.several {
+            format!("baseline {y:.1} MiB")
+        } else {
+            format!("{} baseline {y:.1} MiB", r.quantity())
         };
-        let label = r.is_device().then_some((text.as_str(), LabelAt::Right));
+        let label = look
+            .baseline_on_chart
+            .then_some((text.as_str(), LabelAt::Right));
         draw_level(chart, y, label, grey)?;
         legend.push(LegendEntry::new(Swatch::Dashed(grey, 1), text));
     }
+    Ok(legend)
+}
+
+/// One resource's series as its sub-panel draws them.
+struct Drawing<'a> {
+    colour: RGBColor,
+    /// How the samples were read (`header.sampler`).
+    sampler: &'a str,
+    series: Series<'a>,
+    r: Resource,
+    look: &'a Look,
+}
+
+/// How a run's samples become points of a sub-panel: its x, the axis's
+/// range, a column per pixel, and the line's width.
+struct Series<'a> {
+    run: &'a RunRecord,
+    clock: RunClock,
+    range: (f64, f64),
+    columns: usize,
+    line_px: u32,
+}
+
+impl<'a> Series<'a> {
+    fn of(drawn: &Drawn<'a>) -> Series<'a> {
+        let columns = WIDTH as usize;
+        // Many samples per pixel column (a soak): the min/max line turns back on
+        // itself in every column, and a 2-px line's mitred joins would shoot
+        // spikes far outside the chart; 1 px has no joins.
+        let line_px = if drawn.run.samples.len() > DENSE_SAMPLES_PER_COLUMN * columns {
+            1
+        } else {
+            2
+        };
+        Series {
+            run: drawn.run,
+            clock: drawn.clock,
+            range: (-drawn.axis.lead_in, drawn.axis.end_s),
+            columns,
+            line_px,
+        }
+    }
+
+    /// The points of `value` in MiB, min/max decimated.
+    fn mib(&self, value: impl Fn(&Sample) -> Option<u64>) -> Vec<(f64, f64)> {
+        let c = self.clock;
+        series_mib(self.run, move |t| c.x(t), self.range, self.columns, value)
+    }
+}
+
+/// A `Stacked` resource: its parts filled from zero, one above the other
+/// (the last up to the whole), the whole a line over them.
+fn draw_stacked(chart: &mut Chart, d: &Drawing) -> Result<Vec<LegendEntry>> {
+    let (colour, series, r, look) = (d.colour, &d.series, d.r, d.look);
+    let mut legend = Vec::new();
+    let parts: Vec<Part> = look.parts.iter().map(|p| p.part).collect();
+    let c = series.clock;
+    let tops = stacked_mib(
+        series.run,
+        r,
+        &parts,
+        move |t| c.x(t),
+        series.range,
+        series.columns,
+    );
+    let mut below: Option<&Vec<(f64, f64)>> = None;
+    for (i, (p, top)) in look.parts.iter().zip(&tops).enumerate() {
+        let (fill, mix) = if i == 0 { (0.35, 0.85) } else { (0.75, 0.9) };
+        let fill = lighten(colour, fill);
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                band(top, below),
+                fill.mix(mix).filled(),
+            )))
+            .map_err(plot_err)?;
+        legend.push(LegendEntry::new(Swatch::Fill(fill), p.legend));
+        below = Some(top);
+    }
+    if let Some(whole) = tops.last() {
+        chart
+            .draw_series(LineSeries::new(
+                whole.clone(),
+                colour.stroke_width(series.line_px),
+            ))
+            .map_err(plot_err)?;
+        legend.push(LegendEntry::new(Swatch::Line(colour, 2), look.name.clone()));
+    }
+    Ok(legend)
+}
+
+/// An `Area` resource: filled light enough that the phases show through,
+/// its line over it, and its floor (a device's context) dashed.
+fn draw_area(
+    chart: &mut Chart,
+    d: &Drawing,
+    resource: Option<&ResourceRun>,
+) -> Result<Vec<LegendEntry>> {
+    let (colour, series, r, look) = (d.colour, &d.series, d.r, d.look);
+    let mut legend = Vec::new();
+    let line = series.mib(|s| r.in_sample(s));
+    let fill = lighten(colour, 0.45);
+    chart
+        .draw_series(std::iter::once(Polygon::new(
+            area_to_zero(&line),
+            fill.mix(0.45).filled(),
+        )))
+        .map_err(plot_err)?;
+    chart
+        .draw_series(LineSeries::new(line, colour.stroke_width(series.line_px)))
+        .map_err(plot_err)?;
+    legend.push(LegendEntry::new(
+        Swatch::Line(colour, 2),
+        scoped_name(look, d.sampler),
+    ));
+    if let Some(floor) = resource.and_then(|m| m.floor_bytes) {
+        let mib = floor as f64 / MIB;
+        let text = format!("context floor {mib:.0} MiB");
+        draw_level(chart, mib, Some((&text, LabelAt::BelowLeft)), LEVEL_GREY)?;
+        legend.push(LegendEntry::new(Swatch::Dashed(LEVEL_GREY, 1), text));
+    }
+    Ok(legend)
+}
+
+/// A resource's name with how VRAM was read, where its look says so.
+fn scoped_name(look: &Look, sampler: &str) -> String {
+    if look.scoped {
+        let scope = crate::sampler::vram_scope(crate::sampler::is_tree(sampler));
+        format!("{} ({scope})", look.name)
+    } else {
+        look.name.clone()
+    }
+}
+
+/// A `Lines` resource: its parts light and thin, the whole strong.
+fn draw_lines(chart: &mut Chart, d: &Drawing) -> Result<Vec<LegendEntry>> {
+    let (colour, series, r, look) = (d.colour, &d.series, d.r, d.look);
+    let mut legend = Vec::new();
+    let light = lighten(colour, 0.55);
+    for p in &look.parts {
+        let line = series.mib(|s| s.readings.part(r, p.part));
+        chart
+            .draw_series(LineSeries::new(line, light.stroke_width(1)))
+            .map_err(plot_err)?;
+        legend.push(LegendEntry::new(Swatch::Line(light, 1), p.legend));
+    }
+    let whole = series.mib(|s| r.in_sample(s));
+    chart
+        .draw_series(LineSeries::new(whole, colour.stroke_width(series.line_px)))
+        .map_err(plot_err)?;
+    legend.push(LegendEntry::new(
+        Swatch::Line(colour, 2),
+        scoped_name(look, d.sampler),
+    ));
     Ok(legend)
 }
 

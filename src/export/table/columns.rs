@@ -108,9 +108,10 @@ pub(super) fn columns(
             out.extend(memory(lead, &lead_metrics, ranges));
             for &r in others {
                 // The page cache's story is what stays cached after the unload.
-                let shown = match r {
-                    Resource::PageCache => MemoryMetric::AfterUnload,
-                    _ => MemoryMetric::Retained,
+                let shown = if r.look().cache {
+                    MemoryMetric::AfterUnload
+                } else {
+                    MemoryMetric::Retained
                 };
                 out.extend(memory(r, &[shown], false));
             }
@@ -123,9 +124,10 @@ pub(super) fn columns(
                 .collect();
             out.extend(memory(lead, &lead_metrics, true));
             for &r in others {
-                let shown: &[MemoryMetric] = match r {
-                    Resource::PageCache => &[MemoryMetric::AfterUnload, MemoryMetric::AfterRelease],
-                    _ => &[MemoryMetric::Peak, MemoryMetric::Retained],
+                let shown: &[MemoryMetric] = if r.look().cache {
+                    &[MemoryMetric::AfterUnload, MemoryMetric::AfterRelease]
+                } else {
+                    &[MemoryMetric::Peak, MemoryMetric::Retained]
                 };
                 out.extend(memory(r, shown, true));
             }

@@ -93,9 +93,10 @@ impl Grid {
                 Column::Memory { resource, .. } => Some(resource),
                 _ => None,
             };
-            groups.push(resource.map(|r| match (fit, r) {
-                // Slim: the caption says it is the whole cgroup's.
-                (Fit::Slim, Resource::Container) => "container WS".to_string(),
+            // Slim: a shorter heading where the resource has one (the
+            // caption says the container's is the whole cgroup's).
+            groups.push(resource.map(|r| match fit {
+                Fit::Slim => r.look().slim_label,
                 _ => r.label(),
             }));
             let words: Vec<String> = [
@@ -720,6 +721,30 @@ pub(super) mod tests {
         }
     }
 
+    /// `record` compared with itself, as two sources `a` and `b`.
+    fn as_two_sources(record: &Record) -> Comparison {
+        let summary = summarize(record);
+        let input = |dir: &str| Input {
+            dir: dir.into(),
+            header: &record.header,
+            summary: &summary,
+            damage: Vec::new(),
+        };
+        compare(&[input("a"), input("b")])
+    }
+
+    /// The compact console table of `c`, each of its lines checked to fit.
+    fn fitting_compact(c: &Comparison) -> String {
+        let compact = plain(c);
+        assert!(
+            compact
+                .lines()
+                .all(|l| l.chars().count() <= COMPACT_MAX_CHARS),
+            "{compact}"
+        );
+        compact
+    }
+
     /// VRAM, host and the container, two sources: without ranges still too
     /// wide, so the compact table also leaves out the lead's after release
     /// and names the container short, and says so.
@@ -745,25 +770,12 @@ pub(super) mod tests {
                     .set(Resource::Container, host + 300 * 1024 * 1024);
             }
         }
-        let summary = summarize(&record);
-        assert_eq!(summary.resources.len(), 3, "{:?}", summary.resources);
-        let input = |dir: &str| Input {
-            dir: dir.into(),
-            header: &record.header,
-            summary: &summary,
-            damage: Vec::new(),
-        };
-        let c = compare(&[input("a"), input("b")]);
+        let c = as_two_sources(&record);
+        assert_eq!(c.resources.len(), 3, "{:?}", c.resources);
         let lines = comparison_lines(&c);
         let (_, fit) = console_lines(Layout::Compact, &c.resources, &lines, true);
         assert_eq!(fit, Fit::Slim);
-        let compact = plain(&c);
-        assert!(
-            compact
-                .lines()
-                .all(|l| l.chars().count() <= COMPACT_MAX_CHARS),
-            "{compact}"
-        );
+        let compact = fitting_compact(&c);
         assert!(compact.contains("container WS"), "{compact}");
         assert!(
             compact.contains("after release (= baseline + retained) left out"),
@@ -785,21 +797,8 @@ pub(super) mod tests {
             &[-678, -678, -600],
             586,
         );
-        let summary = summarize(&record);
-        let input = |dir: &str| Input {
-            dir: dir.into(),
-            header: &record.header,
-            summary: &summary,
-            damage: Vec::new(),
-        };
-        let c = compare(&[input("a"), input("b")]);
-        let compact = plain(&c);
-        assert!(
-            compact
-                .lines()
-                .all(|l| l.chars().count() <= COMPACT_MAX_CHARS),
-            "{compact}"
-        );
+        let c = as_two_sources(&record);
+        let compact = fitting_compact(&c);
         assert!(
             compact.contains("ranges left out to fit 100 columns"),
             "{compact}"

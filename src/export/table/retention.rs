@@ -87,7 +87,7 @@ pub(in crate::export) fn said(line: &Line, resource: Resource) -> Option<Said> {
 
 /// "415 MiB stay cached from start to end" (the page cache) or "… held …".
 pub(in crate::export) fn held_text(resource: Resource, level_bytes: f64) -> String {
-    let what = if resource == Resource::PageCache {
+    let what = if resource.look().cache {
         "stay cached"
     } else {
         "held"

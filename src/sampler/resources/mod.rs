@@ -6,15 +6,19 @@
 //! Such a resource is a number of bytes read at each tick and at each phase
 //! edge: its probe ([`Probe`]) gives that one number, and [`Catalogued`]
 //! puts it under the resource's key as every other kind's probe does
-//! (`sampler::probe::ResourceProbe`), in the same loop. The resources with
-//! more shape (host memory's parts, VRAM per GPU and per process, the
-//! container's counters, the page cache's files) have their own probe
-//! files in `sampler/` and their own fields in the record.
+//! (`sampler::probe::ResourceProbe`), in the same loop. A resource with
+//! more shape says so in its [`Shape`] (its parts, read per GPU, drawn as
+//! context or not) and its probe puts each reading itself
+//! ([`Probe::read_into`]); the record carries it in the same `readings`
+//! cell. The fixed resources (host memory, VRAM per process, the
+//! container's counters, the page cache's files) keep their own probe files
+//! in `sampler/` and their own columns in the record.
 
 mod shm;
 mod shmem;
 
 use super::probe::{Got, Measured, ResourceProbe};
+use crate::record::{Key, Part, Readings, Resource};
 
 /// One catalogued resource: its names and how to open its probe.
 pub struct ResourceDef {
@@ -28,13 +32,45 @@ pub struct ResourceDef {
     /// Opens its probe for the measured process `pid` (`Err`: why it cannot
     /// be read on this machine); the probe says what it reads ([`Probe::how`]).
     pub open: fn(pid: u32) -> Result<Box<dyn Probe>, String>,
+    /// Its shape: one number ([`Shape::ONE_NUMBER`]), or parts, per GPU.
+    pub shape: Shape,
+}
+
+/// What a catalogued resource looks like: what metrics, charts and the
+/// trace take from it (`metrics::resource`'s facts), so that nothing above
+/// the sampler names the resource.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Read per GPU: its readings are keyed `KEY:N` (`Resource::ProbedGpu`),
+    /// one resource per GPU, its budgets one set for all.
+    pub per_gpu: bool,
+    /// Its parts, bottom up, each with its name in legends, keys and the
+    /// trace; charts stack them, the last drawn up to the whole.
+    pub parts: &'static [(Part, &'static str)],
+    /// The machine's, not the measured process's: charts draw it as context.
+    pub context: bool,
+}
+
+impl Shape {
+    /// One number of bytes for the whole machine (`shm`) or process tree.
+    pub const ONE_NUMBER: Shape = Shape {
+        per_gpu: false,
+        parts: &[],
+        context: true,
+    };
 }
 
 impl ResourceDef {
-    /// Its key in the record (`record::Resource::Probed`); the catalogue's
-    /// keys are checked by a test, so `None` is never met.
-    pub fn resource(&self) -> Option<crate::record::Resource> {
-        crate::record::Key::new(self.key).map(crate::record::Resource::Probed)
+    /// Its key in the record (`record::Resource::Probed`; per GPU, GPU 0's,
+    /// which stands for every GPU's where budgets are one set); the
+    /// catalogue's keys are checked by a test, so `None` is never met.
+    pub fn resource(&self) -> Option<Resource> {
+        let key = Key::new(self.key)?;
+        Some(if self.shape.per_gpu {
+            Resource::ProbedGpu(key, 0)
+        } else {
+            Resource::Probed(key)
+        })
     }
 }
 
@@ -45,6 +81,18 @@ pub trait Probe: Send {
     fn read(&mut self, pids: &[u32]) -> Option<u64>;
     /// What it reads, for the record's header: `/dev/shm in use (statvfs)`.
     fn how(&self) -> String;
+    /// Its readings under `def`'s key into `into` (`false`: nothing read at
+    /// this instant): [`Probe::read`]'s one number; a probe of a resource
+    /// with parts or per GPU puts each of its readings itself.
+    fn read_into(&mut self, pids: &[u32], def: &ResourceDef, into: &mut Readings) -> bool {
+        match (def.resource(), self.read(pids)) {
+            (Some(resource), Some(bytes)) => {
+                into.set(resource, bytes);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Every catalogued resource, in the order reports show them.
@@ -101,13 +149,11 @@ impl Catalogued {
 }
 
 impl ResourceProbe for Catalogued {
-    fn read(&mut self, at: &Measured, into: &mut crate::record::Readings) -> Got {
-        match (self.def.resource(), self.probe.read(at.pids)) {
-            (Some(resource), Some(bytes)) => {
-                into.set(resource, bytes);
-                Got::Read
-            }
-            _ => Got::Nothing,
+    fn read(&mut self, at: &Measured, into: &mut Readings) -> Got {
+        if self.probe.read_into(at.pids, self.def, into) {
+            Got::Read
+        } else {
+            Got::Nothing
         }
     }
 

@@ -17,13 +17,14 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Probe, ResourceDef};
+use super::{Probe, ResourceDef, Shape};
 
 pub static SHM: ResourceDef = ResourceDef {
     key: "shm",
     quantity: "shm",
     label: "shared memory (/dev/shm)",
     open,
+    shape: Shape::ONE_NUMBER,
 };
 
 /// Where POSIX shared memory lives on Linux.

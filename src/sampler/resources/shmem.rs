@@ -9,13 +9,14 @@
 //! run. Read from `/proc/PID/status` (one small read per process); a page
 //! mapped by two processes of a tree counts in each.
 
-use super::{Probe, ResourceDef};
+use super::{Probe, ResourceDef, Shape};
 
 pub static SHMEM: ResourceDef = ResourceDef {
     key: "shmem",
     quantity: "shmem",
     label: "shared memory mapped (RssShmem)",
     open,
+    shape: Shape::ONE_NUMBER,
 };
 
 struct ShmemProbe;

@@ -3,6 +3,7 @@
 //! in rows that fit the plot's width. Draws only, as the rest of the chart.
 
 use super::*;
+use crate::metrics::resource::Draw;
 use crate::metrics::ResourceFacts;
 
 /// The lane key's entries: a swatch and its text, the resources' first, then
@@ -10,34 +11,26 @@ use crate::metrics::ResourceFacts;
 pub(super) fn key_items(lines: &[Line], resources: &[Resource]) -> Vec<(Option<RGBColor>, String)> {
     let grey = RGBColor(120, 120, 120);
     let mut items: Vec<(Option<RGBColor>, String)> = Vec::new();
+    // Every line from process trees: "process tree", else one process.
+    let tree = !lines.is_empty()
+        && lines
+            .iter()
+            .all(|l| crate::sampler::is_tree(&l.header.sampler));
     for r in resources {
-        match r {
-            Resource::Device(_) => {
-                // Every line from process trees: "process tree", else one process.
-                let scope = crate::sampler::vram_scope(
-                    !lines.is_empty()
-                        && lines
-                            .iter()
-                            .all(|l| crate::sampler::is_tree(&l.header.sampler)),
-                );
-                items.push((
-                    Some(lighten(grey, 0.45)),
-                    format!("{} ({scope})", r.label()),
-                ))
+        let look = r.look();
+        if look.draw == Draw::Stacked {
+            let fills = [0.25, 0.7];
+            for (p, fill) in look.parts.iter().zip(fills) {
+                items.push((Some(lighten(grey, fill)), p.key.into()));
             }
-            Resource::Container | Resource::Probed(_) => {
-                items.push((Some(lighten(grey, 0.45)), r.label()))
-            }
-            Resource::PageCache => {
-                items.push((Some(lighten(grey, 0.45)), "page cache (model files)".into()))
-            }
-            Resource::Host => {
-                items.push((
-                    Some(lighten(grey, 0.25)),
-                    "RssAnon (heap, copied tensors)".into(),
-                ));
-                items.push((Some(lighten(grey, 0.7)), "RssFile (mapped files)".into()));
-            }
+        } else if look.scoped {
+            let scope = crate::sampler::vram_scope(tree);
+            items.push((
+                Some(lighten(grey, 0.45)),
+                format!("{} ({scope})", look.name),
+            ));
+        } else {
+            items.push((Some(lighten(grey, 0.45)), look.name));
         }
     }
     items.push((None, "phases:".into()));

@@ -3,7 +3,9 @@
 //! each lane. Draws only, as the rest of the chart.
 
 use super::*;
+use crate::metrics::resource::Draw;
 use crate::metrics::ResourceFacts;
+use crate::record::Part;
 
 /// One strategy's lane: a sub-lane per resource, the phases under the last one.
 pub(super) fn draw_lane(
@@ -63,46 +65,45 @@ pub(super) fn draw_sub_lane(
     let x = move |t: f64| clock.x(t);
     let range = (-axis.lead_in, axis.end_s);
     let columns = PLOT_WIDTH as usize;
-    match r {
-        Resource::Host => {
-            let (anon, rss) = anon_and_rss_mib(l.run, x, range, columns);
+    let look = r.look();
+    if look.draw == Draw::Stacked {
+        let parts: Vec<Part> = look.parts.iter().map(|p| p.part).collect();
+        let tops = stacked_mib(l.run, r, &parts, x, range, columns);
+        let mut below = None;
+        for (i, top) in tops.iter().enumerate() {
+            let fill = if i == 0 { 0.25 } else { 0.7 };
             chart
                 .draw_series(std::iter::once(Polygon::new(
-                    area_to_zero(&anon),
-                    lighten(l.colour, 0.25).filled(),
+                    band(top, below),
+                    lighten(l.colour, fill).filled(),
                 )))
                 .map_err(plot_err)?;
-            let mut file_poly: Vec<(f64, f64)> = rss.clone();
-            file_poly.extend(anon.iter().rev().copied());
+            below = Some(top);
+        }
+        if let Some(whole) = tops.last() {
             chart
-                .draw_series(std::iter::once(Polygon::new(
-                    file_poly,
-                    lighten(l.colour, 0.7).filled(),
-                )))
-                .map_err(plot_err)?;
-            chart
-                .draw_series(LineSeries::new(rss, l.colour.stroke_width(1)))
+                .draw_series(LineSeries::new(whole.clone(), l.colour.stroke_width(1)))
                 .map_err(plot_err)?;
         }
-        Resource::Device(_) | Resource::Container | Resource::PageCache | Resource::Probed(_) => {
-            let vram = l.series(r, axis);
-            chart
-                .draw_series(std::iter::once(Polygon::new(
-                    area_to_zero(&vram),
-                    lighten(l.colour, 0.45).filled(),
-                )))
-                .map_err(plot_err)?;
-            chart
-                .draw_series(LineSeries::new(vram, l.colour.stroke_width(1)))
-                .map_err(plot_err)?;
-            if let Some(floor) = l
-                .row
-                .summary
-                .resource(r)
-                .and_then(|s| s.floor_bytes.as_ref())
-            {
-                draw_level(&mut chart, floor.median / MIB, None, LEVEL_GREY)?;
-            }
+    } else {
+        // Too low for lines: every other look is an area over its floor.
+        let line = l.series(r, axis);
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                area_to_zero(&line),
+                lighten(l.colour, 0.45).filled(),
+            )))
+            .map_err(plot_err)?;
+        chart
+            .draw_series(LineSeries::new(line, l.colour.stroke_width(1)))
+            .map_err(plot_err)?;
+        if let Some(floor) = l
+            .row
+            .summary
+            .resource(r)
+            .and_then(|s| s.floor_bytes.as_ref())
+        {
+            draw_level(&mut chart, floor.median / MIB, None, LEVEL_GREY)?;
         }
     }
     if ribbon {
@@ -134,23 +135,28 @@ pub(super) fn lane_lines(line: &Line, resources: &[Resource], axis: &TimeAxis) -
                 String::new()
             };
             match row.summary.resource(r) {
-                Some(s) if s.not_measured.is_none() => match r {
-                    Resource::Host => format!(
-                        "{prefix}retained {} MiB, of it anon {} MiB",
-                        median_mib(&s.retained_bytes),
-                        median_mib(&s.retained_anon_bytes)
-                    ),
-                    Resource::Device(_) | Resource::Container | Resource::Probed(_) => format!(
-                        "{prefix}retained {} MiB · peak {} MiB",
-                        median_mib(&s.retained_bytes),
-                        median_mib(&s.peak_bytes)
-                    ),
-                    Resource::PageCache => format!(
-                        "{prefix}after unload {} MiB · after release {} MiB",
-                        median_mib(&s.after_unload_bytes),
-                        median_mib(&s.after_release_bytes)
-                    ),
-                },
+                Some(s) if s.not_measured.is_none() => {
+                    let look = r.look();
+                    if look.cache {
+                        format!(
+                            "{prefix}after unload {} MiB · after release {} MiB",
+                            median_mib(&s.after_unload_bytes),
+                            median_mib(&s.after_release_bytes)
+                        )
+                    } else if look.primary {
+                        format!(
+                            "{prefix}retained {} MiB, of it anon {} MiB",
+                            median_mib(&s.retained_bytes),
+                            median_mib(&s.retained_anon_bytes)
+                        )
+                    } else {
+                        format!(
+                            "{prefix}retained {} MiB · peak {} MiB",
+                            median_mib(&s.retained_bytes),
+                            median_mib(&s.peak_bytes)
+                        )
+                    }
+                }
                 _ => format!("{} not measured", r.quantity()),
             }
         })
