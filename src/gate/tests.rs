@@ -9,7 +9,7 @@ use crate::protocol::Check;
 use crate::record::fixture::{cuda_record, record, run, with_vram};
 use crate::record::{Record, RunStatus};
 
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::textutil::MIB;
 const VRAM: Resource = Resource::Device(0);
 
 fn judged(metric: MemoryMetric, baseline: &[f64], new: &[f64]) -> MetricVerdict {

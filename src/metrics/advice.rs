@@ -361,7 +361,7 @@ mod tests {
     /// no strategy gave back.
     #[test]
     fn a_resource_that_never_moved_under_a_strategy_is_not_given_back_by_it() {
-        const MIB: u64 = 1024 * 1024;
+        const MIB: u64 = crate::record::fixture::MIB;
         let mut record = fixture::record();
         record.header.page_cache = Some(PageCacheInfo {
             method: "mincore".into(),

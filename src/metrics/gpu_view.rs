@@ -215,7 +215,7 @@ mod tests {
     /// value; the samples do not replace it.
     #[test]
     fn an_edges_own_per_gpu_reading_wins_over_the_next_sample() {
-        const MIB: u64 = 1024 * 1024;
+        const MIB: u64 = crate::record::fixture::MIB;
         let mut record = fixture::record();
         let run = &mut record.runs[0];
         for s in run.samples.iter_mut() {

@@ -95,7 +95,7 @@ mod tests {
     use crate::record::fixture;
     use crate::record::{Part, Resource};
 
-    const MIB: u64 = 1 << 20;
+    const MIB: u64 = crate::record::fixture::MIB;
 
     /// A load whose 64 MiB spike fell between two samples: the kernel's
     /// peak holds it, the sampled one does not.

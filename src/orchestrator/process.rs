@@ -345,7 +345,7 @@ fn reap(
             meta.run,
             o.pid,
             o.command,
-            o.rss_bytes as f64 / (1024.0 * 1024.0)
+            o.rss_bytes as f64 / crate::textutil::MIB
         );
     }
     let pipe_grace = if outlived.is_empty() {

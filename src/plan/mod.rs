@@ -629,7 +629,7 @@ fn warm_weights(plug: &Plug, progress: &ProgressBar) {
     if files.is_empty() {
         return;
     }
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mib = |b: u64| b as f64 / crate::textutil::MIB;
     match page_cache::read_into_cache(&files) {
         Ok(c) if c.cached_bytes < c.total_bytes - c.total_bytes / 20 => progress.suspend(|| {
             eprintln!(
