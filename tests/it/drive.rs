@@ -80,6 +80,12 @@ fn started(args: &[&str], script: &str, server_args: &[&str]) -> Vec<String> {
     all.map(|a| a.to_string()).collect()
 }
 
+/// The results directory of a drive that succeeded.
+fn drove((dir, output): (PathBuf, Output)) -> PathBuf {
+    assert!(output.status.success(), "{}", streams(&output));
+    dir
+}
+
 /// What `memrel advise DIR` says (it must succeed).
 pub(super) fn advice(dir: &Path) -> String {
     let advised = memrel()
@@ -341,7 +347,7 @@ settle_s = 0.2
 #[test]
 fn an_ollama_shaped_server_gets_a_runner_process_per_load_and_memory_back_after_unload() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (dir, output) = drive(
+    let dir = drove(drive(
         work.path(),
         &started(
             &[
@@ -350,8 +356,7 @@ fn an_ollama_shaped_server_gets_a_runner_process_per_load_and_memory_back_after_
             OLLAMA_LIKE,
             &["--model-mib", "128"],
         ),
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     let rows = requests(&dir);
     let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str()).collect();
     assert_eq!(
@@ -586,6 +591,9 @@ fn an_sglang_shaped_server_found_by_its_port_releases_and_resumes_its_memory() {
     );
 }
 
+/// The Ollama preset of one model, `tiny`.
+const TINY_OLLAMA: [&str; 4] = ["--server", "ollama", "--model", "tiny"];
+
 /// `memrel drive --dir DIR --interval-ms 20 --out ROOT ARGS…` (DIR under
 /// `work`), driving the Ollama-shaped server memrel starts (`model_mib` a
 /// runner, `leak_mib` left in the server by each unload), one cycle.
@@ -660,14 +668,7 @@ fn a_drive_over_its_budget_fails_the_check_and_one_within_it_passes() {
         work.path(),
         "over",
         (128, 64),
-        &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--budget",
-            "max_retained_mib=32",
-        ],
+        &[&TINY_OLLAMA[..], &["--budget", "max_retained_mib=32"]].concat(),
     );
     assert!(output.status.success(), "{}", streams(&output));
     let out = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -701,18 +702,21 @@ fn a_drive_over_its_budget_fails_the_check_and_one_within_it_passes() {
     // The same server within a budget its cycle file's [thresholds] gives.
     let file = ollama_cycle_file(work.path(), "[thresholds]\nmax_retained_mib = 512\n");
     let file = file.to_str().expect("utf-8 path");
-    let (within, output) = drive_ollama(work.path(), "within", (128, 64), &["--cycle", file]);
-    assert!(output.status.success(), "{}", streams(&output));
+    let within = drove(drive_ollama(
+        work.path(),
+        "within",
+        (128, 64),
+        &["--cycle", file],
+    ));
     check(work.path(), "srv", &["--lenient"], &within, 0);
     assert_verdict(&within, "max_retained_mib", "no-change");
     // A flag wins over the file's same key.
-    let (flagged, output) = drive_ollama(
+    let flagged = drove(drive_ollama(
         work.path(),
         "flagged",
         (128, 64),
         &["--cycle", file, "--budget", "max_retained_mib=16"],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     check(work.path(), "srv", &["--lenient"], &flagged, 1);
 }
 
@@ -725,13 +729,10 @@ fn a_budget_of_a_layer_the_drive_did_not_read_is_an_error_not_a_pass() {
         "drive",
         (128, 0),
         &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--budget",
-            "max_retained_page_cache_mib=64",
-        ],
+            &TINY_OLLAMA[..],
+            &["--budget", "max_retained_page_cache_mib=64"],
+        ]
+        .concat(),
     );
     // The drive itself fails: a budget it cannot judge is not a pass.
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
@@ -870,14 +871,12 @@ fn a_baseline_of_three_driven_runs_judges_later_drives_of_the_server() {
     );
 
     // The same server again: no regression.
-    let (same, output) = drive_ollama(work.path(), "same", (1, 0), &three);
-    assert!(output.status.success(), "{}", streams(&output));
+    let same = drove(drive_ollama(work.path(), "same", (1, 0), &three));
     check(work.path(), "srv", &[], &same, 0);
     assert_verdict(&same, "retained_bytes", "no-change");
 
     // A server that now leaks 64 MiB an unload: the retained host memory regressed.
-    let (leaks, output) = drive_ollama(work.path(), "leaks", (1, 64), &three);
-    assert!(output.status.success(), "{}", streams(&output));
+    let leaks = drove(drive_ollama(work.path(), "leaks", (1, 64), &three));
     check(work.path(), "srv", &[], &leaks, 1);
     assert_verdict(&leaks, "retained_bytes", "regressed");
 }
@@ -953,14 +952,13 @@ fn a_v2_server_is_loaded_and_unloaded_through_its_model_repository_api() {
     let work = tempfile::tempdir().expect("tempdir");
     // The unload answers at once and frees 0.4 s later (state UNLOADING):
     // the index is polled until the model is UNAVAILABLE.
-    let (dir, output) = drive_v2(
+    let dir = drove(drive_v2(
         work.path(),
         "v2",
         // The warm-up cycle, then one judged.
         &["--server", "v2", "--model", "iris", "--cycles", "1"],
         &["--model-mib", "64", "--unload-late-s", "0.4"],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     let rows = requests(&dir);
     let lines: Vec<String> = rows
         .iter()
@@ -1007,7 +1005,7 @@ fn a_v2_server_is_loaded_and_unloaded_through_its_model_repository_api() {
 #[test]
 fn a_vllm_server_woken_by_tags_wakes_its_weights_then_its_kv_cache() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (dir, output) = drive(
+    let dir = drove(drive(
         work.path(),
         &started(
             &[
@@ -1023,8 +1021,7 @@ fn a_vllm_server_woken_by_tags_wakes_its_weights_then_its_kv_cache() {
             VLLM_LIKE,
             &["--weights-mib", "96", "--kv-mib", "48"],
         ),
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     let rows = requests(&dir);
     let lines: Vec<&str> = rows.iter().map(|r| r["request"].as_str()).collect();
     assert_eq!(
@@ -1084,7 +1081,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
     assert!(evicted.success());
     let path = file.to_str().expect("utf-8 path");
     let cycle = v2_cycle_file(work.path(), "");
-    let (over, output) = drive_v2(
+    let over = drove(drive_v2(
         work.path(),
         "over",
         &[
@@ -1099,8 +1096,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
             "max_retained_page_cache_mib=4",
         ],
         &["--model-mib", "8", "--model-file", path],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     let rows = requests(&over);
     let cached = mib(&rows[1], "page_cache_settled_bytes") - mib(&rows[1], "page_cache_send_bytes");
     assert!(
@@ -1117,7 +1113,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
     assert_eq!(row["verdict"], "over-budget", "{row}");
 
     // The same drive within a budget passes (the file stays cached).
-    let (within, output) = drive_v2(
+    let within = drove(drive_v2(
         work.path(),
         "within",
         &[
@@ -1129,8 +1125,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
             "max_retained_page_cache_mib=64",
         ],
         &["--model-mib", "8", "--model-file", path],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     check(work.path(), "srv", &["--lenient"], &within, 0);
 }
 
@@ -1282,8 +1277,7 @@ fn a_sleep_and_wake_drive_is_measured_gated_and_budgeted_like_a_load_and_unload(
     }
 
     // The same server again: no regression.
-    let (same, output) = drive_vllm(work.path(), "same", "kept", &three);
-    assert!(output.status.success(), "{}", streams(&output));
+    let same = drove(drive_vllm(work.path(), "same", "kept", &three));
     check(work.path(), "sleepy", &[], &same, 0);
 
     // A server that maps a new backup at every sleep: the host memory its
@@ -1320,21 +1314,17 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
         "strategies",
         (64, 64),
         &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--repeat",
-            "3",
-            "--strategy",
-            "drop",
-            "--strategy",
-            "trim-threshold-env",
-            "--strategy",
-            "knob",
-            "--strategy-file",
-            file,
-        ],
+            &TINY_OLLAMA[..],
+            &["--repeat", "3", "--strategy", "drop", "--strategy"],
+            &[
+                "trim-threshold-env",
+                "--strategy",
+                "knob",
+                "--strategy-file",
+                file,
+            ],
+        ]
+        .concat(),
     );
     assert!(output.status.success(), "{}", streams(&output));
     // One record: each strategy's runs, numbered 1..2 within it.
@@ -1401,18 +1391,18 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
     let (inside, output) = drive(
         work.path(),
         &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--url",
-            &url,
-            "--strategy",
-            "malloc-trim",
-            "--",
-            "python3",
-            OLLAMA_LIKE,
-        ],
+            &TINY_OLLAMA[..],
+            &[
+                "--url",
+                &url,
+                "--strategy",
+                "malloc-trim",
+                "--",
+                "python3",
+                OLLAMA_LIKE,
+            ],
+        ]
+        .concat(),
     );
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     assert!(
@@ -1423,16 +1413,7 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
     assert!(!inside.exists());
     let (_, output) = drive(
         work.path(),
-        &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--url",
-            &url,
-            "--strategy",
-            "jemalloc",
-        ],
+        &[&TINY_OLLAMA[..], &["--url", &url, "--strategy", "jemalloc"]].concat(),
     );
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     assert!(
