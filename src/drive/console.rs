@@ -7,8 +7,9 @@
 
 use std::io::{self, Write};
 
-use super::rows::{RequestRow, TOLERANCE_BYTES};
+use super::rows::{host_bytes, Layer, RequestRow, TOLERANCE_BYTES};
 use crate::export::markdown::{Align, Table};
+use crate::textutil::MIB;
 
 /// The line above a run's requests when a drive makes several runs
 /// (`strategy`: with several strategies), a blank line before all but the
@@ -58,12 +59,13 @@ pub fn requests(
     Ok(())
 }
 
+/// Whole MiB, as the console's columns say them.
 fn mib(bytes: u64) -> String {
-    format!("{:.0}", bytes as f64 / f64::from(1u32 << 20))
+    format!("{:.0}", bytes as f64 / MIB)
 }
 
 fn mib_signed(bytes: i64) -> String {
-    format!("{:+.0}", bytes as f64 / f64::from(1u32 << 20))
+    format!("{:+.0}", bytes as f64 / MIB)
 }
 
 /// One line per request: latency, host (and VRAM) at send → answer →
@@ -84,18 +86,25 @@ fn table(rows: &[RequestRow]) -> String {
     for r in rows {
         let host = format!(
             "{}>{}>{}",
-            mib(r.at_send.host_bytes),
-            r.at_response.map_or("-".into(), |l| mib(l.host_bytes)),
-            r.settled.map_or("-".into(), |l| mib(l.host_bytes))
+            mib(host_bytes(&r.at_send)),
+            r.at_response
+                .as_ref()
+                .map_or("-".into(), |l| mib(host_bytes(l))),
+            r.settled
+                .as_ref()
+                .map_or("-".into(), |l| mib(host_bytes(l)))
         );
-        let vram = match r.at_send.vram_bytes {
+        let vram_of = |l: &Option<_>| {
+            l.as_ref()
+                .and_then(|l| Layer::Vram.bytes(l))
+                .map_or("-".into(), mib)
+        };
+        let vram = match Layer::Vram.bytes(&r.at_send) {
             Some(send) => format!(
                 "{}>{}>{}",
                 mib(send),
-                r.at_response
-                    .and_then(|l| l.vram_bytes)
-                    .map_or("-".into(), mib),
-                r.settled.and_then(|l| l.vram_bytes).map_or("-".into(), mib)
+                vram_of(&r.at_response),
+                vram_of(&r.settled)
             ),
             None => "-".into(),
         };
@@ -133,21 +142,19 @@ fn verdict(r: &RequestRow) -> String {
         }
     };
     if let Some(freed) = &r.freed {
-        let of = |freed: i64, before: u64| {
+        let of =
+            |freed: i64, before: u64| format!("{:.0} of {} MiB", freed as f64 / MIB, mib(before));
+        // A sleep that copies the weights into host memory grows the host.
+        let grew = freed.host_bytes() < -(TOLERANCE_BYTES as i64);
+        let mut text = if grew {
+            format!("host grew {} MiB", mib(freed.host_bytes().unsigned_abs()))
+        } else {
             format!(
-                "{:.0} of {} MiB",
-                freed as f64 / f64::from(1u32 << 20),
-                mib(before)
+                "freed host {}",
+                of(freed.host_bytes(), host_bytes(&r.at_send))
             )
         };
-        // A sleep that copies the weights into host memory grows the host.
-        let grew = freed.host_bytes < -(TOLERANCE_BYTES as i64);
-        let mut text = if grew {
-            format!("host grew {} MiB", mib(freed.host_bytes.unsigned_abs()))
-        } else {
-            format!("freed host {}", of(freed.host_bytes, r.at_send.host_bytes))
-        };
-        if let (Some(f), Some(b)) = (freed.vram_bytes, r.at_send.vram_bytes) {
+        if let (Some(f), Some(b)) = (freed.vram_bytes(), Layer::Vram.bytes(&r.at_send)) {
             let vram = if grew { "; freed vram" } else { ", vram" };
             text.push_str(&format!("{vram} {}", of(f, b)));
         }
@@ -159,23 +166,24 @@ fn verdict(r: &RequestRow) -> String {
             _ => String::new(),
         };
     };
-    match h.vram_bytes {
-        Some(v) => format!("host {} vram {}", yes(h.host_bytes), yes(v)),
+    match h.vram_bytes() {
+        Some(v) => format!("host {} vram {}", yes(h.host_bytes()), yes(v)),
         None => format!(
             "host {} ({} MiB)",
-            yes(h.host_bytes),
-            mib_signed(h.host_bytes)
+            yes(h.host_bytes()),
+            mib_signed(h.host_bytes())
         ),
     }
 }
 
 /// Said where memory still left after the answer (the release gap).
 fn late_line(r: &RequestRow) -> Option<String> {
-    let late = r.late?;
+    let late = r.late.as_ref()?;
     let gap = TOLERANCE_BYTES as i64;
-    let host = (late.host_bytes > gap).then(|| format!("{} MiB host", mib(late.host_bytes as u64)));
+    let host =
+        (late.host_bytes() > gap).then(|| format!("{} MiB host", mib(late.host_bytes() as u64)));
     let vram = late
-        .vram_bytes
+        .vram_bytes()
         .filter(|v| *v > gap)
         .map(|v| format!("{} MiB VRAM", mib(v as u64)));
     let what: Vec<String> = host.into_iter().chain(vram).collect();

@@ -23,14 +23,15 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::cycle::{Cycle, Request};
-use super::http::{excerpt, Client, STOPPED};
-use super::rows::{self, minus, Layers, ProcessRow, RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
+use super::cycle::{Cycle, Request, Until};
+use super::http::{excerpt, Answer, Client, STOPPED};
+use super::rows::{self, minus, Layer, ProcessRow, RequestRow, REQUESTS_CSV, TOLERANCE_BYTES};
 use super::server::Started;
 use crate::attach::live::MarkPhase;
 use crate::attach::session::{Driver as SessionDriver, EdgeReading, Marks, Step};
 use crate::metrics::memory::settle_time_s;
 use crate::protocol::{Check, Phase};
+use crate::record::Readings;
 use crate::signals;
 
 /// How often memory is read while a request settles, and `until` polled.
@@ -79,10 +80,10 @@ pub struct Driver {
     pub rows: Vec<RequestRow>,
     pub processes: Vec<ProcessRow>,
     /// The reading before the current cycle's first request.
-    before_cycle: Option<Layers>,
+    before_cycle: Option<Readings>,
     /// The reading before the first judged cycle's first request: the
     /// drive's baseline (the metrics' too: the first edge of cycle 1).
-    before_first: Option<Layers>,
+    before_first: Option<Readings>,
     /// The cycle loads or sleeps a model: the server's start is then a
     /// warm-up, not the cycle's load.
     start_is_warmup: bool,
@@ -209,7 +210,7 @@ impl Driver {
                 None,
                 format!("memrel drive: the server starting, until {line} answers"),
             );
-            self.before_cycle = Some(Layers::of(&r));
+            self.before_cycle = Some(readings_of(&r));
             Some(r)
         } else {
             None
@@ -248,30 +249,15 @@ impl Driver {
                 None,
                 format!("memrel drive: {line} answered"),
             );
-            let row = RequestRow {
-                index: 0,
-                cycle: if self.start_is_warmup { 0 } else { 1 },
-                phase: phase.as_str().to_string(),
-                request: format!("(server start) {line}"),
-                model: None,
-                status: Some(200),
-                latency_s: Some(answered.t_s - sent.t_s),
-                send_t_s: sent.t_s,
-                response_t_s: Some(answered.t_s),
-                at_send: Layers::of(&sent),
-                at_response: Some(Layers::of(&answered)),
-                until_s: None,
-                settled: None,
-                settle_s: None,
-                settle_window_s: None,
-                late: None,
-                before_load: None,
-                held: None,
-                before_first: None,
-                held_first: None,
-                freed: None,
-                error: None,
-            };
+            let cycle = if self.start_is_warmup { 0 } else { 1 };
+            let request = format!("(server start) {line}");
+            let mut row = RequestRow::new(0, cycle, phase.as_str().to_string(), request);
+            row.status = Some(200);
+            row.latency_s = Some(answered.t_s - sent.t_s);
+            row.send_t_s = sent.t_s;
+            row.response_t_s = Some(answered.t_s);
+            row.at_send = readings_of(&sent);
+            row.at_response = Some(readings_of(&answered));
             self.rows.push(row);
         }
         Ok(())
@@ -284,16 +270,16 @@ impl Driver {
     }
 
     /// One request of the `k`-th driven cycle: its edges, its checks,
-    /// `until` and the settling.
+    /// `until` and the settling; its row kept, failed or not.
     fn request(&mut self, marks: &mut dyn Marks, k: u32, i: usize) -> Result<(), String> {
         let request: Request = self.opts.cycle.requests[i].clone();
         let phase = request.phase().map_err(|e| e.to_string())?;
         let cycle = self.recorded_cycle(k);
         marks.set_cycle(Some(cycle));
         self.index += 1;
-        let index = self.index;
         let name = format!(
-            "request {index} ({}: {}, cycle {cycle}{})",
+            "request {} ({}: {}, cycle {cycle}{})",
+            self.index,
             request.phase,
             request.line(),
             if cycle == 0 { ", warm-up" } else { "" }
@@ -301,41 +287,44 @@ impl Driver {
         if let Some(exit) = self.server_gone() {
             return Err(self.death(&name, &exit, "before it was sent"));
         }
+        let mut row = RequestRow::new(self.index, cycle, request.phase.clone(), request.line());
+        row.model = request.model.clone();
+        let went = self.send(marks, &request, phase, i == 0, &name, &mut row);
+        match &went {
+            Err(why) => row.error = Some(why.clone()),
+            Ok(()) => self.judge(&mut row, phase, &name),
+        }
+        self.rows.push(row);
+        went
+    }
+
+    /// Sends `request` (the first of its cycle: `first`), reads its edges
+    /// into `row`, checks its answer, then waits for its `until` and reads
+    /// memory as it settles; `Err` says why it failed.
+    fn send(
+        &mut self,
+        marks: &mut dyn Marks,
+        request: &Request,
+        phase: Phase,
+        first: bool,
+        name: &str,
+        row: &mut RequestRow,
+    ) -> Result<(), String> {
         let sent = marks.mark(
             MarkPhase::Begin(phase),
             request.model.clone(),
             format!("memrel drive: {} sent", request.line()),
         );
-        if i == 0 {
-            self.before_cycle = Some(Layers::of(&sent));
-            if cycle == 1 && self.before_first.is_none() {
-                self.before_first = self.before_cycle;
+        if first {
+            self.before_cycle = Some(readings_of(&sent));
+            if row.cycle == 1 && self.before_first.is_none() {
+                self.before_first = self.before_cycle.clone();
             }
         }
-        let mut row = RequestRow {
-            index,
-            cycle,
-            phase: request.phase.clone(),
-            request: request.line(),
-            model: request.model.clone(),
-            status: None,
-            latency_s: None,
-            send_t_s: sent.t_s,
-            response_t_s: None,
-            at_send: Layers::of(&sent),
-            at_response: None,
-            until_s: None,
-            settled: None,
-            settle_s: None,
-            settle_window_s: None,
-            late: None,
-            before_load: self.before_cycle,
-            held: None,
-            before_first: self.before_first,
-            held_first: None,
-            freed: None,
-            error: None,
-        };
+        row.send_t_s = sent.t_s;
+        row.at_send = readings_of(&sent);
+        row.before_load = self.before_cycle.clone();
+        row.before_first = self.before_first.clone();
         self.saw(&sent);
         let answer = self.client.send(
             &request.method,
@@ -358,17 +347,79 @@ impl Driver {
         );
         self.saw(&answered);
         row.response_t_s = Some(answered.t_s);
-        row.at_response = Some(Layers::of(&answered));
-        let failed = |row: &mut RequestRow, rows: &mut Vec<RequestRow>, why: String| {
-            row.error = Some(why.clone());
-            rows.push(row.clone());
-            Err(why)
-        };
-        let answer = match answer {
-            Ok(a) => a,
-            Err(e) if e.starts_with(STOPPED) => {
-                return failed(&mut row, &mut self.rows, format!("{name}: {e}"));
+        row.at_response = Some(readings_of(&answered));
+        let answer = self.answered(answer, name)?;
+        row.status = Some(answer.status);
+        row.latency_s = Some(answer.latency_s);
+        check_answer(request, &answer, name)?;
+        if let Some(after) = after_answer(phase) {
+            marks.mark(
+                MarkPhase::Begin(after),
+                request.model.clone(),
+                format!("memrel drive: after {}", request.line()),
+            );
+        }
+        // Memory is read from the answer on, while `until` polls too: the
+        // settle window starts at the answer.
+        let mut read = vec![(answered.t_s, readings_of(&answered))];
+        let answered_at = Instant::now();
+        if let Some(until) = &request.until {
+            self.until(marks, until, name, answered_at, &mut read)?;
+            row.until_s = Some(answered_at.elapsed().as_secs_f64());
+        }
+        self.settled(marks, request, name, answered_at, read, row)
+    }
+
+    /// Reads memory into `read` for the request's settle window from the
+    /// answer (`answered_at`; none where it is 0), a settling phase ending on
+    /// its settled reading (an edge); keeps in `row` the settled reading, the
+    /// settle time and the late bytes, and each process's into processes.csv.
+    fn settled(
+        &mut self,
+        marks: &mut dyn Marks,
+        request: &Request,
+        name: &str,
+        answered_at: Instant,
+        mut read: Vec<(f64, Readings)>,
+        row: &mut RequestRow,
+    ) -> Result<(), String> {
+        let settle_for = request.settle_s.unwrap_or(self.opts.settle_s);
+        if settle_for <= 0.0 {
+            return Ok(());
+        }
+        let settle_by = answered_at + Duration::from_secs_f64(settle_for);
+        let last = self.settle(marks, name, settle_by, &mut read)?;
+        let after = request.phase().ok().and_then(after_answer);
+        let settled_at = match after {
+            Some(Phase::Settle) => {
+                let r = marks.mark(
+                    MarkPhase::End,
+                    request.model.clone(),
+                    format!(
+                        "memrel drive: settled {settle_for} s after {}",
+                        request.line()
+                    ),
+                );
+                read.push((r.t_s, readings_of(&r)));
+                r
             }
+            _ => last,
+        };
+        let settled = readings_of(&settled_at);
+        row.settle_s = Some(settle_s(&read));
+        row.settle_window_s = Some(settle_for);
+        row.late = Some(minus(&read[0].1, &settled));
+        row.settled = Some(settled);
+        self.per_process(&settled_at, row.index, row.cycle, &request.phase);
+        Ok(())
+    }
+
+    /// The answer, or why there is none: a signal to memrel, the server's
+    /// death, or the request's own error.
+    fn answered(&mut self, answer: Result<Answer, String>, name: &str) -> Result<Answer, String> {
+        match answer {
+            Ok(a) => Ok(a),
+            Err(e) if e.starts_with(STOPPED) => Err(format!("{name}: {e}")),
             Err(e) => {
                 // A server that died closes its sockets a moment before
                 // it can be reaped: give its exit that moment.
@@ -378,149 +429,106 @@ impl Driver {
                     std::thread::sleep(Duration::from_millis(10));
                     gone = self.server_gone();
                 }
-                let why = match gone {
-                    Some(exit) => self.death(&name, &exit, &format!("during the request ({e})")),
+                Err(match gone {
+                    Some(exit) => self.death(name, &exit, &format!("during the request ({e})")),
                     None => format!("{name}: {e}"),
+                })
+            }
+        }
+    }
+
+    /// Polls `until` from the answer (`answered_at`) until it is met,
+    /// reading memory each time into `read`.
+    fn until(
+        &mut self,
+        marks: &mut dyn Marks,
+        until: &Until,
+        name: &str,
+        answered_at: Instant,
+        read: &mut Vec<(f64, Readings)>,
+    ) -> Result<(), String> {
+        loop {
+            let polled = self
+                .client
+                .send(&until.method, &until.path, until.body.as_ref(), 10.0);
+            let r = marks.read();
+            self.saw(&r);
+            read.push((r.t_s, readings_of(&r)));
+            if matches!(&polled, Ok(a) if until.met(a.status, &a.body)) {
+                return Ok(());
+            }
+            self.stopped(name)?;
+            if let Some(exit) = self.server_gone() {
+                return Err(self.death(name, &exit, "while memrel waited for its until"));
+            }
+            if answered_at.elapsed().as_secs_f64() > until.timeout_s() {
+                let last = match polled {
+                    Ok(a) => format!("{} {}", a.status, excerpt(&a.body)),
+                    Err(e) => e,
                 };
-                return failed(&mut row, &mut self.rows, why);
+                return Err(format!(
+                    "{name}: {} {} did not say so within {} s (last: {last})",
+                    until.method,
+                    until.path,
+                    until.timeout_s()
+                ));
             }
-        };
-        row.status = Some(answer.status);
-        row.latency_s = Some(answer.latency_s);
-        if answer.status != request.status {
-            let why = format!(
-                "{name}: the server answered {} where {} was expected: {}",
-                answer.status,
-                request.status,
-                excerpt(&answer.body)
-            );
-            return failed(&mut row, &mut self.rows, why);
+            std::thread::sleep(POLL);
         }
-        if request.json && serde_json::from_str::<serde_json::Value>(&answer.body).is_err() {
-            let why = format!(
-                "{name}: the answer is not json where json was expected: {:?}",
-                excerpt(&answer.body)
-            );
-            return failed(&mut row, &mut self.rows, why);
-        }
-        // The phase that follows the answer: asleep after a sleep, settling
-        // after an unload or a wake (their edges read as the others).
-        let after = match phase {
-            Phase::Sleep => Some(Phase::Asleep),
-            Phase::Unload | Phase::Wake => Some(Phase::Settle),
-            _ => None,
-        };
-        if let Some(after) = after {
-            marks.mark(
-                MarkPhase::Begin(after),
-                request.model.clone(),
-                format!("memrel drive: after {}", request.line()),
-            );
-        }
-        // Memory is read from the answer on, while `until` polls too: the
-        // settle window starts at the answer.
-        let response = Layers::of(&answered);
-        let mut readings = vec![(answered.t_s, response)];
-        let answered_at = Instant::now();
-        if let Some(until) = &request.until {
-            loop {
-                let polled =
-                    self.client
-                        .send(&until.method, &until.path, until.body.as_ref(), 10.0);
-                let r = marks.read();
-                self.saw(&r);
-                readings.push((r.t_s, Layers::of(&r)));
-                if matches!(&polled, Ok(a) if until.met(a.status, &a.body)) {
-                    break;
-                }
-                if let Err(why) = self.stopped(&name) {
-                    return failed(&mut row, &mut self.rows, why);
-                }
-                if let Some(exit) = self.server_gone() {
-                    let why = self.death(&name, &exit, "while memrel waited for its until");
-                    return failed(&mut row, &mut self.rows, why);
-                }
-                if answered_at.elapsed().as_secs_f64() > until.timeout_s() {
-                    let last = match polled {
-                        Ok(a) => format!("{} {}", a.status, excerpt(&a.body)),
-                        Err(e) => e,
-                    };
-                    let why = format!(
-                        "{name}: {} {} did not say so within {} s (last: {last})",
-                        until.method,
-                        until.path,
-                        until.timeout_s()
-                    );
-                    return failed(&mut row, &mut self.rows, why);
-                }
-                std::thread::sleep(POLL);
+    }
+
+    /// Reads memory into `read` until `settle_by` (at least once after the
+    /// answer and `until`); the last reading.
+    fn settle(
+        &mut self,
+        marks: &mut dyn Marks,
+        name: &str,
+        settle_by: Instant,
+        read: &mut Vec<(f64, Readings)>,
+    ) -> Result<EdgeReading, String> {
+        let answered_t_s = read.first().map_or(0.0, |(t, _)| *t);
+        loop {
+            std::thread::sleep(POLL.min(settle_by.saturating_duration_since(Instant::now())));
+            // A death is checked before the reading: memory that left
+            // with the server is no late byte of the request.
+            if let Some(exit) = self.server_gone() {
+                let after_s = marks.now_s() - answered_t_s;
+                return Err(self.death(
+                    name,
+                    &exit,
+                    &format!("{after_s:.2} s after the answer, as memory settled"),
+                ));
             }
-            row.until_s = Some(answered_at.elapsed().as_secs_f64());
-        }
-        let settle_for = request.settle_s.unwrap_or(self.opts.settle_s);
-        if settle_for > 0.0 {
-            let until = answered_at + Duration::from_secs_f64(settle_for);
-            // At least one reading after the answer (and after `until`).
-            let mut last = loop {
-                std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
-                // A death is checked before the reading: memory that left
-                // with the server is no late byte of the request.
-                if let Some(exit) = self.server_gone() {
-                    let after_s = marks.now_s() - answered.t_s;
-                    let why = self.death(
-                        &name,
-                        &exit,
-                        &format!("{after_s:.2} s after the answer, as memory settled"),
-                    );
-                    return failed(&mut row, &mut self.rows, why);
-                }
-                if let Err(why) = self.stopped(&name) {
-                    return failed(&mut row, &mut self.rows, why);
-                }
-                let r = marks.read();
-                self.saw(&r);
-                readings.push((r.t_s, Layers::of(&r)));
-                if Instant::now() >= until {
-                    break r;
-                }
-            };
-            // A settling phase ends on its settled reading (an edge).
-            if after == Some(Phase::Settle) {
-                let r = marks.mark(
-                    MarkPhase::End,
-                    request.model.clone(),
-                    format!(
-                        "memrel drive: settled {settle_for} s after {}",
-                        request.line()
-                    ),
-                );
-                readings.push((r.t_s, Layers::of(&r)));
-                last = r;
+            self.stopped(name)?;
+            let r = marks.read();
+            self.saw(&r);
+            read.push((r.t_s, readings_of(&r)));
+            if Instant::now() >= settle_by {
+                return Ok(r);
             }
-            let settled_at = last;
-            let settled = Layers::of(&settled_at);
-            row.settle_s = Some(settle_s(&readings));
-            row.settle_window_s = Some(settle_for);
-            row.settled = Some(settled);
-            row.late = Some(minus(&response, &settled));
-            self.per_process(&settled_at, index, cycle, &request.phase);
         }
-        let end = row.settled.or(row.at_response);
+    }
+
+    /// What a request that went through says: for a sleep what it freed,
+    /// for a cycle's end whether memory is back; the checks it adds (host
+    /// memory a wake left behind, memory still leaving after the answer).
+    fn judge(&mut self, row: &mut RequestRow, phase: Phase, name: &str) {
+        let end = row.settled.as_ref().or(row.at_response.as_ref());
         match phase {
             // What the sleep gave back, against the reading just before it.
-            Phase::Sleep => row.freed = end.map(|end| minus(&row.at_send, &end)),
+            Phase::Sleep => row.freed = end.map(|end| minus(&row.at_send, end)),
             // The end of a cycle: back where it began, and where the first
             // judged cycle began?
             Phase::Unload | Phase::Wake => {
                 if let Some(end) = end {
-                    row.held = row.before_load.map(|b| minus(&end, &b));
-                    row.held_first = row.before_first.map(|b| minus(&end, &b));
+                    row.held = row.before_load.as_ref().map(|b| minus(end, b));
+                    row.held_first = row.before_first.as_ref().map(|b| minus(end, b));
                 }
             }
             _ => {}
         }
         if phase == Phase::Wake {
-            if let Some(line) = rows::left_after_wake(&row) {
+            if let Some(line) = rows::left_after_wake(row) {
                 self.checks.push(Check {
                     name: "host memory left behind by the sleep".into(),
                     ok: true,
@@ -529,24 +537,22 @@ impl Driver {
             }
         }
         if let Some(late) = &row.late {
-            if late.host_bytes > TOLERANCE_BYTES as i64
-                || late.vram_bytes.is_some_and(|v| v > TOLERANCE_BYTES as i64)
+            let vram = late.vram_bytes();
+            if late.host_bytes() > TOLERANCE_BYTES as i64
+                || vram.is_some_and(|v| v > TOLERANCE_BYTES as i64)
             {
                 self.checks.push(Check {
                     name: "memory left after the answer".into(),
                     ok: true,
                     detail: format!(
                         "{name}: {} MiB host, {} MiB VRAM still left after the answer; {}",
-                        late.host_bytes >> 20,
-                        late.vram_bytes
-                            .map_or("-".to_string(), |v| (v >> 20).to_string()),
-                        settle_words(&row)
+                        late.host_bytes() >> 20,
+                        vram.map_or("-".to_string(), |v| (v >> 20).to_string()),
+                        settle_words(row)
                     ),
                 });
             }
         }
-        self.rows.push(row);
-        Ok(())
     }
 
     /// Which process of the tree held what at `reading` (the edge reader's
@@ -688,26 +694,61 @@ pub fn settle_words(row: &RequestRow) -> String {
 /// the run's one rule (`metrics::memory::settle_time_s`, with
 /// [`TOLERANCE_BYTES`], the default retention threshold), the latest of
 /// them; 0 when nothing moved.
-fn settle_s(readings: &[(f64, Layers)]) -> f64 {
-    let (Some((first, _)), Some((last, settled))) = (readings.first(), readings.last()) else {
+fn settle_s(read: &[(f64, Readings)]) -> f64 {
+    let (Some((first, start)), Some((last, settled))) = (read.first(), read.last()) else {
         return 0.0;
     };
-    let between = &readings[1..readings.len().saturating_sub(1).max(1)];
-    (0..settled.named().len())
-        .filter(|i| settled.named()[*i].0 != "container")
-        .filter_map(|i| {
-            let at = |l: &Layers| l.named()[i].1;
-            let start = at(&readings[0].1)?;
-            let end = at(settled)?;
-            let points = between.iter().filter_map(|(t, l)| Some((*t, at(l)?)));
+    let between = &read[1..read.len().saturating_sub(1).max(1)];
+    Layer::read(settled)
+        .filter(|(layer, _)| layer.settles())
+        .filter_map(|(layer, end)| {
+            let begin = layer.bytes(start)?;
+            let points = between
+                .iter()
+                .filter_map(|(t, r)| Some((*t, layer.bytes(r)?)));
             Some(settle_time_s(
-                (*first, start),
+                (*first, begin),
                 points,
                 (*last, end),
                 TOLERANCE_BYTES,
             ))
         })
         .fold(0.0, f64::max)
+}
+
+/// The phase that follows the answer: asleep after a sleep, settling after
+/// an unload or a wake (their edges read as the others).
+fn after_answer(phase: Phase) -> Option<Phase> {
+    match phase {
+        Phase::Sleep => Some(Phase::Asleep),
+        Phase::Unload | Phase::Wake => Some(Phase::Settle),
+        _ => None,
+    }
+}
+
+/// Every resource an edge reading read (the record's readings).
+fn readings_of(reading: &EdgeReading) -> Readings {
+    reading.extras.readings.clone()
+}
+
+/// Why an answer is not the one `request` expects (its status, json where
+/// it asks for json).
+fn check_answer(request: &Request, answer: &Answer, name: &str) -> Result<(), String> {
+    if answer.status != request.status {
+        return Err(format!(
+            "{name}: the server answered {} where {} was expected: {}",
+            answer.status,
+            request.status,
+            excerpt(&answer.body)
+        ));
+    }
+    if request.json && serde_json::from_str::<serde_json::Value>(&answer.body).is_err() {
+        return Err(format!(
+            "{name}: the answer is not json where json was expected: {:?}",
+            excerpt(&answer.body)
+        ));
+    }
+    Ok(())
 }
 
 /// `pid`'s command line, its arguments joined by spaces (cut at 300
@@ -742,32 +783,15 @@ fn proc_state(pid: u32) -> Option<char> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{Part, Resource};
 
     #[test]
     fn settling_is_said_by_when_the_memory_last_moved_in_its_window() {
-        let row = |settle_s: f64| RequestRow {
-            index: 1,
-            cycle: 1,
-            phase: "sleep".into(),
-            request: "POST /sleep?level=1".into(),
-            model: None,
-            status: Some(200),
-            latency_s: Some(0.01),
-            send_t_s: 1.0,
-            response_t_s: Some(1.01),
-            at_send: Layers::default(),
-            at_response: None,
-            until_s: None,
-            settled: None,
-            settle_s: Some(settle_s),
-            settle_window_s: Some(2.0),
-            late: None,
-            before_load: None,
-            held: None,
-            before_first: None,
-            held_first: None,
-            freed: None,
-            error: None,
+        let row = |settle_s: f64| {
+            let mut row = RequestRow::new(1, 1, "sleep".into(), "POST /sleep?level=1".into());
+            row.settle_s = Some(settle_s);
+            row.settle_window_s = Some(2.0);
+            row
         };
         assert_eq!(
             settle_words(&row(0.0)),
@@ -781,12 +805,16 @@ mod tests {
         );
     }
 
-    fn host_mib(mib: u64) -> Layers {
-        Layers {
-            host_bytes: mib << 20,
-            vram_bytes: Some(0),
-            ..Layers::default()
-        }
+    /// Host memory of `mib` MiB, VRAM `vram` bytes where read.
+    fn host_vram(mib: u64, vram: Option<u64>) -> Readings {
+        let mut r = Readings::default();
+        r.set(Resource::Host, mib << 20);
+        r.set_opt(Resource::Device(0), Part::Whole, vram);
+        r
+    }
+
+    fn host_mib(mib: u64) -> Readings {
+        host_vram(mib, Some(0))
     }
 
     #[test]
@@ -799,27 +827,24 @@ mod tests {
             (1.55, host_mib(40)),
             (2.0, host_mib(41)),
         ];
-        let settled = readings[4].1;
+        let settled = readings[4].1.clone();
         // Within the tolerance of where it ended from the reading at 1.55 s on.
         let s = settle_s(&readings);
         assert!((s - 0.55).abs() < 1e-9, "{s}");
         let late = minus(&readings[0].1, &settled);
-        assert_eq!(late.host_bytes, 159 << 20);
-        assert_eq!(late.vram_bytes, Some(0));
+        assert_eq!(late.host_bytes(), 159 << 20);
+        assert_eq!(late.vram_bytes(), Some(0));
         // Nothing moved by more than the tolerance: settled at the answer.
         let quiet = [(1.0, host_mib(40)), (1.5, host_mib(45))];
         assert_eq!(settle_s(&quiet), 0.0);
         // A layer one reading lacks is not compared.
-        let no_vram = Layers {
-            vram_bytes: None,
-            ..host_mib(40)
-        };
-        let gigabyte_vram = Layers {
-            vram_bytes: Some(1 << 30),
-            ..host_mib(40)
-        };
-        assert_eq!(settle_s(&[(1.0, gigabyte_vram), (1.5, no_vram)]), 0.0);
-        assert_eq!(minus(&no_vram, &host_mib(40)).vram_bytes, None);
+        let no_vram = host_vram(40, None);
+        let gigabyte_vram = host_vram(40, Some(1 << 30));
+        assert_eq!(
+            settle_s(&[(1.0, gigabyte_vram), (1.5, no_vram.clone())]),
+            0.0
+        );
+        assert_eq!(minus(&no_vram, &host_mib(40)).vram_bytes(), None);
     }
 
     /// Issue 48, item 5: one settle rule. A request's settle time and the
@@ -830,7 +855,7 @@ mod tests {
     fn the_drives_settle_time_is_the_metrics_on_the_same_readings() {
         use crate::metrics::memory::settle_between;
         use crate::protocol::Edge;
-        use crate::record::{fixture, Resource};
+        use crate::record::fixture;
         // (t_s, host MiB): the answer at 1.0 s, memory leaving late, wavering
         // just outside the 16 MiB band, then settled at 100 MiB.
         let points = [
@@ -843,7 +868,8 @@ mod tests {
             (1.30, 104),
             (1.35, 100),
         ];
-        let readings: Vec<(f64, Layers)> = points.iter().map(|&(t, m)| (t, host_mib(m))).collect();
+        let readings: Vec<(f64, Readings)> =
+            points.iter().map(|&(t, m)| (t, host_mib(m))).collect();
         let drive_s = settle_s(&readings);
 
         let bytes = |mib: u64| mib << 20;

@@ -83,11 +83,7 @@ pub fn listener_pid(port: u16) -> Result<u32> {
         .context("cannot read /proc")?
         .flatten()
     {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
+        let Some(pid) = crate::sampler::tree::entry_id(&entry) else {
             continue;
         };
         let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {

@@ -327,11 +327,7 @@ impl TreeProbe {
                 continue; // exited
             };
             for task in tasks.flatten() {
-                let Some(tid) = task
-                    .file_name()
-                    .to_str()
-                    .and_then(|s| s.parse::<u32>().ok())
-                else {
+                let Some(tid) = entry_id(&task) else {
                     continue;
                 };
                 set_path(&mut self.path, pid, tid, "children");
@@ -361,11 +357,7 @@ impl TreeProbe {
             return;
         };
         for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
+            let Some(pid) = entry_id(&entry) else {
                 continue;
             };
             self.path.clear();
@@ -393,6 +385,12 @@ impl TreeProbe {
             }
         }
     }
+}
+
+/// The number a /proc (or /proc/PID/task) entry is named by: a pid (a
+/// tid); `None` for any other entry.
+pub fn entry_id(entry: &fs::DirEntry) -> Option<u32> {
+    entry.file_name().to_str().and_then(|s| s.parse().ok())
 }
 
 impl Drop for TreeProbe {

@@ -15,6 +15,7 @@
 //! the runs slower.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -40,19 +41,60 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-/// `memrel drive --dir DIR --interval-ms 20 ARGS…`; its results directory.
-fn drive(work: &Path, args: &[&str]) -> (PathBuf, Output) {
-    let dir = work.join("results");
-    let output = memrel()
-        .arg("drive")
-        .arg("--dir")
-        .arg(&dir)
+/// `memrel drive --dir DIR [--out ROOT] --interval-ms 20 --grace 5 ARGS…`,
+/// stdin closed.
+fn drive_command<S: AsRef<OsStr>>(dir: &Path, out: Option<&Path>, args: &[S]) -> Command {
+    let mut command = memrel();
+    command.arg("drive").arg("--dir").arg(dir);
+    if let Some(out) = out {
+        command.arg("--out").arg(out);
+    }
+    command
         .args(["--interval-ms", "20", "--grace", "5"])
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    command
+}
+
+/// [`drive_command`] run to its end, its results under ROOT (`out`); DIR.
+fn drive_into<S: AsRef<OsStr>>(dir: PathBuf, out: Option<&Path>, args: &[S]) -> (PathBuf, Output) {
+    let output = drive_command(&dir, out, args)
         .output()
         .expect("memrel starts");
     (dir, output)
+}
+
+/// `memrel drive --dir DIR --interval-ms 20 ARGS…`; its results directory.
+fn drive<S: AsRef<OsStr>>(work: &Path, args: &[S]) -> (PathBuf, Output) {
+    drive_into(work.join("results"), None, args)
+}
+
+/// `--url URL ARGS…` of a server memrel starts on a free port, then
+/// `-- python3 SCRIPT --port PORT SERVER_ARGS…`.
+fn started(args: &[&str], script: &str, server_args: &[&str]) -> Vec<String> {
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    let flag = ["--url", url.as_str()];
+    let server = ["--", "python3", script, "--port", &port];
+    let all = flag.iter().chain(args).chain(&server).chain(server_args);
+    all.map(|a| a.to_string()).collect()
+}
+
+/// The results directory of a drive that succeeded.
+fn drove((dir, output): (PathBuf, Output)) -> PathBuf {
+    assert!(output.status.success(), "{}", streams(&output));
+    dir
+}
+
+/// What `memrel advise DIR` says (it must succeed).
+pub(super) fn advice(dir: &Path) -> String {
+    let advised = memrel()
+        .arg("advise")
+        .arg(dir)
+        .output()
+        .expect("memrel starts");
+    assert!(advised.status.success(), "{}", streams(&advised));
+    String::from_utf8_lossy(&advised.stdout).into_owned()
 }
 
 fn requests(dir: &Path) -> Vec<HashMap<String, String>> {
@@ -147,31 +189,22 @@ fn assert_requests_table(out: &str, requests: usize) {
 fn a_vllm_shaped_server_is_started_driven_through_sleep_levels_and_stopped() {
     for level in ["1", "2"] {
         let work = tempfile::tempdir().expect("tempdir");
-        let port = free_port().to_string();
-        let url = format!("http://127.0.0.1:{port}");
         let (dir, output) = drive(
             work.path(),
-            &[
-                "--server",
-                "vllm",
-                "--sleep-level",
-                level,
-                "--cycles",
-                "2",
-                "--settle",
-                "0.5",
-                "--url",
-                &url,
-                "--",
-                "python3",
+            &started(
+                &[
+                    "--server",
+                    "vllm",
+                    "--sleep-level",
+                    level,
+                    "--cycles",
+                    "2",
+                    "--settle",
+                    "0.5",
+                ],
                 VLLM_LIKE,
-                "--port",
-                &port,
-                "--weights-mib",
-                "96",
-                "--kv-mib",
-                "64",
-            ],
+                &["--weights-mib", "96", "--kv-mib", "64"],
+            ),
         );
         assert!(output.status.success(), "{}", streams(&output));
         let rows = requests(&dir);
@@ -314,31 +347,16 @@ settle_s = 0.2
 #[test]
 fn an_ollama_shaped_server_gets_a_runner_process_per_load_and_memory_back_after_unload() {
     let work = tempfile::tempdir().expect("tempdir");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}");
-    let (dir, output) = drive(
+    let dir = drove(drive(
         work.path(),
-        &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--cycles",
-            "2",
-            "--settle",
-            "0.5",
-            "--url",
-            &url,
-            "--",
-            "python3",
+        &started(
+            &[
+                "--server", "ollama", "--model", "tiny", "--cycles", "2", "--settle", "0.5",
+            ],
             OLLAMA_LIKE,
-            "--port",
-            &port,
-            "--model-mib",
-            "128",
-        ],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+            &["--model-mib", "128"],
+        ),
+    ));
     let rows = requests(&dir);
     let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str()).collect();
     assert_eq!(
@@ -377,6 +395,55 @@ fn an_ollama_shaped_server_gets_a_runner_process_per_load_and_memory_back_after_
         assert_eq!(u["host_back"], first, "{u:?}");
     }
     assert_ne!(runners[0], runners[1], "each load starts its own runner");
+}
+
+/// Every resource the session reads reaches requests.csv: the shared
+/// memory a server writes into /dev/shm (here `MEMREL_SHM_DIR`, kept apart
+/// from the machine's) at each load and removes at each unload is in its
+/// `shm` columns, after the columns requests.csv has always had.
+#[test]
+fn shared_memory_a_server_writes_at_its_load_reaches_requests_csv() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let shm = work.path().join("shm");
+    std::fs::create_dir(&shm).expect("the shm directory");
+    let dir = work.path().join("results");
+    let args = started(
+        &["--server", "ollama", "--model", "tiny", "--settle", "0.3"],
+        OLLAMA_LIKE,
+        &["--model-mib", "16", "--shm-mib", "48"],
+    );
+    let output = drive_command(&dir, None, &args)
+        .env("MEMREL_SHM_DIR", &shm)
+        .output()
+        .expect("memrel starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    let text = std::fs::read_to_string(dir.join("requests.csv")).expect("requests.csv");
+    let header: Vec<&str> = text.lines().next().expect("a header").split(',').collect();
+    let at = |column: &str| {
+        header
+            .iter()
+            .position(|c| *c == column)
+            .unwrap_or_else(|| panic!("no {column} in {header:?}"))
+    };
+    // The columns requests.csv always had keep their places; the others
+    // (host memory's parts, /dev/shm) come after `error`.
+    assert_eq!(&header[12..14], ["host_send_bytes", "host_response_bytes"]);
+    assert_eq!(header[at("error") - 1], "shmem_back_cycle");
+    assert!(at("anon_send_bytes") > at("error"), "{header:?}");
+    assert!(at("shm_send_bytes") > at("anon_send_bytes"), "{header:?}");
+    assert!(at("shm_back_cycle") > at("shm_freed_bytes"), "{header:?}");
+    let rows = requests(&dir);
+    let row = |phase: &str| {
+        rows.iter()
+            .find(|r| r["phase"] == phase && r["cycle"] == "1")
+            .unwrap_or_else(|| panic!("cycle 1's {phase}: {rows:?}"))
+    };
+    let load = row("load");
+    let grew = mib(load, "shm_response_bytes") - mib(load, "shm_send_bytes");
+    assert!((44.0..56.0).contains(&grew), "48 MiB written: {load:?}");
+    let unload = row("unload");
+    assert!(mib(unload, "shm_held_bytes").abs() < 16.0, "{unload:?}");
+    assert_eq!(unload["shm_back_cycle"], "yes", "{unload:?}");
 }
 
 #[test]
@@ -466,27 +533,13 @@ fn a_misbehaving_server_fails_the_drive_naming_the_request_and_keeping_the_data(
         let cycle = one_request(work.path(), extra);
         let text = std::fs::read_to_string(&cycle).expect("cycle");
         std::fs::write(&cycle, format!("ready = \"GET /health\"\n{text}")).expect("write");
-        let port = free_port().to_string();
-        let url = format!("http://127.0.0.1:{port}");
         let (dir, output) = drive(
             work.path(),
-            &[
-                "--cycle",
-                cycle.to_str().expect("utf-8"),
-                "--url",
-                &url,
-                "--",
-                "python3",
+            &started(
+                &["--cycle", cycle.to_str().expect("utf-8")],
                 VLLM_LIKE,
-                "--port",
-                &port,
-                "--weights-mib",
-                "8",
-                "--kv-mib",
-                "8",
-                "--misbehave",
-                mode,
-            ],
+                &["--weights-mib", "8", "--kv-mib", "8", "--misbehave", mode],
+            ),
         );
         assert_failed_keeping_data(&dir, &output, says);
         // The server start was measured before it failed.
@@ -538,6 +591,9 @@ fn an_sglang_shaped_server_found_by_its_port_releases_and_resumes_its_memory() {
     );
 }
 
+/// The Ollama preset of one model, `tiny`.
+const TINY_OLLAMA: [&str; 4] = ["--server", "ollama", "--model", "tiny"];
+
 /// `memrel drive --dir DIR --interval-ms 20 --out ROOT ARGS…` (DIR under
 /// `work`), driving the Ollama-shaped server memrel starts (`model_mib` a
 /// runner, `leak_mib` left in the server by each unload), one cycle.
@@ -547,36 +603,36 @@ fn drive_ollama(
     (model_mib, leak_mib): (u32, u32),
     args: &[&str],
 ) -> (PathBuf, Output) {
-    let dir = work.join(name);
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}");
     let (model, leak) = (model_mib.to_string(), leak_mib.to_string());
-    let output = memrel()
-        .arg("drive")
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--out")
-        .arg(work)
-        .args(["--interval-ms", "20", "--grace", "5", "--settle", "0.3"])
-        .args(["--url", &url])
-        .args(args)
-        .args(["--", "python3", OLLAMA_LIKE, "--port", &port])
-        .args(["--model-mib", &model, "--leak-mib", &leak])
-        .stdin(Stdio::null())
-        .output()
-        .expect("memrel starts");
-    (dir, output)
+    let args: Vec<&str> = ["--settle", "0.3"].iter().chain(args).copied().collect();
+    let server = ["--model-mib", &model, "--leak-mib", &leak];
+    let args = started(&args, OLLAMA_LIKE, &server);
+    drive_into(work.join(name), Some(work), &args)
 }
 
-/// `memrel check --baseline NAME --out ROOT ARGS… DIR`.
-fn check(work: &Path, baseline: &str, args: &[&str], dir: &Path) -> Output {
-    memrel()
+/// `memrel check --baseline NAME --out ROOT ARGS… DIR`, which must exit
+/// `code`.
+fn check(work: &Path, baseline: &str, args: &[&str], dir: &Path, code: i32) -> Output {
+    let checked = memrel()
         .args(["check", "--baseline", baseline, "--out"])
         .arg(work)
         .args(args)
         .arg(dir)
         .output()
-        .expect("memrel starts")
+        .expect("memrel starts");
+    assert_eq!(checked.status.code(), Some(code), "{}", streams(&checked));
+    checked
+}
+
+/// Asserts `verdict.json` of `dir` holds a verdict `verdict` of the metric
+/// or budget key `what`.
+fn assert_verdict(dir: &Path, what: &str, verdict: &str) {
+    let rows = verdicts(dir);
+    assert!(
+        rows.iter().any(|v| (v["metric"] == what || v["budget"]["key"] == what)
+            && v["verdict"] == verdict),
+        "no {what} {verdict}: {rows:?}"
+    );
 }
 
 /// The Ollama-shaped server's cycle as a file, with `extra` after it.
@@ -612,14 +668,7 @@ fn a_drive_over_its_budget_fails_the_check_and_one_within_it_passes() {
         work.path(),
         "over",
         (128, 64),
-        &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--budget",
-            "max_retained_mib=32",
-        ],
+        &[&TINY_OLLAMA[..], &["--budget", "max_retained_mib=32"]].concat(),
     );
     assert!(output.status.success(), "{}", streams(&output));
     let out = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -627,8 +676,7 @@ fn a_drive_over_its_budget_fails_the_check_and_one_within_it_passes() {
         out.contains("budget (host): max_retained_mib = 32") && out.contains("over-budget"),
         "the drive says its budget row: {out}"
     );
-    let checked = check(work.path(), "srv", &["--lenient"], &over);
-    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    let checked = check(work.path(), "srv", &["--lenient"], &over, 1);
     // No baseline entry: judged on the budgets, the warning naming the
     // drive that would make one.
     assert!(
@@ -654,26 +702,22 @@ fn a_drive_over_its_budget_fails_the_check_and_one_within_it_passes() {
     // The same server within a budget its cycle file's [thresholds] gives.
     let file = ollama_cycle_file(work.path(), "[thresholds]\nmax_retained_mib = 512\n");
     let file = file.to_str().expect("utf-8 path");
-    let (within, output) = drive_ollama(work.path(), "within", (128, 64), &["--cycle", file]);
-    assert!(output.status.success(), "{}", streams(&output));
-    let checked = check(work.path(), "srv", &["--lenient"], &within);
-    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
-    let rows = verdicts(&within);
-    assert!(
-        rows.iter()
-            .any(|v| v["budget"]["key"] == "max_retained_mib" && v["verdict"] == "no-change"),
-        "{rows:?}"
-    );
+    let within = drove(drive_ollama(
+        work.path(),
+        "within",
+        (128, 64),
+        &["--cycle", file],
+    ));
+    check(work.path(), "srv", &["--lenient"], &within, 0);
+    assert_verdict(&within, "max_retained_mib", "no-change");
     // A flag wins over the file's same key.
-    let (flagged, output) = drive_ollama(
+    let flagged = drove(drive_ollama(
         work.path(),
         "flagged",
         (128, 64),
         &["--cycle", file, "--budget", "max_retained_mib=16"],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
-    let checked = check(work.path(), "srv", &["--lenient"], &flagged);
-    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    ));
+    check(work.path(), "srv", &["--lenient"], &flagged, 1);
 }
 
 #[test]
@@ -685,13 +729,10 @@ fn a_budget_of_a_layer_the_drive_did_not_read_is_an_error_not_a_pass() {
         "drive",
         (128, 0),
         &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--budget",
-            "max_retained_page_cache_mib=64",
-        ],
+            &TINY_OLLAMA[..],
+            &["--budget", "max_retained_page_cache_mib=64"],
+        ]
+        .concat(),
     );
     // The drive itself fails: a budget it cannot judge is not a pass.
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
@@ -701,8 +742,7 @@ fn a_budget_of_a_layer_the_drive_did_not_read_is_an_error_not_a_pass() {
             && err.contains("max_retained_page_cache_mib"),
         "{err}"
     );
-    let checked = check(work.path(), "srv", &["--lenient"], &dir);
-    assert_eq!(checked.status.code(), Some(2), "{}", streams(&checked));
+    let checked = check(work.path(), "srv", &["--lenient"], &dir, 2);
     let err = stderr(&checked);
     assert!(err.contains("max_retained_page_cache_mib"), "{err}");
 }
@@ -831,28 +871,14 @@ fn a_baseline_of_three_driven_runs_judges_later_drives_of_the_server() {
     );
 
     // The same server again: no regression.
-    let (same, output) = drive_ollama(work.path(), "same", (1, 0), &three);
-    assert!(output.status.success(), "{}", streams(&output));
-    let checked = check(work.path(), "srv", &[], &same);
-    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
-    let rows = verdicts(&same);
-    assert!(
-        rows.iter()
-            .any(|v| v["metric"] == "retained_bytes" && v["verdict"] == "no-change"),
-        "{rows:?}"
-    );
+    let same = drove(drive_ollama(work.path(), "same", (1, 0), &three));
+    check(work.path(), "srv", &[], &same, 0);
+    assert_verdict(&same, "retained_bytes", "no-change");
 
     // A server that now leaks 64 MiB an unload: the retained host memory regressed.
-    let (leaks, output) = drive_ollama(work.path(), "leaks", (1, 64), &three);
-    assert!(output.status.success(), "{}", streams(&output));
-    let checked = check(work.path(), "srv", &[], &leaks);
-    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
-    let rows = verdicts(&leaks);
-    assert!(
-        rows.iter()
-            .any(|v| v["metric"] == "retained_bytes" && v["verdict"] == "regressed"),
-        "{rows:?}"
-    );
+    let leaks = drove(drive_ollama(work.path(), "leaks", (1, 64), &three));
+    check(work.path(), "srv", &[], &leaks, 1);
+    assert_verdict(&leaks, "retained_bytes", "regressed");
 }
 
 #[test]
@@ -911,29 +937,14 @@ fn v2_cycle_file(work: &Path, extra: &str) -> String {
 /// `memrel drive ARGS…` of the v2-shaped server memrel starts, with the
 /// server's `server_args`; `--settle 0.5` unless ARGS say.
 fn drive_v2(work: &Path, name: &str, args: &[&str], server_args: &[&str]) -> (PathBuf, Output) {
-    let dir = work.join(name);
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}");
-    let output = memrel()
-        .arg("drive")
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--out")
-        .arg(work)
-        .args(["--interval-ms", "20", "--grace", "5"])
-        .args(if args.contains(&"--settle") {
-            &[][..]
-        } else {
-            &["--settle", "0.5"][..]
-        })
-        .args(["--url", &url])
-        .args(args)
-        .args(["--", "python3", V2_LIKE, "--port", &port])
-        .args(server_args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("memrel starts");
-    (dir, output)
+    let settle: &[&str] = if args.contains(&"--settle") {
+        &[]
+    } else {
+        &["--settle", "0.5"]
+    };
+    let args: Vec<&str> = settle.iter().chain(args).copied().collect();
+    let args = started(&args, V2_LIKE, server_args);
+    drive_into(work.join(name), Some(work), &args)
 }
 
 #[test]
@@ -941,14 +952,13 @@ fn a_v2_server_is_loaded_and_unloaded_through_its_model_repository_api() {
     let work = tempfile::tempdir().expect("tempdir");
     // The unload answers at once and frees 0.4 s later (state UNLOADING):
     // the index is polled until the model is UNAVAILABLE.
-    let (dir, output) = drive_v2(
+    let dir = drove(drive_v2(
         work.path(),
         "v2",
         // The warm-up cycle, then one judged.
         &["--server", "v2", "--model", "iris", "--cycles", "1"],
         &["--model-mib", "64", "--unload-late-s", "0.4"],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     let rows = requests(&dir);
     let lines: Vec<String> = rows
         .iter()
@@ -995,33 +1005,23 @@ fn a_v2_server_is_loaded_and_unloaded_through_its_model_repository_api() {
 #[test]
 fn a_vllm_server_woken_by_tags_wakes_its_weights_then_its_kv_cache() {
     let work = tempfile::tempdir().expect("tempdir");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}");
-    let (dir, output) = drive(
+    let dir = drove(drive(
         work.path(),
-        &[
-            "--server",
-            "vllm-tags",
-            "--warmup-cycles",
-            "0",
-            "--sleep-level",
-            "2",
-            "--settle",
-            "0.3",
-            "--url",
-            &url,
-            "--",
-            "python3",
+        &started(
+            &[
+                "--server",
+                "vllm-tags",
+                "--warmup-cycles",
+                "0",
+                "--sleep-level",
+                "2",
+                "--settle",
+                "0.3",
+            ],
             VLLM_LIKE,
-            "--port",
-            &port,
-            "--weights-mib",
-            "96",
-            "--kv-mib",
-            "48",
-        ],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+            &["--weights-mib", "96", "--kv-mib", "48"],
+        ),
+    ));
     let rows = requests(&dir);
     let lines: Vec<&str> = rows.iter().map(|r| r["request"].as_str()).collect();
     assert_eq!(
@@ -1049,30 +1049,14 @@ fn a_vllm_server_woken_by_tags_wakes_its_weights_then_its_kv_cache() {
 #[test]
 fn a_presets_request_times_out_after_request_timeout() {
     let work = tempfile::tempdir().expect("tempdir");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}");
     // The sleep hangs 30 s; the preset's requests may take 1 s.
     let (dir, output) = drive(
         work.path(),
-        &[
-            "--server",
-            "vllm",
-            "--request-timeout",
-            "1",
-            "--url",
-            &url,
-            "--",
-            "python3",
+        &started(
+            &["--server", "vllm", "--request-timeout", "1"],
             VLLM_LIKE,
-            "--port",
-            &port,
-            "--weights-mib",
-            "8",
-            "--kv-mib",
-            "8",
-            "--misbehave",
-            "hang",
-        ],
+            &["--weights-mib", "8", "--kv-mib", "8", "--misbehave", "hang"],
+        ),
     );
     assert_failed_keeping_data(
         &dir,
@@ -1097,7 +1081,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
     assert!(evicted.success());
     let path = file.to_str().expect("utf-8 path");
     let cycle = v2_cycle_file(work.path(), "");
-    let (over, output) = drive_v2(
+    let over = drove(drive_v2(
         work.path(),
         "over",
         &[
@@ -1112,8 +1096,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
             "max_retained_page_cache_mib=4",
         ],
         &["--model-mib", "8", "--model-file", path],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
+    ));
     let rows = requests(&over);
     let cached = mib(&rows[1], "page_cache_settled_bytes") - mib(&rows[1], "page_cache_send_bytes");
     assert!(
@@ -1121,8 +1104,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
         "the load cached the file: {cached:.1} MiB {:?}",
         rows[1]
     );
-    let checked = check(work.path(), "srv", &["--lenient"], &over);
-    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
+    check(work.path(), "srv", &["--lenient"], &over, 1);
     let verdict = verdicts(&over);
     let row = verdict
         .iter()
@@ -1131,7 +1113,7 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
     assert_eq!(row["verdict"], "over-budget", "{row}");
 
     // The same drive within a budget passes (the file stays cached).
-    let (within, output) = drive_v2(
+    let within = drove(drive_v2(
         work.path(),
         "within",
         &[
@@ -1143,10 +1125,8 @@ fn the_model_files_page_cache_is_a_resource_its_budget_judges() {
             "max_retained_page_cache_mib=64",
         ],
         &["--model-mib", "8", "--model-file", path],
-    );
-    assert!(output.status.success(), "{}", streams(&output));
-    let checked = check(work.path(), "srv", &["--lenient"], &within);
-    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
+    ));
+    check(work.path(), "srv", &["--lenient"], &within, 0);
 }
 
 /// The worker's pid the v2-shaped server wrote into server.log.
@@ -1199,18 +1179,10 @@ fn a_signal_stops_a_drive_whose_request_hangs_and_records_it_stopped_early() {
     for (signal, code, name) in [("-INT", 130, "SIGINT"), ("-TERM", 143, "SIGTERM")] {
         let work = tempfile::tempdir().expect("tempdir");
         let dir = work.path().join("results");
-        let port = free_port().to_string();
-        let url = format!("http://127.0.0.1:{port}");
         // The load may take 60 s: a drive that waits for it is far too late.
         let cycle = v2_cycle_file(work.path(), "timeout_s = 60");
-        let child = memrel()
-            .arg("drive")
-            .arg("--dir")
-            .arg(&dir)
-            .args(["--interval-ms", "20", "--grace", "5"])
-            .args(["--cycle", &cycle, "--url", &url])
-            .args(["--", "python3", V2_LIKE, "--port", &port, "--hang-load"])
-            .stdin(Stdio::null())
+        let args = started(&["--cycle", &cycle], V2_LIKE, &["--hang-load"]);
+        let child = drive_command(&dir, None, &args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -1262,24 +1234,11 @@ fn a_signal_stops_a_drive_whose_request_hangs_and_records_it_stopped_early() {
 /// (64 MiB of weights, 32 of KV cache): sleep level 1, two judged cycles
 /// after the warm-up.
 fn drive_vllm(work: &Path, name: &str, backup: &str, args: &[&str]) -> (PathBuf, Output) {
-    let dir = work.join(name);
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}");
-    let output = memrel()
-        .arg("drive")
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--out")
-        .arg(work)
-        .args(["--interval-ms", "20", "--grace", "5", "--settle", "0.3"])
-        .args(["--server", "vllm", "--cycles", "2", "--url", &url])
-        .args(args)
-        .args(["--", "python3", VLLM_LIKE, "--port", &port])
-        .args(["--weights-mib", "64", "--kv-mib", "32", "--backup", backup])
-        .stdin(Stdio::null())
-        .output()
-        .expect("memrel starts");
-    (dir, output)
+    let cycles = ["--settle", "0.3", "--server", "vllm", "--cycles", "2"];
+    let args: Vec<&str> = cycles.iter().chain(args).copied().collect();
+    let server = ["--weights-mib", "64", "--kv-mib", "32", "--backup", backup];
+    let args = started(&args, VLLM_LIKE, &server);
+    drive_into(work.join(name), Some(work), &args)
 }
 
 #[test]
@@ -1318,10 +1277,8 @@ fn a_sleep_and_wake_drive_is_measured_gated_and_budgeted_like_a_load_and_unload(
     }
 
     // The same server again: no regression.
-    let (same, output) = drive_vllm(work.path(), "same", "kept", &three);
-    assert!(output.status.success(), "{}", streams(&output));
-    let checked = check(work.path(), "sleepy", &[], &same);
-    assert_eq!(checked.status.code(), Some(0), "{}", streams(&checked));
+    let same = drove(drive_vllm(work.path(), "same", "kept", &three));
+    check(work.path(), "sleepy", &[], &same, 0);
 
     // A server that maps a new backup at every sleep: the host memory its
     // wakes leave behind grows, the check fails, and so does a budget of it.
@@ -1337,19 +1294,9 @@ fn a_sleep_and_wake_drive_is_measured_gated_and_budgeted_like_a_load_and_unload(
         out.contains("max_wake_held_mib = 32") && out.contains("over-budget"),
         "{out}"
     );
-    let checked = check(work.path(), "sleepy", &[], &leaks);
-    assert_eq!(checked.status.code(), Some(1), "{}", streams(&checked));
-    let rows = verdicts(&leaks);
-    assert!(
-        rows.iter()
-            .any(|v| v["metric"] == "retained_bytes" && v["verdict"] == "regressed"),
-        "{rows:?}"
-    );
-    assert!(
-        rows.iter()
-            .any(|v| v["budget"]["key"] == "max_wake_held_mib" && v["verdict"] == "over-budget"),
-        "{rows:?}"
-    );
+    check(work.path(), "sleepy", &[], &leaks, 1);
+    assert_verdict(&leaks, "retained_bytes", "regressed");
+    assert_verdict(&leaks, "max_wake_held_mib", "over-budget");
 }
 
 #[test]
@@ -1367,21 +1314,17 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
         "strategies",
         (64, 64),
         &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--repeat",
-            "3",
-            "--strategy",
-            "drop",
-            "--strategy",
-            "trim-threshold-env",
-            "--strategy",
-            "knob",
-            "--strategy-file",
-            file,
-        ],
+            &TINY_OLLAMA[..],
+            &["--repeat", "3", "--strategy", "drop", "--strategy"],
+            &[
+                "trim-threshold-env",
+                "--strategy",
+                "knob",
+                "--strategy-file",
+                file,
+            ],
+        ]
+        .concat(),
     );
     assert!(output.status.success(), "{}", streams(&output));
     // One record: each strategy's runs, numbered 1..2 within it.
@@ -1433,15 +1376,9 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
         text.contains("knob") && text.contains("trim-threshold-env"),
         "{text}"
     );
-    let advised = memrel()
-        .arg("advise")
-        .arg(&dir)
-        .output()
-        .expect("memrel starts");
-    assert!(advised.status.success(), "{}", streams(&advised));
     // Every strategy keeps the 64 MiB each unload leaves: the advice names
     // the best as it goes on the server's command line, no in-process call.
-    let advice = String::from_utf8_lossy(&advised.stdout).into_owned();
+    let advice = advice(&dir);
     assert!(
         advice.contains(&format!("python3 {OLLAMA_LIKE}"))
             && !advice.contains("(in the environment at start)"),
@@ -1454,18 +1391,18 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
     let (inside, output) = drive(
         work.path(),
         &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--url",
-            &url,
-            "--strategy",
-            "malloc-trim",
-            "--",
-            "python3",
-            OLLAMA_LIKE,
-        ],
+            &TINY_OLLAMA[..],
+            &[
+                "--url",
+                &url,
+                "--strategy",
+                "malloc-trim",
+                "--",
+                "python3",
+                OLLAMA_LIKE,
+            ],
+        ]
+        .concat(),
     );
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     assert!(
@@ -1476,16 +1413,7 @@ fn drive_strategies_start_the_server_under_each_and_keep_their_runs_apart() {
     assert!(!inside.exists());
     let (_, output) = drive(
         work.path(),
-        &[
-            "--server",
-            "ollama",
-            "--model",
-            "tiny",
-            "--url",
-            &url,
-            "--strategy",
-            "jemalloc",
-        ],
+        &[&TINY_OLLAMA[..], &["--url", &url, "--strategy", "jemalloc"]].concat(),
     );
     assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
     assert!(
@@ -1540,13 +1468,7 @@ fn a_wake_that_keeps_the_sleeps_backup_is_advised_against_with_the_servers_own_k
     }
     // Read back in a process that never saw the file: the knob that gives
     // the backup back, as it goes on the server's command line.
-    let advised = memrel()
-        .arg("advise")
-        .arg(&dir)
-        .output()
-        .expect("memrel starts");
-    assert!(advised.status.success(), "{}", streams(&advised));
-    let advice = String::from_utf8_lossy(&advised.stdout).into_owned();
+    let advice = advice(&dir);
     assert!(
         advice.contains("use cache-emptied (gives back in 3 of 3 runs")
             && advice.contains(&format!("VLLM_LIKE_EMPTY_HOST_CACHE=1 python3 {VLLM_LIKE}"))

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::drive::advice;
+use memrel::sampler::tree::entry_id;
 
 const MIB: f64 = 1024.0 * 1024.0;
 /// The settle window: memory is read this long after each answer.
@@ -87,11 +89,7 @@ fn model_repository(venv: &Path, repo: &Path) -> u16 {
 fn tree_pss_bytes(root: u32) -> Option<u64> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
+        let Some(pid) = entry_id(&entry) else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -316,13 +314,7 @@ fn mlserver_under_three_strategies_agrees_with_proc_and_is_advised_the_one_that_
     let threshold = summary["retention_threshold_bytes"]
         .as_f64()
         .expect("retention threshold");
-    let advised = memrel()
-        .arg("advise")
-        .arg(&dir)
-        .output()
-        .expect("memrel starts");
-    assert!(advised.status.success(), "{}", streams(&advised));
-    let advice = String::from_utf8_lossy(&advised.stdout).into_owned();
+    let advice = advice(&dir);
     let first = advice.lines().next().unwrap_or_default();
     let named = ["drop", "trim-threshold-env", "jemalloc"]
         .into_iter()
