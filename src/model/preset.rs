@@ -81,18 +81,11 @@ pub const PRESETS: &[Preset] = &[
         "the bert-base-japanese-v2 encoder shape, vocabulary 32768 (~422 MiB f32)",
         32768,
     ),
-    Preset {
-        name: "qwen2-tiny",
-        summary: "Qwen2 decoder, 2 layers × 64 (~0.5 MiB f32): for tests",
-        architecture: Architecture::Qwen2,
-        vocab_size: 1024,
-        hidden_size: 64,
-        layers: 2,
-        heads: 4,
-        kv_heads: 2,
-        intermediate_size: 128,
-        max_positions: 512,
-    },
+    tiny(
+        "qwen2-tiny",
+        "Qwen2 decoder, 2 layers × 64 (~0.5 MiB f32): for tests",
+        Architecture::Qwen2,
+    ),
     Preset {
         name: "qwen2-small",
         summary: "Qwen2 decoder LLM, 8 layers × 768, GQA 12/4, tied embeddings (~287 MiB f32)",

@@ -679,16 +679,22 @@ mod tests {
         assert!(floors(&lines, Resource::Host).is_empty());
     }
 
+    /// The height of `c`'s compare.png, whose width must be the frame's.
+    fn rendered_height(c: &Comparison, record: &Record) -> u32 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("compare.png");
+        write_compare_chart(c, &[record], &path).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!(size(16), frame::WIDTH);
+        size(20)
+    }
+
     #[test]
     fn a_cuda_comparison_renders_at_the_planned_size() {
         let record = fixture::cuda_record();
         let c = comparison_of(&record);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("compare.png");
-        write_compare_chart(&c, &[&record], &path).unwrap();
-        let png = std::fs::read(&path).unwrap();
-        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
-        assert_eq!(size(16), frame::WIDTH);
+        let height = rendered_height(&c, &record);
         let strategies = 3;
         let expected = 68
             + LEAD_OVERLAY_HEIGHT
@@ -697,7 +703,7 @@ mod tests {
             + strategies * (2 * SUB_LANE_HEIGHT + 8)
             + 64
             + KEY_HEIGHT;
-        assert_eq!(size(20), expected);
+        assert_eq!(height, expected);
     }
 
     /// Eight strategies on a CUDA comparison (VRAM and RSS: two overlays,
@@ -732,13 +738,8 @@ mod tests {
         let record = Record { header, runs };
         let c = comparison_of(&record);
         assert_eq!(c.rows.len(), 8);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("compare.png");
-        write_compare_chart(&c, &[&record], &path).unwrap();
-        let png = std::fs::read(&path).unwrap();
-        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
-        assert_eq!(size(16), frame::WIDTH);
-        assert!(size(20) <= 2400, "compare.png is {} px tall", size(20));
+        let height = rendered_height(&c, &record);
+        assert!(height <= 2400, "compare.png is {height} px tall");
 
         // The overlays' legends, in their strip right of the plots.
         let axis = TimeAxis::for_plots(&record.runs.iter().collect::<Vec<_>>());
