@@ -26,6 +26,16 @@ pub fn format_mib(bytes: u64) -> String {
     format!("{} MiB", mib(bytes as f64))
 }
 
+/// Whole MiB, for columns that count in MiB (drive's console): `416`.
+pub fn whole_mib(bytes: u64) -> String {
+    format!("{:.0}", bytes as f64 / MIB)
+}
+
+/// Whole MiB with its sign: `+12`, `-3`.
+pub fn signed_whole_mib(bytes: i64) -> String {
+    format!("{:+.0}", bytes as f64 / MIB)
+}
+
 /// Lines of a failing program's stderr shown to people (on the terminal and
 /// in the verdict; runs.json keeps its whole tail).
 pub const STDERR_LINES: usize = 20;

@@ -9,7 +9,7 @@ use std::io::{self, Write};
 
 use super::rows::{host_bytes, Layer, RequestRow, TOLERANCE_BYTES};
 use crate::export::markdown::{Align, Table};
-use crate::textutil::MIB;
+use crate::textutil::{signed_whole_mib, whole_mib};
 
 /// The line above a run's requests when a drive makes several runs
 /// (`strategy`: with several strategies), a blank line before all but the
@@ -59,15 +59,6 @@ pub fn requests(
     Ok(())
 }
 
-/// Whole MiB, as the console's columns say them.
-fn mib(bytes: u64) -> String {
-    format!("{:.0}", bytes as f64 / MIB)
-}
-
-fn mib_signed(bytes: i64) -> String {
-    format!("{:+.0}", bytes as f64 / MIB)
-}
-
 /// One line per request: latency, host (and VRAM) at send → answer →
 /// settled in MiB, and whether it is back to the level before the load;
 /// laid out by the one table writer (`export::markdown::Table`).
@@ -86,23 +77,23 @@ fn table(rows: &[RequestRow]) -> String {
     for r in rows {
         let host = format!(
             "{}>{}>{}",
-            mib(host_bytes(&r.at_send)),
+            whole_mib(host_bytes(&r.at_send)),
             r.at_response
                 .as_ref()
-                .map_or("-".into(), |l| mib(host_bytes(l))),
+                .map_or("-".into(), |l| whole_mib(host_bytes(l))),
             r.settled
                 .as_ref()
-                .map_or("-".into(), |l| mib(host_bytes(l)))
+                .map_or("-".into(), |l| whole_mib(host_bytes(l)))
         );
         let vram_of = |l: &Option<_>| {
             l.as_ref()
                 .and_then(|l| Layer::Vram.bytes(l))
-                .map_or("-".into(), mib)
+                .map_or("-".into(), whole_mib)
         };
         let vram = match Layer::Vram.bytes(&r.at_send) {
             Some(send) => format!(
                 "{}>{}>{}",
-                mib(send),
+                whole_mib(send),
                 vram_of(&r.at_response),
                 vram_of(&r.settled)
             ),
@@ -142,12 +133,20 @@ fn verdict(r: &RequestRow) -> String {
         }
     };
     if let Some(freed) = &r.freed {
-        let of =
-            |freed: i64, before: u64| format!("{:.0} of {} MiB", freed as f64 / MIB, mib(before));
+        let of = |freed: i64, before: u64| {
+            format!(
+                "{} of {} MiB",
+                signed_whole_mib(freed).trim_start_matches('+'),
+                whole_mib(before)
+            )
+        };
         // A sleep that copies the weights into host memory grows the host.
         let grew = freed.host_bytes() < -(TOLERANCE_BYTES as i64);
         let mut text = if grew {
-            format!("host grew {} MiB", mib(freed.host_bytes().unsigned_abs()))
+            format!(
+                "host grew {} MiB",
+                whole_mib(freed.host_bytes().unsigned_abs())
+            )
         } else {
             format!(
                 "freed host {}",
@@ -171,7 +170,7 @@ fn verdict(r: &RequestRow) -> String {
         None => format!(
             "host {} ({} MiB)",
             yes(h.host_bytes()),
-            mib_signed(h.host_bytes())
+            signed_whole_mib(h.host_bytes())
         ),
     }
 }
@@ -180,12 +179,12 @@ fn verdict(r: &RequestRow) -> String {
 fn late_line(r: &RequestRow) -> Option<String> {
     let late = r.late.as_ref()?;
     let gap = TOLERANCE_BYTES as i64;
-    let host =
-        (late.host_bytes() > gap).then(|| format!("{} MiB host", mib(late.host_bytes() as u64)));
+    let host = (late.host_bytes() > gap)
+        .then(|| format!("{} MiB host", whole_mib(late.host_bytes() as u64)));
     let vram = late
         .vram_bytes()
         .filter(|v| *v > gap)
-        .map(|v| format!("{} MiB VRAM", mib(v as u64)));
+        .map(|v| format!("{} MiB VRAM", whole_mib(v as u64)));
     let what: Vec<String> = host.into_iter().chain(vram).collect();
     (!what.is_empty()).then(|| {
         format!(
