@@ -184,7 +184,7 @@ impl Driver {
         match self.started.as_mut() {
             Some(s) => s.exited().then(|| s.exit.clone().unwrap_or_default()),
             None => (!std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
-                || proc_state(self.pid) == Some('Z'))
+                || crate::sampler::procfs::state(self.pid) == Some('Z'))
             .then(|| "exited".to_string()),
         }
     }
@@ -768,16 +768,6 @@ fn join_pids(pids: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// /proc/PID/stat's state letter.
-fn proc_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.get(stat.rfind(')')? + 1..)?
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
 }
 
 #[cfg(test)]

@@ -321,14 +321,7 @@ mod tests {
         assert!(wait_bounded(&mut child, Duration::from_secs(5)).is_some());
     }
 
-    /// Alive and not a zombie.
     fn alive(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => !stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-            Err(_) => false,
-        }
+        crate::sampler::procfs::is_running(pid as u32)
     }
 }

@@ -17,6 +17,22 @@ use super::probe::{Got, Measured, ResourceProbe};
 use super::Reading;
 use crate::record::{Readings, Resource};
 
+/// A process's state letter from `/proc/PID/stat` (`R`, `S`, `Z` for a
+/// zombie, …); `None` where the process is gone.
+pub fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// Alive and not a zombie.
+pub fn is_running(pid: u32) -> bool {
+    state(pid).is_some_and(|s| s != 'Z')
+}
+
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

@@ -326,19 +326,15 @@ fn exec_charging_a_fake_cgroup(
     }
     let prog = tmp.join("prog.py");
     std::fs::write(&prog, CHARGES_ITS_CGROUP).expect("prog.py");
-    memrel()
-        .env("MEMREL_CGROUP_DIR", &fake)
-        .arg("exec")
-        .arg("--out")
-        .arg(tmp)
-        .args(args)
-        .arg("--")
-        .arg("python3")
-        .arg(&prog)
-        .arg(&fake)
-        .args(prog_args)
-        .output()
-        .expect("memrel starts")
+    let mut program_args = vec![fake.as_os_str()];
+    program_args.extend(prog_args.iter().map(std::ffi::OsStr::new));
+    exec_python(
+        tmp,
+        ("MEMREL_CGROUP_DIR", &fake),
+        args,
+        &prog,
+        &program_args,
+    )
 }
 
 /// Line 7 of the one-reading issue: a container that keeps memory only as

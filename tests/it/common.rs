@@ -21,9 +21,17 @@ pub const AS_LIMIT_ENV: &str = "MEMREL_WORKER_AS_LIMIT_AFTER";
 pub const LAZY_CONTEXT_ENV: &str = "MEMREL_WORKER_LAZY_CONTEXT";
 
 /// The memrel binary built for these tests, with the model cache `cache`,
-/// the hub offline and no test hook inherited from the environment.
+/// the hub offline, no test hook inherited from the environment, and an
+/// empty shared-memory directory of the tests' own as its /dev/shm
+/// (`MEMREL_SHM_DIR`): the machine's /dev/shm moves with whatever else runs
+/// (another test suite, a browser), and a baseline saved while it was still
+/// would not cover a later run that saw it move. A test of shared memory
+/// sets a directory of its own after this.
 pub fn memrel_with_cache(cache: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memrel"));
+    let quiet_shm = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quiet-shm");
+    std::fs::create_dir_all(&quiet_shm).expect("the tests' shared-memory directory");
+    command.env("MEMREL_SHM_DIR", quiet_shm);
     command.env("MEMREL_CACHE_DIR", cache);
     command.env("HF_HUB_OFFLINE", "1");
     for hook in [NOISE_ENV, HANG_ENV, AS_LIMIT_ENV, LAZY_CONTEXT_ENV] {
@@ -222,6 +230,29 @@ pub fn check_against(name: &str, out: &Path, dir: &Path) -> Output {
         .expect("memrel starts")
 }
 
+/// `memrel exec --out TMP ARGS… -- python3 PROGRAM PROGRAM_ARGS…`, with
+/// `env` (a variable naming a fixture directory) in memrel's environment.
+pub fn exec_python(
+    tmp: &Path,
+    env: (&str, &Path),
+    args: &[&str],
+    program: &Path,
+    program_args: &[&OsStr],
+) -> Output {
+    memrel()
+        .env(env.0, env.1)
+        .arg("exec")
+        .arg("--out")
+        .arg(tmp)
+        .args(args)
+        .arg("--")
+        .arg("python3")
+        .arg(program)
+        .args(program_args)
+        .output()
+        .expect("memrel starts")
+}
+
 /// A summary's resources but the container, whose view is one only where
 /// the cgroup can be read (so a test's list holds on every machine).
 pub fn resources_but_container(summary: &Value) -> Vec<&str> {
@@ -344,13 +375,7 @@ pub fn assert_intact(dir: &Path, want_runs: usize) -> Record {
 
 /// Alive and not a zombie.
 pub fn alive(pid: i64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    u32::try_from(pid).is_ok_and(memrel::sampler::procfs::is_running)
 }
 
 pub fn assert_gone(pid: i64, what: &str) {

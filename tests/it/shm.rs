@@ -44,18 +44,8 @@ fn exec_program(tmp: &Path, mode: &str, args: &[&str]) -> std::path::PathBuf {
     std::fs::create_dir(&shm).expect("shm dir");
     let path = tmp.join("prog.py");
     std::fs::write(&path, SHM_PROGRAM).expect("write prog.py");
-    let output = memrel()
-        .env("MEMREL_SHM_DIR", &shm)
-        .arg("exec")
-        .arg("--out")
-        .arg(tmp)
-        .args(args)
-        .arg("--")
-        .arg("python3")
-        .arg(&path)
-        .args(["segment", mode])
-        .output()
-        .expect("memrel starts");
+    let program_args = ["segment", mode].map(std::ffi::OsStr::new);
+    let output = exec_python(tmp, ("MEMREL_SHM_DIR", &shm), args, &path, &program_args);
     assert!(output.status.success(), "{}", streams(&output));
     only_results_dir(tmp, "exec")
 }
