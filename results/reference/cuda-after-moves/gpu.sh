@@ -6,7 +6,7 @@ set -u
 R=$PWD
 mkdir -p /work && { [ -e /work/cuda-build ] || ln -s "$R" /work/cuda-build; }
 mkdir -p target/release/deps
-unxz() { python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$1" "$2" && chmod +x "$2"; }
+. results/reference/device-lib.sh  # unxz, step (run from the repository root)
 unxz .gpu/memrel-cuda.xz target/release/memrel
 unxz .gpu/it-cuda.xz target/release/deps/it-cuda
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; target/release/memrel --version; } > "$OUT/gpu.txt" 2>&1

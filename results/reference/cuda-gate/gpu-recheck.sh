@@ -13,13 +13,7 @@ export MEMREL_CACHE_DIR=/tmp/memrel-cache
 M=/tmp/memrel
 G=results/reference/cuda-gate
 { nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv; uname -a; nproc; } > "$R/device.txt" 2>&1
-step() { # name, command...
-  local name=$1; shift
-  echo "== $name: $* ($(date -u +%H:%M:%S))" | tee -a "$R/steps.log"
-  local start=$(date +%s.%N)
-  "$@" > "$R/$name.stdout" 2> "$R/$name.stderr"; local rc=$?
-  echo "$name rc=$rc wall_s=$(python3 -c "import time;print(round(time.time()-$start,1))")" | tee -a "$R/steps.log"
-}
+. results/reference/device-lib.sh  # unxz, step
 for d in same worse budget; do
   step "$d-check" $M check --baseline gpu --out results --verdict-dir "$R/verdict-$d" "$G/$d"
 done

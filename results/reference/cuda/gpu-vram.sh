@@ -17,13 +17,7 @@ export MEMREL_CACHE_DIR=/tmp/memrel-cache
 M=/tmp/memrel
 { nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv; uname -a; nproc; } > "$R/device.txt" 2>&1
 ls ~/.nv/ComputeCache > "$R/jit-cache-before.txt" 2>&1
-step() { # name, command...
-  local name=$1; shift
-  echo "== $name: $* ($(date -u +%H:%M:%S))" | tee -a "$R/steps.log"
-  local start=$(date +%s.%N)
-  "$@" > "$R/$name.stdout" 2> "$R/$name.stderr"; local rc=$?
-  echo "$name rc=$rc wall_s=$(python3 -c "import time;print(round(time.time()-$start,1))")" | tee -a "$R/steps.log"
-}
+. results/reference/device-lib.sh  # unxz, step
 step article-gpu $M compare --scenario article-gpu --repeat 2 --out "$R/ref"
 step cuda-flush $M compare --scenario cuda-flush --repeat 2 --save-baseline gpu --out "$R"
 step same-run $M run --scenario cuda-flush --repeat 2 --out "$R/same"

@@ -10,18 +10,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 : "${OUT:?}"
 R=/tmp/results; mkdir -p "$R"
-unxz() { python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$1" "$2" && chmod +x "$2"; }
+. results/reference/device-lib.sh  # unxz, step
 unxz .gpu/memrel.xz /tmp/memrel || exit 1
 export MEMREL_CACHE_DIR=/tmp/memrel-cache
 M=/tmp/memrel
 { nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv; uname -a; nproc; python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"; } > "$R/device.txt" 2>&1
-step() { # name, command...
-  local name=$1; shift
-  echo "== $name: $* ($(date -u +%H:%M:%S))" | tee -a "$R/steps.log"
-  local start=$(date +%s.%N)
-  "$@" > "$R/$name.stdout" 2> "$R/$name.stderr"; local rc=$?
-  echo "$name rc=$rc wall_s=$(python3 -c "import time;print(round(time.time()-$start,1))")" | tee -a "$R/steps.log"
-}
 step cuda-sleep $M run --scenario cuda-sleep --repeat 2 --out "$R"
 step torch-gpu-sleep $M run --scenario torch-gpu-sleep --repeat 2 --out "$R"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv > "$R/apps-after.txt" 2>&1
