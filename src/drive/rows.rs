@@ -74,22 +74,20 @@ impl Layer {
     /// Its name in requests.csv's columns (`host`, `vram`, `anon`, `shm`,
     /// `container_usage`, `cuda:1`): the record's for the resource, its
     /// part's word after it (host memory's parts bare, as samples.csv's
-    /// `anon_bytes` and `file_bytes`; its edge peak `kernel_peak`).
+    /// `anon_bytes` and `file_bytes`; its edge peak `kernel_peak`; its split
+    /// by mapping `mapped_heap`, …).
     pub fn name(self) -> String {
         let (resource, part) = match self {
             Layer::Vram => return "vram".to_string(),
             Layer::Of(resource, part) => (resource, part),
         };
-        let word = match part {
-            Part::Whole => return resource.key(),
-            Part::Anon => "anon",
-            Part::File => "file",
-            Part::Usage => "usage",
-            Part::Peak => "peak",
-            Part::Own => "own",
-        };
+        if part == Part::Whole {
+            return resource.key();
+        }
+        let word = part.word();
         match (resource, part) {
             (Resource::Host, Part::Peak) => "kernel_peak".to_string(),
+            (Resource::Host, Part::Mapped(_)) => format!("mapped_{word}"),
             (Resource::Host, _) => word.to_string(),
             _ => format!("{}_{word}", resource.key()),
         }

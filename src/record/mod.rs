@@ -18,6 +18,7 @@ pub mod envelope;
 pub mod gpu;
 pub mod join;
 pub mod live;
+mod mapping;
 mod readings;
 mod resource;
 mod rows;
@@ -35,6 +36,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::fsutil::write_atomic;
+pub use mapping::MappingKind;
 pub use readings::{Part, Readings};
 pub use resource::{is_key as is_reading_key, Key, Resource};
 pub use salvage::Salvaged;

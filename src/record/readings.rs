@@ -14,6 +14,7 @@
 //! (`KEY:N.anon=BYTES`).
 
 use super::gpu::GpuVram;
+use super::mapping::MappingKind;
 use super::resource::Resource;
 use crate::cgroup::view::ContainerSample;
 use crate::protocol::MemoryAtEdge;
@@ -37,6 +38,10 @@ pub enum Part {
     /// On a machine of several GPUs: the root process's own VRAM on the GPU
     /// that lists it (the resource's `Whole` is every measured process's sum).
     Own,
+    /// Host memory by the kind of mapping that holds it, read at phase
+    /// edges only (`sampler::mappings`: the heap, the GPU driver's, shared
+    /// memory, the weight files, code, the stack, the rest).
+    Mapped(MappingKind),
 }
 
 impl Part {
@@ -49,6 +54,7 @@ impl Part {
             Part::Usage => "usage",
             Part::Peak => "peak",
             Part::Own => "own",
+            Part::Mapped(kind) => kind.key(),
         }
     }
 
@@ -57,7 +63,16 @@ impl Part {
         [Part::Anon, Part::File, Part::Usage, Part::Peak, Part::Own]
             .into_iter()
             .find(|p| p.word() == word)
+            .or_else(|| MappingKind::parse(word).map(Part::Mapped))
     }
+}
+
+/// Whether an entry goes into the `readings` cell: a catalogued resource's,
+/// or host memory's split by mapping (`host.heap=BYTES`; the host's other
+/// parts have columns of their own).
+fn in_cell(resource: Resource, part: Part) -> bool {
+    resource.catalogue_key().is_some()
+        || (resource == Resource::Host && matches!(part, Part::Mapped(_)))
 }
 
 /// Bytes per resource and part; a resource without an entry was not read at
@@ -252,7 +267,7 @@ impl Readings {
         let entries: Vec<String> = self
             .entries
             .iter()
-            .filter(|(r, _, _)| r.catalogue_key().is_some())
+            .filter(|(r, p, _)| in_cell(*r, *p))
             .map(|(r, p, b)| match p {
                 Part::Whole => format!("{r}={b}"),
                 part => format!("{r}.{}={b}", part.word()),
@@ -263,9 +278,7 @@ impl Readings {
 
     /// Whether a catalogued resource was read (a `readings` cell to write).
     pub fn has_probed(&self) -> bool {
-        self.entries
-            .iter()
-            .any(|(r, _, _)| r.catalogue_key().is_some())
+        self.entries.iter().any(|(r, p, _)| in_cell(*r, *p))
     }
 
     /// The catalogued resources of a `readings` cell, into these readings;
@@ -277,7 +290,11 @@ impl Readings {
                     Some((key, word)) => (key, Part::of_word(word)?),
                     None => (name, Part::Whole),
                 };
-                Some((Resource::catalogued(key)?, part, v.parse::<u64>().ok()?))
+                let resource = match (key, part) {
+                    ("host", Part::Mapped(_)) => Resource::Host,
+                    _ => Resource::catalogued(key)?,
+                };
+                Some((resource, part, v.parse::<u64>().ok()?))
             });
             let Some((resource, part, bytes)) = parsed else {
                 return Err(format!(

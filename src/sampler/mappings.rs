@@ -19,61 +19,10 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// The kinds of mapping host memory is split into, in the order they are
-/// shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MappingKind {
-    /// Private anonymous memory and `[heap]`: glibc's main heap and arenas,
-    /// other allocators' pools, every framework's host caches.
-    Heap,
-    /// Mappings of the GPU driver's device files (`/dev/nvidia*`,
-    /// `/dev/dri/*`) and, in a process that has them, shared anonymous
-    /// mappings (`/dev/zero (deleted)`): CUDA's pinned host memory and
-    /// the context's host side.
-    Driver,
-    /// `/dev/shm` files, `memfd:` segments and SysV shared memory.
-    Shm,
-    /// The model's weight files: the ones named (`--model-files`, the
-    /// scenario's models), else files with a weight extension.
-    Weights,
-    /// Code: every mapping of a file that the process maps executable
-    /// (shared libraries, the executable, their data segments).
-    Code,
-    /// `[stack]`: the main thread's stack.
-    Stack,
-    /// Everything else: other files, the kernel's `[vvar]`/`[vdso]`,
-    /// shared anonymous memory of a process without a GPU.
-    Rest,
-}
+use super::probe::{Got, Measured, ResourceProbe};
+use crate::record::{Part, Readings, Resource};
 
-impl MappingKind {
-    pub const ALL: [MappingKind; 7] = [
-        MappingKind::Heap,
-        MappingKind::Driver,
-        MappingKind::Shm,
-        MappingKind::Weights,
-        MappingKind::Code,
-        MappingKind::Stack,
-        MappingKind::Rest,
-    ];
-
-    /// The word in column names and keys (`heap`, `driver`, …).
-    pub fn key(self) -> &'static str {
-        match self {
-            MappingKind::Heap => "heap",
-            MappingKind::Driver => "driver",
-            MappingKind::Shm => "shm",
-            MappingKind::Weights => "weights",
-            MappingKind::Code => "code",
-            MappingKind::Stack => "stack",
-            MappingKind::Rest => "rest",
-        }
-    }
-
-    pub fn parse(key: &str) -> Option<MappingKind> {
-        MappingKind::ALL.into_iter().find(|k| k.key() == key)
-    }
-}
+pub use crate::record::MappingKind;
 
 /// File name endings taken for weights where no weight file is named.
 pub const WEIGHT_EXTENSIONS: &[&str] = &[
@@ -88,6 +37,52 @@ pub const WEIGHT_EXTENSIONS: &[&str] = &[
     "h5",
     "npz",
 ];
+
+/// The edge reader's probe of host memory by mapping: every measured
+/// process's smaps split, summed (a tree's Pss, else the process's Rss),
+/// into host memory's `Part::Mapped` parts. Never the sampler's: one smaps
+/// walk costs milliseconds for a process of several GiB.
+pub struct MappingsProbe {
+    classifier: Classifier,
+}
+
+impl MappingsProbe {
+    /// `weight_files`: the model files named (else weights go by extension).
+    pub fn new(weight_files: &[PathBuf]) -> MappingsProbe {
+        MappingsProbe {
+            classifier: Classifier::new(weight_files),
+        }
+    }
+}
+
+impl ResourceProbe for MappingsProbe {
+    fn read(&mut self, at: &Measured, into: &mut Readings) -> Got {
+        let mut sum = MappedBytes::default();
+        let mut read = false;
+        for &pid in at.pids {
+            if let Ok(split) = self.classifier.read(pid) {
+                sum.add(&split);
+                read = true;
+            }
+        }
+        if !read {
+            return Got::Nothing;
+        }
+        for kind in MappingKind::ALL {
+            let bytes = if at.tree {
+                sum.pss_bytes(kind)
+            } else {
+                sum.rss_bytes(kind)
+            };
+            into.set_part(Resource::Host, Part::Mapped(kind), bytes);
+        }
+        Got::Read
+    }
+
+    fn how(&self) -> String {
+        "host memory by mapping (/proc/PID/smaps, at edges)".to_string()
+    }
+}
 
 /// Resident bytes per kind of mapping (Rss and Pss, summed over the
 /// mappings of that kind).

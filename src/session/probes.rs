@@ -13,6 +13,7 @@ use super::edges::EdgeReader;
 use crate::cgroup::probe::CgroupProbe;
 use crate::cgroup::Located;
 use crate::sampler::container::Container;
+use crate::sampler::mappings::MappingsProbe;
 use crate::sampler::page_cache::{Method, PageCacheProbe};
 use crate::sampler::probe::ResourceProbe;
 use crate::sampler::resources::{self, Catalogued};
@@ -96,6 +97,7 @@ impl ProbeSet {
         if let Some(page_cache) = page_cache.clone() {
             at_edges.push(Box::new(page_cache));
         }
+        at_edges.push(Box::new(MappingsProbe::new(files)));
         let edges = EdgeReader::new(pid, scope.host_at_edges.then(host), at_edges)
             .per_process(scope.per_process);
         ProbeSet {

@@ -132,3 +132,89 @@ fn planted_memory_is_read_back_in_each_mapping_and_the_trim_frees_only_the_free_
         0.0,
     );
 }
+
+/// Maps and reads a 64 MiB `model.safetensors` and allocates 64 MiB of
+/// live heap during the load; unmaps the weights during the unload and
+/// keeps the heap.
+const MAPS_ITS_WEIGHTS: &str = r#"
+import ctypes, mmap, os, sys, memrel
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+path = os.path.join(sys.argv[1], "model.safetensors")
+with open(path, "wb") as f:
+    f.write(b"w" * (64 << 20))
+with memrel.phase("load", model="m"):
+    f = open(path, "rb")
+    w = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    total = sum(w[i] for i in range(0, 64 << 20, 4096))
+    held = [libc.malloc(120 << 10) for _ in range(546)]
+    for p in held:
+        libc.memset(p, 1, 120 << 10)
+with memrel.phase("unload", model="m"):
+    w.close()
+    f.close()
+"#;
+
+/// Issue 49, item 1: every edge of `exec` and `exec --tree` splits host
+/// memory by mapping, into events.csv's `readings` cell (`host.heap=…`).
+#[test]
+fn each_edge_splits_host_memory_by_mapping_under_exec_and_exec_tree() {
+    for tree in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        let mut command = crate::common::memrel();
+        command.arg("exec").arg("--out").arg(&out);
+        if tree {
+            command.arg("--tree");
+        }
+        let output = command
+            .args(["--", "python3", "-c", MAPS_ITS_WEIGHTS])
+            .arg(dir.path())
+            .output()
+            .expect("memrel starts");
+        assert!(
+            output.status.success(),
+            "{}",
+            crate::common::streams(&output)
+        );
+        let results = crate::common::only_results_dir(&out, "exec");
+        let events = crate::common::csv_rows(&results.join("events.csv"));
+        let part = |phase: &str, edge: &str, kind: &str| -> f64 {
+            let row = events
+                .iter()
+                .find(|e| e["phase"] == phase && e["edge"] == edge)
+                .unwrap_or_else(|| panic!("no {phase} {edge}: {events:?}"));
+            let key = format!("host.{kind}=");
+            let bytes: u64 = row["readings"]
+                .split_whitespace()
+                .find_map(|e| e.strip_prefix(key.as_str()))
+                .unwrap_or_else(|| panic!("no {key} in {:?}", row["readings"]))
+                .parse()
+                .expect("bytes");
+            bytes as f64 / MIB as f64
+        };
+        let what = if tree { "exec --tree" } else { "exec" };
+        assert_near(
+            &format!("{what}: weights mapped by the load"),
+            part("load", "end", "weights") - part("load", "begin", "weights"),
+            64.0,
+        );
+        assert_near(
+            &format!("{what}: heap allocated by the load"),
+            part("load", "end", "heap") - part("load", "begin", "heap"),
+            64.0,
+        );
+        assert_near(
+            &format!("{what}: weights unmapped by the unload"),
+            part("unload", "end", "weights"),
+            0.0,
+        );
+        assert_near(
+            &format!("{what}: heap kept after the unload"),
+            part("unload", "end", "heap") - part("load", "begin", "heap"),
+            64.0,
+        );
+    }
+}
