@@ -25,6 +25,7 @@ mod rows;
 mod salvage;
 mod schema;
 mod types;
+mod view;
 
 /// Hand-built records for tests and benches (the `test-support` feature).
 #[cfg(any(test, feature = "test-support"))]
@@ -42,6 +43,7 @@ pub use resource::{is_key as is_reading_key, Key, Resource};
 pub use salvage::Salvaged;
 pub use schema::{record_file, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SCHEMA_VERSION, SUMMARY_FILE};
 pub use types::*;
+pub use view::ViewKind;
 
 impl Record {
     /// Writes samples.csv, events.csv and runs.json into `dir`, each atomically

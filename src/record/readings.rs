@@ -16,6 +16,7 @@
 use super::gpu::GpuVram;
 use super::mapping::MappingKind;
 use super::resource::Resource;
+use super::view::ViewKind;
 use crate::cgroup::view::ContainerSample;
 use crate::protocol::MemoryAtEdge;
 
@@ -42,6 +43,10 @@ pub enum Part {
     /// edges only (`sampler::mappings`: the heap, the GPU driver's, shared
     /// memory, the weight files, code, the stack, the rest).
     Mapped(MappingKind),
+    /// What the program's framework says it holds of the resource, sent by
+    /// the program at a phase edge (`record::view`: PyTorch's allocated and
+    /// reserved VRAM, its pinned host cache, JAX's arrays and pool).
+    View(ViewKind),
 }
 
 impl Part {
@@ -55,6 +60,7 @@ impl Part {
             Part::Peak => "peak",
             Part::Own => "own",
             Part::Mapped(kind) => kind.key(),
+            Part::View(kind) => kind.key(),
         }
     }
 
@@ -64,14 +70,17 @@ impl Part {
             .into_iter()
             .find(|p| p.word() == word)
             .or_else(|| MappingKind::parse(word).map(Part::Mapped))
+            .or_else(|| ViewKind::parse(word).map(Part::View))
     }
 }
 
 /// Whether an entry goes into the `readings` cell: a catalogued resource's,
-/// or host memory's split by mapping (`host.heap=BYTES`; the host's other
-/// parts have columns of their own).
+/// host memory's split by mapping (`host.heap=BYTES`; the host's other
+/// parts have columns of their own), or a framework's view of the host or a
+/// GPU (`cuda:0.torch_reserved=BYTES`).
 fn in_cell(resource: Resource, part: Part) -> bool {
     resource.catalogue_key().is_some()
+        || matches!(part, Part::View(_))
         || (resource == Resource::Host && matches!(part, Part::Mapped(_)))
 }
 
@@ -292,6 +301,11 @@ impl Readings {
                 };
                 let resource = match (key, part) {
                     ("host", Part::Mapped(_)) => Resource::Host,
+                    (key, Part::View(kind)) => match Resource::parse(key)? {
+                        Resource::Host if kind.on_host() => Resource::Host,
+                        Resource::Device(n) if !kind.on_host() => Resource::Device(n),
+                        _ => return None,
+                    },
                     _ => Resource::catalogued(key)?,
                 };
                 Some((resource, part, v.parse::<u64>().ok()?))
@@ -386,6 +400,27 @@ mod tests {
         shaped.set(gpu(0), 3);
         assert_eq!(shaped.cell(), "demo:0=3 demo:1=9 demo:1.anon=4");
         assert_eq!(Readings::parse(&shaped.cell()).unwrap(), shaped);
+    }
+
+    #[test]
+    fn mapped_and_framework_parts_round_trip_on_their_own_resources() {
+        let mut r = Readings::default();
+        r.set(Resource::Host, 7);
+        r.set_part(Resource::Host, Part::Mapped(MappingKind::Heap), 5);
+        r.set_part(Resource::Host, Part::View(ViewKind::TorchPinnedHeld), 4);
+        r.set_part(Resource::Device(1), Part::View(ViewKind::TorchReserved), 3);
+        assert_eq!(
+            r.cell(),
+            "host.heap=5 host.torch_pinned_held=4 cuda:1.torch_reserved=3"
+        );
+        let mut back = Readings::parse(&r.cell()).unwrap();
+        back.set(Resource::Host, 7);
+        assert_eq!(back, r);
+        // A GPU's view on the host, the host's on a GPU, a view of a
+        // catalogued resource: not readings.
+        assert!(Readings::parse("host.torch_reserved=1").is_err());
+        assert!(Readings::parse("cuda:0.torch_pinned_held=1").is_err());
+        assert!(Readings::parse("shm.jax_pool=1").is_err());
     }
 
     #[test]
