@@ -1061,6 +1061,35 @@ def _act_cuda_synchronize(objs):
     return _Outcome("cuda.synchronize: waited %s (%s)" % (_fmt_ms(dt), _cuda_usage(torch, dev)))
 
 
+def _pinned_held(torch):
+    """Bytes PyTorch's pinned host allocator holds, None where unknown."""
+    try:
+        return torch.cuda.host_memory_stats().get("allocated_bytes.current")
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _act_host_empty_cache(objs):
+    torch, why = _torch_cuda()
+    if torch is None:
+        return _nothing_on_cpu("host_empty_cache", why)
+    empty = getattr(torch._C, "_host_emptyCache", None)
+    if empty is None:
+        return _skipped("host_empty_cache", "this torch has no torch._C._host_emptyCache")
+    before = _pinned_held(torch)
+    t0 = time.perf_counter()
+    empty()
+    dt = time.perf_counter() - t0
+    after = _pinned_held(torch)
+    if before is None or after is None:
+        return _Outcome("host_empty_cache: %s (pinned cache not readable)" % _fmt_ms(dt))
+    return _Outcome(
+        "host_empty_cache: pinned held %s -> %s, %s"
+        % (_fmt_bytes(before), _fmt_bytes(after), _fmt_ms(dt)),
+        effect=after < before,
+    )
+
+
 def _act_empty_cache(objs):
     torch, why = _torch_cuda()
     if torch is None:
@@ -1223,6 +1252,7 @@ _ACTIONS = {
     "detach": _act_detach,
     "cuda_synchronize": _act_cuda_synchronize,
     "empty_cache": _act_empty_cache,
+    "host_empty_cache": _act_host_empty_cache,
     "ipc_collect": _act_ipc_collect,
     "clear_cublas_workspaces": _act_clear_cublas_workspaces,
     "device_reset": _act_device_reset,

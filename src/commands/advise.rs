@@ -26,6 +26,11 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let headers: Vec<&crate::record::Header> = loaded.iter().map(|l| &l.record.header).collect();
     super::output::on_the_servers_command_line(&mut advice, &headers);
     write!(out, "{}", export::advice::text(&advice))?;
+    write!(
+        out,
+        "{}",
+        super::output::mechanism_advice(&summaries, &headers)
+    )?;
     Ok(ExitStatus::Success)
 }
 

@@ -197,7 +197,7 @@ pub fn advise(out: &mut dyn Write, summaries: &[&Summary], headers: &[&Header]) 
     }
     let mut advice = crate::metrics::advice::advise(summaries);
     on_the_servers_command_line(&mut advice, headers);
-    let text = crate::export::advice::text(&advice);
+    let text = crate::export::advice::text(&advice) + &mechanism_advice(summaries, headers);
     let mut first = true;
     for line in text.lines() {
         if first {
@@ -207,6 +207,25 @@ pub fn advise(out: &mut dyn Write, summaries: &[&Summary], headers: &[&Header]) 
         writeln!(out, "advice: {line}")?;
     }
     Ok(())
+}
+
+/// `memrel advise`'s lines for each mechanism that holds retained memory
+/// (`metrics::knob`); the command that would price an unmeasured knob is the
+/// first record's command with the knob's strategy.
+pub fn mechanism_advice(summaries: &[&Summary], headers: &[&Header]) -> String {
+    let advice = crate::metrics::knob::advise(summaries);
+    let command: Vec<String> = headers
+        .first()
+        .map(|h| h.command.clone())
+        .unwrap_or_default();
+    let rerun = |strategy: &str| {
+        if command.is_empty() {
+            format!("memrel … --strategy {strategy}")
+        } else {
+            crate::export::why::rerun_with(&command, strategy)
+        }
+    };
+    crate::export::why::advice_text(&advice, &rerun)
 }
 
 /// `Error` (saying so on stderr) when some runs did not complete (their data

@@ -134,7 +134,7 @@ fn setting(p: &Pick) -> String {
 }
 
 /// Seconds as people read them: `1.2 ms`, `0.45 s`, `< 0.1 ms`.
-fn seconds(s: f64) -> String {
+pub(crate) fn seconds(s: f64) -> String {
     if s < 0.000_05 {
         "< 0.1 ms".to_string()
     } else if s < 1.0 {

@@ -104,6 +104,13 @@ pub fn summary_table_as(summary: &Summary, view: View) -> String {
     for line in answers {
         let _ = writeln!(out, "{line}");
     }
+    let why = super::why::lines(summary);
+    if !why.is_empty() {
+        out.push('\n');
+    }
+    for line in why {
+        let _ = writeln!(out, "{line}");
+    }
     if view.verbose {
         out.push_str(&per_run_and_cycle(summary, &resources, &lines));
     }

@@ -16,6 +16,7 @@ pub mod sleep;
 pub mod table;
 pub mod trace;
 pub mod verdict;
+pub mod why;
 
 use std::path::Path;
 

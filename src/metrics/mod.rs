@@ -10,12 +10,14 @@ pub mod advice;
 pub mod catalogue;
 pub mod comparison;
 pub mod gpu_view;
+pub mod knob;
 pub mod measured;
 pub mod memory;
 pub mod peaks;
 pub mod resource;
 pub mod sleep;
 mod soundness;
+pub mod why;
 
 use std::collections::BTreeMap;
 
@@ -125,6 +127,10 @@ pub struct RunSummary {
     /// be read (e.g. the VmHWM reset was refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_peak: Option<String>,
+    /// Why the last cycle's retained memory stays: each mechanism's bytes
+    /// per resource (`why`); empty where the edges carry no split.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<why::Held>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -152,6 +158,10 @@ pub struct StrategySummary {
     pub representative_run: Option<u32>,
     /// Memory metrics, one entry per resource (host first).
     pub resources: Vec<ResourceSummary>,
+    /// Why the last cycle's retained memory stays, per resource and
+    /// mechanism: the median over its completed runs (`why`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<why::Held>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -369,6 +379,7 @@ fn summarize_run(
             .kernel_peak_unavailable
             .as_ref()
             .map(|why| format!("not available: {why}")),
+        why: why::of_run(run, resources, &cycles),
     }
 }
 
@@ -560,6 +571,11 @@ fn summarize_strategy(
                 m
             })
             .collect(),
+        why: why::median_over_runs(
+            runs.iter()
+                .filter(|r| r.status == RunStatus::Completed)
+                .map(|r| r.why.as_slice()),
+        ),
     }
 }
 

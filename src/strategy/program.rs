@@ -44,6 +44,18 @@ pub const PROGRAM: &[Strategy] = &[
         ..Strategy::PLAIN
     },
     Strategy {
+        name: "host-empty-cache",
+        device: DeviceKind::Cuda,
+        summary: "programs: gc.collect(), then empty PyTorch's pinned host cache (torch._C._host_emptyCache())",
+        explanation: "PyTorch's host allocator keeps every freed pinned (page-locked) buffer for \
+            reuse: a sleep's backup copied into pinned memory and freed at the wake stays \
+            resident (RssShmem, mapped from /dev/zero by the driver) until the cache is emptied. \
+            torch._C._host_emptyCache() gives the unused buffers back with cudaFreeHost; memrel \
+            reads the cache at each edge (`host.torch_pinned_held`).",
+        release: ReleaseAction::ProgramOnly(&["gc", "host_empty_cache"]),
+        ..Strategy::PLAIN
+    },
+    Strategy {
         name: "accelerate-release",
         device: DeviceKind::Any,
         summary: "programs: accelerate's release_memory: to(\"cpu\"), None, gc.collect(), empty_cache()",

@@ -59,6 +59,11 @@ pub const PROGRAM_STEPS: &[ProgramStep] = &[
     ),
     step("cuda_synchronize", At::Release, "torch.cuda.synchronize()"),
     step("empty_cache", At::Release, "torch.cuda.empty_cache()"),
+    step(
+        "host_empty_cache",
+        At::Release,
+        "torch._C._host_emptyCache()",
+    ),
     step("ipc_collect", At::Release, "torch.cuda.ipc_collect()"),
     step(
         "clear_cublas_workspaces",

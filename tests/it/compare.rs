@@ -555,6 +555,7 @@ fn strategy(name: &str, retained_mib: f64, forward_s: f64, failed: bool) -> Stra
         incomplete: failed,
         representative_run: Some(1),
         resources: vec![host_memory(retained_mib, failed)],
+        why: Vec::new(),
     }
 }
 
@@ -578,6 +579,7 @@ fn failed_run(strategy: &str) -> RunSummary {
         sleeps: Vec::new(),
         phase_peaks: Vec::new(),
         kernel_peak: None,
+        why: Vec::new(),
     }
 }
 

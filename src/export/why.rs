@@ -1,0 +1,166 @@
+//! The console's "why it stays" lines: for each strategy, the retained
+//! memory of each resource split by the mechanism that holds it
+//! (`metrics::why`), where a mechanism holds the retention threshold or
+//! more. It exists so that the run's answer names a cause, not only a layer.
+
+use std::fmt::Write;
+
+use crate::metrics::knob::{MechanismAdvice, Priced};
+use crate::metrics::why::{Held, Mechanism};
+use crate::metrics::{ResourceFacts, Summary};
+use crate::record::Resource;
+use crate::textutil::mib;
+
+/// The lines (empty where no mechanism of any strategy holds `threshold`).
+pub fn lines(summary: &Summary) -> Vec<String> {
+    let threshold = summary.retention_threshold_bytes as i64;
+    let mut out = Vec::new();
+    for s in &summary.strategies {
+        for resource in summary.shown() {
+            out.extend(resource_lines(&s.strategy, resource, &s.why, threshold));
+        }
+    }
+    if !out.is_empty() {
+        out.insert(
+            0,
+            format!(
+                "why it stays (last cycle, median over runs; mechanisms holding {} MiB or more):",
+                mib(threshold as f64)
+            ),
+        );
+    }
+    out
+}
+
+/// `  drop: host RSS retained 130.0 MiB`, then one line per mechanism:
+/// `     64.0 MiB  heap: free malloc chunks (free but kept)`.
+fn resource_lines(strategy: &str, resource: Resource, why: &[Held], threshold: i64) -> Vec<String> {
+    let rows: Vec<&Held> = why
+        .iter()
+        .filter(|h| h.resource == resource && h.bytes >= threshold)
+        .collect();
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let total: i64 = why
+        .iter()
+        .filter(|h| h.resource == resource)
+        .map(|h| h.bytes)
+        .sum();
+    let mut out = vec![format!(
+        "  {strategy}: {} retained {} MiB",
+        resource.label(),
+        mib(total as f64)
+    )];
+    for h in rows {
+        out.push(format!(
+            "    {:>8} MiB  {} ({})",
+            mib(h.bytes as f64),
+            name(h.mechanism),
+            h.mechanism.class().label()
+        ));
+    }
+    out
+}
+
+/// A mechanism's name with the mapping it is a share of: `heap: free malloc chunks`.
+fn name(mechanism: Mechanism) -> String {
+    match mechanism.mapping() {
+        Some(kind) if kind.key() != mechanism.label() => {
+            format!("{}: {}", kind.key(), mechanism.label())
+        }
+        _ => mechanism.label().to_string(),
+    }
+}
+
+/// `memrel advise`'s mechanism lines, each ending in a newline: per
+/// mechanism, what holds it, its class and its knob, priced where a run of
+/// the knob's strategy exists, else the command that would price it
+/// (`rerun`: the measured command with the knob's strategy in place of its).
+pub fn advice_text(advice: &[MechanismAdvice], rerun: &dyn Fn(&str) -> String) -> String {
+    let mut out = String::new();
+    for a in advice {
+        let _ = write!(
+            out,
+            "{} {} MiB under {} is {} ({}): ",
+            a.resource,
+            mib(a.bytes as f64),
+            a.strategy,
+            name(a.mechanism),
+            a.mechanism.class().label()
+        );
+        let _ = match (a.knob.strategy, &a.priced) {
+            (None, _) => writeln!(out, "{}", a.knob.what),
+            (Some(s), Some(p)) => writeln!(
+                out,
+                "{s} frees it: {} (measured: {} in {} run{}; {})",
+                a.knob.what,
+                match p.kept_bytes {
+                    Some(b) => format!("{} MiB of it left", mib(b.max(0) as f64)),
+                    None => "not split under it".to_string(),
+                },
+                p.runs,
+                if p.runs == 1 { "" } else { "s" },
+                price(p)
+            ),
+            (Some(s), None) => writeln!(
+                out,
+                "{s} frees it: {} (not measured here: run `{}` to price it)",
+                a.knob.what,
+                rerun(s)
+            ),
+        };
+    }
+    out
+}
+
+fn price(p: &Priced) -> String {
+    let release = match p.release_action_s {
+        Some(s) => format!("release {}", crate::export::advice::seconds(s)),
+        None => "no release step".to_string(),
+    };
+    match p.ready_s {
+        Some(s) => format!(
+            "{release}, ready again after {}",
+            crate::export::advice::seconds(s)
+        ),
+        None => release,
+    }
+}
+
+/// The memrel command line of a record with `strategy` in place of its
+/// strategies (`--strategy`/`-s` and their values, `--strategy=…`).
+pub fn rerun_with(command: &[String], strategy: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut skip = false;
+    let mut placed = false;
+    for (i, arg) in command.iter().enumerate() {
+        if skip {
+            skip = false;
+            continue;
+        }
+        let program_starts = arg == "--";
+        if program_starts && !placed {
+            out.push(format!("--strategy {strategy}"));
+            placed = true;
+            out.extend(command[i..].iter().cloned());
+            break;
+        }
+        if arg == "--strategy" || arg == "-s" {
+            skip = true;
+            continue;
+        }
+        if arg.starts_with("--strategy=") {
+            continue;
+        }
+        out.push(if i == 0 {
+            "memrel".to_string()
+        } else {
+            arg.clone()
+        });
+    }
+    if !placed {
+        out.push(format!("--strategy {strategy}"));
+    }
+    out.join(" ")
+}
