@@ -39,7 +39,9 @@ fn resource_lines(strategy: &str, resource: Resource, why: &[Held], threshold: i
         .iter()
         .filter(|h| h.resource == resource && h.bytes >= threshold)
         .collect();
-    if rows.is_empty() {
+    // A resource of one mechanism (the page cache) is split into nothing.
+    let mechanisms = why.iter().filter(|h| h.resource == resource).count();
+    if rows.is_empty() || mechanisms < 2 {
         return Vec::new();
     }
     let total: i64 = why

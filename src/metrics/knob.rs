@@ -102,11 +102,12 @@ pub fn knob(mechanism: Mechanism, strategy: &str) -> Knob {
             _ => k("malloc-trim", "malloc_trim(0) after the unload, or MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_ at start (trim-threshold-env, mmap-threshold-env)"),
         },
         Mechanism::PinnedCache => k("host-empty-cache", "empty PyTorch's pinned host cache after the tensors are freed (torch._C._host_emptyCache())"),
+        Mechanism::Pinned => k("host-empty-cache", "pinned host memory with no view of who holds it: if PyTorch's host allocator caches it (a sleep's backup freed at the wake), torch._C._host_emptyCache() in the program frees it; a server needs its own switch; if a live tensor holds it, only the program can drop it"),
         Mechanism::TorchCache => k("empty-cache", "torch.cuda.empty_cache() after gc.collect()"),
         Mechanism::JaxPool => k("xla-platform-allocator", "XLA_PYTHON_CLIENT_ALLOCATOR=platform (frees each array's memory on delete)"),
         Mechanism::PageCache => k("fadvise-dontneed", "posix_fadvise(DONTNEED) on the weight files after the unload"),
         Mechanism::Context => k("respawn", "a new process: the CUDA context is the floor of every process that uses the GPU"),
-        Mechanism::Code | Mechanism::OtherAnon | Mechanism::Rest | Mechanism::OtherVram => k("respawn", "a new process (no view tells what holds it)"),
+        Mechanism::Code | Mechanism::OtherAnon | Mechanism::Rest => k("respawn", "a new process (no view tells what holds it)"),
         Mechanism::SharedMemory => words("the program (or a peer) still maps the segment: unmap and unlink it"),
         Mechanism::MappedWeights => words("the program still maps the weight files: drop every tensor that views them"),
         Mechanism::LiveHeap | Mechanism::PinnedTensors | Mechanism::TorchTensors | Mechanism::JaxArrays => {

@@ -64,9 +64,12 @@ pub enum Mechanism {
     PinnedCache,
     /// Host: pinned memory in live tensors (a sleep's backup kept on purpose).
     PinnedTensors,
-    /// Host: what the GPU driver maps beyond the pinned memory (the CUDA
-    /// context's host side); on a GPU: VRAM outside the framework's
-    /// allocator (the context, cuBLAS workspaces, NCCL buffers, graphs).
+    /// Host: pinned memory no framework's view accounts for (a program
+    /// that sends none: a server's pinned backup, live or cached).
+    Pinned,
+    /// Host: what the GPU driver's device files map (the CUDA context's
+    /// host side); on a GPU: VRAM outside the framework's allocator (the
+    /// context, cuBLAS workspaces, NCCL buffers, graphs).
     Context,
     /// Host: /dev/shm, memfd and SysV segments the process maps.
     SharedMemory,
@@ -84,9 +87,6 @@ pub enum Mechanism {
     JaxPool,
     /// GPU: VRAM in live JAX arrays.
     JaxArrays,
-    /// GPU: VRAM no framework view accounts for (the candle worker's, a
-    /// program without a framework's view).
-    OtherVram,
     /// The model files' pages the kernel keeps cached.
     PageCache,
 }
@@ -100,6 +100,7 @@ impl Mechanism {
             Mechanism::OtherAnon => "other anonymous",
             Mechanism::PinnedCache => "pinned host cache",
             Mechanism::PinnedTensors => "pinned tensors",
+            Mechanism::Pinned => "pinned host memory",
             Mechanism::Context => "CUDA context",
             Mechanism::SharedMemory => "shared memory",
             Mechanism::MappedWeights => "mapped weights",
@@ -109,7 +110,6 @@ impl Mechanism {
             Mechanism::TorchTensors => "PyTorch tensors",
             Mechanism::JaxPool => "XLA pool",
             Mechanism::JaxArrays => "JAX arrays",
-            Mechanism::OtherVram => "outside any framework",
             Mechanism::PageCache => "page cache",
         }
     }
@@ -128,7 +128,7 @@ impl Mechanism {
             | Mechanism::TorchTensors
             | Mechanism::JaxArrays => Class::Live,
             Mechanism::Context | Mechanism::Code => Class::Floor,
-            Mechanism::OtherAnon | Mechanism::Rest | Mechanism::OtherVram => Class::Unsplit,
+            Mechanism::OtherAnon | Mechanism::Pinned | Mechanism::Rest => Class::Unsplit,
         }
     }
 
@@ -138,7 +138,10 @@ impl Mechanism {
             Mechanism::FreeChunks | Mechanism::LiveHeap | Mechanism::OtherAnon => {
                 Some(MappingKind::Heap)
             }
-            Mechanism::PinnedCache | Mechanism::PinnedTensors => Some(MappingKind::Driver),
+            Mechanism::PinnedCache | Mechanism::PinnedTensors | Mechanism::Pinned => {
+                Some(MappingKind::Pinned)
+            }
+            Mechanism::Context => Some(MappingKind::Driver),
             Mechanism::SharedMemory => Some(MappingKind::Shm),
             Mechanism::MappedWeights => Some(MappingKind::Weights),
             Mechanism::Code => Some(MappingKind::Code),
@@ -203,7 +206,7 @@ fn shares(event: &Event, resource: Resource) -> Vec<(Mechanism, i64)> {
 }
 
 /// Host memory by mapping, the heap refined by the allocator's view and the
-/// driver's mappings by PyTorch's pinned cache.
+/// pinned memory by PyTorch's host allocator's.
 fn host_shares(event: &Event) -> Vec<(Mechanism, i64)> {
     let r = &event.readings;
     let mapped = |kind| r.part(Resource::Host, Part::Mapped(kind)).map(|b| b as i64);
@@ -232,12 +235,13 @@ fn host_shares(event: &Event) -> Vec<(Mechanism, i64)> {
         }
         None => out.push((Mechanism::OtherAnon, heap)),
     }
-    let driver = mapped(MappingKind::Driver).unwrap_or(0);
+    let pinned = mapped(MappingKind::Pinned).unwrap_or(0);
     let pinned_held = view(ViewKind::TorchPinnedHeld);
     let pinned_in_use = view(ViewKind::TorchPinnedInUse);
     out.push((Mechanism::PinnedCache, pinned_held - pinned_in_use));
     out.push((Mechanism::PinnedTensors, pinned_in_use));
-    out.push((Mechanism::Context, driver - pinned_held));
+    out.push((Mechanism::Pinned, pinned - pinned_held));
+    out.push((Mechanism::Context, mapped(MappingKind::Driver).unwrap_or(0)));
     let stack = mapped(MappingKind::Stack).unwrap_or(0);
     for (mechanism, kind) in [
         (Mechanism::SharedMemory, MappingKind::Shm),
@@ -253,8 +257,8 @@ fn host_shares(event: &Event) -> Vec<(Mechanism, i64)> {
     out
 }
 
-/// A GPU's VRAM split by the frameworks' views; all of it outside any
-/// framework where none sent one.
+/// A GPU's VRAM split by the frameworks' views; no split where none sent
+/// one (the candle worker's VRAM, a server's: the whole is all there is).
 fn device_shares(r: &Readings, resource: Resource) -> Vec<(Mechanism, i64)> {
     let Some(whole) = r.get(resource).map(|b| b as i64) else {
         return Vec::new();
@@ -262,6 +266,9 @@ fn device_shares(r: &Readings, resource: Resource) -> Vec<(Mechanism, i64)> {
     let view = |kind| r.part(resource, Part::View(kind)).map(|b| b as i64);
     let torch = view(ViewKind::TorchReserved).zip(view(ViewKind::TorchAllocated));
     let jax = view(ViewKind::JaxPool).zip(view(ViewKind::JaxInUse));
+    if torch.is_none() && jax.is_none() {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     let mut framework = 0;
     if let Some((reserved, allocated)) = torch {
@@ -274,12 +281,7 @@ fn device_shares(r: &Readings, resource: Resource) -> Vec<(Mechanism, i64)> {
         out.push((Mechanism::JaxArrays, in_use));
         framework += pool;
     }
-    let outside = if torch.is_some() || jax.is_some() {
-        Mechanism::Context
-    } else {
-        Mechanism::OtherVram
-    };
-    out.push((outside, whole - framework));
+    out.push((Mechanism::Context, whole - framework));
     out
 }
 

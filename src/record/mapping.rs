@@ -11,10 +11,13 @@ pub enum MappingKind {
     /// other allocators' pools, every framework's host caches.
     Heap,
     /// Mappings of the GPU driver's device files (`/dev/nvidia*`,
-    /// `/dev/dri/*`) and, in a process that has them, shared anonymous
-    /// mappings (`/dev/zero (deleted)`): CUDA's pinned host memory and
-    /// the context's host side.
+    /// `/dev/dri/*`): the CUDA context's host side.
     Driver,
+    /// In a process that maps a GPU's device files, shared anonymous
+    /// mappings (`/dev/zero (deleted)`): CUDA's pinned (page-locked) host
+    /// memory, PyTorch's pinned tensors and its host cache (and some 10 MiB
+    /// the context maps so at its creation).
+    Pinned,
     /// `/dev/shm` files, `memfd:` segments and SysV shared memory.
     Shm,
     /// The model's weight files: the ones named (`--model-files`, the
@@ -31,9 +34,10 @@ pub enum MappingKind {
 }
 
 impl MappingKind {
-    pub const ALL: [MappingKind; 7] = [
+    pub const ALL: [MappingKind; 8] = [
         MappingKind::Heap,
         MappingKind::Driver,
+        MappingKind::Pinned,
         MappingKind::Shm,
         MappingKind::Weights,
         MappingKind::Code,
@@ -46,6 +50,7 @@ impl MappingKind {
         match self {
             MappingKind::Heap => "heap",
             MappingKind::Driver => "driver",
+            MappingKind::Pinned => "pinned",
             MappingKind::Shm => "shm",
             MappingKind::Weights => "weights",
             MappingKind::Code => "code",

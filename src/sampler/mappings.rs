@@ -165,7 +165,7 @@ impl Classifier {
         let path = m.path;
         if path.is_empty() || path == "[heap]" || path.starts_with("[anon:") {
             return if shared && gpu {
-                MappingKind::Driver
+                MappingKind::Pinned
             } else if shared {
                 MappingKind::Rest
             } else {
@@ -180,7 +180,7 @@ impl Classifier {
         }
         if path.starts_with("/dev/zero") || path.starts_with("[anon_shmem") {
             return if gpu {
-                MappingKind::Driver
+                MappingKind::Pinned
             } else {
                 MappingKind::Rest
             };
@@ -322,6 +322,7 @@ mod tests {
             vec![
                 (MappingKind::Heap, kib(4000)),
                 (MappingKind::Driver, 0),
+                (MappingKind::Pinned, 0),
                 (MappingKind::Shm, kib(96)),
                 (MappingKind::Weights, kib(5000)),
                 (MappingKind::Code, kib(740)),
@@ -334,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn shared_anonymous_memory_is_the_drivers_in_a_process_that_maps_a_gpu() {
+    fn shared_anonymous_memory_is_pinned_in_a_process_that_maps_a_gpu() {
         let pinned = mapping("7f10-7f20", "rw-s", "/dev/zero (deleted)", 2048);
         let without = Classifier::new(&[]).split(&pinned);
         assert_eq!(without.rss_bytes(MappingKind::Rest), 2048 * 1024);
@@ -346,7 +347,8 @@ mod tests {
         ]
         .concat();
         let split = Classifier::new(&[]).split(&with_gpu);
-        assert_eq!(split.rss_bytes(MappingKind::Driver), (2048 + 68) * 1024);
+        assert_eq!(split.rss_bytes(MappingKind::Pinned), 2048 * 1024);
+        assert_eq!(split.rss_bytes(MappingKind::Driver), 68 * 1024);
         assert_eq!(split.rss_bytes(MappingKind::Rest), 0);
     }
 

@@ -40,6 +40,7 @@ const STRATEGY_COLOURS: &[(&str, RGBColor)] = &[
     ("gc-collect", RGBColor(251, 154, 153)),         // light red (drop's kin)
     ("trim-threshold-inside", RGBColor(178, 223, 138)), // light green (trim-threshold-env's kin)
     ("empty-cache", RGBColor(0, 200, 83)),           // vivid green
+    ("host-empty-cache", RGBColor(255, 140, 180)),   // pink
     ("accelerate-release", RGBColor(0, 0, 205)),     // medium blue
     ("ipc-collect", RGBColor(70, 70, 70)),           // dark grey
     ("detach-release", RGBColor(46, 139, 87)),       // sea green
