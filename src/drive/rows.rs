@@ -36,12 +36,6 @@ const SHMEM: Resource = match Key::new("shmem") {
     None => panic!("shmem is a catalogued resource's key"),
 };
 
-/// Every part a resource's reading may have, in the record's order.
-const PARTS: [Part; 6] = {
-    use Part::{Anon, File, Own, Peak, Usage, Whole};
-    [Whole, Anon, File, Usage, Peak, Own]
-};
-
 /// One layer of requests.csv's columns: a resource's part, or the VRAM
 /// every GPU holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -115,10 +109,10 @@ impl Layer {
     /// The layers of `r` besides the fixed ones, in the record's order (a
     /// device's only where VRAM is read per GPU: else `vram` is its one).
     fn others(r: &Readings) -> impl Iterator<Item = Layer> + '_ {
-        r.resources()
-            .filter(move |resource| r.per_gpu() || !resource.is_device())
-            .flat_map(|resource| PARTS.map(|part| Layer::Of(resource, part)))
-            .filter(move |layer| layer.bytes(r).is_some() && !Layer::FIXED.contains(layer))
+        r.keys()
+            .filter(move |(resource, _)| r.per_gpu() || !resource.is_device())
+            .map(|(resource, part)| Layer::Of(resource, part))
+            .filter(|layer| !Layer::FIXED.contains(layer))
     }
 
     /// Every layer of `r` that was read, with its bytes.

@@ -161,6 +161,11 @@ impl Readings {
             .map(|(r, _, _)| *r)
     }
 
+    /// Every (resource, part) read, in order.
+    pub fn keys(&self) -> impl Iterator<Item = (Resource, Part)> + '_ {
+        self.entries.iter().map(|(r, p, _)| (*r, *p))
+    }
+
     /// The bytes on GPU `gpu`: with VRAM read per GPU that GPU's sum, else
     /// the one device's reading (a run's VRAM is one device's: its index is
     /// the record's device, not the slot's).

@@ -210,6 +210,28 @@ fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exi
         phase_edges(&results),
         ["load begin", "load end", "unload begin", "unload end"]
     );
+    // Issue 49, item 1: each mark's edge splits host memory by mapping; the
+    // 200 MiB bytearray is the heap's.
+    crate::mappings::assert_each_edge_is_split(&results.join("events.csv"));
+    let heap_mib = |phase: &str, edge: &str| {
+        let rows = csv_rows(&results.join("events.csv"));
+        let row = rows
+            .iter()
+            .find(|r| r["phase"] == phase && r["edge"] == edge)
+            .unwrap_or_else(|| panic!("no {phase} {edge}"));
+        row["readings"]
+            .split_whitespace()
+            .find_map(|e| e.strip_prefix("host.heap="))
+            .expect("host.heap")
+            .parse::<f64>()
+            .expect("bytes")
+            / MIB
+    };
+    let grew = heap_mib("unload", "begin") - heap_mib("load", "begin");
+    assert!(
+        (190.0..215.0).contains(&grew),
+        "the heap grew {grew:.1} MiB"
+    );
     assert!(edges(&results).iter().all(
         |e| e.3.starts_with("memrel mark; read ") && e.3.ends_with(" ms after it was written")
     ));

@@ -352,3 +352,69 @@ fn planted_memory_is_split_by_mechanism_and_advise_names_each_knob() {
         "{chunks}"
     );
 }
+
+/// Every edge of an events.csv has host memory split by mapping, and the
+/// kinds sum to the edge's host memory (`rss_bytes`: RSS, or a tree's PSS)
+/// within 8 MiB (the two are read a moment apart). Returns the edges read.
+pub fn assert_each_edge_is_split(events_csv: &std::path::Path) -> usize {
+    let events = crate::common::csv_rows(events_csv);
+    assert!(!events.is_empty(), "no edges in {}", events_csv.display());
+    for e in &events {
+        let kinds: Vec<u64> = e["readings"]
+            .split_whitespace()
+            .filter_map(|entry| entry.strip_prefix("host."))
+            .filter_map(|entry| entry.split_once('='))
+            .filter(|(word, _)| MappingKind::parse(word).is_some())
+            .map(|(_, bytes)| bytes.parse().expect("bytes"))
+            .collect();
+        assert_eq!(
+            kinds.len(),
+            MappingKind::ALL.len(),
+            "{} {}: {:?}",
+            e["phase"],
+            e["edge"],
+            e["readings"]
+        );
+        let rss: f64 = e["rss_bytes"].parse().expect("rss_bytes");
+        let sum = kinds.iter().sum::<u64>() as f64;
+        assert!(
+            (sum - rss).abs() <= 8.0 * MIB as f64,
+            "{} {}: the kinds sum to {:.1} MiB, host memory {:.1} MiB: {:?}",
+            e["phase"],
+            e["edge"],
+            sum / MIB as f64,
+            rss / MIB as f64,
+            e["readings"]
+        );
+    }
+    events.len()
+}
+
+/// Issue 49, item 1 for `run`: the candle worker's edges are split as a
+/// program's are, and its own heap view splits the heap.
+#[test]
+fn the_candle_workers_edges_are_split_by_mapping() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    crate::common::run("ci-smoke").out(&out).ok();
+    let results = crate::common::only_results_dir(&out, "ci-smoke");
+    assert!(assert_each_edge_is_split(&results.join("events.csv")) >= 10);
+    let summary = crate::common::summary(&results);
+    let why = &summary["runs"][0]["why"];
+    let host: Vec<&str> = why
+        .as_array()
+        .unwrap_or_else(|| panic!("no why: {why}"))
+        .iter()
+        .filter(|h| h["resource"] == "host")
+        .map(|h| h["mechanism"].as_str().expect("mechanism"))
+        .collect();
+    for m in [
+        "free_chunks",
+        "live_heap",
+        "other_anon",
+        "mapped_weights",
+        "code",
+    ] {
+        assert!(host.contains(&m), "{m} not in {host:?}");
+    }
+}
