@@ -655,17 +655,36 @@ def _torch_views(views):
             views["cuda:%d.torch_reserved" % n] = reserved
         host = getattr(getattr(cuda, "memory", None), "host_memory_stats_as_nested_dict", None)
         stats = host() if host is not None else {}
-        # torch >= 2.5: allocated_bytes = held from CUDA (live + cached),
-        # active_bytes = in live tensors; older versions send nothing.
-        for key, word in (("allocated_bytes", "held"), ("active_bytes", "in_use")):
-            value = stats.get(key, {})
-            if isinstance(value, dict) and "current" in value:
-                views["host.torch_pinned_" + word] = value["current"]
+        held = _current(stats, "allocated_bytes")
+        if held is not None:
+            views["host.torch_pinned_held"] = held
+            in_use = _current(stats, "active_bytes")
+            if in_use is not None and in_use <= held and _torch_counts_pinned_frees(torch):
+                views["host.torch_pinned_in_use"] = in_use
     except Exception as e:
         _say_once("torch", "PyTorch's memory view failed (%s); not sent" % _first_line(e))
 
 
 _torch_seen = set()
+
+
+def _current(stats, key):
+    """``stats[key]["current"]`` of a nested statistics dict, or None."""
+    value = stats.get(key)
+    return value.get("current") if isinstance(value, dict) else None
+
+
+def _torch_counts_pinned_frees(torch):
+    """Whether this torch's pinned host allocator takes a freed block out of
+    ``active_bytes``: torch 2.15's source does for every free; 2.11 on an
+    H200 did not for a block freed without stream events (``active_bytes``
+    stayed, even grew past ``allocated_bytes``), so before 2.15 only the
+    held bytes are sent."""
+    try:
+        major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    except (AttributeError, ValueError):
+        return False
+    return (major, minor) >= (2, 15)
 
 
 def _jax_views(views):

@@ -111,12 +111,28 @@ fn the_module_reads_a_preloaded_jemallocs_or_tcmallocs_own_view_at_each_edge() {
         };
         let grew = |edge: &str, column: &str| at(edge, column) - at("load begin", column);
         let what = |s: &str| format!("{strategy}: {s}");
-        assert_near(&what("in use after the load"), grew("load end", "heap_in_use_bytes"), 128.0);
-        assert_near(&what("in use after the unload"), grew("unload end", "heap_in_use_bytes"), 64.0);
+        assert_near(
+            &what("in use after the load"),
+            grew("load end", "heap_in_use_bytes"),
+            128.0,
+        );
+        assert_near(
+            &what("in use after the unload"),
+            grew("unload end", "heap_in_use_bytes"),
+            64.0,
+        );
         // Both keep the freed chunks (jemalloc's 10 s decay, tcmalloc's page
         // heap): held stays at the 128 MiB.
-        assert_near(&what("held after the load"), grew("load end", "heap_held_bytes"), 128.0);
-        assert_near(&what("held after the unload"), grew("unload end", "heap_held_bytes"), 128.0);
+        assert_near(
+            &what("held after the load"),
+            grew("load end", "heap_held_bytes"),
+            128.0,
+        );
+        assert_near(
+            &what("held after the unload"),
+            grew("unload end", "heap_held_bytes"),
+            128.0,
+        );
         // glibc's mallinfo2 is not the allocator's view here.
         assert!(
             edges.values().all(|r| r["glibc_in_use_bytes"].is_empty()),
@@ -145,7 +161,10 @@ fn under_mimalloc_the_module_sends_what_it_counts_held_bytes_only() {
     );
     let held = |edge: &str| mib(&edges, edge, "heap_held_bytes").expect("held");
     let grew = held("load end") - held("load begin");
-    assert!(grew >= 128.0 * 0.95, "mimalloc committed {grew:.1} MiB more after the load");
+    assert!(
+        grew >= 128.0 * 0.95,
+        "mimalloc committed {grew:.1} MiB more after the load"
+    );
 }
 
 /// Sends `views` at every edge through the module's own sender (its
@@ -182,7 +201,10 @@ fn a_programs_views_reach_the_readings_cell_and_stay_there_and_a_bad_key_is_drop
         ] {
             assert!(cell.split(' ').any(|e| e == want), "{want} not in {cell:?}");
         }
-        assert!(!cell.contains("bogus") && !cell.contains("host.torch_reserved"), "{cell:?}");
+        assert!(
+            !cell.contains("bogus") && !cell.contains("host.torch_reserved"),
+            "{cell:?}"
+        );
         // memrel's own reading of the host's anonymous bytes stands.
         assert_ne!(row["anon_bytes"], "9", "{row:?}");
     }
@@ -194,21 +216,33 @@ fn a_programs_views_reach_the_readings_cell_and_stay_there_and_a_bad_key_is_drop
         assert_eq!(err.matches(&quoted).count(), 1, "{bad}: {err}");
     }
     assert!(err.contains("memrel: warning: the program's view"), "{err}");
-    assert!(err.contains("torch_pinned_held") && err.contains("jax_pool"), "{err}");
+    assert!(
+        err.contains("torch_pinned_held") && err.contains("jax_pool"),
+        "{err}"
+    );
     // Read back, the record keeps them as parts of the GPU and the host.
     let record = Record::load(&dir).expect("the record reads back");
     let events = &record.runs[0].events;
     assert_eq!(events.len(), 4);
     for e in events {
         let view = |r, k| e.readings.part(r, Part::View(k));
-        assert_eq!(view(Resource::Device(0), ViewKind::TorchReserved), Some(3 << 30));
-        assert_eq!(view(Resource::Host, ViewKind::TorchPinnedHeld), Some(512 << 20));
+        assert_eq!(
+            view(Resource::Device(0), ViewKind::TorchReserved),
+            Some(3 << 30)
+        );
+        assert_eq!(
+            view(Resource::Host, ViewKind::TorchPinnedHeld),
+            Some(512 << 20)
+        );
     }
     // `memrel report` re-renders it and leaves the cell as it was; its
     // copy (`--out`) writes the same cells from the record read back.
     let before = std::fs::read(dir.join("events.csv")).expect("events.csv");
     assert_rerenders(&dir);
-    assert_eq!(std::fs::read(dir.join("events.csv")).expect("events.csv"), before);
+    assert_eq!(
+        std::fs::read(dir.join("events.csv")).expect("events.csv"),
+        before
+    );
     let copy = out.path().join("copy");
     let report = memrel()
         .arg("report")
@@ -224,7 +258,10 @@ fn a_programs_views_reach_the_readings_cell_and_stay_there_and_a_bad_key_is_drop
             .map(|r| r["readings"].clone())
             .collect()
     };
-    assert_eq!(cells(&copy.join("events.csv")), cells(&dir.join("events.csv")));
+    assert_eq!(
+        cells(&copy.join("events.csv")),
+        cells(&dir.join("events.csv"))
+    );
 }
 
 /// Fakes PyTorch with CUDA initialised on three visible GPUs and JAX with a
@@ -242,9 +279,10 @@ cuda = types.SimpleNamespace(
         "reserved_bytes": {"all": {"current": stats[i][1]}},
     },
     memory=types.SimpleNamespace(host_memory_stats_as_nested_dict=lambda: {
-        "allocated_bytes": {"current": 512}, "active_bytes": {"current": 0}}),
+        "allocated_bytes": {"current": 512}, "active_bytes": {"current": 256}}),
 )
 torch = types.ModuleType("torch")
+torch.__version__ = sys.argv[1]
 torch.cuda = cuda
 sys.modules["torch"] = torch
 
@@ -274,15 +312,23 @@ stats[2] = (0, 0)
 print(json.dumps([first, memrel._views()]))
 "#;
 
-/// The module run bare (no memrel) on [`FAKE_FRAMEWORKS`] under
-/// `CUDA_VISIBLE_DEVICES=visible`: its two views and its stderr.
+/// The module run bare (no memrel) on [`FAKE_FRAMEWORKS`] (torch 2.15)
+/// under `CUDA_VISIBLE_DEVICES=visible`: its two views and its stderr.
 fn fake_views(visible: &str, env: &[(&str, &str)]) -> (serde_json::Value, String) {
+    fake_torch_views("2.15.0+cu132", visible, env)
+}
+
+fn fake_torch_views(
+    torch_version: &str,
+    visible: &str,
+    env: &[(&str, &str)],
+) -> (serde_json::Value, String) {
     let output = std::process::Command::new("python3")
         .env("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/python"))
         .env("CUDA_VISIBLE_DEVICES", visible)
         .envs(env.iter().copied())
         .env_remove("MEMREL_EVENT_FD")
-        .args(["-c", FAKE_FRAMEWORKS])
+        .args(["-c", FAKE_FRAMEWORKS, torch_version])
         .output()
         .expect("python3 starts");
     assert!(output.status.success(), "{}", streams(&output));
@@ -298,7 +344,7 @@ fn the_module_numbers_each_frameworks_gpus_as_nvml_does_and_never_guesses() {
         // held anything: not sent.
         "cuda:3.torch_allocated": 100, "cuda:3.torch_reserved": 300,
         "cuda:0.torch_allocated": 5, "cuda:0.torch_reserved": 7,
-        "host.torch_pinned_held": 512, "host.torch_pinned_in_use": 0,
+        "host.torch_pinned_held": 512, "host.torch_pinned_in_use": 256,
         // JAX's GPUs by their local hardware id (visible 1 and 2); its
         // pool is pool_bytes, else bytes_reserved; its CPU gives nothing.
         "cuda:1.jax_in_use": 11, "cuda:1.jax_pool": 22,
@@ -316,6 +362,14 @@ fn the_module_numbers_each_frameworks_gpus_as_nvml_does_and_never_guesses() {
     assert_eq!(views[0]["cuda:2.jax_pool"], 22, "{views}");
     assert_eq!(err.matches("GPU-8932f937-d72c").count(), 1, "{err}");
     assert!(err.contains("nvidia-ml-py"), "{err}");
+    // Before torch 2.15 a pinned block freed without stream events stays in
+    // `active_bytes` (torch 2.11 on an H200): held only.
+    let (views, _) = fake_torch_views("2.11.0+cu130", "0", &[]);
+    assert_eq!(views[0]["host.torch_pinned_held"], 512, "{views}");
+    assert!(
+        views[0].get("host.torch_pinned_in_use").is_none(),
+        "{views}"
+    );
     // MEMREL_VIEWS=0: none.
     let (views, _) = fake_views("0", &[("MEMREL_VIEWS", "0")]);
     assert_eq!(views, serde_json::json!([null, null]));
@@ -349,7 +403,10 @@ fn torch_on_the_cpu_sends_no_views_and_cuda_is_never_initialised() {
     assert_eq!(rows.len(), 4, "{rows:?}");
     for row in &rows {
         let cell = &row["readings"];
-        assert!(!cell.contains("torch_") && !cell.contains("jax_"), "{cell:?}");
+        assert!(
+            !cell.contains("torch_") && !cell.contains("jax_"),
+            "{cell:?}"
+        );
     }
     let state = std::fs::read_to_string(out.path().join("state")).expect("the program wrote");
     assert_eq!(state, "cuda=False jax_backends=False");

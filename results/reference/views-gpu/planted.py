@@ -7,7 +7,8 @@ by the frameworks' own accounts:
 - PyTorch, GPU 0: a 256 MiB live tensor (allocated 256 MiB) and a 1 GiB tensor
   deleted without ``empty_cache`` (reserved 1.25 GiB: reserved - allocated = 1 GiB);
 - PyTorch, host: a 512 MiB pinned tensor freed to PyTorch's host cache (no
-  ``_host_emptyCache``): pinned held 512 MiB, in use 0;
+  ``_host_emptyCache``): pinned held 512 MiB; in use 0 (sent from torch 2.15
+  on: 2.11 keeps a freed block in ``active_bytes``);
 - JAX (if importable; ``XLA_PYTHON_CLIENT_PREALLOCATE=false``): a 256 MiB array
   deleted, which its pool keeps (in use ~0, pool >= 256 MiB).
 

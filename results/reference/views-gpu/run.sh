@@ -60,7 +60,7 @@ for r in rows:
         mib("heap_held_bytes"), " ".join(views) or "(none)"))
 print()
 print("want at each load end: cuda:0.torch_allocated=256 cuda:0.torch_reserved=1280 "
-      "host.torch_pinned_held=512 host.torch_pinned_in_use=0; with JAX cuda:0.jax_pool>=256, "
+      "host.torch_pinned_held=512 (host.torch_pinned_in_use=0 from torch 2.15 on); with JAX cuda:0.jax_pool>=256, "
       "jax_in_use about 0; at each unload end torch_allocated=0, torch_reserved=1280")
 PY
 fi
