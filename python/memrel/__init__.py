@@ -30,8 +30,9 @@ after ``begin``/``end`` returns cannot leak into the edge's reading.
 
 Standard library only. torch and jax are used only when the program has
 imported them (``sys.modules``); this module never imports them, never
-initialises CUDA and never starts JAX's backends (the edge's ``views``). onnxruntime is imported only
-by ``ort_session()`` and ``ort_run_options()``, which a program using it calls.
+initialises CUDA and never starts JAX's backends (the edge's ``views``).
+onnxruntime is imported only by ``ort_session()`` and ``ort_run_options()``,
+which a program using it calls.
 """
 
 import atexit
@@ -634,6 +635,9 @@ def _nvml_index(visible):
     return _visible[visible] if 0 <= visible < len(_visible) else None
 
 
+_torch_seen = set()  # the GPUs torch reserved bytes on (sent from then on)
+
+
 def _torch_views(views):
     """PyTorch's allocated and reserved bytes per GPU it used, and its pinned
     host cache; only where the program imported torch and initialised CUDA
@@ -663,9 +667,6 @@ def _torch_views(views):
                 views["host.torch_pinned_in_use"] = in_use
     except Exception as e:
         _say_once("torch", "PyTorch's memory view failed (%s); not sent" % _first_line(e))
-
-
-_torch_seen = set()
 
 
 def _current(stats, key):
