@@ -25,6 +25,8 @@
 //! going on (memrel's workers and the Python module do) cannot act before its
 //! edge is read; one that does not is measured as before.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape; the parent refuses other versions.
@@ -286,6 +288,13 @@ pub struct PhaseEdge {
     /// The allocator's own view of its memory, whichever allocator serves `malloc`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heap: Option<HeapStats>,
+    /// What the program's frameworks say they hold at the edge, keyed as
+    /// the events.csv `readings` cell writes them (`cuda:0.torch_reserved`,
+    /// `host.torch_pinned_held`: `record::ViewKind`'s words, a GPU by its
+    /// NVML index). The parent takes only these parts of host memory and of
+    /// a GPU (`session::intake`): never a reading memrel takes itself.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub views: BTreeMap<String, u64>,
     /// Free text: the release action's result, the model's byte count, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -392,6 +401,7 @@ mod tests {
             },
             allocator: None,
             heap: None,
+            views: BTreeMap::new(),
             note: None,
             mono_s: None,
         }));

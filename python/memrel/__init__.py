@@ -28,9 +28,11 @@ one byte on the descriptor named in ``MEMREL_ACK_FD``, which memrel writes
 once it has read every resource at that edge; so what the program does right
 after ``begin``/``end`` returns cannot leak into the edge's reading.
 
-Standard library only. torch is used only when the program has imported it
-(``sys.modules``); this module never imports it. onnxruntime is imported only
-by ``ort_session()`` and ``ort_run_options()``, which a program using it calls.
+Standard library only. torch and jax are used only when the program has
+imported them (``sys.modules``); this module never imports them, never
+initialises CUDA and never starts JAX's backends (the edge's ``views``).
+onnxruntime is imported only by ``ort_session()`` and ``ort_run_options()``,
+which a program using it calls.
 """
 
 import atexit
@@ -420,16 +422,135 @@ def _glibc_mallinfo2():
     return _glibc_malloc or None
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def _malloc_library():
+    """The library whose ``malloc`` this process calls (``dladdr``), or None."""
+    try:
+        dladdr = _libc().dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        dladdr.restype = ctypes.c_int
+        info = _DlInfo()
+        served = ctypes.cast(_libc().malloc, ctypes.c_void_p).value
+        if not dladdr(served, ctypes.byref(info)) or not info.dli_fname:
+            return None
+        return ctypes.CDLL(info.dli_fname.decode("utf-8", "replace"))
+    except (OSError, AttributeError):
+        return None
+
+
+def _jemalloc_heap(lib):
+    mallctl = lib.mallctl
+    mallctl.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+    ]
+    mallctl.restype = ctypes.c_int
+    epoch = ctypes.c_uint64(1)
+    size = ctypes.c_size_t(8)
+
+    def read(name):
+        value = ctypes.c_size_t(0)
+        n = ctypes.c_size_t(ctypes.sizeof(value))
+        if mallctl(name, ctypes.byref(value), ctypes.byref(n), None, 0) != 0:
+            return None
+        return value.value
+
+    def heap():
+        # Statistics are a snapshot that writing the epoch refreshes.
+        mallctl(b"epoch", ctypes.byref(epoch), ctypes.byref(size), ctypes.byref(epoch), 8)
+        held = read(b"stats.resident")
+        if held is None:
+            return None
+        return {"in_use_bytes": read(b"stats.allocated"), "held_bytes": held}
+
+    return heap
+
+
+def _tcmalloc_heap(lib):
+    get = lib.MallocExtension_GetNumericProperty
+    get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]
+    get.restype = ctypes.c_int
+
+    def read(name):
+        value = ctypes.c_size_t(0)
+        return value.value if get(name, ctypes.byref(value)) else None
+
+    def heap():
+        size = read(b"generic.heap_size")
+        if size is None:
+            return None
+        unmapped = read(b"tcmalloc.pageheap_unmapped_bytes") or 0
+        return {
+            "in_use_bytes": read(b"generic.current_allocated_bytes"),
+            "held_bytes": max(size - unmapped, 0),
+        }
+
+    return heap
+
+
+def _mimalloc_heap(lib):
+    info = lib.mi_process_info
+    info.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 8
+    info.restype = None
+
+    def heap():
+        v = [ctypes.c_size_t(0) for _ in range(8)]
+        info(*[ctypes.byref(x) for x in v])
+        # Committed bytes; mimalloc counts no bytes in use without its stats.
+        return {"in_use_bytes": None, "held_bytes": v[5].value}
+
+    return heap
+
+
+_preloaded = None  # the heap reader of a jemalloc/tcmalloc/mimalloc serving malloc
+
+
+def _preloaded_heap():
+    """Bytes in use vs held of the jemalloc, tcmalloc or mimalloc that serves
+    ``malloc`` (preloaded), read as memrel's worker reads them
+    (src/worker/allocator.rs); None where none does."""
+    global _preloaded
+    if _preloaded is None:
+        _preloaded = False
+        lib = _malloc_library()
+        for symbol, reader in (
+            ("mallctl", _jemalloc_heap),
+            ("MallocExtension_GetNumericProperty", _tcmalloc_heap),
+            ("mi_process_info", _mimalloc_heap),
+        ):
+            if lib is not None and hasattr(lib, symbol):
+                _preloaded = reader(lib)
+                break
+    if not _preloaded:
+        return None
+    heap = _preloaded()
+    if heap is not None and heap["in_use_bytes"] is None:
+        del heap["in_use_bytes"]
+    return heap
+
+
 def _heap_view():
     """The allocator's own view at an edge, as the candle worker sends it:
-    glibc's mallinfo2 (`allocator`) and bytes in use vs held (`heap`);
-    (None, None) where glibc's malloc does not serve the process or
+    glibc's mallinfo2 (`allocator`, where glibc's malloc serves the process)
+    and bytes in use vs held (`heap`, glibc's or a preloaded jemalloc's,
+    tcmalloc's or mimalloc's); None for what is not there, both None with
     MEMREL_HEAP_VIEW=0. One mallinfo2 call: it walks glibc's free lists."""
     if os.environ.get("MEMREL_HEAP_VIEW") == "0":
         return None, None
     mallinfo2 = _glibc_mallinfo2()
     if mallinfo2 is None:
-        return None, None
+        return None, _preloaded_heap()
     m = mallinfo2()
     allocator = {
         "arena_bytes": m.arena,
@@ -442,6 +563,172 @@ def _heap_view():
     return allocator, heap
 
 
+_said = set()
+
+
+def _say_once(key, text):
+    if key not in _said:
+        _said.add(key)
+        try:
+            sys.stderr.write("memrel: %s\n" % text)
+        except Exception:
+            pass
+
+
+_visible = None  # CUDA's visible index -> NVML's, or False: the same numbers
+
+
+def _visible_devices():
+    """CUDA_VISIBLE_DEVICES as NVML indices (None for an entry that cannot be
+    mapped), or False where it is unset (CUDA's numbers are NVML's). CUDA
+    stops at the first entry it cannot read; so does this."""
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return False
+    out = []
+    uuids = None
+    for entry in raw.split(","):
+        entry = entry.strip()
+        if entry.isdigit():
+            out.append(int(entry))
+        elif entry.startswith("GPU-") or entry.startswith("MIG-"):
+            if uuids is None:
+                uuids = _nvml_uuids()
+            found = [i for i, u in enumerate(uuids) if u.startswith(entry)]
+            out.append(found[0] if len(found) == 1 and entry.startswith("GPU-") else None)
+            if out[-1] is None:
+                _say_once(
+                    "uuid",
+                    "CUDA_VISIBLE_DEVICES names %s, which this module cannot number as NVML "
+                    "does (%s): the frameworks' views of that GPU are not sent"
+                    % (entry, "a MIG instance" if entry.startswith("MIG-")
+                       else "nvidia-ml-py is not importable" if not uuids
+                       else "no single GPU has that UUID"),
+                )
+        else:
+            break
+    return out
+
+
+def _nvml_uuids():
+    """Every GPU's UUID in NVML's order, through nvidia-ml-py; [] without it."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        uuids = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            u = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+            uuids.append(u.decode() if isinstance(u, bytes) else u)
+        return uuids
+    except Exception:
+        return []
+
+
+def _nvml_index(visible):
+    """memrel's ``cuda:N`` (NVML's index) of a framework's visible GPU."""
+    global _visible
+    if _visible is None:
+        _visible = _visible_devices()
+    if _visible is False:
+        return visible
+    return _visible[visible] if 0 <= visible < len(_visible) else None
+
+
+_torch_seen = set()  # the GPUs torch reserved bytes on (sent from then on)
+
+
+def _torch_views(views):
+    """PyTorch's allocated and reserved bytes per GPU it used, and its pinned
+    host cache; only where the program imported torch and initialised CUDA
+    (this module never does either)."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is None or not cuda.is_initialized():
+            return
+        for i in range(cuda.device_count()):
+            stats = cuda.memory_stats_as_nested_dict(i)
+            allocated = stats.get("allocated_bytes", {}).get("all", {}).get("current", 0)
+            reserved = stats.get("reserved_bytes", {}).get("all", {}).get("current", 0)
+            n = _nvml_index(i)
+            if n is None or (reserved == 0 and i not in _torch_seen):
+                continue  # a GPU torch never used (or cannot be numbered)
+            _torch_seen.add(i)
+            views["cuda:%d.torch_allocated" % n] = allocated
+            views["cuda:%d.torch_reserved" % n] = reserved
+        host = getattr(getattr(cuda, "memory", None), "host_memory_stats_as_nested_dict", None)
+        stats = host() if host is not None else {}
+        held = _current(stats, "allocated_bytes")
+        if held is not None:
+            views["host.torch_pinned_held"] = held
+            in_use = _current(stats, "active_bytes")
+            if in_use is not None and in_use <= held and _torch_counts_pinned_frees(torch):
+                views["host.torch_pinned_in_use"] = in_use
+    except Exception as e:
+        _say_once("torch", "PyTorch's memory view failed (%s); not sent" % _first_line(e))
+
+
+def _current(stats, key):
+    """``stats[key]["current"]`` of a nested statistics dict, or None."""
+    value = stats.get(key)
+    return value.get("current") if isinstance(value, dict) else None
+
+
+def _torch_counts_pinned_frees(torch):
+    """Whether this torch's pinned host allocator takes a freed block out of
+    ``active_bytes``: torch 2.15's source does for every free; 2.11 on an
+    H200 did not for a block freed without stream events (``active_bytes``
+    stayed, even grew past ``allocated_bytes``), so before 2.15 only the
+    held bytes are sent."""
+    try:
+        major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    except (AttributeError, ValueError):
+        return False
+    return (major, minor) >= (2, 15)
+
+
+def _jax_views(views):
+    """JAX's bytes in arrays and in its pool per GPU; only once the program
+    has imported jax and JAX has started its backends (asking before would
+    start them, and XLA would take its share of every GPU)."""
+    xb = sys.modules.get("jax._src.xla_bridge")
+    backends = getattr(xb, "_backends", None) if "jax" in sys.modules else None
+    if not backends:
+        return
+    try:
+        for backend in list(backends.values()):
+            for d in backend.local_devices():
+                if d.platform not in ("gpu", "cuda"):
+                    continue
+                stats = d.memory_stats()
+                if not stats:
+                    continue
+                hw = getattr(d, "local_hardware_id", None)
+                n = _nvml_index(d.id if hw is None else hw)
+                if n is None:
+                    continue
+                if "bytes_in_use" in stats:
+                    views["cuda:%d.jax_in_use" % n] = stats["bytes_in_use"]
+                pool = stats.get("pool_bytes", stats.get("bytes_reserved"))
+                if pool is not None:
+                    views["cuda:%d.jax_pool" % n] = pool
+    except Exception as e:
+        _say_once("jax", "JAX's memory view failed (%s); not sent" % _first_line(e))
+
+
+def _views():
+    """The frameworks' own views at an edge (``views``: ``cuda:N.torch_reserved``
+    and the other words of memrel's readings cell), None where there are none
+    or MEMREL_VIEWS=0."""
+    if os.environ.get("MEMREL_VIEWS") == "0":
+        return None
+    views = {}
+    _torch_views(views)
+    _jax_views(views)
+    return views or None
+
+
 def _with_memory(data):
     """Puts the process's own readings on an edge's message."""
     mem = _memory()
@@ -450,7 +737,11 @@ def _with_memory(data):
     allocator, heap = _heap_view()
     if allocator is not None:
         data["allocator"] = allocator
+    if heap is not None:
         data["heap"] = heap
+    views = _views()
+    if views is not None:
+        data["views"] = views
 
 
 def _mapped_libraries():

@@ -737,6 +737,7 @@ fn marked(
         memory,
         allocator: None,
         heap: None,
+        views: Default::default(),
         note: Some(note),
         mono_s: None,
     }

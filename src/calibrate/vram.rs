@@ -343,6 +343,7 @@ mod tests {
                 },
                 allocator: None,
                 heap: None,
+                views: Default::default(),
                 note: None,
                 mono_s: None,
             },

@@ -861,6 +861,7 @@ mod tests {
                         memory: memory(mib),
                         allocator: None,
                         heap: None,
+                        views: Default::default(),
                         note: None,
                         mono_s: None,
                     },

@@ -34,6 +34,7 @@ fn edge_arrival(edge: Edge, kernel_peak: Option<Result<u64, String>>) -> Arrival
             memory: crate::protocol::MemoryAtEdge::default(),
             allocator: None,
             heap: None,
+            views: Default::default(),
             note: None,
             mono_s: None,
         }))),

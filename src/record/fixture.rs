@@ -82,6 +82,7 @@ pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge
             memory,
             allocator: None,
             heap: None,
+            views: Default::default(),
             note: None,
             mono_s: None,
         },

@@ -345,6 +345,8 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
                 in_use_bytes: row.heap_in_use_bytes,
                 held_bytes,
             }),
+            // A record keeps a program's views in its readings cell.
+            views: Default::default(),
             note: row.note.map(Cow::into_owned),
             mono_s: None,
         },

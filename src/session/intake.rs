@@ -5,12 +5,13 @@
 //! protocol errors counted, and the kernel's peak given to the edge it
 //! belongs to. It reads no memory itself and decides no outcome.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::edges::EdgeExtras;
 use crate::protocol::{Check, Edge, Envelope, Message, Phase, PhaseEdge, Resume};
-use crate::record::{Event, Part, Readings, Resource, RunMeta};
+use crate::record::{Event, Part, Readings, Resource, RunMeta, ViewKind};
 use crate::strategy::{ProgramActions, Strategy};
 use crate::worker::command::CycleNumbering;
 
@@ -20,6 +21,9 @@ const EVENTS_KEPT: usize = 1024;
 
 /// How many bad channel lines are quoted in the run's error (all are counted).
 const PROTOCOL_ERRORS_QUOTED: usize = 3;
+
+/// How many bad view keys of a run are warned about (each once).
+const BAD_VIEW_KEYS_WARNED: usize = 16;
 
 /// One line of a run's event channel (`orchestrator`'s), as its reading
 /// thread hands it on.
@@ -90,6 +94,8 @@ pub struct Collected {
     pub(crate) worker_error: Option<String>,
     pub(crate) protocol_errors: Vec<String>,
     pub(crate) protocol_error_count: usize,
+    /// The view keys a program sent that are no view (warned about once).
+    pub(crate) bad_view_keys: BTreeSet<String>,
 }
 
 impl Collected {
@@ -137,6 +143,8 @@ impl Collected {
         };
         readings.or_unread_host();
         readings.set_opt(Resource::Host, Part::Peak, kernel_peak_bytes);
+        let views = std::mem::take(&mut edge.views);
+        self.take_views(views, &mut readings);
         let event = Event {
             t_s,
             edge,
@@ -149,6 +157,24 @@ impl Collected {
             self.events.drain(..EVENTS_KEPT / 2);
         }
         self.events.push(event);
+    }
+
+    /// A program's views of its frameworks (`PhaseEdge::views`) into its
+    /// edge's readings, as parts of host memory or a GPU (`Part::View`);
+    /// any other key is dropped, with one warning per key: a program never
+    /// overrides what memrel reads itself, and a bad key fails nothing.
+    fn take_views(&mut self, views: BTreeMap<String, u64>, readings: &mut Readings) {
+        for (key, bytes) in views {
+            match view_part(&key) {
+                Some((resource, part)) => readings.set_part(resource, part, bytes),
+                None if self.bad_view_keys.len() < BAD_VIEW_KEYS_WARNED
+                    && self.bad_view_keys.insert(key.clone()) =>
+                {
+                    eprintln!("memrel: warning: {}", bad_view_key(&key));
+                }
+                None => {}
+            }
+        }
     }
 
     /// The highest cycle of the edges taken (0 before any).
@@ -356,5 +382,93 @@ impl Collected {
             self.protocol_error_count,
             self.protocol_errors.join("; ")
         ))
+    }
+}
+
+/// The resource and part a program's view key names (`cuda:0.torch_reserved`,
+/// `host.torch_pinned_held`), `None` for any other key.
+fn view_part(key: &str) -> Option<(Resource, Part)> {
+    let (resource, word) = key.split_once('.')?;
+    let kind = ViewKind::parse(word)?;
+    match Resource::parse(resource)? {
+        Resource::Host if kind.on_host() => Some((Resource::Host, Part::View(kind))),
+        Resource::Device(n) if !kind.on_host() => Some((Resource::Device(n), Part::View(kind))),
+        _ => None,
+    }
+}
+
+/// The warning for a view key that names no view: the key and the words
+/// accepted.
+fn bad_view_key(key: &str) -> String {
+    let words = |on_host: bool| -> String {
+        let words: Vec<&str> = ViewKind::ALL
+            .into_iter()
+            .filter(|k| k.on_host() == on_host)
+            .map(ViewKind::key)
+            .collect();
+        words.join(", ")
+    };
+    format!(
+        "the program's view {key:?} is not one memrel takes (dropped): host.WORD with WORD one of \
+         {}, or cuda:N.WORD with WORD one of {}",
+        words(true),
+        words(false)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_frameworks_part_of_the_host_or_a_gpu_is_a_view() {
+        let view = |k| Part::View(k);
+        assert_eq!(
+            view_part("cuda:1.torch_reserved"),
+            Some((Resource::Device(1), view(ViewKind::TorchReserved)))
+        );
+        assert_eq!(
+            view_part("host.torch_pinned_held"),
+            Some((Resource::Host, view(ViewKind::TorchPinnedHeld)))
+        );
+        for bad in [
+            "cuda:0",
+            "host",
+            "host.anon",
+            "host.heap",
+            "cuda:0.own",
+            "host.torch_reserved",
+            "cuda:0.torch_pinned_held",
+            "shm.jax_pool",
+            "cuda:x.jax_pool",
+            "CUDA:0.jax_pool",
+            "cuda:0.jax_pool.x",
+        ] {
+            assert_eq!(view_part(bad), None, "{bad}");
+        }
+        let warning = bad_view_key("gpu0.reserved");
+        assert!(warning.contains("\"gpu0.reserved\""), "{warning}");
+        assert!(warning.contains("torch_pinned_held") && warning.contains("jax_pool"));
+    }
+
+    #[test]
+    fn a_programs_views_join_its_edges_readings_and_bad_keys_are_dropped() {
+        let mut got = Collected::default();
+        let edge: PhaseEdge = serde_json::from_str(
+            r#"{"phase":"load","edge":"end","cycle":1,"memory":{"rss_bytes":9,"anon_bytes":9,"file_bytes":0},
+                "views":{"cuda:0.torch_reserved":5,"host.torch_pinned_held":4,"host":1,"host.peak":2}}"#,
+        )
+        .expect("a phase line");
+        let mut events = Vec::new();
+        got.take_edge(edge, 1.0, None, EdgeExtras::default(), &mut |e| {
+            events.push(e.clone())
+        });
+        let r = &events[0].readings;
+        assert_eq!(r.cell(), "host.torch_pinned_held=4 cuda:0.torch_reserved=5");
+        // The program's own reading stands; its other keys are not readings.
+        assert_eq!(r.get(Resource::Host), Some(9));
+        assert_eq!(r.part(Resource::Host, Part::Peak), None);
+        assert!(events[0].edge.views.is_empty());
+        assert_eq!(got.bad_view_keys.len(), 2);
     }
 }

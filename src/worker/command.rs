@@ -284,6 +284,7 @@ mod tests {
             memory: MemoryAtEdge::default(),
             allocator: None,
             heap: None,
+            views: Default::default(),
             note: None,
             mono_s: None,
         }

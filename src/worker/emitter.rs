@@ -105,6 +105,7 @@ impl Emitter {
             } else {
                 None
             },
+            views: Default::default(),
             note,
             mono_s,
         }));

@@ -119,6 +119,7 @@ fn print_noise(phase: Phase, edge: Edge) {
         memory: MemoryAtEdge::default(),
         allocator: None,
         heap: None,
+        views: Default::default(),
         note: Some("printed on stdout by a library".into()),
         mono_s: None,
     }))

@@ -55,3 +55,4 @@ mod run;
 mod settle;
 mod shm;
 mod sleep;
+mod views;

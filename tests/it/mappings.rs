@@ -78,7 +78,7 @@ fn grew_mib(before: &MappedBytes, after: &MappedBytes, kind: MappingKind) -> f64
 }
 
 /// Within 5 % or 8 MiB, whichever is larger.
-fn assert_near(what: &str, got_mib: f64, want_mib: f64) {
+pub(crate) fn assert_near(what: &str, got_mib: f64, want_mib: f64) {
     let slack = (want_mib * 0.05).max(8.0);
     assert!(
         (got_mib - want_mib).abs() <= slack,
