@@ -66,7 +66,7 @@ def _by_line():
     The traces are grouped by their (interned) traceback after a sort, the
     bytes summed in C: ``Snapshot.compare_to`` does the same in Python,
     allocating an int per trace while tracemalloc traces each allocation,
-    and took 18 s for 2 million live blocks where this takes 0.5 s (plus
+    and took 18 s for 2 million live blocks where this took 0.5 s (plus
     the 2 s of reading the traces, which both pay)."""
     get_traces = getattr(tracemalloc, "_get_traces", None)
     if get_traces is None:  # not CPython's tracemalloc: the public, slow way

@@ -166,7 +166,7 @@ pub fn last_of_each_run(sites: &[Site]) -> Vec<Vec<&Site>> {
                 .into_iter()
                 .filter(|s| s.cycle == cycle && s.edge == edge)
                 .collect();
-            group.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+            group.sort_by_key(|s| std::cmp::Reverse(s.bytes));
             Some(group)
         })
         .collect()
