@@ -218,6 +218,18 @@ mod tests {
         assert!(read(dir.path()).unwrap().is_empty());
     }
 
+    /// The module's columns (`memrel._trace.COLUMNS`) are this file's
+    /// after the run's names, in order: one list in each language, tied.
+    #[test]
+    fn the_modules_columns_are_the_files_after_the_runs_names() {
+        let module = include_str!("../../python/memrel/_trace.py");
+        let start = module.find("\nCOLUMNS = (").expect("the module's COLUMNS");
+        let body = &module[start..];
+        let body = &body[..body.find(')').expect("a closing bracket")];
+        let names: Vec<&str> = body.split('"').skip(1).step_by(2).collect();
+        assert_eq!(names, COLUMNS[3..]);
+    }
+
     #[test]
     fn a_bad_row_is_named_by_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
