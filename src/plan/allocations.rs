@@ -103,3 +103,79 @@ pub fn join(out_dir: &Path, lanes: &[PathBuf]) -> Result<()> {
     all.sort_by_key(|s| s.run);
     allocations::write(out_dir, &all)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixture;
+
+    const HEADER: &str = "cycle,edge,file,line,bytes,count,traced_bytes,tracemalloc_bytes\n";
+
+    #[test]
+    fn each_runs_file_is_taken_in_or_said_to_hold_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let marked = fixture::run(1, "drop", 1, &[4]);
+        let file = program_file(out, 1);
+        let note = take_in(&file, out, &marked).unwrap().unwrap();
+        assert!(note.contains("never imported the memrel module"), "{note}");
+        std::fs::write(&file, HEADER).unwrap();
+        let note = take_in(&file, out, &marked).unwrap().unwrap();
+        assert!(
+            note.contains("nothing tracemalloc saw is still held"),
+            "{note}"
+        );
+        let mut unmarked = marked.clone();
+        unmarked.events.clear();
+        std::fs::write(&file, HEADER).unwrap();
+        let note = take_in(&file, out, &unmarked).unwrap().unwrap();
+        assert!(note.contains("marked no cycle"), "{note}");
+        assert!(!out.join(allocations::ALLOCATIONS_FILE).exists());
+
+        for run in [1, 2] {
+            let file = program_file(out, run);
+            std::fs::write(
+                &file,
+                format!("{HEADER}1,release,p.py,{run},4096,1,4096,0\n"),
+            )
+            .unwrap();
+            let record = fixture::run(run, "trim", 3, &[4]);
+            assert_eq!(take_in(&file, out, &record).unwrap(), None);
+            assert!(!file.exists());
+        }
+        let sites = allocations::read(out).unwrap();
+        let got: Vec<(u32, &str, u32, u32)> = sites
+            .iter()
+            .map(|s| (s.run, s.strategy.as_str(), s.repetition, s.line))
+            .collect();
+        assert_eq!(got, [(1, "trim", 3, 1), (2, "trim", 3, 2)]);
+    }
+
+    #[test]
+    fn the_lanes_files_join_in_run_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let lanes: Vec<PathBuf> = ["cuda0", "cuda1"]
+            .iter()
+            .map(|l| dir.path().join("lanes").join(l))
+            .collect();
+        for (lane, runs) in lanes.iter().zip([[1, 3], [2, 4]]) {
+            std::fs::create_dir_all(lane).unwrap();
+            for run in runs {
+                let file = program_file(lane, run);
+                std::fs::write(&file, format!("{HEADER}1,unload,p.py,{run},1,1,1,0\n")).unwrap();
+                take_in(&file, lane, &fixture::run(run, "drop", 1, &[1])).unwrap();
+            }
+        }
+        join(dir.path(), &lanes).unwrap();
+        let runs: Vec<u32> = allocations::read(dir.path())
+            .unwrap()
+            .iter()
+            .map(|s| s.run)
+            .collect();
+        assert_eq!(runs, [1, 2, 3, 4]);
+        // No lane traced anything: no file.
+        let empty = tempfile::tempdir().unwrap();
+        join(empty.path(), &[]).unwrap();
+        assert!(!empty.path().join(allocations::ALLOCATIONS_FILE).exists());
+    }
+}
