@@ -106,6 +106,9 @@ pub struct RunArgs {
     pub strategies: Vec<String>,
     #[command(flatten)]
     pub overrides: ScenarioOverrides,
+    /// Trace where the memory still held was allocated (Python's tracemalloc, started at the first load's begin): the top sites by file:line after each cycle's unload and release go to allocations.csv and the console. Programs only (the memrel module); tracemalloc slows allocation and its own memory is in the readings.
+    #[arg(long)]
+    pub trace_allocations: bool,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -132,6 +135,9 @@ pub struct ExecArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub console: ConsoleArgs,
+    /// Trace where the memory still held was allocated (Python's tracemalloc, started at the first load's begin): the top sites by file:line after each cycle's unload and release go to allocations.csv and the console. Programs only (the memrel module); tracemalloc slows allocation and its own memory is in the readings.
+    #[arg(long)]
+    pub trace_allocations: bool,
     /// Hide the program's stdout and stderr (shown as they come by default); their last 8 KiB are kept in runs.json either way (stdout_tail, stderr_tail).
     #[arg(long)]
     pub quiet: bool,

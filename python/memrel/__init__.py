@@ -1558,6 +1558,22 @@ RELEASE_ACTIONS = tuple(_ACTIONS)
 
 _open_lock = threading.Lock()
 _open = {}  # (phase, model) -> [perf_counter at begin, ...]
+_tracer = None  # memrel's --trace-allocations (_trace.Tracer), set at import
+
+
+def _open_tracer(measured):
+    """(tracer, None), or (None, a failed check), where memrel named a file
+    in MEMREL_TRACE_ALLOCATIONS for this process; (None, None) otherwise.
+    Popped: a child process started from here does not trace into it."""
+    path = os.environ.pop("MEMREL_TRACE_ALLOCATIONS", None)
+    if not path or not measured:
+        return None, None
+    try:
+        from memrel import _trace
+
+        return _trace.Tracer(path), None
+    except Exception as e:
+        return None, _check("trace allocations", False, "not traced: %s" % _first_line(e))
 
 
 def _validate(name, model):
@@ -1570,6 +1586,8 @@ def _validate(name, model):
 def begin(name, model=None):
     """Send the begin edge of phase `name` (for `model`, if given)."""
     _validate(name, model)
+    if _tracer is not None:
+        _tracer.at_begin(name)
     with _open_lock:
         _open.setdefault((name, model), []).append(time.perf_counter())
     # CLOCK_MONOTONIC (time.monotonic on Linux): memrel stamps the edge with
@@ -1603,6 +1621,8 @@ def end(name, model=None, note=None):
     if note is not None:
         data["note"] = str(note)
     _channel.send("phase", data)
+    if _tracer is not None:
+        _tracer.at_end(name)
 
 
 class phase(object):
@@ -1761,6 +1781,9 @@ def _excepthook(exc_type, exc, tb):
 _channel = _Channel()
 _strategy = _parse_strategy(os.environ.get("MEMREL_STRATEGY"))
 _hello_checks = _strategy.problems + _run_start_actions(_strategy.start)
+_tracer, _trace_problem = _open_tracer(_channel.fd is not None)
+if _trace_problem is not None:
+    _hello_checks.append(_trace_problem)
 _channel.send(
     "hello",
     {

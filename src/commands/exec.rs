@@ -204,6 +204,7 @@ fn options(args: &ExecArgs) -> Result<Plan> {
         stdin: true,
         show_output: !args.quiet,
     };
+    plan.trace_allocations(args.trace_allocations)?;
     check_output_args(&args.output)?;
     Ok(plan)
 }

@@ -39,6 +39,7 @@ pub fn finish_run(
     let summary = &measured.summary;
     write!(out, "{}", console::summary_table_as(summary, view))?;
     write!(out, "{}", crate::export::sleep::console(summary))?;
+    allocations(out, &measured.dir)?;
     if advice {
         advise(out, &[summary], &[])?;
     }
@@ -51,6 +52,16 @@ pub fn finish_run(
         &export_trace,
         (failed, summary.runs.len()),
     )
+}
+
+/// The sites still holding memory where `dir` has an allocations.csv
+/// (`--trace-allocations`); a file that cannot be read is said on stderr.
+pub fn allocations(out: &mut dyn Write, dir: &Path) -> Result<()> {
+    match crate::record::allocations::read(dir) {
+        Ok(sites) => write!(out, "{}", crate::export::allocations::console(&sites))?,
+        Err(e) => eprintln!("memrel: warning: {e:#}"),
+    }
+    Ok(())
 }
 
 /// Where the results went (`dir`); unless SIGINT or SIGTERM stopped the

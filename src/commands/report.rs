@@ -23,6 +23,7 @@ use crate::cli::ReportArgs;
 use crate::export::{self, console, table, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
+use crate::record::allocations::ALLOCATIONS_FILE;
 use crate::record::{
     record_file, write_record_file, Record, EVENTS_FILE, RUNS_FILE, SAMPLES_FILE, SUMMARY_FILE,
 };
@@ -49,7 +50,10 @@ fn print_outcome(outcome: &ReportOutcome, out: &mut dyn Write) -> Result<()> {
     }
     match (&outcome.comparison, &outcome.summary) {
         (Some(c), _) => write!(out, "{}", table::plain(c))?,
-        (None, Some(s)) => write!(out, "{}", console::summary_table(s))?,
+        (None, Some(s)) => {
+            write!(out, "{}", console::summary_table(s))?;
+            super::output::allocations(out, &outcome.dir)?;
+        }
         (None, None) => {}
     }
     writeln!(out, "\nre-rendered: {}", outcome.dir.display())?;
@@ -142,9 +146,21 @@ fn write_run_outputs(dir: &Path, target: &Path, loaded: &Loaded) -> Result<()> {
             record.events_csv()
         })
     })
+    .and_then(|()| copy_allocations(dir, target))
     .and_then(|()| loaded.record.save_runs(target))
     .and_then(|()| export::write_derived_run_outputs(target, &loaded.record, &loaded.summary))
     .with_context(|| format!("cannot write the outputs into {}", target.display()))
+}
+
+/// allocations.csv (`--trace-allocations`), raw data: copied as it is into
+/// another directory, where `dir` has one.
+fn copy_allocations(dir: &Path, target: &Path) -> Result<()> {
+    let from = dir.join(ALLOCATIONS_FILE);
+    if in_place(dir, Some(target)) || !from.is_file() {
+        return Ok(());
+    }
+    let bytes = std::fs::read(&from).with_context(|| format!("cannot read {}", from.display()))?;
+    crate::fsutil::write_atomic(&target.join(ALLOCATIONS_FILE), &bytes)
 }
 
 /// Whether the outputs would go into `dir` itself (no `--out`, or `--out`

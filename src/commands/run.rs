@@ -33,12 +33,13 @@ fn execute(args: &RunArgs) -> Result<Measured> {
         (Some(model), _) => scenario::for_model(model)?,
         (None, name) => scenario::load(name.as_deref().unwrap_or(scenario::DEFAULT))?,
     };
-    let plan = Plan::new(
+    let mut plan = Plan::new(
         scenario,
         &args.strategies,
         &(&args.overrides).into(),
         &args.output.out,
     )?;
+    plan.trace_allocations(args.trace_allocations)?;
     check_output_args(&args.output)?;
     plan.execute(crate::plan::command_line())
 }

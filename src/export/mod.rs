@@ -5,6 +5,7 @@
 //! temporary PNG renamed into place).
 
 pub mod advice;
+pub mod allocations;
 pub mod chart;
 pub mod compare_files;
 pub mod console;

@@ -64,6 +64,12 @@ pub(super) fn execute(
     }
     let dirs: Vec<PathBuf> = done.iter().map(|(_, dir, _)| dir.clone()).collect();
     let joined = join(record, out_dir, done)?;
+    super::allocations::join(out_dir, &dirs).with_context(|| {
+        format!(
+            "cannot join the lanes' allocations in {}",
+            out_dir.display()
+        )
+    })?;
     let summary = metrics::summarize(&joined);
     export::write_derived_run_outputs(out_dir, &joined, &summary)
         .with_context(|| format!("cannot write results into {}", out_dir.display()))?;

@@ -33,6 +33,7 @@ use crate::strategy::{self, Strategy};
 use crate::worker::command::{python_module_dir, CommandSpec, ProgramIo};
 use crate::worker::{Plug, WorkerSpec};
 
+mod allocations;
 mod lanes;
 pub mod rerun;
 
@@ -55,6 +56,9 @@ pub struct Plan {
     pub devices: Vec<u32>,
     /// `--cgroup-parent` and `--memory-limit` (see `cgroup`).
     pub cgroup: crate::cgroup::setup::Setup,
+    /// `--trace-allocations`: each run's program traces with tracemalloc
+    /// (set by [`Plan::trace_allocations`], which refuses memrel's worker).
+    trace_allocations: bool,
 }
 
 /// The command line as runs.json records it: each argument as text, a byte
@@ -98,8 +102,19 @@ impl Plan {
             program_io: ProgramIo::default(),
             cgroup,
             devices: scenario.devices.clone(),
+            trace_allocations: false,
             scenario,
         })
+    }
+
+    /// `--trace-allocations` as asked: an error, before anything runs,
+    /// where the scenario runs memrel's own worker (no Python to trace).
+    pub fn trace_allocations(&mut self, on: bool) -> Result<()> {
+        if on {
+            allocations::check(&self.scenario)?;
+        }
+        self.trace_allocations = on;
+        Ok(())
     }
 
     /// Runs every run; the results directory, the record written there and
@@ -300,6 +315,7 @@ impl Plan {
             python_path,
             tree: self.tree,
             io: self.program_io,
+            trace_allocations: None,
         }))
     }
 }
@@ -396,6 +412,10 @@ impl RunContext<'_> {
         let scenario = &self.plan.scenario;
         let cycles = u64::from(scenario.cycles);
         let progress = self.progress;
+        let trace_file =
+            (self.plan.trace_allocations).then(|| allocations::program_file(out_dir, run_number));
+        let traced = trace_file.as_deref().map(|f| allocations::traced(plug, f));
+        let plug = traced.as_ref().unwrap_or(plug);
         let plan = RunPlan {
             run: run_number,
             repetition,
@@ -456,6 +476,14 @@ impl RunContext<'_> {
             });
         }
         record.header.sampler = probe.to_string();
+        if let Some(file) = &trace_file {
+            // A note, never the run's failure: what it measured stands.
+            match allocations::take_in(file, out_dir, &run) {
+                Ok(None) => {}
+                Ok(Some(note)) => progress.suspend(|| eprintln!("memrel: {note}")),
+                Err(e) => progress.suspend(|| eprintln!("memrel: warning: {e:#}")),
+            }
+        }
         if run.meta.status != RunStatus::Completed {
             progress.suspend(|| {
                 eprintln!(

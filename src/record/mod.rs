@@ -14,6 +14,7 @@
 //! (file names, version, runs.json), `salvage` (reading damaged directories),
 //! `live` (writing during a run), `envelope` (a long run in bounded memory).
 
+pub mod allocations;
 pub mod envelope;
 pub mod gpu;
 pub mod join;

@@ -22,12 +22,17 @@ use crate::strategy::Strategy;
 
 /// The `memrel` Python module, shipped inside the binary.
 pub const PYTHON_MODULE: &str = include_str!("../../python/memrel/__init__.py");
+/// Its `--trace-allocations` part (`memrel._trace`), imported only when asked.
+pub const TRACE_MODULE: &str = include_str!("../../python/memrel/_trace.py");
 
 /// Variables memrel gives a program (besides `MEMREL_EVENT_FD`).
 pub const STRATEGY_ENV: &str = "MEMREL_STRATEGY";
 pub const CYCLES_ENV: &str = "MEMREL_CYCLES";
 pub const MODELS_ENV: &str = "MEMREL_MODELS";
 pub const DEVICE_ENV: &str = "MEMREL_DEVICE";
+/// The file the module writes the sites still holding memory into
+/// (`--trace-allocations`; `memrel._trace`).
+pub const TRACE_ALLOCATIONS_ENV: &str = "MEMREL_TRACE_ALLOCATIONS";
 
 /// A program to run, as the plan resolved it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +55,10 @@ pub struct CommandSpec {
     /// The model files whose page cache is read (`model_files`, resolved).
     #[serde(default)]
     pub model_files: Vec<PathBuf>,
+    /// Where the module writes what tracemalloc saw still held
+    /// (`--trace-allocations`): one file per run, set by the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_allocations: Option<PathBuf>,
 }
 
 /// What a program gets of memrel's own stdin, stdout and stderr. Off (the
@@ -93,6 +102,9 @@ impl CommandSpec {
         if !models.is_empty() {
             command.env(MODELS_ENV, serde_json::Value::Object(models).to_string());
         }
+        if let Some(file) = &self.trace_allocations {
+            command.env(TRACE_ALLOCATIONS_ENV, file);
+        }
         let mut python_path = self.python_path.clone().into_os_string();
         if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
             python_path.push(":");
@@ -127,10 +139,16 @@ impl CommandSpec {
     }
 }
 
-/// Writes the `memrel` module into `cache/python/<content hash>/memrel.py`
+/// Writes the `memrel` package into `cache/python/<content hash>/memrel/`
 /// (once per version of the module) and returns that directory.
 pub fn python_module_dir(cache: &Path) -> anyhow::Result<PathBuf> {
-    crate::fsutil::write_embedded(&cache.join("python"), &[("memrel.py", PYTHON_MODULE)])
+    crate::fsutil::write_embedded(
+        &cache.join("python"),
+        &[
+            ("memrel/__init__.py", PYTHON_MODULE),
+            ("memrel/_trace.py", TRACE_MODULE),
+        ],
+    )
 }
 
 /// Whether the strategy's environment and allocator reached the program:

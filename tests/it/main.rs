@@ -9,7 +9,8 @@
 //! `report::`, `rerun::`, `attach::`, `exec_unmarked::`, `exec_io::`, `fake::`,
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
-//! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`, `readme::`).
+//! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`, `readme::`,
+//! `trace_allocations::`).
 
 mod common;
 
@@ -55,4 +56,5 @@ mod run;
 mod settle;
 mod shm;
 mod sleep;
+mod trace_allocations;
 mod views;
