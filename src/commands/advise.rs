@@ -29,7 +29,11 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     write!(
         out,
         "{}",
-        super::output::mechanism_advice(&summaries, &headers)
+        super::output::mechanism_advice(
+            &summaries,
+            &headers,
+            &loaded.iter().map(|l| l.dir.as_path()).collect::<Vec<_>>()
+        )
     )?;
     Ok(ExitStatus::Success)
 }

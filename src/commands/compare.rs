@@ -57,7 +57,7 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     )?;
     let summaries: Vec<&Summary> = outcome.summaries.iter().collect();
     let headers: Vec<&Header> = outcome.headers.iter().collect();
-    output::advise(out, &summaries, &headers)?;
+    output::advise(out, &summaries, &headers, &[])?;
     let runs: u32 = outcome.comparison.rows.iter().map(|r| r.summary.runs).sum();
     // The trace, when asked for, was written with the comparison.
     let trace_written = |_: &Path| Ok(());

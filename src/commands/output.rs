@@ -41,7 +41,7 @@ pub fn finish_run(
     write!(out, "{}", crate::export::sleep::console(summary))?;
     allocations(out, &measured.dir)?;
     if advice {
-        advise(out, &[summary], &[])?;
+        advise(out, &[summary], &[], &[measured.dir.as_path()])?;
     }
     let failed = summary.runs.iter().filter(|r| r.error.is_some()).count();
     let export_trace = |path: &Path| results::export_trace(measured, path);
@@ -202,13 +202,18 @@ fn budget_rows(out: &mut dyn Write, record: &Record, summary: &Summary) -> Resul
 /// the advice of `summaries` (`memrel advise`; `headers` are the records'
 /// where they are drives), each line `advice: …`; nothing where the runs
 /// were stopped by SIGINT or SIGTERM.
-pub fn advise(out: &mut dyn Write, summaries: &[&Summary], headers: &[&Header]) -> Result<()> {
+pub fn advise(
+    out: &mut dyn Write,
+    summaries: &[&Summary],
+    headers: &[&Header],
+    dirs: &[&Path],
+) -> Result<()> {
     if crate::signals::received().is_some() {
         return Ok(());
     }
     let mut advice = crate::metrics::advice::advise(summaries);
     on_the_servers_command_line(&mut advice, headers);
-    let text = crate::export::advice::text(&advice) + &mechanism_advice(summaries, headers);
+    let text = crate::export::advice::text(&advice) + &mechanism_advice(summaries, headers, dirs);
     let mut first = true;
     for line in text.lines() {
         if first {
@@ -222,9 +227,16 @@ pub fn advise(out: &mut dyn Write, summaries: &[&Summary], headers: &[&Header]) 
 
 /// `memrel advise`'s lines for each mechanism that holds retained memory
 /// (`metrics::knob`); the command that would price an unmeasured knob is the
-/// first record's command with the knob's strategy.
-pub fn mechanism_advice(summaries: &[&Summary], headers: &[&Header]) -> String {
+/// first record's command with the knob's strategy. Live bytes on the host
+/// name their top allocation sites where `dirs` hold an allocations.csv
+/// (`--trace-allocations`).
+pub fn mechanism_advice(summaries: &[&Summary], headers: &[&Header], dirs: &[&Path]) -> String {
     let advice = crate::metrics::knob::advise(summaries);
+    let sites: Vec<crate::record::allocations::Site> = dirs
+        .iter()
+        .filter_map(|d| crate::record::allocations::read(d).ok())
+        .flatten()
+        .collect();
     let command: Vec<String> = headers
         .first()
         .map(|h| h.command.clone())
@@ -236,7 +248,16 @@ pub fn mechanism_advice(summaries: &[&Summary], headers: &[&Header]) -> String {
             crate::export::why::rerun_with(&command, strategy)
         }
     };
-    crate::export::why::advice_text(&advice, &rerun)
+    let strategy = advice.first().map(|a| a.strategy.as_str()).unwrap_or("");
+    let of_strategy: Vec<crate::record::allocations::Site> = sites
+        .into_iter()
+        .filter(|s| s.strategy == strategy)
+        .collect();
+    let top = crate::record::allocations::last_of_each_run(&of_strategy)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    crate::export::why::advice_text(&advice, &rerun, &top)
 }
 
 /// `Error` (saying so on stderr) when some runs did not complete (their data

@@ -8,6 +8,7 @@ use std::fmt::Write;
 use crate::metrics::knob::{MechanismAdvice, Priced};
 use crate::metrics::why::{Held, Mechanism};
 use crate::metrics::{ResourceFacts, Summary};
+use crate::record::allocations::Site;
 use crate::record::Resource;
 use crate::textutil::mib;
 
@@ -79,7 +80,13 @@ fn name(mechanism: Mechanism) -> String {
 /// mechanism, what holds it, its class and its knob, priced where a run of
 /// the knob's strategy exists, else the command that would price it
 /// (`rerun`: the measured command with the knob's strategy in place of its).
-pub fn advice_text(advice: &[MechanismAdvice], rerun: &dyn Fn(&str) -> String) -> String {
+/// Live bytes on the host end with `top`'s sites (`--trace-allocations`:
+/// the last snapshot of a run of the strategy), where there are any.
+pub fn advice_text(
+    advice: &[MechanismAdvice],
+    rerun: &dyn Fn(&str) -> String,
+    top: &[&Site],
+) -> String {
     let mut out = String::new();
     for a in advice {
         let _ = write!(
@@ -92,6 +99,14 @@ pub fn advice_text(advice: &[MechanismAdvice], rerun: &dyn Fn(&str) -> String) -
             a.mechanism.class().label()
         );
         let _ = match (a.knob.strategy, &a.priced) {
+            (None, _) if a.live() && a.resource == Resource::Host && !top.is_empty() => {
+                writeln!(
+                    out,
+                    "{}; where it was allocated (--trace-allocations): {}",
+                    a.knob.what,
+                    sites(top)
+                )
+            }
             (None, _) => writeln!(out, "{}", a.knob.what),
             (Some(s), Some(p)) => writeln!(
                 out,
@@ -114,6 +129,23 @@ pub fn advice_text(advice: &[MechanismAdvice], rerun: &dyn Fn(&str) -> String) -
         };
     }
     out
+}
+
+/// The three largest sites: `prog.py:12 48.0 MiB in 48 blocks, …`.
+fn sites(top: &[&Site]) -> String {
+    top.iter()
+        .take(3)
+        .map(|s| {
+            format!(
+                "{}:{} {} MiB in {} blocks",
+                s.file,
+                s.line,
+                mib(s.bytes as f64),
+                s.count
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn price(p: &Priced) -> String {

@@ -118,6 +118,19 @@ fn allocations_csv_and_the_console_name_the_lines_that_still_hold_memory() {
         .collect();
     assert!(hidden.is_empty(), "{hidden:?}");
 
+    // advise names the site where the live bytes it finds were allocated.
+    let advise = memrel().arg("advise").arg(&dir).output().expect("advise");
+    assert!(advise.status.success(), "{}", streams(&advise));
+    let advice = text(&advise.stdout);
+    let live = advice
+        .lines()
+        .find(|l| l.contains("malloc in use (live)"))
+        .unwrap_or_else(|| panic!("no live heap in {advice}"));
+    assert!(
+        live.contains("where it was allocated (--trace-allocations): ") && live.contains(&site),
+        "{live}"
+    );
+
     // memrel report prints it again, and copies it into another directory.
     let report = memrel().arg("report").arg(&dir).output().expect("report");
     assert!(report.status.success(), "{}", streams(&report));
