@@ -212,7 +212,7 @@ fn a_program_started_outside_memrel_is_attached_marked_and_measured_until_it_exi
     );
     // Issue 49, item 1: each mark's edge splits host memory by mapping; the
     // 200 MiB bytearray is the heap's.
-    crate::mappings::assert_each_edge_is_split(&results.join("events.csv"));
+    crate::mappings::assert_each_edge_is_split(&results.join("events.csv"), true);
     let heap_mib = |phase: &str, edge: &str| {
         let rows = csv_rows(&results.join("events.csv"));
         let row = rows

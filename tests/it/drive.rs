@@ -432,13 +432,15 @@ fn shared_memory_a_server_writes_at_its_load_reaches_requests_csv() {
     assert!(at("anon_send_bytes") > at("error"), "{header:?}");
     assert!(at("shm_send_bytes") > at("anon_send_bytes"), "{header:?}");
     assert!(at("shm_back_cycle") > at("shm_freed_bytes"), "{header:?}");
-    // Issue 49, item 1: host memory's split by mapping, at every edge.
+    // Issue 49, item 1: host memory's split by mapping, at every edge (the
+    // runner the unload ends may exit between the whole's read and the
+    // split's: no sum to compare there).
     assert!(at("mapped_heap_send_bytes") > at("error"), "{header:?}");
     assert!(
         at("mapped_pinned_response_bytes") > at("error"),
         "{header:?}"
     );
-    crate::mappings::assert_each_edge_is_split(&dir.join("events.csv"));
+    crate::mappings::assert_each_edge_is_split(&dir.join("events.csv"), false);
     let rows = requests(&dir);
     let row = |phase: &str| {
         rows.iter()

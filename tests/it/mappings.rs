@@ -353,10 +353,13 @@ fn planted_memory_is_split_by_mechanism_and_advise_names_each_knob() {
     );
 }
 
-/// Every edge of an events.csv has host memory split by mapping, and the
-/// kinds sum to the edge's host memory (`rss_bytes`: RSS, or a tree's PSS)
-/// within 8 MiB (the two are read a moment apart). Returns the edges read.
-pub fn assert_each_edge_is_split(events_csv: &std::path::Path) -> usize {
+/// Every edge of an events.csv has host memory split by mapping and, with
+/// `sums`, the kinds sum to the edge's host memory (`rss_bytes`: RSS, or a
+/// tree's PSS) within 8 MiB (the two are read a moment apart). Not for a
+/// tree whose processes come and go at an edge (a server's runner ended by
+/// the unload): a process that exits between the two reads is in one and
+/// not the other (docs/metrics.md). Returns the edges read.
+pub fn assert_each_edge_is_split(events_csv: &std::path::Path, sums: bool) -> usize {
     let events = crate::common::csv_rows(events_csv);
     assert!(!events.is_empty(), "no edges in {}", events_csv.display());
     for e in &events {
@@ -378,7 +381,7 @@ pub fn assert_each_edge_is_split(events_csv: &std::path::Path) -> usize {
         let rss: f64 = e["rss_bytes"].parse().expect("rss_bytes");
         let sum = kinds.iter().sum::<u64>() as f64;
         assert!(
-            (sum - rss).abs() <= 8.0 * MIB as f64,
+            !sums || (sum - rss).abs() <= 8.0 * MIB as f64,
             "{} {}: the kinds sum to {:.1} MiB, host memory {:.1} MiB: {:?}",
             e["phase"],
             e["edge"],
@@ -398,7 +401,7 @@ fn the_candle_workers_edges_are_split_by_mapping() {
     let out = dir.path().join("out");
     crate::common::run("ci-smoke").out(&out).ok();
     let results = crate::common::only_results_dir(&out, "ci-smoke");
-    assert!(assert_each_edge_is_split(&results.join("events.csv")) >= 10);
+    assert!(assert_each_edge_is_split(&results.join("events.csv"), true) >= 10);
     let summary = crate::common::summary(&results);
     let why = &summary["runs"][0]["why"];
     let host: Vec<&str> = why
