@@ -321,10 +321,13 @@ pub fn resource_run(
         } else {
             None
         },
+        // Every reading counts, the edges' too: on a busy machine the
+        // sampler may miss a short load that an edge read exactly.
         peak_bytes: run
             .samples
             .iter()
             .filter_map(|s| resource.in_sample(s))
+            .chain(run.events.iter().filter_map(|e| resource.at_event(e)))
             .max(),
         retained_bytes: memory.last().map(|c| c.retained_bytes),
         retained_max_bytes: memory.iter().map(|c| c.retained_bytes).max(),
