@@ -78,22 +78,6 @@ fn resource_cells(resource: Resource, s: &StrategySummary) -> Vec<String> {
     out
 }
 
-/// Per resource, the mechanisms some row split out (`StrategySummary::why`),
-/// in `Mechanism::ALL`'s order: each a `<r>_why_<mechanism>_bytes` column.
-fn why_columns(c: &Comparison) -> Vec<(Resource, Vec<Mechanism>)> {
-    c.resources
-        .iter()
-        .map(|&r| {
-            let held = |m: Mechanism| {
-                c.rows
-                    .iter()
-                    .any(|row| row.summary.why.iter().any(|h| h.resource == r && h.mechanism == m))
-            };
-            (r, Mechanism::ALL.into_iter().filter(|&m| held(m)).collect())
-        })
-        .collect()
-}
-
 fn why_of(why: &[(Resource, Vec<Mechanism>)], r: Resource) -> &[Mechanism] {
     why.iter()
         .find(|(of, _)| *of == r)
@@ -140,12 +124,14 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let why = why_columns(c);
+    let why = super::why::mechanisms_split(c);
     for &r in &c.resources {
         header.extend(resource_header(r));
-        header.extend(why_of(&why, r).iter().map(|m| {
-            format!("{}_why_{}_bytes", column_prefix(r), m.key())
-        }));
+        header.extend(
+            why_of(&why, r)
+                .iter()
+                .map(|m| format!("{}_why_{}_bytes", column_prefix(r), m.key())),
+        );
     }
     for (name, _) in TIMES {
         header.extend(PARTS.iter().map(|p| format!("{name}_{p}")));

@@ -9,8 +9,8 @@
 use super::metric::{runs_of, Judged, Observations, Statistic, GATED};
 use super::report::{BudgetCheck, MetricVerdict, Verdict};
 use crate::metrics::catalogue::MemoryMetric;
-use crate::metrics::ResourceFacts;
 use crate::metrics::why::Mechanism;
+use crate::metrics::ResourceFacts;
 use crate::metrics::{Resource, RunSummary, Still, Summary};
 use crate::scenario::Thresholds;
 use crate::textutil::MIB;

@@ -867,7 +867,8 @@ fn a_budget_per_mechanism_is_judged_and_one_nothing_separates_is_an_error() {
     assert!(line("max_retained_shared_memory_mib").ends_with(": no-change"));
     let chunks = line("max_retained_free_chunks_mib");
     assert!(
-        chunks.ends_with(": error") && chunks.contains("no run's views separate free malloc chunks"),
+        chunks.ends_with(": error")
+            && chunks.contains("no run's views separate free malloc chunks"),
         "{chunks}"
     );
     assert!(
