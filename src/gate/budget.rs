@@ -189,3 +189,34 @@ fn budget_verdict(
     });
     v
 }
+
+/// For a `retained` row that changed: the mechanism whose mean over runs
+/// moved most between the sides (`RunSummary::why`), as `; most of it: free
+/// malloc chunks, 0.0 → 62.6 MiB`, where it moved 1 MiB or more; `None`
+/// where no row changed or no run on a side split the resource.
+pub(super) fn mechanism_shift(
+    verdict: Verdict,
+    resource: Resource,
+    base: &[&RunSummary],
+    new: &[&RunSummary],
+) -> Option<String> {
+    if !matches!(verdict, Verdict::Regressed | Verdict::Improved) {
+        return None;
+    }
+    let mean_of = |runs: &[&RunSummary], m: Mechanism| {
+        crate::stats::mean(&of_mechanism(m, resource, runs).values)
+    };
+    Mechanism::ALL
+        .into_iter()
+        .filter_map(|m| Some((m, mean_of(base, m)?, mean_of(new, m)?)))
+        .max_by(|a, b| (a.2 - a.1).abs().total_cmp(&(b.2 - b.1).abs()))
+        .filter(|(_, b, n)| (n - b).abs() >= MIB)
+        .map(|(m, b, n)| {
+            format!(
+                "; most of it: {}, {:.1} → {:.1} MiB",
+                m.label(),
+                b / MIB,
+                n / MIB
+            )
+        })
+}

@@ -92,6 +92,7 @@ pub use report::{
     VerdictReport, VERDICT_SCHEMA_VERSION,
 };
 
+use crate::metrics::catalogue::MemoryMetric;
 use crate::metrics::{Resource, Summary};
 use crate::scenario::Thresholds;
 use metric::runs_of;
@@ -163,6 +164,13 @@ pub fn compare(baseline: &Summary, new: &Summary, thresholds: &Thresholds) -> Ve
                             &Observations::of(metric, resource, &new_runs),
                             thresholds,
                         );
+                        if metric == MemoryMetric::Retained {
+                            if let Some(shift) =
+                                budget::mechanism_shift(v.verdict, resource, &base_runs, &new_runs)
+                            {
+                                v.note.push_str(&shift);
+                            }
+                        }
                     }
                 }
                 out.push(v);

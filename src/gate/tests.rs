@@ -647,3 +647,50 @@ fn a_page_cache_budget_is_checked_and_a_record_without_one_says_so() {
         "{rows:#?}"
     );
 }
+
+#[test]
+fn a_changed_retained_row_names_the_mechanism_that_moved_most() {
+    use crate::metrics::why::{Held, Mechanism};
+    use crate::metrics::RunSummary;
+    let summary = summarize(&record());
+    let mut base: Vec<RunSummary> = summary
+        .runs
+        .iter()
+        .filter(|r| r.strategy == "drop")
+        .cloned()
+        .collect();
+    assert!(base.len() >= 2);
+    let mut new = base.clone();
+    let held = |mechanism, mib: i64| Held {
+        resource: Resource::Host,
+        mechanism,
+        bytes: mib << 20,
+    };
+    for r in &mut base {
+        r.why = vec![
+            held(Mechanism::FreeChunks, 2),
+            held(Mechanism::LiveHeap, 10),
+        ];
+    }
+    for r in &mut new {
+        r.why = vec![
+            held(Mechanism::FreeChunks, 66),
+            held(Mechanism::LiveHeap, 12),
+        ];
+    }
+    let shift = |verdict, base: &[RunSummary], new: &[RunSummary]| {
+        let (b, n): (Vec<&RunSummary>, Vec<&RunSummary>) =
+            (base.iter().collect(), new.iter().collect());
+        budget::mechanism_shift(verdict, Resource::Host, &b, &n)
+    };
+    assert_eq!(
+        shift(Verdict::Regressed, &base, &new).as_deref(),
+        Some("; most of it: free malloc chunks, 2.0 → 66.0 MiB")
+    );
+    assert_eq!(shift(Verdict::NoChange, &base, &new), None);
+    // A side without a split: nothing to name.
+    for r in &mut base {
+        r.why.clear();
+    }
+    assert_eq!(shift(Verdict::Regressed, &base, &new), None);
+}
