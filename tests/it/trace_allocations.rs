@@ -136,14 +136,7 @@ fn allocations_csv_and_the_console_name_the_lines_that_still_hold_memory() {
     assert!(report.status.success(), "{}", streams(&report));
     assert!(text(&report.stdout).contains(&site), "{}", streams(&report));
     let copy = _tmp.path().join("copy");
-    let report = memrel()
-        .arg("report")
-        .arg(&dir)
-        .arg("--out")
-        .arg(&copy)
-        .output()
-        .expect("report");
-    assert!(report.status.success(), "{}", streams(&report));
+    run_ok(memrel().arg("report").arg(&dir).arg("--out").arg(&copy));
     assert_eq!(
         std::fs::read(copy.join("allocations.csv")).expect("copied"),
         std::fs::read(dir.join("allocations.csv")).expect("written")

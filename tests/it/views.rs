@@ -228,14 +228,7 @@ fn a_programs_views_reach_the_readings_cell_and_stay_there_and_a_bad_key_is_drop
         before
     );
     let copy = out.path().join("copy");
-    let report = memrel()
-        .arg("report")
-        .arg(&dir)
-        .arg("--out")
-        .arg(&copy)
-        .output()
-        .expect("report");
-    assert!(report.status.success(), "{}", streams(&report));
+    run_ok(memrel().arg("report").arg(&dir).arg("--out").arg(&copy));
     let cells = |path: &Path| -> Vec<String> {
         csv_rows(path)
             .into_iter()
