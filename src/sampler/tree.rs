@@ -157,6 +157,18 @@ fn parse_stat_ppid(text: &str) -> Option<u32> {
     after_comm.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
+/// Whether `pid` is a process that has not exited: its /proc stat reads
+/// and its state is neither zombie (`Z`) nor dead (`X`).
+fn alive(pid: u32) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = text
+        .rfind(')')
+        .and_then(|i| text[i + 1..].split_ascii_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X") | Some("x"))
+}
+
 /// The memory of a process and all its descendants, shared pages counted once.
 pub struct TreeProbe {
     root: u32,
@@ -406,9 +418,14 @@ fn set_path(path: &mut String, pid: u32, tid: u32, name: &str) {
 }
 
 impl ResourceProbe for TreeProbe {
+    /// [`Got::Gone`] only once the root has exited: a root that is alive
+    /// but unreadable for an instant (its smaps_rollup read in the middle
+    /// of an execve) is [`Got::Nothing`], a tick without a row, so a busy
+    /// machine's unlucky tick never ends the samples.
     fn read(&mut self, _at: &Measured, into: &mut Readings) -> Got {
         match TreeProbe::read(self) {
             Ok(reading) => reading.put(into),
+            Err(_) if alive(self.root) => Got::Nothing,
             Err(_) => Got::Gone,
         }
     }
@@ -420,6 +437,21 @@ impl ResourceProbe for TreeProbe {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_running_process_is_alive_and_a_zombie_or_a_reaped_one_is_not() {
+        assert!(super::alive(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited, not yet reaped: a zombie.
+        let zombie = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            !super::alive(pid)
+        });
+        assert!(zombie, "{pid} still alive");
+        child.wait().unwrap();
+        assert!(!super::alive(pid));
+    }
+
     use super::*;
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Child, Command, Stdio};
