@@ -119,3 +119,19 @@ pub fn write_compare_outputs(
     chart::release::write_release_chart(comparison, records, &dir.join(RELEASE_PNG_FILE))?;
     write_why(dir, &chart::why::WhyInput::of_comparison(comparison))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_without_a_split_writes_no_why_png_and_removes_a_stale_one() {
+        let record = crate::record::fixture::record();
+        let summary = crate::metrics::summarize(&record);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(WHY_PNG_FILE), b"stale").unwrap();
+        write_derived_run_outputs(dir.path(), &record, &summary).unwrap();
+        assert!(!dir.path().join(WHY_PNG_FILE).exists());
+        assert!(dir.path().join(TIMELINE_FILE).is_file());
+    }
+}

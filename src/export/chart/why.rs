@@ -287,7 +287,7 @@ pub fn write_why_chart(input: &WhyInput, path: &Path) -> Result<bool> {
     if panels.is_empty() {
         return Ok(false);
     }
-    let label_min = LABEL_MIN_BYTES.min(input.retention_threshold_bytes.max(1 << 20));
+    let label_min_bytes = LABEL_MIN_BYTES.min(input.retention_threshold_bytes.max(1 << 20));
     let mut bands = vec![header(
         format!(
             "memrel retained memory by mechanism · scenario {} · device {}",
@@ -300,14 +300,14 @@ pub fn write_why_chart(input: &WhyInput, path: &Path) -> Result<bool> {
             format!(
                 "left of 0: a mechanism below its baseline · tick: the whole retained (median over runs; \
                  the segments, medians of parts, sum to about it) · labelled: segments of {:.0} MiB or more",
-                label_min as f64 / MIB
+                label_min_bytes as f64 / MIB
             ),
         ],
     )];
     for panel in panels {
         bands.push(Band::new(panel_height(&panel), move |plot, side| {
             draw_legend(side, TITLE_HEIGHT as i32, &legend(&panel))?;
-            draw_panel(plot, &panel, label_min)
+            draw_panel(plot, &panel, label_min_bytes)
         }));
     }
     frame::write_chart(path, bands)?;
@@ -315,7 +315,7 @@ pub fn write_why_chart(input: &WhyInput, path: &Path) -> Result<bool> {
 }
 
 /// A panel: its title, a bar per lane, the MiB axis under them.
-fn draw_panel(area: &Area, panel: &Panel, label_min: u64) -> Result<()> {
+fn draw_panel(area: &Area, panel: &Panel, label_min_bytes: u64) -> Result<()> {
     let title = format!("{} retained by mechanism (MiB)", panel.resource.label());
     area.draw_text(
         &title,
@@ -358,14 +358,14 @@ fn draw_panel(area: &Area, panel: &Panel, label_min: u64) -> Result<()> {
     for (i, lane) in panel.lanes.iter().enumerate() {
         // The first lane on top.
         let mid = n - i as f64 - 0.5;
-        draw_bar(&mut chart, lane, mid, label_min)?;
+        draw_bar(&mut chart, lane, mid, label_min_bytes)?;
         draw_lane_label(area, &chart, lane, mid)?;
     }
     Ok(())
 }
 
 /// One lane's segments, their labels where they fit, and the tick of its whole.
-fn draw_bar(chart: &mut frame::Chart, lane: &Lane, mid: f64, label_min: u64) -> Result<()> {
+fn draw_bar(chart: &mut frame::Chart, lane: &Lane, mid: f64, label_min_bytes: u64) -> Result<()> {
     let (y0, y1) = (mid - BAR_SHARE / 2.0, mid + BAR_SHARE / 2.0);
     for s in &lane.segments {
         let colour = mechanism_colour(s.mechanism);
@@ -375,7 +375,7 @@ fn draw_bar(chart: &mut frame::Chart, lane: &Lane, mid: f64, label_min: u64) -> 
                 Rectangle::new([(s.from_mib, y0), (s.to_mib, y1)], WHITE.stroke_width(1)),
             ])
             .map_err(plot_err)?;
-        if s.bytes.unsigned_abs() < label_min {
+        if s.bytes.unsigned_abs() < label_min_bytes {
             continue;
         }
         let text = format!("{:.0}", s.bytes as f64 / MIB);
