@@ -20,6 +20,10 @@
 //!   release edge with a window after it (since version 4);
 //! - `<r>_cycles_retaining`, `_cycles_total`, `_processes_retaining`, and
 //!   `<r>_not_measured` (why the resource has no readings; empty when measured).
+//! - `<r>_why_<mechanism>_bytes` (since version 6): what each mechanism
+//!   held of the last cycle's retained memory, the median over the runs
+//!   (`metrics::why`), one column for each mechanism some row split out of
+//!   the resource (none where no run's edges split it).
 //!
 //! A resource's columns, their order and how each is read are
 //! `export::fields`, shared with the tables.
@@ -31,6 +35,7 @@ use anyhow::Result;
 
 use super::fields::{fields, Number, Pick};
 use crate::metrics::comparison::Comparison;
+use crate::metrics::why::Mechanism;
 use crate::metrics::{Resource, Spread, StrategySummary};
 
 /// `cuda:0` → `cuda0`, `host` → `host`.
@@ -73,6 +78,12 @@ fn resource_cells(resource: Resource, s: &StrategySummary) -> Vec<String> {
     out
 }
 
+fn why_of(why: &[(Resource, Vec<Mechanism>)], r: Resource) -> &[Mechanism] {
+    why.iter()
+        .find(|(of, _)| *of == r)
+        .map_or(&[], |(_, m)| m.as_slice())
+}
+
 /// How a time column is read from a summary.
 type TimePick = fn(&StrategySummary) -> &Option<Spread>;
 
@@ -113,8 +124,14 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    let why = super::why::mechanisms_split(c);
     for &r in &c.resources {
         header.extend(resource_header(r));
+        header.extend(
+            why_of(&why, r)
+                .iter()
+                .map(|m| format!("{}_why_{}_bytes", column_prefix(r), m.key())),
+        );
     }
     for (name, _) in TIMES {
         header.extend(PARTS.iter().map(|p| format!("{name}_{p}")));
@@ -150,6 +167,13 @@ pub fn comparison_csv(c: &Comparison) -> Result<Vec<u8>> {
         ];
         for &r in &c.resources {
             record.extend(resource_cells(r, s));
+            record.extend(why_of(&why, r).iter().map(|&m| {
+                s.why
+                    .iter()
+                    .find(|h| h.resource == r && h.mechanism == m)
+                    .map(|h| h.bytes.to_string())
+                    .unwrap_or_default()
+            }));
         }
         for (_, pick) in TIMES {
             let spread = pick(s).as_ref();
@@ -200,7 +224,7 @@ mod tests {
         assert_eq!(&rows[0][2], "a,b");
         let json: serde_json::Value =
             serde_json::from_slice(&comparison_json(&c).unwrap()).unwrap();
-        assert_eq!(json["schema_version"], 5);
+        assert_eq!(json["schema_version"], 6);
         // The fixture predates the machine facts: its machine is unknown.
         assert_eq!(&header[4], "machine");
         assert!(rows.iter().all(|r| &r[4] == "unknown"), "{rows:?}");

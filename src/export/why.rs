@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use super::markdown::{escape, Table};
+use crate::metrics::comparison::Comparison;
 use crate::metrics::knob::{MechanismAdvice, Priced};
 use crate::metrics::why::{Held, Mechanism};
 use crate::metrics::{ResourceFacts, Summary};
@@ -64,6 +66,97 @@ fn resource_lines(strategy: &str, resource: Resource, why: &[Held], threshold: i
         ));
     }
     out
+}
+
+/// Per resource of `c`, the mechanisms some row split out of it
+/// (`StrategySummary::why`), in `Mechanism::ALL`'s order: compare.csv's
+/// `<r>_why_<mechanism>_bytes` columns and compare.md's tables.
+pub fn mechanisms_split(c: &Comparison) -> Vec<(Resource, Vec<Mechanism>)> {
+    c.resources
+        .iter()
+        .map(|&r| {
+            let held = |m: Mechanism| {
+                c.rows.iter().any(|row| {
+                    row.summary
+                        .why
+                        .iter()
+                        .any(|h| h.resource == r && h.mechanism == m)
+                })
+            };
+            (r, Mechanism::ALL.into_iter().filter(|&m| held(m)).collect())
+        })
+        .collect()
+}
+
+/// compare.md's "why it stays" tables: per resource split into two
+/// mechanisms or more, a row per strategy with its retained memory and
+/// each mechanism's share (MiB, last cycle, median over runs).
+pub fn markdown(c: &Comparison) -> String {
+    let mut out = String::new();
+    for (resource, mechanisms) in mechanisms_split(c) {
+        if mechanisms.len() < 2 {
+            continue;
+        }
+        // A column of zeros says nothing: a mechanism is shown where some
+        // strategy's share of it reaches 1 MiB either way.
+        let shown = |m: &Mechanism| {
+            c.rows.iter().any(|row| {
+                row.summary.why.iter().any(|h| {
+                    h.resource == resource && h.mechanism == *m && h.bytes.abs() >= 1 << 20
+                })
+            })
+        };
+        let mechanisms: Vec<Mechanism> = mechanisms.into_iter().filter(shown).collect();
+        if mechanisms.is_empty() {
+            continue;
+        }
+        let mut table = Table::new(
+            ["strategy".to_string(), "retained MiB".to_string()]
+                .into_iter()
+                .chain(
+                    mechanisms
+                        .iter()
+                        .map(|&m| format!("{} ({})", name(m), m.class().label())),
+                ),
+        )
+        .numeric();
+        for row in &c.rows {
+            let retained = row
+                .summary
+                .resource(resource)
+                .and_then(|m| m.retained_bytes.as_ref())
+                .map(|s| mib(s.median));
+            let cell = |m: Mechanism| {
+                row.summary
+                    .why
+                    .iter()
+                    .find(|h| h.resource == resource && h.mechanism == m)
+                    .map_or(String::new(), |h| mib_signed(h.bytes))
+            };
+            table.row(
+                [escape(&row.label), retained.unwrap_or_default()]
+                    .into_iter()
+                    .chain(mechanisms.iter().map(|&m| cell(m))),
+            );
+        }
+        let _ = write!(
+            out,
+            "\n**Why it stays: {}** (last cycle, median over runs; docs/metrics.md, \"Why it stays\")\n\n{}",
+            resource.label(),
+            table.markdown()
+        );
+    }
+    out
+}
+
+/// MiB with one decimal, never `-0.0`.
+fn mib_signed(bytes: i64) -> String {
+    let v = bytes as f64 / (1u64 << 20) as f64;
+    if v.abs() < 0.05 {
+        "0.0".to_string()
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// A mechanism's name with the mapping it is a share of: `heap: free malloc chunks`.

@@ -9,8 +9,9 @@
 use super::metric::{runs_of, Judged, Observations, Statistic, GATED};
 use super::report::{BudgetCheck, MetricVerdict, Verdict};
 use crate::metrics::catalogue::MemoryMetric;
+use crate::metrics::why::Mechanism;
 use crate::metrics::ResourceFacts;
-use crate::metrics::{Resource, Still, Summary};
+use crate::metrics::{Resource, RunSummary, Still, Summary};
 use crate::scenario::Thresholds;
 use crate::textutil::MIB;
 
@@ -67,9 +68,56 @@ pub fn budgets(new: &Summary, t: &Thresholds) -> Vec<MetricVerdict> {
                 }
                 out.push(v);
             }
+            for (&mechanism, &limit) in &t.budgets(resource).max_retained_by_mechanism {
+                let Some(key) = mechanism.budget_key(resource) else {
+                    continue;
+                };
+                let observed = of_mechanism(mechanism, resource, &runs);
+                let mut v = budget_verdict(
+                    &new.scenario,
+                    strategy,
+                    resource,
+                    MemoryMetric::Retained,
+                    (&key, limit as f64),
+                    &observed,
+                );
+                v.note = format!("{}: {}", mechanism.label(), v.note);
+                out.push(v);
+            }
         }
     }
     out
+}
+
+/// What `mechanism` retained of `resource` in each run's last cycle
+/// (`RunSummary::why`); why none, where no run's edges split it.
+fn of_mechanism(mechanism: Mechanism, resource: Resource, runs: &[&RunSummary]) -> Observations {
+    let held = |r: &RunSummary| {
+        r.why
+            .iter()
+            .find(|h| h.resource == resource && h.mechanism == mechanism)
+            .map(|h| h.bytes as f64)
+    };
+    let values: Vec<f64> = runs.iter().filter_map(|r| held(r)).collect();
+    let mut observed = Observations::per_run(&values);
+    if values.is_empty() {
+        let split = runs
+            .iter()
+            .any(|r| r.why.iter().any(|h| h.resource == resource));
+        observed.not_measured = Some(if split {
+            format!(
+                "no run's views separate {} from the rest of {resource} (an allocator \
+                 or framework that reports no such number)",
+                mechanism.label()
+            )
+        } else {
+            format!(
+                "no run split {resource} by mechanism (host memory is split at the edges \
+                 of a completed cycle; VRAM only where PyTorch or JAX sent its view)"
+            )
+        });
+    }
+    observed
 }
 
 /// What a still resource's range bounds: its peak is its highest reading;

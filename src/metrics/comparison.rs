@@ -20,8 +20,9 @@ use crate::record::{Header, Host, RunStatus};
 /// release gap (`settle_s`, `late_bytes`), 5 the `machine` key of each
 /// source and row (`crate::machine`; `unknown` for records without the
 /// machine facts), the comparison's `machines` and each source's
-/// `memrel_commit`.
-pub const COMPARE_SCHEMA_VERSION: u32 = 5;
+/// `memrel_commit`, 6 compare.csv's `<r>_why_<mechanism>_bytes` columns
+/// (each row's `summary.why`, retained memory by mechanism).
+pub const COMPARE_SCHEMA_VERSION: u32 = 6;
 
 /// The strategy other rows are measured against when a source has it.
 pub const REFERENCE_STRATEGY: &str = "drop";

@@ -92,6 +92,90 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
+    /// Every mechanism, in the order the console and compare.csv list them.
+    pub const ALL: [Mechanism; 16] = [
+        Mechanism::FreeChunks,
+        Mechanism::LiveHeap,
+        Mechanism::OtherAnon,
+        Mechanism::PinnedCache,
+        Mechanism::PinnedTensors,
+        Mechanism::Pinned,
+        Mechanism::Context,
+        Mechanism::SharedMemory,
+        Mechanism::MappedWeights,
+        Mechanism::Code,
+        Mechanism::Rest,
+        Mechanism::TorchCache,
+        Mechanism::TorchTensors,
+        Mechanism::JaxPool,
+        Mechanism::JaxArrays,
+        Mechanism::PageCache,
+    ];
+
+    /// Its name in summary.json, compare.csv and budget keys (snake_case).
+    pub fn key(self) -> &'static str {
+        match self {
+            Mechanism::FreeChunks => "free_chunks",
+            Mechanism::LiveHeap => "live_heap",
+            Mechanism::OtherAnon => "other_anon",
+            Mechanism::PinnedCache => "pinned_cache",
+            Mechanism::PinnedTensors => "pinned_tensors",
+            Mechanism::Pinned => "pinned",
+            Mechanism::Context => "context",
+            Mechanism::SharedMemory => "shared_memory",
+            Mechanism::MappedWeights => "mapped_weights",
+            Mechanism::Code => "code",
+            Mechanism::Rest => "rest",
+            Mechanism::TorchCache => "torch_cache",
+            Mechanism::TorchTensors => "torch_tensors",
+            Mechanism::JaxPool => "jax_pool",
+            Mechanism::JaxArrays => "jax_arrays",
+            Mechanism::PageCache => "page_cache",
+        }
+    }
+
+    /// Whether it can hold memory of `resource` (host memory's mechanisms,
+    /// a GPU's; the page cache is its own resource and its own budget).
+    pub fn splits(self, resource: Resource) -> bool {
+        match resource {
+            Resource::Host => self.mapping().is_some(),
+            Resource::Device(_) => matches!(
+                self,
+                Mechanism::Context
+                    | Mechanism::TorchCache
+                    | Mechanism::TorchTensors
+                    | Mechanism::JaxPool
+                    | Mechanism::JaxArrays
+            ),
+            _ => false,
+        }
+    }
+
+    /// Its `[thresholds]` budget key on `resource`: `max_retained_<key>_mib`
+    /// for host memory, `max_retained_vram_<key>_mib` for VRAM; `None`
+    /// where it holds none of that resource.
+    pub fn budget_key(self, resource: Resource) -> Option<String> {
+        if !self.splits(resource) {
+            return None;
+        }
+        Some(match resource {
+            Resource::Device(_) => format!("max_retained_vram_{}_mib", self.key()),
+            _ => format!("max_retained_{}_mib", self.key()),
+        })
+    }
+
+    /// Every mechanism budget key with its mechanism and resource class
+    /// (`Device(0)` for any GPU), host first.
+    pub fn budget_keys() -> impl Iterator<Item = (Mechanism, Resource, String)> {
+        [Resource::Host, Resource::Device(0)]
+            .into_iter()
+            .flat_map(|r| {
+                Mechanism::ALL
+                    .into_iter()
+                    .filter_map(move |m| m.budget_key(r).map(|k| (m, r, k)))
+            })
+    }
+
     /// Its name on the console and in advice.
     pub fn label(self) -> &'static str {
         match self {
@@ -311,4 +395,34 @@ pub fn median_over_runs<'a>(runs: impl Iterator<Item = &'a [Held]>) -> Vec<Held>
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mechanism_is_listed_once_and_its_key_is_its_json_name() {
+        for (i, m) in Mechanism::ALL.iter().enumerate() {
+            assert!(!Mechanism::ALL[i + 1..].contains(m), "{m:?} twice");
+            let json = serde_json::to_string(m).unwrap();
+            assert_eq!(json, format!("\"{}\"", m.key()));
+        }
+    }
+
+    #[test]
+    fn budget_keys_name_each_mechanism_of_each_resource_once() {
+        let keys: Vec<String> = Mechanism::budget_keys().map(|(_, _, k)| k).collect();
+        assert_eq!(keys.len(), 11 + 5, "{keys:?}");
+        assert!(keys.contains(&"max_retained_free_chunks_mib".to_string()));
+        assert!(keys.contains(&"max_retained_pinned_cache_mib".to_string()));
+        assert!(keys.contains(&"max_retained_vram_torch_cache_mib".to_string()));
+        assert!(keys.contains(&"max_retained_vram_context_mib".to_string()));
+        assert_eq!(Mechanism::TorchCache.budget_key(Resource::Host), None);
+        assert_eq!(Mechanism::PageCache.budget_key(Resource::PageCache), None);
+        // None is spelled like a resource's own budget key.
+        for (_, _, k) in crate::metrics::catalogue::budget_keys() {
+            assert!(!keys.contains(&k), "{k}");
+        }
+    }
 }

@@ -13,6 +13,7 @@ use toml::Spanned;
 use super::builtin::{builtin_names, builtin_text};
 use super::types::*;
 use crate::metrics::catalogue::{self, Unit};
+use crate::metrics::why::Mechanism;
 use crate::model::spec::ModelSource;
 use crate::strategy;
 use crate::textutil::did_you_mean;
@@ -498,19 +499,22 @@ fn worker(
 
 /// Every `[thresholds]` key is known and its amount in range.
 fn check_amounts(t: &ThresholdsFile, ctx: &Ctx) -> Result<(), ScenarioError> {
-    let budget_keys: Vec<_> = catalogue::budget_keys().collect();
+    let budget_keys: Vec<String> = catalogue::budget_keys()
+        .map(|(_, _, k)| k)
+        .chain(Mechanism::budget_keys().map(|(_, _, k)| k))
+        .collect();
     // In the order they appear in the file, so the first mistake is reported first.
     let mut entries: Vec<(&Spanned<String>, &Spanned<f64>)> = t.iter().collect();
     entries.sort_by_key(|(k, _)| k.span().start);
     for (key, value) in entries {
         let key_name = key.get_ref().as_str();
         let known = THRESHOLD_KEYS.iter().any(|(k, _)| *k == key_name)
-            || budget_keys.iter().any(|(_, _, k)| k == key_name);
+            || budget_keys.iter().any(|k| k == key_name);
         if !known {
             let expected: Vec<String> = THRESHOLD_KEYS
                 .iter()
                 .map(|(k, _)| *k)
-                .chain(budget_keys.iter().map(|(_, _, k)| k.as_str()))
+                .chain(budget_keys.iter().map(String::as_str))
                 .map(|k| format!("`{k}`"))
                 .collect();
             return Err(ctx.invalid(
@@ -555,18 +559,30 @@ fn thresholds(
         noise_absolute_bytes: Unit::bytes_of_mib(amount("noise_mib")),
         budgets: Default::default(),
     };
+    let on_cpu = |key: &str, value: &Spanned<f64>| {
+        ctx.invalid(
+            value.span(),
+            format!(
+                "[thresholds] {key} is a VRAM budget, but this scenario runs on the cpu: \
+                 remove it, or set device = \"cuda\""
+            ),
+        )
+    };
     for (metric, resource, key) in catalogue::budget_keys() {
         let Some(value) = get(&key) else { continue };
         if resource.is_device() && device == DeviceSpec::Cpu {
-            return Err(ctx.invalid(
-                value.span(),
-                format!(
-                    "[thresholds] {key} is a VRAM budget, but this scenario runs on the cpu: \
-                     remove it, or set device = \"cuda\""
-                ),
-            ));
+            return Err(on_cpu(&key, value));
         }
         out.budgets_mut(resource).set(metric, *value.get_ref());
+    }
+    for (mechanism, resource, key) in Mechanism::budget_keys() {
+        let Some(value) = get(&key) else { continue };
+        if resource.is_device() && device == DeviceSpec::Cpu {
+            return Err(on_cpu(&key, value));
+        }
+        out.budgets_mut(resource)
+            .max_retained_by_mechanism
+            .insert(mechanism, Unit::bytes_of_mib(*value.get_ref()));
     }
     Ok(out)
 }
@@ -835,6 +851,39 @@ steps = ["load m", "forward m", "unload m", "release", "settle"]
         assert_eq!(
             t.budgets(Resource::Device(3)),
             t.budgets(Resource::Device(0))
+        );
+    }
+
+    #[test]
+    fn budgets_per_mechanism_parse_per_resource_and_vram_ones_need_cuda() {
+        use crate::metrics::why::Mechanism;
+        use crate::metrics::Resource;
+        let text = format!(
+            "device = \"cuda\"\n{MINIMAL}[thresholds]\nmax_retained_free_chunks_mib = 64\n\
+             max_retained_vram_torch_cache_mib = 0\nmax_retained_vram_context_mib = 600\n"
+        );
+        let t = parse_str("t", "t.toml", &text).unwrap().thresholds;
+        let of = |r: Resource| t.budgets(r).max_retained_by_mechanism.clone();
+        assert_eq!(
+            of(Resource::Host).into_iter().collect::<Vec<_>>(),
+            [(Mechanism::FreeChunks, 64 << 20)]
+        );
+        assert_eq!(
+            of(Resource::Device(1)).into_iter().collect::<Vec<_>>(),
+            [(Mechanism::Context, 600 << 20), (Mechanism::TorchCache, 0)]
+        );
+        let text = format!("{MINIMAL}[thresholds]\nmax_retained_vram_torch_cache_mib = 0\n");
+        let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+        assert!(
+            err.contains("[thresholds] max_retained_vram_torch_cache_mib is a VRAM budget"),
+            "{err}"
+        );
+        let text = format!("{MINIMAL}[thresholds]\nmax_retained_torch_cache_mib = 0\n");
+        let err = parse_str("t", "my.toml", &text).unwrap_err().to_string();
+        assert!(
+            err.contains("unknown field `max_retained_torch_cache_mib`")
+                && err.contains("`max_retained_vram_torch_cache_mib`"),
+            "{err}"
         );
     }
 

@@ -9,6 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::catalogue::MemoryMetric;
+use crate::metrics::why::Mechanism;
 use crate::metrics::Resource;
 use crate::model::spec::{Dtype, LoadMethod, LoadThread, ModelSource};
 
@@ -180,6 +181,11 @@ pub struct Budgets {
     /// What a sleep and wake left behind (`max_wake_held_mib`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wake_held_bytes: Option<i64>,
+    /// What one mechanism may retain (`max_retained_<mechanism>_mib`,
+    /// `metrics::why::Mechanism::budget_key`), checked on the worst run's
+    /// last cycle.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub max_retained_by_mechanism: BTreeMap<Mechanism, u64>,
 }
 
 /// No budget at all (a resource the gate does not judge).
@@ -191,6 +197,7 @@ static NO_BUDGETS: Budgets = Budgets {
     max_late_bytes: None,
     max_asleep_bytes: None,
     max_wake_held_bytes: None,
+    max_retained_by_mechanism: BTreeMap::new(),
 };
 
 impl Budgets {

@@ -812,3 +812,81 @@ fn budgets_given_to_attach_are_kept_and_judged_by_check() {
     );
     assert!(!bad.exists());
 }
+
+/// Issue 49: a budget per mechanism (`max_retained_<mechanism>_mib`) is a
+/// budget like any other. Attached, a program that keeps 200 MiB in a
+/// bytearray through the unload is over its anonymous memory's budget and
+/// within its shared memory's; a budget on free malloc chunks, which no
+/// view separates in a process that sends none, is an error, never a pass.
+#[test]
+fn a_budget_per_mechanism_is_judged_and_one_nothing_separates_is_an_error() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let results = work.path().join("results");
+    let mut program = start_program(work.path(), ALLOCATES_200_MIB);
+    let attach = start_attach(
+        &results,
+        program.id(),
+        &[
+            "--budget",
+            "max_retained_other_anon_mib=100",
+            "--budget",
+            "max_retained_shared_memory_mib=100",
+            "--budget",
+            "max_retained_free_chunks_mib=100",
+        ],
+    );
+    mark_ok(&results, "load");
+    touch(work.path(), "go");
+    wait_for("the allocation", || work.path().join("allocated").exists());
+    mark_ok(&results, "unload");
+    mark_ok(&results, "end");
+    touch(work.path(), "free");
+    touch(work.path(), "exit");
+    let output = finish(attach);
+    program.wait().expect("the program ends");
+    assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    let line = |needle: &str| {
+        out.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{out}"))
+            .to_string()
+    };
+    let anon = line("max_retained_other_anon_mib = 100.0 MiB");
+    assert!(
+        anon.starts_with("budget (host): other anonymous: ") && anon.ends_with(": over-budget"),
+        "{anon}"
+    );
+    let worst: f64 = anon
+        .split("worst of 1 runs ")
+        .nth(1)
+        .and_then(|s| s.split(" MiB").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{anon}"));
+    assert!((190.0..215.0).contains(&worst), "{anon}");
+    assert!(line("max_retained_shared_memory_mib").ends_with(": no-change"));
+    let chunks = line("max_retained_free_chunks_mib");
+    assert!(
+        chunks.ends_with(": error")
+            && chunks.contains("no run's views separate free malloc chunks"),
+        "{chunks}"
+    );
+    assert!(
+        stderr(&output).contains("1 of the budgets could not be judged"),
+        "{}",
+        streams(&output)
+    );
+    // `memrel check` judges the same rows: the error wins (exit 2).
+    let checked = memrel()
+        .args(["check", "--baseline", "b", "--lenient", "--out"])
+        .arg(work.path())
+        .arg(&results)
+        .output()
+        .expect("memrel starts");
+    assert_eq!(checked.status.code(), Some(2), "{}", streams(&checked));
+    assert!(
+        stderr(&checked).contains("budget max_retained_free_chunks_mib (host) was not checked"),
+        "{}",
+        streams(&checked)
+    );
+}

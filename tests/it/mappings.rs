@@ -305,6 +305,54 @@ fn planted_memory_is_split_by_mechanism_and_advise_names_each_knob() {
         why_mib(&summary, "malloc-trim", "live_heap"),
         n,
     );
+    // compare.csv: a column per mechanism split out, the median over runs.
+    let compared = dir.path().join("compared");
+    crate::common::run_ok(
+        crate::common::memrel()
+            .arg("compare")
+            .arg("--out")
+            .arg(&compared)
+            .arg(&results),
+    );
+    let csv_dir = crate::common::only_results_dir(&compared, "compare");
+    let rows = crate::common::csv_rows(&csv_dir.join("compare.csv"));
+    let cell = |strategy: &str, column: &str| -> f64 {
+        let row = rows
+            .iter()
+            .find(|r| r["strategy"] == strategy)
+            .unwrap_or_else(|| panic!("no {strategy} row"));
+        let value = row
+            .get(column)
+            .unwrap_or_else(|| panic!("no {column} in {row:?}"));
+        value.parse::<f64>().expect("bytes") / MIB as f64
+    };
+    assert_near(
+        "compare.csv: drop's free chunks",
+        cell("drop", "host_why_free_chunks_bytes"),
+        n,
+    );
+    assert_near(
+        "compare.csv: drop's shm",
+        cell("drop", "host_why_shared_memory_bytes"),
+        n,
+    );
+    assert_near(
+        "compare.csv: malloc-trim's free chunks",
+        cell("malloc-trim", "host_why_free_chunks_bytes"),
+        0.0,
+    );
+    // compare.md: the same split as a table, a row per strategy.
+    let md = std::fs::read_to_string(csv_dir.join("compare.md")).expect("compare.md");
+    let table = md
+        .split("**Why it stays: host")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no why table in\n{md}"));
+    assert!(
+        table.contains("heap: free malloc chunks (free but kept)")
+            && table.contains("| drop |")
+            && table.contains("| malloc-trim |"),
+        "{md}"
+    );
     assert!(console.contains("why it stays"), "{console}");
     let line = |needle: &str| {
         console

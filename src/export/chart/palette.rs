@@ -196,38 +196,21 @@ mod tests {
         assert_eq!(all.len(), n, "two colours are the same");
     }
 
-    /// Every mechanism, for the palette's tests (a new one fails to compile
-    /// in `mechanism_colour` until it has a colour; add it here too).
-    const MECHANISMS: [Mechanism; 16] = [
-        Mechanism::FreeChunks,
-        Mechanism::LiveHeap,
-        Mechanism::OtherAnon,
-        Mechanism::PinnedCache,
-        Mechanism::PinnedTensors,
-        Mechanism::Pinned,
-        Mechanism::Context,
-        Mechanism::SharedMemory,
-        Mechanism::MappedWeights,
-        Mechanism::Code,
-        Mechanism::Rest,
-        Mechanism::TorchCache,
-        Mechanism::TorchTensors,
-        Mechanism::JaxPool,
-        Mechanism::JaxArrays,
-        Mechanism::PageCache,
-    ];
-
     #[test]
     fn each_mechanism_has_its_own_colour_in_its_class_hue() {
         use crate::metrics::why::Class;
-        let mut all: Vec<(u8, u8, u8)> = MECHANISMS
+        let mut all: Vec<(u8, u8, u8)> = Mechanism::ALL
             .iter()
             .map(|m| rgb(mechanism_colour(*m)))
             .collect();
         all.sort_unstable();
         all.dedup();
-        assert_eq!(all.len(), MECHANISMS.len(), "two mechanisms share a colour");
-        for m in MECHANISMS {
+        assert_eq!(
+            all.len(),
+            Mechanism::ALL.len(),
+            "two mechanisms share a colour"
+        );
+        for m in Mechanism::ALL {
             let (r, g, b) = rgb(mechanism_colour(m));
             let (r, g, b) = (i32::from(r), i32::from(g), i32::from(b));
             let grey = (r - g).abs() <= 20 && (g - b).abs() <= 30 && (r - b).abs() <= 30;

@@ -358,6 +358,7 @@ pub fn markdown(c: &Comparison) -> String {
     for line in verdict_blocks(c, &lines, true) {
         let _ = writeln!(out, "{line}");
     }
+    out.push_str(&super::why::markdown(c));
     let _ = writeln!(out, "\n{}", legend_text(c));
     let notes = notes(c, &lines);
     if !notes.is_empty() {
