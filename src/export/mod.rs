@@ -35,6 +35,7 @@ pub const COMPARE_MD_FILE: &str = "compare.md";
 pub const COMPARE_PNG_FILE: &str = "compare.png";
 pub const RETAINED_PNG_FILE: &str = "retained.png";
 pub const RELEASE_PNG_FILE: &str = "release.png";
+pub const WHY_PNG_FILE: &str = "why.png";
 
 /// A CSV of `header` and the rows `write` gives, or `None` where there is
 /// nothing to write (`any` false): the one frame of the optional CSVs
@@ -61,7 +62,7 @@ pub fn summary_json(summary: &Summary) -> Result<Vec<u8>> {
 }
 
 /// What a run's record derives, each atomically: summary.json, sleep.csv,
-/// peaks.csv and timeline.png (the record's own files are the record's to
+/// peaks.csv, timeline.png and why.png (see [`write_why`]) (the record's own files are the record's to
 /// write; a record read back from damaged files must not be overwritten
 /// with what was salvaged).
 pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary) -> Result<()> {
@@ -73,11 +74,29 @@ pub fn write_derived_run_outputs(dir: &Path, record: &Record, summary: &Summary)
         write_atomic(&dir.join(peaks::PEAKS_CSV_FILE), &csv)?;
     }
     chart::timeline::write_timeline(record, summary, &dir.join(TIMELINE_FILE))?;
+    write_why(dir, &chart::why::WhyInput::of_summary(summary))
+}
+
+/// why.png where some strategy's retained memory is split by mechanism;
+/// where none is, no why.png, and one left in `dir` from before is removed
+/// (`memrel report` re-renders into the directory it reads: a chart the
+/// record does not back must not stay).
+fn write_why(dir: &Path, input: &chart::why::WhyInput) -> Result<()> {
+    let path = dir.join(WHY_PNG_FILE);
+    if !chart::why::write_why_chart(input, &path)? {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("cannot remove the stale {}", path.display())));
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 
-/// Writes compare.csv, compare.json, compare.md, compare.png, retained.png and
-/// release.png into `dir`; `records[i]` is source `i` of `comparison`.
+/// Writes compare.csv, compare.json, compare.md, compare.png, retained.png,
+/// release.png and why.png (see [`write_why`]) into `dir`; `records[i]` is source `i` of `comparison`.
 pub fn write_compare_outputs(
     dir: &Path,
     comparison: &Comparison,
@@ -98,5 +117,21 @@ pub fn write_compare_outputs(
     chart::compare::write_compare_chart(comparison, records, &dir.join(COMPARE_PNG_FILE))?;
     chart::retained::write_retained_chart(comparison, &dir.join(RETAINED_PNG_FILE))?;
     chart::release::write_release_chart(comparison, records, &dir.join(RELEASE_PNG_FILE))?;
-    Ok(())
+    write_why(dir, &chart::why::WhyInput::of_comparison(comparison))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_without_a_split_writes_no_why_png_and_removes_a_stale_one() {
+        let record = crate::record::fixture::record();
+        let summary = crate::metrics::summarize(&record);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(WHY_PNG_FILE), b"stale").unwrap();
+        write_derived_run_outputs(dir.path(), &record, &summary).unwrap();
+        assert!(!dir.path().join(WHY_PNG_FILE).exists());
+        assert!(dir.path().join(TIMELINE_FILE).is_file());
+    }
 }

@@ -58,3 +58,4 @@ mod shm;
 mod sleep;
 mod trace_allocations;
 mod views;
+mod why_chart;

@@ -1,5 +1,5 @@
-//! The PNG charts: one file per chart (timeline, compare, retained, release),
-//! the frame they share (frame.rs, its cycle axis cycles.rs), their colours (palette.rs), the PNG
+//! The PNG charts: one file per chart (timeline, compare, retained, release,
+//! why), the frame they share (frame.rs, its cycle axis cycles.rs), their colours (palette.rs), the PNG
 //! writer (png.rs) and min/max decimation (decimate.rs). They draw what
 //! `metrics` computed; they compute no metric.
 
@@ -12,6 +12,7 @@ pub mod png;
 pub mod release;
 pub mod retained;
 pub mod timeline;
+pub mod why;
 
 use crate::metrics::comparison::{Comparison, Row};
 use crate::metrics::ResourceFacts;

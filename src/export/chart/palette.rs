@@ -1,8 +1,9 @@
-//! Fixed colours: one per strategy (the same in every chart memrel draws) and
-//! one per phase.
+//! Fixed colours: one per strategy (the same in every chart memrel draws),
+//! one per phase, and one per mechanism that holds retained memory.
 
 use plotters::style::RGBColor;
 
+use crate::metrics::why::Mechanism;
 use crate::protocol::Phase;
 
 /// Each strategy's colour, by name: a strategy keeps its colour whatever is
@@ -125,6 +126,35 @@ pub fn phase_ribbon_colour(phase: Phase) -> Option<RGBColor> {
     }
 }
 
+/// A mechanism's colour (`why.png`): the same mechanism the same colour in
+/// every chart, its class told by the hue family: live in reds and oranges
+/// (only the program frees it), free but kept in blues (a knob frees it),
+/// the floor in mid greys, what is not split in light greys.
+pub fn mechanism_colour(mechanism: Mechanism) -> RGBColor {
+    match mechanism {
+        // Live.
+        Mechanism::LiveHeap => RGBColor(217, 72, 1),
+        Mechanism::PinnedTensors => RGBColor(251, 106, 74),
+        Mechanism::SharedMemory => RGBColor(165, 15, 21),
+        Mechanism::MappedWeights => RGBColor(253, 174, 107),
+        Mechanism::TorchTensors => RGBColor(230, 85, 13),
+        Mechanism::JaxArrays => RGBColor(203, 24, 29),
+        // Free but kept.
+        Mechanism::FreeChunks => RGBColor(33, 113, 181),
+        Mechanism::PinnedCache => RGBColor(107, 174, 214),
+        Mechanism::TorchCache => RGBColor(8, 69, 148),
+        Mechanism::JaxPool => RGBColor(66, 146, 198),
+        Mechanism::PageCache => RGBColor(158, 202, 225),
+        // Floor.
+        Mechanism::Context => RGBColor(99, 99, 99),
+        Mechanism::Code => RGBColor(150, 150, 150),
+        // Not split.
+        Mechanism::OtherAnon => RGBColor(204, 204, 204),
+        Mechanism::Pinned => RGBColor(216, 210, 196),
+        Mechanism::Rest => RGBColor(230, 230, 230),
+    }
+}
+
 /// `colour` mixed with white: `amount` 0 keeps it, 1 gives white.
 pub fn lighten(colour: RGBColor, amount: f64) -> RGBColor {
     let mix = |c: u8| (f64::from(c) + (255.0 - f64::from(c)) * amount).round() as u8;
@@ -164,6 +194,33 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "two colours are the same");
+    }
+
+    #[test]
+    fn each_mechanism_has_its_own_colour_in_its_class_hue() {
+        use crate::metrics::why::Class;
+        let mut all: Vec<(u8, u8, u8)> = Mechanism::ALL
+            .iter()
+            .map(|m| rgb(mechanism_colour(*m)))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(
+            all.len(),
+            Mechanism::ALL.len(),
+            "two mechanisms share a colour"
+        );
+        for m in Mechanism::ALL {
+            let (r, g, b) = rgb(mechanism_colour(m));
+            let (r, g, b) = (i32::from(r), i32::from(g), i32::from(b));
+            let grey = (r - g).abs() <= 20 && (g - b).abs() <= 30 && (r - b).abs() <= 30;
+            match m.class() {
+                Class::Live => assert!(r > g && r > b + 60, "{m:?} is not warm"),
+                Class::FreeKept => assert!(b > r + 60 && b > g, "{m:?} is not blue"),
+                Class::Floor => assert!(grey && r < 170, "{m:?} is not a mid grey"),
+                Class::Unsplit => assert!(grey && r >= 190, "{m:?} is not a light grey"),
+            }
+        }
     }
 
     #[test]
