@@ -229,13 +229,30 @@ trait Number {
 
 impl Number for u64 {
     fn write_to(&self, out: &mut String) {
-        let _ = write!(out, "{self}");
+        // By hand: `write!` costs several times as much, and a scrape is
+        // mostly integers (benches/openmetrics.rs).
+        let mut digits = [0u8; 20];
+        let (mut n, mut i) = (*self, digits.len());
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for &d in &digits[i..] {
+            out.push(char::from(d));
+        }
     }
 }
 
 impl Number for i64 {
     fn write_to(&self, out: &mut String) {
-        let _ = write!(out, "{self}");
+        if *self < 0 {
+            out.push('-');
+        }
+        self.unsigned_abs().write_to(out);
     }
 }
 
@@ -253,6 +270,10 @@ impl Number for f64 {
 
 /// `value` as a label value: `\`, `"` and newlines escaped (the spec's three).
 fn escape_into(out: &mut String, value: &str) {
+    if !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(value);
+        return;
+    }
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -299,24 +320,22 @@ fn render_memory(out: &mut String, state: &MetricsState) {
         Some("bytes"),
         "Bytes of each resource and part at the last sample, of the measured process.",
     );
+    let mut pid = String::new();
     for m in &state.memory {
-        let pid = m.pid.map(|p| p.to_string());
+        pid.clear();
+        if let Some(p) = m.pid {
+            u64::from(p).write_to(&mut pid);
+        }
         let labels = [
             ("resource", Some(m.resource.as_str())),
             ("part", m.part.as_deref()),
-            ("pid", pid.as_deref()),
+            ("pid", m.pid.map(|_| pid.as_str())),
         ];
         f.sample("", &labels, &m.bytes);
     }
 }
 
 fn render_cycles(out: &mut String, cycles: &[CycleValues]) {
-    let labels = |c: &'_ CycleValues| -> [(&'static str, Option<String>); 2] {
-        [
-            ("model", c.model.clone()),
-            ("resource", Some(c.resource.clone())),
-        ]
-    };
     type Pick = fn(&CycleValues, &mut dyn FnMut(&dyn Number));
     let families: [(&'static str, Option<&'static str>, &'static str, Pick); 5] = [
         (
@@ -365,12 +384,11 @@ fn render_cycles(out: &mut String, cycles: &[CycleValues]) {
     for (name, unit, help, pick) in families {
         let mut f = family(out, name, "gauge", unit, help);
         for c in cycles {
-            let owned = labels(c);
-            let l = [
-                (owned[0].0, owned[0].1.as_deref()),
-                (owned[1].0, owned[1].1.as_deref()),
+            let labels = [
+                ("model", c.model.as_deref()),
+                ("resource", Some(c.resource.as_str())),
             ];
-            pick(c, &mut |v| f.sample("", &l, v));
+            pick(c, &mut |v| f.sample("", &labels, v));
         }
     }
 }
@@ -493,6 +511,20 @@ mod tests {
         memrel_samples_total 315
         # EOF
         "#);
+    }
+
+    #[test]
+    fn integers_are_written_whole() {
+        let text = |n: &dyn Number| {
+            let mut out = String::new();
+            n.write_to(&mut out);
+            out
+        };
+        assert_eq!(text(&0u64), "0");
+        assert_eq!(text(&u64::MAX), u64::MAX.to_string());
+        assert_eq!(text(&i64::MIN), i64::MIN.to_string());
+        assert_eq!(text(&-5i64), "-5");
+        assert_eq!(text(&0.25f64), "0.25");
     }
 
     #[test]
