@@ -439,6 +439,12 @@ pub struct ReportArgs {
     /// Also write the runs as Chrome trace-event JSON.
     #[arg(long, value_name = "FILE")]
     pub export_trace: Option<PathBuf>,
+    /// Print the run's OpenMetrics exposition to stdout and write nothing (hidden: the stepping stone to `memrel watch --metrics`).
+    #[arg(long, hide = true, conflicts_with_all = ["out", "export_trace", "metrics"])]
+    pub metrics_once: bool,
+    /// Serve the run's OpenMetrics at http://LISTEN/metrics until killed, writing nothing (hidden, as --metrics-once).
+    #[arg(long, hide = true, value_name = "LISTEN", conflicts_with_all = ["out", "export_trace"])]
+    pub metrics: Option<String>,
 }
 
 #[derive(Debug, Args)]

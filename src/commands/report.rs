@@ -14,13 +14,15 @@
 //! `record::salvage`), with a warning per problem, and never touches DIR.
 
 use std::io::Write;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 use super::ExitStatus;
 use crate::cli::ReportArgs;
-use crate::export::{self, console, table, COMPARE_JSON_FILE};
+use crate::export::openmetrics::{self, MetricsState, OwnCost};
+use crate::export::{self, console, metrics_http, table, COMPARE_JSON_FILE};
 use crate::metrics::comparison::{Comparison, COMPARE_SCHEMA_VERSION};
 use crate::metrics::Summary;
 use crate::record::allocations::ALLOCATIONS_FILE;
@@ -33,6 +35,9 @@ use crate::results::{compare_loaded, load, write_trace, Loaded};
 /// (stderr), prints the table and where the outputs went to `out`.
 pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let dir = &args.dir;
+    if args.metrics_once || args.metrics.is_some() {
+        return metrics(dir, args.metrics.as_deref(), out);
+    }
     let (into, trace) = (args.out.as_deref(), args.export_trace.as_deref());
     let outcome = if !dir.join(RUNS_FILE).is_file() && dir.join(COMPARE_JSON_FILE).is_file() {
         report_comparison(dir, into, trace)?
@@ -40,6 +45,35 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         report_run(dir, into, trace)?
     };
     print_outcome(&outcome, out)?;
+    Ok(ExitStatus::Success)
+}
+
+/// `--metrics-once` (the exposition of the run in `dir` on `out`) or
+/// `--metrics LISTEN` (served until memrel is killed; the address bound goes
+/// to `out` first): the stepping stone to `memrel watch --metrics`. The
+/// record is read and nothing is written.
+fn metrics(dir: &Path, listen: Option<&str>, out: &mut dyn Write) -> Result<ExitStatus> {
+    let loaded = load(dir)?;
+    for d in &loaded.damage {
+        eprintln!("memrel: warning: {d}");
+    }
+    let state = MetricsState::of_record(&loaded.record, &loaded.summary, OwnCost::default());
+    let render = || {
+        openmetrics::render(&MetricsState {
+            own: OwnCost::read(),
+            ..state.clone()
+        })
+    };
+    let Some(listen) = listen else {
+        write!(out, "{}", render())?;
+        return Ok(ExitStatus::Success);
+    };
+    let listener =
+        TcpListener::bind(listen).with_context(|| format!("--metrics {listen}: cannot listen"))?;
+    let addr = listener.local_addr()?;
+    writeln!(out, "serving http://{addr}{}", metrics_http::PATH)?;
+    out.flush()?;
+    metrics_http::serve(&listener, &render);
     Ok(ExitStatus::Success)
 }
 

@@ -12,6 +12,8 @@ pub mod console;
 mod fields;
 pub mod glance;
 pub mod markdown;
+pub mod metrics_http;
+pub mod openmetrics;
 pub mod peaks;
 pub mod sleep;
 pub mod table;

@@ -10,7 +10,7 @@
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
 //! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`, `readme::`,
-//! `trace_allocations::`).
+//! `trace_allocations::`, `openmetrics::`).
 
 mod common;
 
@@ -43,6 +43,7 @@ mod mappings;
 mod matrix;
 mod mlserver;
 mod model_arg;
+mod openmetrics;
 mod ort;
 mod page_cache;
 mod peaks;
