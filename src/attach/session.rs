@@ -92,6 +92,10 @@ pub trait Marks {
     /// The next end edge's phase took `elapsed_s` (a request's own time,
     /// from its send to its answer, without memrel's readings at the edges).
     fn set_elapsed(&mut self, elapsed_s: f64);
+    /// The next begin edge holds what the driver does next until it is
+    /// read (a request is sent once its begin edge is read): the time
+    /// between is memrel's, not the server's (`record::Event::held_s`).
+    fn hold_next(&mut self);
 }
 
 /// Why the measurement ended.
@@ -162,6 +166,7 @@ pub fn measure(mut job: Job) -> Result<Measured> {
         last_reading: None,
         cycle: None,
         elapsed_s: None,
+        hold_next: false,
     };
     if job.driver.is_none() {
         announce(&job, &dir, session.probe_name());
@@ -489,6 +494,8 @@ struct Marker<'a> {
     cycle: Option<u32>,
     /// The next end edge's own duration (`Marks::set_elapsed`).
     elapsed_s: Option<f64>,
+    /// The next begin edge holds the driver's request (`Marks::hold_next`).
+    hold_next: bool,
 }
 
 impl Marks for Marker<'_> {
@@ -500,6 +507,7 @@ impl Marks for Marker<'_> {
         self.last_reading = None;
         let now_s = self.now_s();
         Marker::mark(self, phase, now_s, model, note);
+        self.hold_next = false;
         // `end` with no phase open takes no edge: a reading all the same.
         match self.last_reading.take() {
             Some(reading) => reading,
@@ -523,6 +531,10 @@ impl Marks for Marker<'_> {
 
     fn set_elapsed(&mut self, elapsed_s: f64) {
         self.elapsed_s = Some(elapsed_s);
+    }
+
+    fn hold_next(&mut self) {
+        self.hold_next = true;
     }
 }
 
@@ -627,7 +639,7 @@ impl Marker<'_> {
             let extras = EdgeExtras {
                 readings: last.readings.clone(),
                 after_exit: true,
-                processes: Vec::new(),
+                ..EdgeExtras::default()
             };
             let edge = marked(
                 p,
@@ -656,7 +668,7 @@ impl Marker<'_> {
         note: String,
         before: Option<&EdgeReading>,
     ) {
-        let (memory, extras) = match (edge, before) {
+        let (memory, mut extras) = match (edge, before) {
             (Edge::Begin, Some(before)) => (before.memory, before.extras.clone()),
             (Edge::End, Some(before)) => {
                 let mut memory = MemoryAtEdge::default();
@@ -671,6 +683,9 @@ impl Marker<'_> {
                 (memory, extras)
             }
         };
+        // A driver sends its request once the begin edge is read.
+        let holds = edge == Edge::Begin && std::mem::take(&mut self.hold_next);
+        extras.held_s = holds.then(|| self.now_s() - t_s);
         self.last_reading = Some(EdgeReading {
             t_s,
             memory,

@@ -310,6 +310,7 @@ impl Driver {
         name: &str,
         row: &mut RequestRow,
     ) -> Result<(), String> {
+        marks.hold_next();
         let sent = marks.mark(
             MarkPhase::Begin(phase),
             request.model.clone(),

@@ -35,7 +35,9 @@ pub struct CycleMemory {
     pub released_fraction: Option<f64>,
     /// From the end of the unload until memory first came within a tolerance
     /// of its released value; `None` when less than the retention threshold
-    /// came back (drift, not a release).
+    /// came back (drift, not a release). This and every time below are the
+    /// program's own: memrel's readings at the edges inside are left out
+    /// (`RunRecord::own_span_s`).
     pub release_latency_s: Option<f64>,
     /// From the begin of the first unload until half of what came back by the
     /// end of the cycle (`loaded − after_release`) had come back; `None` like
@@ -379,8 +381,10 @@ fn cycle_memory(
             .iter()
             .filter(|s| s.t_s >= unloaded.t_s && s.t_s <= released.t_s)
             .find(|s| resource.in_sample(s).is_some_and(|v| v <= target))
-            .map(|s| s.t_s - unloaded.t_s)
-            .or_else(|| (released.t_s > unloaded.t_s).then_some(released.t_s - unloaded.t_s))
+            .map(|s| run.own_span_s(unloaded.t_s, s.t_s))
+            .or_else(|| {
+                (released.t_s > unloaded.t_s).then(|| run.own_span_s(unloaded.t_s, released.t_s))
+            })
     };
     let release_t50_s = release_time_s(run, resource, loaded, released, threshold, 0.5);
     let release_t90_s = release_time_s(run, resource, loaded, released, threshold, 0.9);
@@ -436,7 +440,7 @@ pub fn release_time_s(
         .filter(|s| s.t_s >= loaded.t_s && s.t_s <= released.t_s)
         .find(|s| resource.in_sample(s).is_some_and(|v| v as f64 <= target))
         .map(|s| s.t_s);
-    Some(reached.unwrap_or(released.t_s) - loaded.t_s)
+    Some(run.own_span_s(loaded.t_s, reached.unwrap_or(released.t_s)))
 }
 
 /// The phases whose end is a release edge: the call that should give memory
@@ -512,8 +516,9 @@ pub fn settle_between(
         .iter()
         .filter(|s| s.t_s > from.t_s && s.t_s < to.t_s)
         .filter_map(|s| resource.in_sample(s).map(|v| (s.t_s, v)));
+    let settled_s = settled_at_s((from.t_s, start), inside_window, (to.t_s, end), threshold);
     Some(Gap {
-        settle_s: settle_time_s((from.t_s, start), inside_window, (to.t_s, end), threshold),
+        settle_s: run.own_span_s(from.t_s, settled_s),
         late_bytes: start.saturating_sub(end),
     })
 }
@@ -525,6 +530,16 @@ pub fn settle_between(
 /// between, or the window's end) after which every point is within
 /// `threshold` of F: 0 when R already was.
 pub fn settle_time_s(
+    from: (f64, u64),
+    between: impl IntoIterator<Item = (f64, u64)>,
+    to: (f64, u64),
+    threshold: u64,
+) -> f64 {
+    settled_at_s(from, between, to, threshold) - from.0
+}
+
+/// When [`settle_time_s`]'s window settled: the time of that first point.
+fn settled_at_s(
     from: (f64, u64),
     between: impl IntoIterator<Item = (f64, u64)>,
     to: (f64, u64),
@@ -545,7 +560,7 @@ pub fn settle_time_s(
     if out {
         settled_t_s = to.0;
     }
-    settled_t_s - from.0
+    settled_t_s
 }
 
 /// One resource over the runs of a strategy; `representative` is the run

@@ -902,6 +902,47 @@ mod tests {
     }
 
     #[test]
+    fn release_times_leave_out_the_programs_waits_for_memrels_readings() {
+        let summarize_one = |run: RunRecord| {
+            let mut record = crate::record::fixture::record();
+            record.header.cycles = 1;
+            record.runs = vec![run];
+            summarize(&record).runs[0].resources[0].cycles[0].clone()
+        };
+        let plain = summarize_one(returned_when_busy());
+        // The program waited 50 ms at the unload's end (0.5 s) and at the
+        // release's end (0.6 s) while memrel read those edges.
+        let mut held = returned_when_busy();
+        for e in held.events.iter_mut() {
+            if e.edge.edge == Edge::End && matches!(e.edge.phase, Phase::Unload | Phase::Release) {
+                e.held_s = Some(0.05);
+            }
+        }
+        let c = summarize_one(held);
+        let less = |a: Option<f64>, b: Option<f64>| a.unwrap() - b.unwrap();
+        // t50, t90 (from 0.4 s) and the latency (from 0.5 s) span both waits.
+        assert!(
+            (less(plain.release_t50_s, c.release_t50_s) - 0.1).abs() < 1e-9,
+            "{c:?}"
+        );
+        assert!(
+            (less(plain.release_t90_s, c.release_t90_s) - 0.1).abs() < 1e-9,
+            "{c:?}"
+        );
+        assert!((less(plain.release_latency_s, c.release_latency_s) - 0.1).abs() < 1e-9);
+        // The settle, from the release's end, spans the second.
+        assert!(
+            (less(plain.settle_s, c.settle_s) - 0.05).abs() < 1e-9,
+            "{c:?}"
+        );
+        // Memory is not time: every byte is the same.
+        assert_eq!(
+            (plain.retained_bytes, plain.late_bytes),
+            (c.retained_bytes, c.late_bytes)
+        );
+    }
+
+    #[test]
     fn the_release_curve_is_timed_from_the_unload_through_a_busy_step() {
         let mut record = crate::record::fixture::record();
         record.header.cycles = 1;

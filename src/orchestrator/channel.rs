@@ -119,6 +119,7 @@ impl Channel {
                 edges,
                 peak,
                 ack: Some(File::from(ack_write)),
+                acks_written: 0,
             };
             reader.read_messages(File::from(read), &tx);
             reader.edges
@@ -135,6 +136,8 @@ struct Reader {
     /// The acknowledgements' write end (non-blocking); `None` once the
     /// sender is gone.
     ack: Option<File>,
+    /// Acknowledgements written so far (`sender_waits`).
+    acks_written: u64,
 }
 
 impl Reader {
@@ -188,6 +191,11 @@ impl Reader {
                     Err(why) => Some(Err(why.clone())),
                 };
                 extras = self.edges.read(&mut edge.memory);
+                // A sender that took every acknowledgement so far waits
+                // for this one: from its line's arrival until now.
+                if self.sender_waits() {
+                    extras.held_s = Some(self.clock_zero.elapsed().as_secs_f64() - t_s);
+                }
                 self.acknowledge();
             }
             let arrival = Arrival {
@@ -202,13 +210,25 @@ impl Reader {
         }
     }
 
+    /// Whether the sender takes the handshake: it has read every
+    /// acknowledgement written so far, one at least (a sender that never
+    /// reads them leaves them in the pipe; at its first edge nothing is
+    /// known yet, and its wait there is not counted).
+    fn sender_waits(&self) -> bool {
+        self.acks_written > 0
+            && self
+                .ack
+                .as_ref()
+                .is_some_and(|ack| rustix::io::ioctl_fionread(ack).is_ok_and(|unread| unread == 0))
+    }
+
     /// Tells the sender its edge is read: one byte, never waited for (a
     /// sender that does not take them fills the pipe, then they are dropped).
     fn acknowledge(&mut self) {
         use std::io::Write;
         if let Some(ack) = self.ack.as_mut() {
             match ack.write(b"k") {
-                Ok(_) => {}
+                Ok(_) => self.acks_written += 1,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 // EPIPE: nobody holds the read end any more.
                 Err(_) => self.ack = None,
@@ -242,6 +262,7 @@ mod tests {
             edges: EdgeReader::new(0, None, Vec::new()),
             peak: Err("not asked for".into()),
             ack: None,
+            acks_written: 0,
         };
         reader.read_messages(bytes, &tx);
         drop(tx);

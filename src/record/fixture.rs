@@ -87,6 +87,7 @@ pub fn edge(t_s: f64, phase: Phase, edge: Edge, cycle: u32, memory: MemoryAtEdge
             mono_s: None,
         },
         readings,
+        held_s: None,
     }
 }
 

@@ -14,7 +14,7 @@
 //! the same way `report` builds them.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -320,14 +320,26 @@ impl LiveRun {
 pub const STOPPED_EARLY: &str = "memrel stopped while this run was going on (killed or crashed): \
      the samples and phase edges written until then are kept";
 
-/// Creates a CSV file holding only its header, unless it exists.
+/// Creates a CSV file holding only its header, unless it exists; one that
+/// exists must have this header (rows are appended to it): a file another
+/// version of memrel wrote, with other columns, is refused, never mixed.
 fn write_header_if_new(path: &Path, columns: &[&str]) -> Result<()> {
-    if path.exists() {
-        return Ok(());
-    }
     let mut header = csv::Writer::from_writer(Vec::new());
     header.write_record(columns)?;
-    write_atomic(path, &header.into_inner()?)
+    let header = header.into_inner()?;
+    if path.exists() {
+        let mut first_line = Vec::new();
+        BufReader::new(File::open(path)?).read_until(b'\n', &mut first_line)?;
+        if first_line != header {
+            anyhow::bail!(
+                "{} has other columns than this memrel writes (another version wrote it): \
+                 measure into a new directory, or continue this one with the memrel that began it",
+                path.display()
+            );
+        }
+        return Ok(());
+    }
+    write_atomic(path, &header)
 }
 
 fn append(path: &Path) -> Result<File> {

@@ -129,6 +129,36 @@ mod tests {
     }
 
     #[test]
+    fn a_span_leaves_out_the_waits_for_memrels_readings_inside_it() {
+        let mut run = fixture::record().runs.remove(0);
+        run.events.truncate(3);
+        for (e, (t_s, held_s)) in
+            run.events
+                .iter_mut()
+                .zip([(1.0, Some(0.1)), (2.0, Some(0.5)), (3.0, None)])
+        {
+            (e.t_s, e.held_s) = (t_s, held_s);
+        }
+        let own = |from_s, to_s| run.own_span_s(from_s, to_s);
+        // Both waits inside, the second cut at the span's end.
+        assert!((own(0.5, 2.2) - (1.7 - 0.1 - 0.2)).abs() < 1e-12);
+        // A span that begins inside a wait counts only the rest of it.
+        assert!((own(1.05, 1.5) - (0.45 - 0.05)).abs() < 1e-12);
+        // An edge with no wait, and a span inside a wait: nothing of its own.
+        assert!((own(2.6, 3.5) - 0.9).abs() < 1e-12);
+        assert_eq!(own(2.1, 2.4), 0.0);
+        assert_eq!(own(3.0, 2.0), 0.0);
+        // Saved and loaded, the waits stay (to the microsecond).
+        let mut record = fixture::record();
+        record.runs = vec![run.clone()];
+        let dir = tempfile::tempdir().unwrap();
+        record.save(dir.path()).unwrap();
+        let loaded = Record::load(dir.path()).unwrap();
+        let held: Vec<_> = loaded.runs[0].events.iter().map(|e| e.held_s).collect();
+        assert_eq!(held, [Some(0.1), Some(0.5), None]);
+    }
+
+    #[test]
     fn saving_what_was_loaded_writes_the_same_bytes_and_the_same_summary() {
         let record = fixture::record();
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

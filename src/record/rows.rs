@@ -73,7 +73,7 @@ pub(super) const SAMPLE_COLUMNS: [&str; 17] = [
 ];
 
 /// The header of events.csv: `EventRow`'s fields (see `SAMPLE_COLUMNS`).
-pub(super) const EVENT_COLUMNS: [&str; 27] = [
+pub(super) const EVENT_COLUMNS: [&str; 28] = [
     "t_s",
     "run",
     "strategy",
@@ -101,6 +101,7 @@ pub(super) const EVENT_COLUMNS: [&str; 27] = [
     "gpu_vram",
     "readings",
     "container_anon_bytes",
+    "held_s",
 ];
 
 /// An events.csv row: `EventRow<'static>` when read back.
@@ -149,6 +150,10 @@ pub(super) struct EventRow<'a> {
     /// The container's anonymous part at the edge (absent in older records).
     #[serde(default)]
     container_anon_bytes: Option<u64>,
+    /// How long the program waited for memrel's reading of the edge
+    /// (`Event::held_s`; absent in older records).
+    #[serde(default)]
+    held_s: Option<f64>,
 }
 
 impl<'a> SampleRow<'a> {
@@ -251,6 +256,7 @@ impl<'a> EventRow<'a> {
             },
             readings: r.has_probed().then(|| Cow::Owned(r.cell())),
             container_anon_bytes: r.part(Resource::Container, Part::Anon),
+            held_s: event.held_s.map(round_us),
         }
     }
 }
@@ -351,6 +357,7 @@ pub(super) fn event_from_row(row: EventRow<'static>) -> std::result::Result<(u32
             mono_s: None,
         },
         readings,
+        held_s: row.held_s,
     };
     Ok((row.run, event))
 }

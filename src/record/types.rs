@@ -92,6 +92,7 @@ impl Event {
             t_s,
             edge,
             readings,
+            held_s: None,
         }
     }
 }
@@ -107,6 +108,14 @@ pub struct Event {
     /// kernel's peak of host memory since the edge before (`Part::Peak`).
     /// The line's `edge.memory` mirrors what of it the protocol has fields for.
     pub readings: Readings,
+    /// Seconds from `t_s` during which the measured program's next step
+    /// waited for memrel's reading of this edge: a sender that takes the
+    /// handshake waits for the acknowledgement, a driver sends its request
+    /// once the begin edge is read. `None` where nothing waited (a program
+    /// that does not take the handshake, an end edge of a driver, a mark)
+    /// and in older records. Times that span edges leave it out
+    /// ([`RunRecord::own_span_s`]).
+    pub held_s: Option<f64>,
 }
 
 impl Event {
@@ -560,6 +569,33 @@ impl PhaseSpan {
 }
 
 impl RunRecord {
+    /// The measured program's own seconds from `from_s` to `to_s`: the
+    /// span less the time it waited for memrel's readings at the edges
+    /// inside it ([`Event::held_s`], each from its edge's time, cut at
+    /// `to_s`). A release latency, a t50 or a settle time is the program's,
+    /// never memrel's own cost of reading it; 0 when `to_s` ≤ `from_s`.
+    pub fn own_span_s(&self, from_s: f64, to_s: f64) -> f64 {
+        if to_s <= from_s {
+            return 0.0;
+        }
+        // Waits follow one another: only the edge just before `from_s` can
+        // still be holding at `from_s`.
+        let first = self
+            .events
+            .partition_point(|e| e.t_s < from_s)
+            .saturating_sub(1);
+        let held_s: f64 = self.events[first..]
+            .iter()
+            .take_while(|e| e.t_s < to_s)
+            .filter_map(|e| {
+                let held_s = e.held_s?;
+                let overlap_s = (e.t_s + held_s).min(to_s) - e.t_s.max(from_s);
+                Some(overlap_s.max(0.0))
+            })
+            .sum();
+        (to_s - from_s - held_s).max(0.0)
+    }
+
     /// Phase spans from begin/end pairs, by start time; a phase cut short by a
     /// crash ends at the last sample.
     pub fn phase_spans(&self) -> Vec<PhaseSpan> {

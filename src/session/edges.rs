@@ -55,6 +55,9 @@ pub struct EdgeExtras {
     /// its RSS) and VRAM summed over the GPUs, where read. Which process
     /// holds what (`memrel drive`'s processes.csv); empty after the exit.
     pub processes: Vec<ProcessReading>,
+    /// How long the sender waited for this reading, from the edge's
+    /// arrival (`record::Event::held_s`); `None` where it did not wait.
+    pub held_s: Option<f64>,
 }
 
 /// One process of an edge's reading (see [`EdgeExtras::processes`]).

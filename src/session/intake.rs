@@ -129,6 +129,8 @@ impl Collected {
         if let Some(program) = self.program.as_mut() {
             program.complete(&mut edge);
         }
+        // The wait ends where it ended, whichever time the edge keeps.
+        let held_until_s = extras.held_s.map(|held_s| t_s + held_s);
         let t_s = self.events.last().map_or(t_s, |last| t_s.max(last.t_s));
         if edge.elapsed_s.is_none() && edge.edge == Edge::End {
             edge.elapsed_s = self.began(&edge).map(|begin| t_s - begin);
@@ -149,6 +151,7 @@ impl Collected {
             t_s,
             edge,
             readings,
+            held_s: held_until_s.map(|until_s| (until_s - t_s).max(0.0)),
         };
         on_event(&event);
         self.events_taken += 1;
@@ -234,9 +237,12 @@ impl Collected {
             Message::Phase(edge) => {
                 // The sender's own stamp, on the samples' clock: an edge
                 // happened before its line arrived, never after.
+                let mut extras = extras;
                 if let Some(sent_s) = edge.mono_s.map(|m| m - self.zero_mono_s) {
                     if (0.0..=arrived_s).contains(&sent_s) {
                         t_s = sent_s;
+                        // A waiting sender waited from its send.
+                        extras.held_s = extras.held_s.map(|h| h + arrived_s - sent_s);
                     }
                 }
                 self.take_edge(edge, t_s, kernel_peak_bytes, extras, on_event);

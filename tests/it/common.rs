@@ -469,3 +469,39 @@ pub fn copy_record(from: &Path, to: &Path, files: &[&str]) {
         std::io::copy(&mut reader, &mut out).unwrap();
     }
 }
+
+/// Each edge of an events.csv as `(phase edge, held_s)`: how long the
+/// program waited for memrel's reading of it (empty: it did not wait).
+pub fn held_by_edge(events: &Path) -> Vec<(String, Option<f64>)> {
+    csv_rows(events)
+        .iter()
+        .map(|e| {
+            let held = e["held_s"].as_str();
+            let held = (!held.is_empty()).then(|| held.parse::<f64>().expect("held_s"));
+            (format!("{} {}", e["phase"], e["edge"]), held)
+        })
+        .collect()
+}
+
+/// A sender that takes the handshake waited at every edge but its first
+/// (where nothing is known yet), each wait a reading's time: above 0,
+/// and over before the sender's next edge (it sends that one only once
+/// the acknowledgement came).
+pub fn assert_waited_at_every_edge_but_the_first(events: &Path) {
+    let held = held_by_edge(events);
+    let t_s: Vec<f64> = csv_rows(events)
+        .iter()
+        .map(|e| e["t_s"].parse().expect("t_s"))
+        .collect();
+    assert!(held.len() > 2, "{held:?}");
+    assert_eq!(held[0].1, None, "the first edge: {held:?}");
+    for (i, (edge, held_s)) in held.iter().enumerate().skip(1) {
+        let next_s = t_s.get(i + 1).map_or(f64::INFINITY, |next| next - t_s[i]);
+        // The file's times are rounded to the microsecond.
+        assert!(
+            held_s.is_some_and(|s| s > 0.0 && s <= next_s + 2e-6),
+            "{edge} at {} s waited {held_s:?}, the next edge {next_s} s later: {held:?}",
+            t_s[i]
+        );
+    }
+}

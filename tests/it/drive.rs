@@ -280,6 +280,15 @@ fn a_vllm_shaped_server_is_started_driven_through_sleep_levels_and_stopped() {
         ] {
             assert!(phases.iter().any(|p| p == want), "{want}: {phases:?}");
         }
+        // A request waits for its begin edge's reading, nothing else does.
+        for (edge, held_s) in held_by_edge(&dir.join("events.csv")) {
+            let sends = ["sleep begin", "wake begin", "load begin", "unload begin"];
+            if sends.contains(&edge.as_str()) {
+                assert!(held_s.is_some_and(|s| s > 0.0), "{edge}: {held_s:?}");
+            } else {
+                assert_eq!(held_s, None, "{edge}");
+            }
+        }
         let out = text(&output.stdout);
         assert!(out.contains("server: killed by signal 15"), "{out}");
         assert_requests_table(&out, rows.len());

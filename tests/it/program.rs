@@ -68,6 +68,8 @@ fn exec_of_a_python_script_shows_its_phases_and_the_release() {
         .map(|e| e["note"].clone())
         .unwrap_or_default();
     assert!(release_note.contains("malloc_trim"), "{release_note}");
+    // The module takes the handshake: it waited at each edge's reading.
+    assert_waited_at_every_edge_but_the_first(&dir.join("events.csv"));
     // The samples see the 200 MiB come and go.
     let samples = csv_rows(&dir.join("samples.csv"));
     let rss: Vec<f64> = samples
@@ -330,6 +332,12 @@ fn a_c_program_speaks_the_protocol_in_a_few_lines() {
             .arg(&exe),
     );
     let dir = only_results_dir(&out, "exec");
+    // It never reads an acknowledgement: no edge says it waited for one.
+    let held = held_by_edge(&dir.join("events.csv"));
+    assert!(
+        held.len() >= 8 && held.iter().all(|(_, h)| h.is_none()),
+        "{held:?}"
+    );
     let host = &summary(&dir)["runs"][0]["resources"][0];
     let baseline = host["baseline_bytes"].as_f64().expect("baseline");
     let cycles = host["cycles"].as_array().expect("cycles");

@@ -16,6 +16,9 @@
 //!
 //! Draws only: the curve is the run's samples, the edges bound it as
 //! `metrics::memory::cycle_edges` says, t50/t90 come from the summary row.
+//! x is the program's own time, as the metrics count it: the time it
+//! waited for memrel's readings at the edges is left out
+//! (`RunRecord::own_span_s`), so t50 and t90 sit where the line crosses.
 
 use crate::metrics::ResourceFacts;
 use std::ops::Range;
@@ -97,6 +100,7 @@ impl Curve {
 pub fn curve(run: &RunRecord, r: Resource, row: &LastCycle) -> Option<Curve> {
     let (loaded, _, released) = cycle_edges(run, row.cycle)?;
     let (t0, t1) = (loaded.t_s, released.t_s);
+    let x = |t_s: f64| run.own_span_s(t0, t_s);
     let base = row.baseline_bytes as f64;
     let mib = |bytes: u64| (bytes as f64 - base) / MIB;
     let mut points = vec![(0.0, mib(r.at_event(loaded)?))];
@@ -104,21 +108,21 @@ pub fn curve(run: &RunRecord, r: Resource, row: &LastCycle) -> Option<Curve> {
         run.samples
             .iter()
             .filter(|s| s.t_s >= t0 && s.t_s <= t1)
-            .filter_map(|s| r.in_sample(s).map(|v| (s.t_s - t0, mib(v)))),
+            .filter_map(|s| r.in_sample(s).map(|v| (x(s.t_s), mib(v)))),
     );
-    points.push((t1 - t0, mib(r.at_event(released)?)));
+    points.push((x(t1), mib(r.at_event(released)?)));
     let release_end_s = run
         .events
         .iter()
         .filter(|e| e.edge.cycle == row.cycle && e.edge.phase == Phase::Release)
         .rfind(|e| e.edge.edge == Edge::End && e.t_s >= t0 && e.t_s <= t1)
-        .map(|e| e.t_s - t0);
+        .map(|e| x(e.t_s));
     let settle = run
         .phase_spans()
         .into_iter()
         .filter(|s| s.cycle == row.cycle && s.start_s >= t0 && s.end_s <= t1 + 1e-9)
         .filter(|s| matches!(s.phase, Phase::Settle | Phase::Idle | Phase::Busy))
-        .map(|s| (s.phase, s.start_s - t0, s.end_s - t0))
+        .map(|s| (s.phase, x(s.start_s), x(s.end_s)))
         .collect();
     Some(Curve {
         points,

@@ -21,6 +21,9 @@ fn anon_rise_of_a_load_matches_the_models_tensor_bytes() {
             .map(|e| e["anon_bytes"].parse().unwrap())
             .unwrap_or_else(|| panic!("no {phase} {edge} event"))
     };
+    // memrel's worker waits for each edge's reading: the times that span
+    // edges leave those waits out (`RunRecord::own_span_s`).
+    assert_waited_at_every_edge_but_the_first(&dir.join("events.csv"));
     // The load ran a real candle loader; a forward pass followed it.
     assert!(events
         .iter()
