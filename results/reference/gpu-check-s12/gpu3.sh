@@ -19,7 +19,7 @@ for s in cuda-flush cuda-context; do
   step "run-$s" timeout 200 target/release/memrel run --scenario $s --repeat 3 --out fresh
 done
 dirs=$(ls -d fresh/cuda-flush/2* fresh/cuda-context/2*)
-step check target/release/memrel check --baseline gpu-h200 --out results --verdict-dir "$OUT/verdict" $dirs
+step check target/release/memrel check --baseline gpu-h200 --lenient --out results --verdict-dir "$OUT/verdict" $dirs
 kill $smi
 tar -czf "$OUT/baseline-gpu-h200.tar.gz" results/baselines/gpu-h200
 tar -czf "$OUT/verdict.tar.gz" -C "$OUT" verdict && rm -rf "$OUT/verdict"
