@@ -41,6 +41,8 @@ pub enum Command {
     /// Measure a running process memrel did not start (and its descendants) until it exits, Ctrl-C or --duration.
     #[command(after_help = ATTACH_HELP_END)]
     Attach(AttachArgs),
+    /// Watch a running model server for as long as it runs: attach with no end of its own, OpenMetrics at /metrics (--metrics), edges from the requests it forwards (--proxy).
+    Watch(WatchArgs),
     /// Drive a model server over its own HTTP API (sleep/wake, load/unload) and measure every request's memory.
     #[command(after_help = DRIVE_HELP_END)]
     Drive(DriveArgs),
@@ -151,6 +153,16 @@ pub struct AttachArgs {
     /// The process to measure (memrel needs its user, or root).
     #[arg(value_name = "PID")]
     pub pid: u32,
+    /// The name its results go under (<OUT>/<NAME>/<timestamp>).
+    #[arg(long, default_value = "attach")]
+    pub name: String,
+    #[command(flatten)]
+    pub how: MeasureArgs,
+}
+
+/// How a running process is measured: `memrel attach`'s and `memrel watch`'s options.
+#[derive(Debug, Clone, Args)]
+pub struct MeasureArgs {
     /// Stop after this many seconds (default: when the process exits, or on Ctrl-C / SIGTERM).
     #[arg(long = "duration", value_name = "SECONDS", value_parser = duration_s)]
     pub duration_s: Option<f64>,
@@ -175,9 +187,6 @@ pub struct AttachArgs {
     /// A budget, as a scenario's [thresholds] key: KEY=VALUE in the key's unit (MiB, MiB per cycle, ms), e.g. max_retained_mib=64; repeatable. Kept in the results, judged by `memrel check` (exit 1 when exceeded).
     #[arg(long = "budget", value_name = "KEY=VALUE")]
     pub budgets: Vec<String>,
-    /// The name its results go under (<OUT>/<NAME>/<timestamp>).
-    #[arg(long, default_value = "attach")]
-    pub name: String,
     /// Write the results into exactly this directory (created; must be new or empty) instead of <OUT>/<NAME>/<timestamp>.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -185,6 +194,39 @@ pub struct AttachArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub console: ConsoleArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The process to measure (default: the one listening on --url's port).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// The server's base URL: its process is the one listening on its port, and --proxy forwards to it.
+    #[arg(long, default_value = "http://127.0.0.1:8000")]
+    pub url: String,
+    /// Serve OpenMetrics at http://LISTEN/metrics (e.g. 0.0.0.0:9464) while it measures: current bytes, each model's last cycle, counters, memrel's own cost (docs/metrics.md).
+    #[arg(long, value_name = "LISTEN")]
+    pub metrics: Option<String>,
+    /// Forward HTTP from LISTEN to --url and mark an edge at each request that matches --server's or --cycle's load/unload/sleep/wake requests.
+    #[arg(long, value_name = "LISTEN")]
+    pub proxy: Option<String>,
+    /// The preset whose requests --proxy marks: vllm, vllm-tags, sglang, ollama or v2 (as `memrel drive --server`).
+    #[arg(long, value_name = "NAME", conflicts_with = "cycle")]
+    pub server: Option<String>,
+    /// A cycle file whose requests --proxy marks (as `memrel drive --cycle`).
+    #[arg(long, value_name = "FILE")]
+    pub cycle: Option<PathBuf>,
+    /// The model a preset's requests name (ollama, v2), as `memrel drive --model`.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Seconds memory is watched after an unload's or a wake's answer before its cycle closes (as `memrel drive --settle`).
+    #[arg(long = "settle", value_name = "SECONDS", default_value_t = 2.0, value_parser = seconds("--settle"))]
+    pub settle_s: f64,
+    /// The name its results go under (<OUT>/<NAME>/<timestamp>).
+    #[arg(long, default_value = "watch")]
+    pub name: String,
+    #[command(flatten)]
+    pub how: MeasureArgs,
 }
 
 #[derive(Debug, Args)]

@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => commands::compare::run(args, out),
         Command::Advise(args) => commands::advise::run(args, out),
         Command::Attach(args) => commands::attach::run(args, out),
+        Command::Watch(args) => commands::watch::run(args, out),
         Command::Drive(args) => commands::drive::run(args, out),
         Command::Mark(args) => commands::mark::run(args, out),
         Command::Report(args) => commands::report::run(args, out),

@@ -13,8 +13,8 @@
 //!
 //! Any program speaks the same protocol (docs/guide.md's "Phase markers" has
 //! the short version for C, C++ and Rust): a `phase` line needs only `phase`
-//! and `edge`. Without `cycle` the parent numbers cycles (a load that begins
-//! after an unload, release or settle starts the next one; baseline and
+//! and `edge`. Without `cycle` the parent numbers cycles (a load or a sleep that
+//! begins after an unload, release, settle or wake starts the next one; baseline and
 //! warm-up are cycle 0); without `memory` the parent reads the program's
 //! memory when the line arrives. `hello` and `done` are optional for a
 //! program, required of memrel's own workers.

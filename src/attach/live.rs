@@ -92,6 +92,14 @@ pub struct Mark {
     /// The model the phase is about (`memrel mark --model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// What the edge's note says (`memrel watch --proxy`: the request);
+    /// `None`: that `memrel mark` wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The writer holds what it does next until the edge is read (the
+    /// proxy sends its request then): the wait is the edge's `held_s`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub holds: bool,
 }
 
 /// A mark as attach reads it.
@@ -100,6 +108,8 @@ pub struct Received {
     pub phase: MarkPhase,
     pub mono_s: f64,
     pub model: Option<String>,
+    pub note: Option<String>,
+    pub holds: bool,
 }
 
 /// A mark as attach reads it: valid, or what was wrong with its line.
@@ -233,12 +243,26 @@ fn parse_line(line: &str) -> MarkLine {
         phase,
         mono_s: mark.mono_s,
         model: mark.model,
+        note: mark.note,
+        holds: mark.holds,
     })
 }
 
 /// `memrel mark`'s side: appends a mark of `phase` to the live attach of
 /// `dir`, or fails saying why nothing was recorded.
 pub fn append_mark(dir: &Path, phase: MarkPhase, model: Option<&str>) -> Result<()> {
+    append_mark_as(dir, phase, model, None, false)
+}
+
+/// [`append_mark`] with the edge's `note` (else "memrel mark") and whether
+/// the caller `holds` its next step until the edge is read.
+pub fn append_mark_as(
+    dir: &Path,
+    phase: MarkPhase,
+    model: Option<&str>,
+    note: Option<&str>,
+    holds: bool,
+) -> Result<()> {
     let no_live = || {
         format!(
             "no live measurement in {}: start `{}` first",
@@ -269,6 +293,8 @@ pub fn append_mark(dir: &Path, phase: MarkPhase, model: Option<&str>) -> Result<
         mono_s,
         by_pid: std::process::id(),
         model: model.map(str::to_string),
+        note: note.map(str::to_string),
+        holds,
     };
     let mut line = serde_json::to_vec(&mark)?;
     line.push(b'\n');

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::live_metrics::{LiveMetrics, SharedState};
 use super::follow::{Follower, Rule};
 use super::header::Setup;
 use super::live::{LiveDir, MarkLine, MarkPhase};
@@ -50,6 +51,8 @@ pub struct Job<'a> {
     pub dir: PathBuf,
     /// Marks taken by memrel itself (`memrel drive`), step by step in the loop.
     pub driver: Option<&'a mut dyn Driver>,
+    /// The OpenMetrics state to keep current (`memrel watch --metrics`).
+    pub metrics: Option<SharedState>,
 }
 
 /// A source of marks inside memrel: the loop calls `step` once a tick
@@ -135,7 +138,15 @@ pub fn measure(mut job: Job) -> Result<Measured> {
     }
     let clock_zero = Instant::now();
     let zero_mono_s = monotonic_s();
-    let writer = live.samples.writer().with_context(cannot_write)?;
+    let mut live_metrics = job
+        .metrics
+        .clone()
+        .map(|state| LiveMetrics::new(state, record.header.clone(), meta.clone()));
+    let writer = live
+        .samples
+        .writer()
+        .with_context(cannot_write)?
+        .with_tap(live_metrics.as_ref().map(LiveMetrics::tap));
     let cgroup = CgroupAtStart::read(pid);
     // The one session (as a run's): every probe opened once, the model
     // files' page cache where the user named them (a program's files are
@@ -179,7 +190,7 @@ pub fn measure(mut job: Job) -> Result<Measured> {
         &mut marker,
         &mut marks,
         &mut meta,
-        &watch,
+        (&watch, live_metrics.as_mut()),
         zero_mono_s,
     );
     let end_s = now_s();
@@ -245,7 +256,7 @@ fn run_until_end(
     marker: &mut Marker,
     marks: &mut LiveDir,
     meta: &mut RunMeta,
-    watch: &super::watch::Watch,
+    (watch, mut metrics): (&super::watch::Watch, Option<&mut LiveMetrics>),
     zero_mono_s: f64,
 ) -> Ended {
     let target = job.setup.target;
@@ -259,6 +270,9 @@ fn run_until_end(
         }
         if let Some(hwm) = target.vm_hwm_bytes() {
             meta.vm_hwm_bytes = Some(hwm);
+        }
+        if let Some(metrics) = metrics.as_deref_mut() {
+            metrics.refresh(&marker.collected);
         }
         if let Some(driver) = job.driver.as_deref_mut() {
             match driver.step(marker) {
@@ -546,8 +560,11 @@ impl Marker<'_> {
                     let t_s = (mark.mono_s - zero_mono_s).clamp(0.0, now_s);
                     // The mark's own time: its reading's lag is exact.
                     let lag_ms = (now_s - t_s) * 1e3;
-                    let note = format!("memrel mark; read {lag_ms:.1} ms after it was written");
+                    let by = mark.note.as_deref().unwrap_or("memrel mark");
+                    let note = format!("{by}; read {lag_ms:.1} ms after it was written");
+                    self.hold_next = mark.holds;
                     self.mark(mark.phase, t_s, mark.model, note);
+                    self.hold_next = false;
                 }
                 Err(e) => eprintln!("memrel: warning: {e} (skipped)"),
             }

@@ -5,7 +5,7 @@
 //! 0 (a program that started memrel stops it this way).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -13,6 +13,7 @@ use anyhow::{bail, Result};
 use super::{output, ExitStatus};
 use crate::attach::follow::{Follower, Rule};
 use crate::attach::header::{budgets, Setup};
+use crate::attach::live_metrics::SharedState;
 use crate::attach::session::{self, Job};
 use crate::attach::target::Target;
 use crate::cli::AttachArgs;
@@ -24,17 +25,32 @@ use crate::signals;
 /// `memrel attach` as the arguments ask: measures the process, prints the
 /// table and where the results went to `out`.
 pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
+    run_with(args, None, &mut |_| Ok(Box::new(())), out)
+}
+
+/// `memrel attach` (and `memrel watch`): `start` is called with the results
+/// directory once it exists, before the measurement; what it returns lives
+/// until the measurement ends (a server it started). `metrics`: the state
+/// kept current while it measures.
+pub fn run_with(
+    args: &AttachArgs,
+    metrics: Option<SharedState>,
+    start: &mut dyn FnMut(&Path) -> Result<Box<dyn std::any::Any>>,
+    out: &mut dyn Write,
+) -> Result<ExitStatus> {
     let options = options(args)?;
     let target = Target::open(args.pid)?;
-    let dir = results_dir(args.dir.as_deref(), &args.output.out, &args.name)?;
+    let dir = results_dir(args.how.dir.as_deref(), &args.how.output.out, &args.name)?;
     signals::install()?;
-    let measured = measure(args, options, &target, dir)?;
+    let started = start(&dir)?;
+    let measured = measure(args, options, &target, dir, metrics)?;
+    drop(started);
     write!(
         out,
         "{}",
-        console::summary_table_as(&measured.summary, output::view(args.console))
+        console::summary_table_as(&measured.summary, output::view(args.how.console))
     )?;
-    output::finish_measured(out, &measured, &args.output, output::Measuring::Attached)
+    output::finish_measured(out, &measured, &args.how.output, output::Measuring::Attached)
 }
 
 /// What the flags ask, checked before the process is looked at: the
@@ -47,6 +63,7 @@ struct AttachOptions {
 }
 
 fn options(args: &AttachArgs) -> Result<AttachOptions> {
+    let args = &args.how;
     let device = args.device;
     if device.is_cuda() {
         // A VRAM series was asked for: without NVML there would be none.
@@ -76,6 +93,7 @@ fn measure(
     options: AttachOptions,
     target: &Target,
     dir: PathBuf,
+    metrics: Option<SharedState>,
 ) -> Result<Measured> {
     let AttachOptions {
         rules,
@@ -84,24 +102,25 @@ fn measure(
     } = options;
     let job = Job {
         setup: Setup {
-            duration_s: args.duration_s,
-            tree: !args.no_tree,
+            duration_s: args.how.duration_s,
+            tree: !args.how.no_tree,
             log: log.as_ref().map(|l| l.path().display().to_string()),
             ..Setup::new(
                 &args.name,
                 target,
-                args.device,
-                args.interval_ms,
-                crate::attach::model_files(&args.model_files)?,
+                args.how.device,
+                args.how.interval_ms,
+                crate::attach::model_files(&args.how.model_files)?,
                 thresholds,
                 crate::plan::command_line(),
             )
         },
-        duration: args.duration_s.map(Duration::from_secs_f64),
+        duration: args.how.duration_s.map(Duration::from_secs_f64),
         rules,
         log,
         dir,
         driver: None,
+        metrics,
     };
     session::measure(job)
 }

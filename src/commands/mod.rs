@@ -18,6 +18,7 @@ pub mod mark;
 pub mod model;
 pub mod output;
 pub mod report;
+pub mod watch;
 pub mod run;
 
 /// How a command ended; `main` turns it into the process's exit code. Every

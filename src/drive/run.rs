@@ -221,6 +221,7 @@ impl One<'_> {
             log: None,
             dir: run_dir,
             driver: Some(&mut driver),
+            metrics: None,
         };
         let measured = session::measure(job)?;
         Ok((measured, driver))

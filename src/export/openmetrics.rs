@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 use crate::metrics::Summary;
 use crate::protocol::{Edge, Phase};
-use crate::record::{Event, Part, Record};
+use crate::record::{Event, Part, Record, Sample};
 
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -115,18 +115,7 @@ impl MetricsState {
         };
         let pid = (run.meta.pid != 0).then_some(run.meta.pid);
         if let Some(last) = run.samples.last() {
-            state.memory = last
-                .readings
-                .keys()
-                .filter_map(|(resource, part)| {
-                    Some(MemoryReading {
-                        resource: resource.key(),
-                        part: (part != Part::Whole).then(|| part.word().to_string()),
-                        pid,
-                        bytes: last.readings.part(resource, part)?,
-                    })
-                })
-                .collect();
+            state.memory = memory_of_sample(last, pid);
         }
         state.asleep = asleep_by_model(&run.events);
         let Some(summed) = summary.runs.iter().find(|r| r.run == run.meta.run) else {
@@ -155,6 +144,23 @@ impl MetricsState {
         state.cycles = last.into_values().collect();
         state
     }
+}
+
+/// Every reading of `sample`, in the record's (resource, part) order, of
+/// the measured process `pid`.
+pub fn memory_of_sample(sample: &Sample, pid: Option<u32>) -> Vec<MemoryReading> {
+    sample
+        .readings
+        .keys()
+        .filter_map(|(resource, part)| {
+            Some(MemoryReading {
+                resource: resource.key(),
+                part: (part != Part::Whole).then(|| part.word().to_string()),
+                pid,
+                bytes: sample.readings.part(resource, part)?,
+            })
+        })
+        .collect()
 }
 
 /// The model the events of `cycle` name (the first that names one).

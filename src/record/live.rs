@@ -70,7 +70,21 @@ pub struct SampleWriter {
     processes: ProcessLog,
     /// The latest sample written (an OOM kill's "last reading").
     last: Option<Sample>,
+    /// Where the latest samples also go (`memrel watch`'s live metrics).
+    tap: Option<SampleTap>,
 }
+
+/// The latest samples, shared with a reader while the sampler writes
+/// them: at most `capacity`, the oldest dropped, and how many came in all.
+#[derive(Debug, Default)]
+pub struct TapState {
+    pub recent: std::collections::VecDeque<Sample>,
+    pub capacity: usize,
+    pub samples_total: u64,
+}
+
+/// A [`TapState`] the sampler thread and the measurement's loop share.
+pub type SampleTap = Arc<std::sync::Mutex<TapState>>;
 
 /// Each sampled process's VRAM on each GPU (`record::gpu`), appended to
 /// gpu_processes.csv: raw readings, kept as taken (metrics read the sums).
@@ -99,7 +113,14 @@ impl SampleWriter {
             cell: String::new(),
             processes: ProcessLog::Closed(None),
             last: None,
+            tap: None,
         }
+    }
+
+    /// Also hands every sample written to `tap`.
+    pub fn with_tap(mut self, tap: Option<SampleTap>) -> SampleWriter {
+        self.tap = tap;
+        self
     }
 
     /// Writes each process's part of `sample`'s per-GPU VRAM to
@@ -144,6 +165,13 @@ impl SampleWriter {
             return;
         }
         self.last = Some(sample.clone());
+        if let Some(Ok(mut tap)) = self.tap.as_ref().map(|t| t.lock()) {
+            tap.samples_total += 1;
+            if tap.recent.len() >= tap.capacity.max(1) {
+                tap.recent.pop_front();
+            }
+            tap.recent.push_back(sample.clone());
+        }
         let (cycle, phase) = self.phase.get();
         let row = SampleRow::new(
             self.run,

@@ -212,12 +212,15 @@ impl CycleNumbering {
         }
         edge.cycle = match edge.phase {
             Phase::Warmup | Phase::Baseline => 0,
-            Phase::Load if edge.edge == Edge::Begin && (self.current == 0 || self.closing) => {
+            // A load, or a sleep (a server's cycle), after the last one closed.
+            Phase::Load | Phase::Sleep
+                if edge.edge == Edge::Begin && (self.current == 0 || self.closing) =>
+            {
                 self.current += 1;
                 self.closing = false;
                 self.current
             }
-            Phase::Unload | Phase::Release | Phase::Settle => {
+            Phase::Unload | Phase::Release | Phase::Settle | Phase::Wake => {
                 self.closing = true;
                 self.current
             }

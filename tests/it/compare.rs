@@ -781,7 +781,7 @@ fn run_and_compare_take_wide() {
         let console = match Cli::try_parse_from(argv).unwrap().command {
             Command::Run(args) => args.console,
             Command::Exec(args) => args.console,
-            Command::Attach(args) => args.console,
+            Command::Attach(args) => args.how.console,
             other => panic!("{other:?}"),
         };
         assert_eq!(console.verbose, verbose, "{argv:?}");
