@@ -22,7 +22,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 use super::common::*;
 
-const VLLM_LIKE: &str = concat!(
+pub(super) const VLLM_LIKE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/servers/vllm_like.py"
 );
@@ -109,7 +109,7 @@ fn mib(row: &HashMap<String, String>, column: &str) -> f64 {
 }
 
 /// A server the test starts (python3 SCRIPT --port 0 ARGS…), and its port.
-fn start_server(script: &str, args: &[&str]) -> (Child, u16) {
+pub(super) fn start_server(script: &str, args: &[&str]) -> (Child, u16) {
     let mut child = Command::new("python3")
         .arg(script)
         .args(["--port", "0"])
@@ -130,7 +130,7 @@ fn start_server(script: &str, args: &[&str]) -> (Child, u16) {
     (child, port)
 }
 
-fn stop(mut child: Child) {
+pub(super) fn stop(mut child: Child) {
     let _ = child.kill();
     let _ = child.wait();
 }

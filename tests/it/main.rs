@@ -59,4 +59,5 @@ mod shm;
 mod sleep;
 mod trace_allocations;
 mod views;
+mod watch;
 mod why_chart;
