@@ -12,6 +12,7 @@
 pub mod follow;
 pub mod header;
 pub mod live;
+pub mod proxy;
 pub mod session;
 pub mod target;
 pub mod watch;
