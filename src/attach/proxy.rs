@@ -52,7 +52,9 @@
 //! upstream: it blocks (the mark's handshake) and only then does the
 //! upstream see the request. [`ProxyHooks::after`] is called once the
 //! upstream's answer is complete and its last byte was relayed to the
-//! client, with its status, or with `None` when the upstream failed. A hook
+//! client, with its status, or with `None` when the upstream failed (then
+//! before the client gets its 502, so the failure is marked before the
+//! client can act on it). A hook
 //! that panics is reported on stderr and counted; the request is forwarded
 //! all the same.
 //!
@@ -81,7 +83,9 @@
 //! (`Content-Length` or chunked) are streamed upstream, or read whole first
 //! where a route needs the body; a chunked one is sent on chunked. Answers
 //! are relayed as they arrive, byte for byte (chunked framing included;
-//! de-chunked for an HTTP/1.0 client), with no buffering beyond one read.
+//! de-chunked for an HTTP/1.0 client): what the upstream sent is written to
+//! the client before the proxy waits for more, so nothing is held back
+//! (bytes already at hand go out in one write, the head with them).
 //! `Host` is set to the upstream's; hop-by-hop headers (`Connection`,
 //! `Keep-Alive`, `Proxy-Connection`, `TE`, `Upgrade`, `Expect`, and those
 //! named in `Connection`) are not forwarded; `Expect: 100-continue` is
@@ -1500,23 +1504,86 @@ fn relay_answer(
         (true, false) => "",
     };
     let drop: &[&str] = if dechunk { &["transfer-encoding"] } else { &[] };
-    let head = client_head(status, &reason, &headers, connection, drop);
-    writer
-        .write_all(&head)
-        .map_err(|e| Failure::Client(e.to_string()))?;
-    let added_s = send_s + head_at.elapsed().as_secs_f64();
-    lock(&shared.added).push(added_s);
-    bump(&shared.counters.response_bytes, head.len() as u64);
-    if framing == Framing::Chunked && !dechunk {
-        relay_chunked(&mut conn.reader, writer, shared)?;
+    let mut out = ClientOut {
+        writer,
+        shared,
+        pending: client_head(status, &reason, &headers, connection, drop),
+        relayed: 0,
+        added: Some((head_at, send_s)),
+    };
+    let relayed = if framing == Framing::Chunked && !dechunk {
+        relay_chunked(&mut conn.reader, &mut out)
     } else {
-        relay_plain(
-            &mut BodyReader::new(&mut conn.reader, framing),
-            writer,
-            shared,
-        )?;
-    }
+        relay_plain(&mut conn.reader, framing, &mut out)
+    };
+    // Even after a failure midway: the bytes that came reach the client.
+    let flushed = out.flush();
+    relayed?;
+    flushed?;
     Ok((status, upstream_keeps && client_keeps))
+}
+
+/// What goes to the client: pieces gathered while the upstream's bytes are
+/// at hand, written in one go before a read that may wait, so an answer
+/// already read is one write (its head with it) and a stream's piece
+/// leaves as soon as it came.
+struct ClientOut<'a> {
+    writer: &'a mut TcpStream,
+    shared: &'a Shared,
+    pending: Vec<u8>,
+    /// Body bytes taken from the upstream.
+    relayed: u64,
+    /// When the answer's head was read, and the request's own time: the
+    /// added time, counted once the head is written.
+    added: Option<(Instant, f64)>,
+}
+
+impl ClientOut<'_> {
+    fn push(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        self.relayed += bytes.len() as u64;
+    }
+
+    /// Writes what is pending unless the upstream's next bytes are at hand
+    /// (`line`: the next read is of a line, which a partial one would
+    /// make wait).
+    fn flush_before(&mut self, upstream: &BufReader<TcpStream>, line: bool) -> Result<(), Failure> {
+        let at_hand = if line {
+            upstream.buffer().contains(&b'\n')
+        } else {
+            !upstream.buffer().is_empty()
+        };
+        if at_hand && self.pending.len() < RELAY_BUFFER_BYTES {
+            return Ok(());
+        }
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<(), Failure> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.writer
+            .write_all(&self.pending)
+            .map_err(|e| Failure::Client(e.to_string()))?;
+        bump(
+            &self.shared.counters.response_bytes,
+            self.pending.len() as u64,
+        );
+        self.pending.clear();
+        if let Some((head_at, send_s)) = self.added.take() {
+            lock(&self.shared.added).push(send_s + head_at.elapsed().as_secs_f64());
+        }
+        Ok(())
+    }
+
+    fn midway(&self, e: &io::Error) -> Failure {
+        let what = match e.kind() {
+            io::ErrorKind::UnexpectedEof => "it closed the connection".to_string(),
+            _ => e.to_string(),
+        };
+        Failure::UpstreamMidway(format!("{what} after {} bytes of its body", self.relayed))
+    }
 }
 
 /// `HTTP/1.1 200 OK` → (200, `OK`, HTTP/1.0?).
@@ -1553,92 +1620,68 @@ fn client_head(
     head.into_bytes()
 }
 
-/// A body relayed as it comes (decoded where it was chunked).
-fn relay_plain<R: BufRead>(
-    body: &mut BodyReader<'_, R>,
-    writer: &mut TcpStream,
-    shared: &Shared,
-) -> Result<u64, Failure> {
+/// A body relayed as it comes (decoded where it was chunked: every piece
+/// written as it is decoded).
+fn relay_plain(
+    reader: &mut BufReader<TcpStream>,
+    framing: Framing,
+    out: &mut ClientOut<'_>,
+) -> Result<(), Failure> {
     let mut buf = vec![0u8; RELAY_BUFFER_BYTES];
-    let mut relayed = 0u64;
+    let mut body = BodyReader::new(reader, framing);
     loop {
-        let n = body.read(&mut buf).map_err(|e| midway(relayed, &e))?;
-        if n == 0 {
-            return Ok(relayed);
+        if framing == Framing::Chunked {
+            out.flush()?;
+        } else {
+            out.flush_before(body.inner, false)?;
         }
-        writer
-            .write_all(&buf[..n])
-            .map_err(|e| Failure::Client(e.to_string()))?;
-        relayed += n as u64;
-        bump(&shared.counters.response_bytes, n as u64);
+        let n = body.read(&mut buf).map_err(|e| out.midway(&e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.push(&buf[..n]);
     }
-}
-
-fn midway(relayed: u64, e: &io::Error) -> Failure {
-    let what = match e.kind() {
-        io::ErrorKind::UnexpectedEof => "it closed the connection".to_string(),
-        _ => e.to_string(),
-    };
-    Failure::UpstreamMidway(format!("{what} after {relayed} bytes of its body"))
 }
 
 /// A chunked body relayed byte for byte (sizes, data, trailers), each
 /// piece as it comes.
 fn relay_chunked(
     reader: &mut BufReader<TcpStream>,
-    writer: &mut TcpStream,
-    shared: &Shared,
-) -> Result<u64, Failure> {
-    let mut relayed = 0u64;
+    out: &mut ClientOut<'_>,
+) -> Result<(), Failure> {
     let mut buf = vec![0u8; RELAY_BUFFER_BYTES];
-    let mut send = |bytes: &[u8], relayed: &mut u64| -> Result<(), Failure> {
-        writer
-            .write_all(bytes)
-            .map_err(|e| Failure::Client(e.to_string()))?;
-        *relayed += bytes.len() as u64;
-        bump(&shared.counters.response_bytes, bytes.len() as u64);
-        Ok(())
+    let line = |reader: &mut BufReader<TcpStream>, out: &mut ClientOut<'_>| {
+        out.flush_before(reader, true)?;
+        let line = raw_line(reader).map_err(|e| out.midway(&e))?;
+        out.push(&line);
+        Ok::<_, Failure>(line)
     };
     loop {
-        let line = raw_line(reader).map_err(|e| midway(relayed, &e))?;
-        let text = String::from_utf8_lossy(&line);
-        let size_text = text
-            .trim_end()
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        let size = u64::from_str_radix(&size_text, 16).map_err(|_| {
-            midway(
-                relayed,
-                &bad_data(format!("{size_text:?} is not a chunk size")),
-            )
-        })?;
-        send(&line, &mut relayed)?;
+        let size_line = line(reader, out)?;
+        let text = String::from_utf8_lossy(&size_line);
+        let size_text = text.trim_end().split(';').next().unwrap_or("").trim();
+        let size = u64::from_str_radix(size_text, 16)
+            .map_err(|_| out.midway(&bad_data(format!("{size_text:?} is not a chunk size"))))?;
         if size == 0 {
             loop {
-                let trailer = raw_line(reader).map_err(|e| midway(relayed, &e))?;
-                send(&trailer, &mut relayed)?;
+                let trailer = line(reader, out)?;
                 if trailer == b"\r\n" || trailer == b"\n" {
-                    return Ok(relayed);
+                    return Ok(());
                 }
             }
         }
         let mut left = size;
         while left > 0 {
+            out.flush_before(reader, false)?;
             let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-            let n = reader
-                .read(&mut buf[..want])
-                .map_err(|e| midway(relayed, &e))?;
+            let n = reader.read(&mut buf[..want]).map_err(|e| out.midway(&e))?;
             if n == 0 {
-                return Err(midway(relayed, &io::ErrorKind::UnexpectedEof.into()));
+                return Err(out.midway(&io::ErrorKind::UnexpectedEof.into()));
             }
-            send(&buf[..n], &mut relayed)?;
+            out.push(&buf[..n]);
             left -= n as u64;
         }
-        let end = raw_line(reader).map_err(|e| midway(relayed, &e))?;
-        send(&end, &mut relayed)?;
+        line(reader, out)?;
     }
 }
 
