@@ -499,7 +499,7 @@ pub struct ProxyStats {
 
 /// memrel's own time per request: from the request read (its head, and its
 /// body where a route needed it) to it sent upstream, less `before`'s
-/// blocking, plus from the answer's head read to it written to the client.
+/// blocking, plus from the answer's head read to it handed to the client.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddedTime {
     pub count: u64,
@@ -1534,7 +1534,7 @@ struct ClientOut<'a> {
     /// Body bytes taken from the upstream.
     relayed: u64,
     /// When the answer's head was read, and the request's own time: the
-    /// added time, counted once the head is written.
+    /// added time, counted as the head is handed to the client.
     added: Option<(Instant, f64)>,
 }
 
@@ -1563,17 +1563,19 @@ impl ClientOut<'_> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.writer
-            .write_all(&self.pending)
-            .map_err(|e| Failure::Client(e.to_string()))?;
+        // Counted as the head is handed over: the client may read the
+        // stats as soon as it has its answer.
+        if let Some((head_at, send_s)) = self.added.take() {
+            lock(&self.shared.added).push(send_s + head_at.elapsed().as_secs_f64());
+        }
         bump(
             &self.shared.counters.response_bytes,
             self.pending.len() as u64,
         );
+        self.writer
+            .write_all(&self.pending)
+            .map_err(|e| Failure::Client(e.to_string()))?;
         self.pending.clear();
-        if let Some((head_at, send_s)) = self.added.take() {
-            lock(&self.shared.added).push(send_s + head_at.elapsed().as_secs_f64());
-        }
         Ok(())
     }
 

@@ -66,7 +66,7 @@ fn stream_pieces() -> Vec<Vec<u8>> {
     vec![
         b"14\r\ndata: {\"token\": 1}\n\n\r\n".to_vec(),
         b"14;ext=1\r\ndata: {\"token\": 2}\n\n\r\n".to_vec(),
-        b"e\r\ndata: [DONE]\n\r\n0\r\nX-Trailer: t\r\n\r\n".to_vec(),
+        b"d\r\ndata: [DONE]\n\r\n0\r\nX-Trailer: t\r\n\r\n".to_vec(),
     ]
 }
 
@@ -171,6 +171,12 @@ fn upstream_connection(stream: TcpStream, log: &Log, go: &Mutex<mpsc::Receiver<(
                 writer
                     .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nten bytes.")
                     .expect("part");
+                return;
+            }
+            "/once" => {
+                // Closes after its answer without saying so, as a server
+                // whose keep-alive timeout passed.
+                writer.write_all(&answer(b"once")).expect("once");
                 return;
             }
             "/hash" => {
@@ -683,4 +689,55 @@ fn a_request_memrel_cannot_read_gets_a_400() {
     assert!(String::from_utf8_lossy(&body).contains("both Content-Length and Transfer-Encoding"));
     assert_eq!(proxy.stats().bad_requests, 1);
     assert!(log_of(&log).is_empty(), "nothing reached the upstream");
+}
+
+#[test]
+fn a_closed_kept_upstream_connection_an_http10_client_and_expect_100_continue() {
+    let log: Log = Arc::default();
+    let up = upstream(&log);
+    let proxy = start(vllm(), &log, &up);
+    let mut c = client(&proxy);
+    let (_, body) = c.send("GET", "/once", None);
+    assert_eq!(body, b"once");
+    std::thread::sleep(Duration::from_millis(50));
+    let (head, body) = c.send("POST", "/sleep?level=1", None);
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "a new upstream connection: {head}"
+    );
+    assert_eq!(body, br#"{"saw": "POST /sleep?level=1"}"#);
+    assert_eq!(*up.connections.lock().expect("count"), 2);
+
+    // Expect: 100-continue is answered by the proxy, the body then sent.
+    c.writer
+        .write_all(b"POST /wake_up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+        .expect("head");
+    let mut interim = String::new();
+    while !interim.ends_with("\r\n\r\n") {
+        c.reader.read_line(&mut interim).expect("100");
+    }
+    assert_eq!(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+    c.writer.write_all(b"{}").expect("body");
+    let (head, _) = read_answer(&mut c.reader);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(proxy.stats().upstream_failures, 0);
+
+    // An HTTP/1.0 client reads no chunks: the stream de-chunked, then closed.
+    up.go.send(()).expect("go");
+    let mut old = client(&proxy);
+    old.writer
+        .write_all(b"GET /stream HTTP/1.0\r\n\r\n")
+        .expect("send");
+    let mut all = Vec::new();
+    old.reader.read_to_end(&mut all).expect("to the close");
+    let all = String::from_utf8(all).expect("text");
+    let (head, body) = all.split_once("\r\n\r\n").expect("a head");
+    assert!(
+        head.contains("Connection: close") && !head.contains("chunked"),
+        "{head}"
+    );
+    assert_eq!(
+        body,
+        "data: {\"token\": 1}\n\ndata: {\"token\": 2}\n\ndata: [DONE]\n"
+    );
 }
