@@ -75,9 +75,10 @@
 //!
 //! Hand-written on `std::net` (HTTP/1.0 and 1.1, no TLS, no `Upgrade`): a
 //! proxy must stream an answer as it comes (a generate stream, SSE) and
-//! relay its bytes exactly, which a server crate that re-encodes bodies
-//! (tiny_http buffers chunks) does not do, and hyper would bring an async
-//! runtime into a synchronous program. One acceptor thread, one thread per
+//! relay its bytes exactly: a server crate writes the answer it is given in
+//! framing of its own (tiny_http re-chunks a body of unknown length in
+//! chunks of its size), hyper would bring an async runtime into a
+//! synchronous program, and neither is in the lock (no new dependency). One acceptor thread, one thread per
 //! client connection (at most [`MAX_CONNECTIONS`]), each holding one
 //! upstream connection kept alive between its requests. Request bodies
 //! (`Content-Length` or chunked) are streamed upstream, or read whole first
