@@ -97,12 +97,11 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use regex::Regex;
 use serde_json::Value;
 
 use crate::drive::cycle::{Cycle, PresetArgs, Request, PRESETS};
@@ -149,63 +148,96 @@ struct Route {
     literal_chars: usize,
 }
 
-/// A template: literal text with `{name}` placeholders.
+/// A template: literal text with `{name}` placeholders, matched by hand
+/// (the regex crates are built unoptimised in this crate's release profile,
+/// and a request's path is matched against every route).
 #[derive(Debug, Clone)]
 struct Pattern {
-    regex: Regex,
-    names: Vec<String>,
+    parts: Vec<Part>,
+    /// A placeholder matches one or more characters other than `/` (a
+    /// path); otherwise any text, empty included.
+    segment: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Part {
+    Literal(String),
+    Placeholder(String),
 }
 
 /// What a placeholder matched: `(name, value)`.
 type Captures = Vec<(String, String)>;
 
 impl Pattern {
-    /// `any`: the regex a placeholder stands for.
-    fn new(template: &str, any: &str) -> Pattern {
-        let mut text = String::from("^");
-        let mut names = Vec::new();
-        let mut last = 0;
-        for m in placeholder_regex().find_iter(template) {
-            text.push_str(&regex::escape(&template[last..m.start()]));
-            text.push_str(&format!("({any})"));
-            names.push(template[m.start() + 1..m.end() - 1].to_string());
-            last = m.end();
+    fn new(template: &str, segment: bool) -> Pattern {
+        let mut parts = Vec::new();
+        let mut rest = template;
+        while let Some((start, name, end)) = next_placeholder(rest) {
+            if start > 0 {
+                parts.push(Part::Literal(rest[..start].to_string()));
+            }
+            parts.push(Part::Placeholder(name.to_string()));
+            rest = &rest[end..];
         }
-        text.push_str(&regex::escape(&template[last..]));
-        text.push('$');
-        // Escaped literals and a fixed class always form a valid regex; a
-        // failure falls back to matching nothing but the text itself.
-        let regex = Regex::new(&text).unwrap_or_else(|_| literal_regex(template));
-        Pattern { regex, names }
+        if !rest.is_empty() {
+            parts.push(Part::Literal(rest.to_string()));
+        }
+        Pattern { parts, segment }
+    }
+
+    fn literal_len(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Literal(l) => l.len(),
+                Part::Placeholder(_) => 0,
+            })
+            .sum()
     }
 
     fn captures(&self, text: &str, into: &mut Captures) -> bool {
-        let Some(caps) = self.regex.captures(text) else {
-            return false;
-        };
-        for (i, name) in self.names.iter().enumerate() {
-            if let Some(m) = caps.get(i + 1) {
-                into.push((name.clone(), m.as_str().to_string()));
-            }
-        }
-        true
+        match_parts(&self.parts, text, self.segment, into)
     }
 }
 
-/// `{name}`: a fixed pattern, always valid.
-static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\{[A-Za-z_][A-Za-z0-9_]*\}").unwrap_or_else(|_| literal_regex("{}"))
-});
-
-fn placeholder_regex() -> &'static Regex {
-    &PLACEHOLDER
+/// The parts against the text, each placeholder tried at every length
+/// (templates and targets are short).
+fn match_parts(parts: &[Part], text: &str, segment: bool, caps: &mut Captures) -> bool {
+    match parts.split_first() {
+        None => text.is_empty(),
+        Some((Part::Literal(literal), rest)) => text
+            .strip_prefix(literal.as_str())
+            .is_some_and(|t| match_parts(rest, t, segment, caps)),
+        Some((Part::Placeholder(name), rest)) => {
+            let (min, max) = if segment {
+                (1, text.find('/').unwrap_or(text.len()))
+            } else {
+                (0, text.len())
+            };
+            for end in (min..=max).filter(|&i| text.is_char_boundary(i)) {
+                let mark = caps.len();
+                if match_parts(rest, &text[end..], segment, caps) {
+                    caps.insert(mark, (name.clone(), text[..end].to_string()));
+                    return true;
+                }
+                caps.truncate(mark);
+            }
+            false
+        }
+    }
 }
 
-fn literal_regex(text: &str) -> Regex {
-    Regex::new(&format!("^{}$", regex::escape(text))).unwrap_or_else(|_| {
-        // `regex::escape` of any text is a valid regex; unreachable.
-        Regex::new("$^").unwrap_or_else(|_| unreachable!("an empty-match regex"))
-    })
+/// The first `{name}` of a text: (its start, the name, its end).
+fn next_placeholder(text: &str) -> Option<(usize, &str, usize)> {
+    let mut from = 0;
+    while let Some(open) = text[from..].find('{').map(|i| from + i) {
+        let close = open + text[open..].find('}')?;
+        if lone_placeholder(&text[open..=close]).is_some() {
+            return Some((open, &text[open + 1..close], close + 1));
+        }
+        from = open + 1;
+    }
+    None
 }
 
 /// The placeholder a whole string is (`"{model}"` → `model`).
@@ -347,19 +379,19 @@ impl Route {
             .body
             .clone()
             .filter(|b| b.as_object().is_none_or(|o| !o.is_empty()));
-        let literal_chars = placeholder_regex().replace_all(path, "").len();
+        let path = Pattern::new(path, true);
         Some(Route {
             phase,
             method: request.method.clone(),
             line: request.line(),
-            path: Pattern::new(path, "[^/]+"),
+            literal_chars: path.literal_len(),
+            path,
             query: query
                 .into_iter()
-                .map(|(k, v)| (k.to_string(), Pattern::new(v, "(?s:.*)")))
+                .map(|(k, v)| (k.to_string(), Pattern::new(v, false)))
                 .collect(),
             body,
             model: request.model.clone(),
-            literal_chars,
         })
     }
 
@@ -402,8 +434,8 @@ fn match_value(template: &Value, got: &Value, caps: &mut Captures) -> bool {
             caps.push((lone_placeholder(t).unwrap_or_default().to_string(), value));
             true
         }
-        (Value::String(t), Value::String(g)) if placeholder_regex().is_match(t) => {
-            Pattern::new(t, "(?s:.*)").captures(g, caps)
+        (Value::String(t), Value::String(g)) if next_placeholder(t).is_some() => {
+            Pattern::new(t, false).captures(g, caps)
         }
         (Value::Object(t), Value::Object(g)) => t
             .iter()
@@ -419,19 +451,17 @@ fn match_value(template: &Value, got: &Value, caps: &mut Captures) -> bool {
 /// The model template with its placeholders replaced; one that matched
 /// nothing: no model.
 fn model_of(template: &str, caps: &Captures) -> Option<String> {
-    let mut missing = false;
-    let model = placeholder_regex().replace_all(template, |c: &regex::Captures| {
-        let whole = c.get(0).map_or("", |m| m.as_str());
-        let name = &whole[1..whole.len() - 1];
-        match caps.iter().find(|(n, _)| n == name) {
-            Some((_, v)) => v.clone(),
-            None => {
-                missing = true;
-                String::new()
-            }
-        }
-    });
-    (!missing).then(|| model.into_owned())
+    Pattern::new(template, false)
+        .parts
+        .iter()
+        .map(|part| match part {
+            Part::Literal(l) => Some(l.as_str()),
+            Part::Placeholder(name) => caps
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str()),
+        })
+        .collect()
 }
 
 /// `{model}` and `{sleep_level}` replaced where `args` gives them.
