@@ -13,6 +13,7 @@ pub mod follow;
 pub mod header;
 pub mod live;
 pub mod live_metrics;
+pub mod proxy;
 pub mod session;
 pub mod target;
 pub mod watch;
