@@ -10,7 +10,7 @@
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
 //! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`, `readme::`,
-//! `trace_allocations::`, `openmetrics::`).
+//! `trace_allocations::`, `openmetrics::`, `examples::`).
 
 mod common;
 
@@ -25,6 +25,7 @@ mod cli;
 mod compare;
 mod cuda_cli;
 mod drive;
+mod examples;
 mod exec_io;
 mod exec_unmarked;
 mod fake;

@@ -133,8 +133,9 @@ assert any(k[0] == "memrel_cycle_retained_bytes" for k in want), want
 print("checked", len(want) + len(own))
 "#;
 
-/// `memrel exec --cycles 2 -- python3 PROGRAM`: the temp dir and the results directory.
-fn exec_record() -> (tempfile::TempDir, PathBuf) {
+/// `memrel exec --cycles 2 -- python3 PROGRAM`: the temp dir and the results
+/// directory (also the record `examples::` checks the examples' names against).
+pub(super) fn exec_record() -> (tempfile::TempDir, PathBuf) {
     let out = tempfile::tempdir().expect("tempdir");
     let path = out.path().join("prog.py");
     std::fs::write(&path, PROGRAM).expect("write prog.py");
