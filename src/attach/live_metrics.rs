@@ -109,7 +109,8 @@ impl LiveMetrics {
             Err(_) => return,
         };
         // The collector's window, less the edges already kept as the first.
-        let skip = FIRST_EVENTS_KEPT.saturating_sub(collected.events_taken - collected.events.len());
+        let skip =
+            FIRST_EVENTS_KEPT.saturating_sub(collected.events_taken - collected.events.len());
         let events = self
             .first_events
             .iter()

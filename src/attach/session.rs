@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::live_metrics::{LiveMetrics, SharedState};
 use super::follow::{Follower, Rule};
 use super::header::Setup;
 use super::live::{LiveDir, MarkLine, MarkPhase};
+use super::live_metrics::{LiveMetrics, SharedState};
 use crate::export;
 use crate::metrics;
 use crate::metrics::measured::Measured;

@@ -50,7 +50,12 @@ pub fn run_with(
         "{}",
         console::summary_table_as(&measured.summary, output::view(args.how.console))
     )?;
-    output::finish_measured(out, &measured, &args.how.output, output::Measuring::Attached)
+    output::finish_measured(
+        out,
+        &measured,
+        &args.how.output,
+        output::Measuring::Attached,
+    )
 }
 
 /// What the flags ask, checked before the process is looked at: the

@@ -18,8 +18,8 @@ pub mod mark;
 pub mod model;
 pub mod output;
 pub mod report;
-pub mod watch;
 pub mod run;
+pub mod watch;
 
 /// How a command ended; `main` turns it into the process's exit code. Every
 /// command returns one (uv's `ExitStatus`), so main needs no per-command arm.

@@ -9,16 +9,23 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::ExitStatus;
+use crate::attach::live::{append_mark_as, MarkPhase};
 use crate::attach::live_metrics::SharedState;
+use crate::attach::proxy::{Proxy, ProxyHooks, Routes};
 use crate::cli::{AttachArgs, WatchArgs};
+use crate::drive::cycle::PresetArgs;
+use crate::drive::driver::after_answer;
 use crate::export::metrics_http;
 use crate::export::openmetrics::{self, OwnCost};
+use crate::protocol::Phase;
 
 /// `memrel watch` as the arguments ask.
 pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
@@ -41,18 +48,141 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         })
         .transpose()?;
     let state: Option<SharedState> = metrics.as_ref().map(|_| Arc::default());
+    let routes = routes(args)?;
     let attach = AttachArgs {
         pid,
         name: args.name.clone(),
         how: args.how.clone(),
     };
-    let mut start = |_dir: &Path| -> Result<Box<dyn std::any::Any>> {
+    let mut start = |dir: &Path| -> Result<Box<dyn std::any::Any>> {
         if let (Some(listener), Some(state)) = (metrics.as_ref(), state.as_ref()) {
             serve_metrics(listener.try_clone()?, state.clone())?;
         }
-        Ok(Box::new(()))
+        let (Some(listen), Some(routes)) = (args.proxy.as_deref(), routes.clone()) else {
+            return Ok(Box::new(()));
+        };
+        let hooks = Arc::new(MarkHooks {
+            dir: dir.to_path_buf(),
+            settle_s: args.settle_s,
+            marks: Arc::default(),
+        });
+        let proxy = Proxy::start(listen, &upstream(&args.url)?, routes, hooks)
+            .with_context(|| format!("--proxy {listen}"))?;
+        eprintln!(
+            "memrel: proxy at http://{} to {}, marking: {}",
+            proxy.local_addr(),
+            args.url,
+            proxy_routes_words(args)
+        );
+        Ok(Box::new(proxy))
     };
     super::attach::run_with(&attach, state.clone(), &mut start, out)
+}
+
+/// The requests --proxy marks: the preset's or the cycle file's; `None`
+/// without --proxy. Placeholders --model does not fill match any value.
+fn routes(args: &WatchArgs) -> Result<Option<Routes>> {
+    if args.proxy.is_none() {
+        if args.server.is_some() || args.cycle.is_some() {
+            bail!("--server and --cycle name the requests --proxy marks: add --proxy LISTEN");
+        }
+        return Ok(None);
+    }
+    let preset_args = PresetArgs {
+        sleep_level: None,
+        model: args.model.clone(),
+    };
+    let routes = match (&args.server, &args.cycle) {
+        (Some(name), _) => Routes::of_preset(name, &preset_args)?,
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("--cycle {}: cannot read it", file.display()))?;
+            Routes::of_text(&text, &preset_args)
+                .with_context(|| format!("--cycle {}", file.display()))?
+        }
+        (None, None) => bail!(
+            "--proxy marks the requests of a server's API: add --server NAME (vllm, vllm-tags, \
+             sglang, ollama, v2) or --cycle FILE"
+        ),
+    };
+    Ok(Some(routes))
+}
+
+/// `http://HOST:PORT` of --url (the proxy's upstream: no path, no TLS).
+fn upstream(url: &str) -> Result<String> {
+    let (host, port) = crate::drive::server::host_port(url)?;
+    Ok(format!("http://{host}:{port}"))
+}
+
+fn proxy_routes_words(args: &WatchArgs) -> String {
+    match (&args.server, &args.cycle) {
+        (Some(name), _) => format!("the {name} preset's requests"),
+        (_, Some(file)) => format!("the requests of {}", file.display()),
+        _ => String::new(),
+    }
+}
+
+/// Marks the edges of the requests the proxy forwards, through the live
+/// directory as `memrel mark` does: a request's begin before it is sent
+/// (the proxy waits for the edge's reading: its `held_s`), its end at the
+/// answer, then what follows the answer as under `memrel drive` (asleep
+/// after a sleep; after an unload or a wake a settle of --settle seconds,
+/// ended by the next mark if one comes first).
+struct MarkHooks {
+    dir: PathBuf,
+    settle_s: f64,
+    /// Marks taken so far: a settle ends only if none came after it.
+    marks: Arc<AtomicU64>,
+}
+
+impl MarkHooks {
+    fn mark(&self, phase: MarkPhase, model: Option<&str>, note: &str, holds: bool) -> u64 {
+        let taken = self.marks.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Err(e) = append_mark_as(&self.dir, phase, model, Some(note), holds) {
+            eprintln!(
+                "memrel: warning: --proxy: no {} edge for {note} ({e:#})",
+                phase.as_str()
+            );
+        }
+        taken
+    }
+}
+
+impl ProxyHooks for MarkHooks {
+    fn before(&self, phase: Phase, model: Option<&str>, request_line: &str) {
+        let note = format!("memrel watch --proxy: {request_line} sent");
+        self.mark(MarkPhase::Begin(phase), model, &note, true);
+    }
+
+    fn after(&self, phase: Phase, model: Option<&str>, request_line: &str, status: Option<u16>) {
+        let note = match status {
+            Some(status) => format!("memrel watch --proxy: {request_line} answered {status}"),
+            None => format!("memrel watch --proxy: {request_line} failed (the client got a 502)"),
+        };
+        self.mark(MarkPhase::End, model, &note, false);
+        let Some(next) = status.and(after_answer(phase)) else {
+            return;
+        };
+        let note = format!("memrel watch --proxy: after {request_line}");
+        let taken = self.mark(MarkPhase::Begin(next), model, &note, false);
+        if next != Phase::Settle {
+            return;
+        }
+        let (dir, settle_s, marks) = (self.dir.clone(), self.settle_s, self.marks.clone());
+        let model = model.map(str::to_string);
+        let note = format!("memrel watch --proxy: settled {settle_s} s after {request_line}");
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(settle_s));
+            if marks.load(Ordering::SeqCst) == taken {
+                let hooks = MarkHooks {
+                    dir,
+                    settle_s,
+                    marks,
+                };
+                hooks.mark(MarkPhase::End, model.as_deref(), &note, false);
+            }
+        });
+    }
 }
 
 /// Serves the state's OpenMetrics text on `listener` from a thread of its

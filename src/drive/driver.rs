@@ -719,7 +719,7 @@ fn settle_s(read: &[(f64, Readings)]) -> f64 {
 
 /// The phase that follows the answer: asleep after a sleep, settling after
 /// an unload or a wake (their edges read as the others).
-fn after_answer(phase: Phase) -> Option<Phase> {
+pub fn after_answer(phase: Phase) -> Option<Phase> {
     match phase {
         Phase::Sleep => Some(Phase::Asleep),
         Phase::Unload | Phase::Wake => Some(Phase::Settle),

@@ -26,7 +26,7 @@ pub(super) const VLLM_LIKE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/servers/vllm_like.py"
 );
-const OLLAMA_LIKE: &str = concat!(
+pub(super) const OLLAMA_LIKE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/servers/ollama_like.py"
 );

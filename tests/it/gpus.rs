@@ -31,10 +31,7 @@ fn runs_spread_over_two_gpus_run_in_parallel_and_join_into_one_record() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = spread_scenario(tmp.path(), "devices = [0, 1]\n");
     let out = tmp.path().join("out");
-    let mut child = run(&scenario)
-        .out(&out)
-        .env(NO_DEVICE_ENV, "1")
-        .spawn(true);
+    let mut child = run(&scenario).out(&out).env(NO_DEVICE_ENV, "1").spawn(true);
     // Two lanes at once: memrel has two children alive together at some
     // point (each run's settle keeps its worker up for 0.9 s, four runs).
     let mut most_at_once = 0;

@@ -8,11 +8,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
 use super::common::*;
-use super::drive::{start_server, stop, VLLM_LIKE};
+use super::drive::{start_server, stop, OLLAMA_LIKE, VLLM_LIKE};
 
 /// `memrel watch --dir DIR --interval-ms 20 ARGS…` started, with the
 /// address of its /metrics once it says it (stderr keeps being drained).
 fn start_watch(dir: &Path, args: &[&str]) -> (Child, String) {
+    let (watch, metrics, _) = start_watch_proxy(dir, args);
+    (watch, metrics)
+}
+
+/// [`start_watch`], and the address of its proxy where it has one.
+fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Option<String>) {
     let mut watch = memrel()
         .arg("watch")
         .arg("--dir")
@@ -27,22 +33,29 @@ fn start_watch(dir: &Path, args: &[&str]) -> (Child, String) {
     let stderr = watch.stderr.take().expect("stderr");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut addr = None;
+        let (mut addr, mut proxy) = (None, None);
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
             if let Some(at) = line.strip_prefix("memrel: OpenMetrics at http://") {
                 addr = Some(at.trim_end_matches("/metrics").to_string());
             }
+            if let Some(at) = line.strip_prefix("memrel: proxy at http://") {
+                proxy = at.split(' ').next().map(str::to_string);
+            }
             // Said once the directory is live: marks are taken from then on.
             if line.contains("mark phases with") {
-                let _ = tx.send(addr.take());
+                let _ = tx.send((addr.take(), proxy.take()));
             }
         }
     });
-    let addr = rx
+    let (addr, proxy) = rx
         .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("memrel watch says it measures")
-        .expect("memrel watch says where its /metrics is first");
-    (watch, addr)
+        .expect("memrel watch says it measures");
+    (
+        watch,
+        addr.expect("memrel watch says where its /metrics is first"),
+        proxy,
+    )
 }
 
 /// One scrape: each sample line's `name{labels}` and value.
@@ -79,7 +92,10 @@ fn post(port: u16, path: &str) {
     .expect("send");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("answer");
-    assert!(answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"), "{answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"),
+        "{answer}"
+    );
 }
 
 #[test]
@@ -132,5 +148,148 @@ fn a_watch_serves_each_closed_cycle_and_the_record_it_leaves_says_the_same() {
     assert!(
         (retained - recorded).abs() <= MIB,
         "served {retained} B, recorded {recorded} B"
+    );
+}
+
+/// SIGTERM to memrel watch; it must end with its results written.
+fn end_watch(watch: Child) {
+    let kill = Command::new("kill")
+        .arg("-TERM")
+        .arg(watch.id().to_string())
+        .status()
+        .expect("kill starts");
+    assert!(kill.success());
+    let output = watch.wait_with_output().expect("memrel watch ends");
+    assert!(output.status.success(), "{}", streams(&output));
+}
+
+/// Host memory's (cycle, retained, loaded) bytes per cycle in a summary.json.
+fn host_retained(dir: &Path) -> Vec<(u64, f64, f64)> {
+    let summary = summary(dir);
+    let host = &summary["runs"][0]["resources"][0];
+    assert_eq!(host["resource"], "host");
+    host["cycles"]
+        .as_array()
+        .expect("cycles")
+        .iter()
+        .map(|c| {
+            let cycle = c["cycle"].as_u64().expect("cycle");
+            let loaded = c["loaded_bytes"].as_f64().expect("loaded");
+            (
+                cycle,
+                c["retained_bytes"].as_f64().expect("retained"),
+                loaded,
+            )
+        })
+        .collect()
+}
+
+/// A server of `script` watched with --proxy (--server PRESET) while
+/// `memrel drive` drives it through the proxy: the watch sees the client's
+/// requests as edges, and what it serves and records of each cycle is what
+/// drive reports of the same cycle, within 1 MiB.
+fn watch_with_proxy_equals_drive(script: &str, server_args: &[&str], preset: &[&str]) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (server, port) = start_server(script, server_args);
+    let url = format!("http://127.0.0.1:{port}");
+    let watched = work.path().join("watch");
+    let mut args = vec![
+        "--url",
+        url.as_str(),
+        "--proxy",
+        "127.0.0.1:0",
+        "--settle",
+        "0.5",
+    ];
+    args.extend_from_slice(preset);
+    let (watch, metrics, proxy) = start_watch_proxy(&watched, &args);
+    let proxy = proxy.expect("memrel watch says where its proxy is");
+    let driven = work.path().join("drive");
+    let pid = server.id().to_string();
+    let proxy_url = format!("http://{proxy}");
+    let output = memrel()
+        .arg("drive")
+        .arg("--dir")
+        .arg(&driven)
+        .args([
+            "--url",
+            &proxy_url,
+            "--pid",
+            &pid,
+            "--cycles",
+            "2",
+            "--warmup-cycles",
+            "0",
+        ])
+        .args(["--settle", "0.5", "--interval-ms", "20"])
+        .args(preset)
+        .stdin(Stdio::null())
+        .output()
+        .expect("memrel drive starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    let mut served = scrape(&metrics);
+    wait_for("the watch serves the two cycles drive drove", || {
+        served = scrape(&metrics);
+        served.get("memrel_cycles_total") == Some(&2.0)
+    });
+    end_watch(watch);
+    stop(server);
+    // Every edge of the watch came from a request the proxy forwarded.
+    let notes: Vec<String> = csv_rows(&watched.join("events.csv"))
+        .iter()
+        .map(|e| e["note"].clone())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .all(|n| n.starts_with("memrel watch --proxy: ")),
+        "{notes:?}"
+    );
+    let watched_cycles = host_retained(&watched);
+    let driven_cycles = host_retained(&driven);
+    assert_eq!(watched_cycles.len(), 2, "{watched_cycles:?}");
+    assert_eq!(driven_cycles.len(), 2, "{driven_cycles:?}");
+    for ((wc, w, wl), (dc, d, dl)) in watched_cycles.iter().zip(&driven_cycles) {
+        assert_eq!(wc, dc, "the same cycle numbers");
+        assert!(
+            (w - d).abs() <= MIB,
+            "cycle {wc}: retained: watch {w} B, drive {d} B"
+        );
+        // The loaded server: its weights at least (96 or 128 MiB).
+        assert!(*dl > 96.0 * MIB, "cycle {dc}: drive read {dl} B loaded");
+        assert!(
+            (wl - dl).abs() <= MIB,
+            "cycle {wc}: loaded: watch {wl} B, drive {dl} B"
+        );
+    }
+    let (_, last, _) = driven_cycles[1];
+    let series = served
+        .iter()
+        .find(|(k, _)| {
+            k.starts_with("memrel_cycle_retained_bytes{") && k.contains("resource=\"host\"")
+        })
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no host retained series: {served:?}"));
+    assert!(
+        (series - last).abs() <= MIB,
+        "served {series} B, drive {last} B"
+    );
+}
+
+#[test]
+fn a_watch_with_proxy_sees_a_vllm_clients_sleeps_and_equals_drive() {
+    watch_with_proxy_equals_drive(
+        VLLM_LIKE,
+        &["--weights-mib", "96", "--kv-mib", "64"],
+        &["--server", "vllm"],
+    );
+}
+
+#[test]
+fn a_watch_with_proxy_sees_an_ollama_clients_loads_and_unloads_and_equals_drive() {
+    watch_with_proxy_equals_drive(
+        OLLAMA_LIKE,
+        &["--model-mib", "128"],
+        &["--server", "ollama", "--model", "tiny"],
     );
 }
