@@ -96,3 +96,26 @@ fn the_name_scan_finds_names_and_skips_longer_words() {
         ["memrel_asleep", "memrel_cycles_total"]
     );
 }
+
+/// The sidecar's `memrel` arguments in the Kubernetes example are a command
+/// line this memrel takes (a flag renamed or removed fails here).
+#[test]
+fn the_sidecars_memrel_command_line_parses() {
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes/vllm-memrel.yaml");
+    let text = std::fs::read_to_string(&manifest).expect("the manifest");
+    let from = text.find("- name: memrel").expect("the memrel container");
+    let args_at = from + text[from..].find("args:").expect("its args");
+    let mut argv = vec!["memrel".to_string()];
+    for line in text[args_at..].lines().skip(1) {
+        let Some(arg) = line.trim().strip_prefix("- ") else {
+            break;
+        };
+        argv.push(arg.trim_matches('"').to_string());
+    }
+    assert_eq!(argv.get(1).map(String::as_str), Some("watch"), "{argv:?}");
+    use clap::Parser;
+    if let Err(e) = memrel::cli::Cli::try_parse_from(&argv) {
+        panic!("{argv:?}: {e}");
+    }
+}
