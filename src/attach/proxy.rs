@@ -120,8 +120,9 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Reading a request the client began sending, writing to a client.
 const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long [`Proxy::stop`] waits for exchanges in flight to end.
-pub const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long [`Proxy::stop`] waits for exchanges in flight to end: short,
+/// so that memrel stops within a second of SIGINT or SIGTERM.
+pub const STOP_GRACE: Duration = Duration::from_millis(500);
 /// Added times kept for the median.
 const ADDED_KEPT: usize = 1024;
 const RELAY_BUFFER_BYTES: usize = 64 * 1024;
@@ -709,7 +710,7 @@ impl Proxy {
             let cut = self.shared.active.load(Ordering::SeqCst);
             eprintln!(
                 "memrel: proxy: stopping with {cut} exchange(s) still in flight after {} s: their connections are closed",
-                STOP_GRACE.as_secs()
+                STOP_GRACE.as_secs_f64()
             );
             for socket in lock(&self.shared.open).values().flatten() {
                 let _ = socket.shutdown(Shutdown::Both);

@@ -129,14 +129,7 @@ fn a_watch_serves_each_closed_cycle_and_the_record_it_leaves_says_the_same() {
     assert!(host > 100.0 * MIB, "the server holds its weights: {host}");
     let retained = served["memrel_cycle_retained_bytes{resource=\"host\"}"];
 
-    let kill = Command::new("kill")
-        .arg("-TERM")
-        .arg(watch.id().to_string())
-        .status()
-        .expect("kill starts");
-    assert!(kill.success());
-    let output = watch.wait_with_output().expect("memrel watch ends");
-    assert!(output.status.success(), "{}", streams(&output));
+    end_watch(watch);
     stop(server);
     // What was served is what the record says of the same cycle.
     let summary = summary(&dir);
@@ -292,4 +285,43 @@ fn a_watch_with_proxy_sees_an_ollama_clients_loads_and_unloads_and_equals_drive(
         &["--model-mib", "128"],
         &["--server", "ollama", "--model", "tiny"],
     );
+}
+
+/// SIGTERM stops a watch whose proxy has a request in flight to a server
+/// that never answers it: the proxy waits half a second for it (the client
+/// then gets its connection closed), never the request's own timeout.
+#[test]
+fn sigterm_stops_a_watch_whose_proxy_waits_on_a_hung_request() {
+    let work = tempfile::tempdir().expect("tempdir");
+    // An upstream that takes requests and never answers.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = hung.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in hung.incoming().map_while(Result::ok) {
+            held.push(stream);
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}");
+    let pid = std::process::id().to_string();
+    let args = [
+        "--url",
+        &url,
+        "--pid",
+        &pid,
+        "--proxy",
+        "127.0.0.1:0",
+        "--server",
+        "vllm",
+    ];
+    let (watch, _, proxy) = start_watch_proxy(&work.path().join("watch"), &args);
+    let proxy = proxy.expect("memrel watch says where its proxy is");
+    let mut client = std::net::TcpStream::connect(&proxy).expect("connect to the proxy");
+    write!(client, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let asked = std::time::Instant::now();
+    end_watch(watch);
+    let took_s = asked.elapsed().as_secs_f64();
+    // 0.5 s of grace and the results written; the old 5 s grace fails here.
+    assert!(took_s < 4.0, "memrel watch took {took_s:.2} s to stop");
 }
