@@ -38,7 +38,7 @@ use crate::session::Collected;
 pub const SAMPLES_KEPT: usize = 20_000;
 
 /// The first edges kept for good: the baseline is among them.
-pub const FIRST_EVENTS_KEPT: usize = 64;
+pub const FIRST_EVENTS_KEPT: usize = 16;
 
 /// At most this many edges of the models' last cycles are kept (the oldest
 /// dropped): a cycle is a handful of edges.

@@ -23,7 +23,7 @@ const EVENTS_KEPT: usize = 1024;
 /// timed from its begin, among the latest few edges (a mark ends the phase
 /// the one before began), so a watch of days keeps its memory flat
 /// (`attach::live_metrics` keeps the cycles /metrics serves itself).
-const MARK_EVENTS_KEPT: usize = 128;
+const MARK_EVENTS_KEPT: usize = 32;
 
 /// How many bad channel lines are quoted in the run's error (all are counted).
 const PROTOCOL_ERRORS_QUOTED: usize = 3;
