@@ -228,7 +228,20 @@ pub struct WatchArgs {
     /// The name its results go under (<OUT>/<NAME>/<timestamp>).
     #[arg(long, default_value = "watch")]
     pub name: String,
-    /// How long a server -- CMD starts may take to listen on --url's port.
+    #[command(flatten)]
+    pub ready: ReadyTimeout,
+    #[command(flatten)]
+    pub how: MeasureArgs,
+    /// The server's command, after `--`: memrel starts it (its output in server.log), watches it until it exits or memrel gets SIGINT/SIGTERM, then stops it.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// How long a server memrel waits on may take to be up: drive's and
+/// watch's `--ready-timeout`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ReadyTimeout {
+    /// How long the server may take to be up: to answer its readiness GET (drive), to listen on --url's port (watch -- CMD).
     #[arg(
         long = "ready-timeout",
         value_name = "SECONDS",
@@ -236,11 +249,6 @@ pub struct WatchArgs {
         value_parser = seconds("--ready-timeout")
     )]
     pub ready_timeout_s: f64,
-    #[command(flatten)]
-    pub how: MeasureArgs,
-    /// The server's command, after `--`: memrel starts it (its output in server.log), watches it until it exits or memrel gets SIGINT/SIGTERM, then stops it.
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -282,14 +290,8 @@ pub struct DriveArgs {
     /// Seconds memory is read after each answer (a request's own settle_s wins).
     #[arg(long = "settle", value_name = "SECONDS", default_value_t = 2.0, value_parser = seconds("--settle"))]
     pub settle_s: f64,
-    /// How long the server may take to answer its readiness GET.
-    #[arg(
-        long = "ready-timeout",
-        value_name = "SECONDS",
-        default_value_t = 600.0,
-        value_parser = seconds("--ready-timeout")
-    )]
-    pub ready_timeout_s: f64,
+    #[command(flatten)]
+    pub ready: ReadyTimeout,
     /// How long a request may take before it fails (a cycle file's own timeout_s wins).
     #[arg(
         long = "request-timeout",

@@ -55,6 +55,7 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let state: Option<SharedState> = metrics.as_ref().map(|_| Arc::default());
     let routes = routes(args)?;
     let attach = AttachArgs {
+        // Unread: `run_with` takes the pid below (`None`: -- CMD's).
         pid: pid.unwrap_or_default(),
         name: args.name.clone(),
         how: args.how.clone(),
@@ -122,7 +123,7 @@ fn start_server(args: &WatchArgs, dir: &Path) -> Result<StartedServer> {
     if let Some(url) = args.url.as_deref() {
         server
             .0
-            .wait_listening(url, args.ready_timeout_s, "--ready-timeout", &log)?;
+            .wait_listening(url, args.ready.ready_timeout_s, "--ready-timeout", &log)?;
     }
     Ok(server)
 }
