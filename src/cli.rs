@@ -193,6 +193,9 @@ pub struct MeasureArgs {
     /// Write the results into exactly this directory (created; must be new or empty) instead of <OUT>/<NAME>/<timestamp>.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Keep the samples on disk under SIZE (e.g. 1GiB, 500MB; at least 4MiB): samples.csv is rotated at a quarter of it (the part before the last removed); `memrel watch` also removes its older segments' samples under <OUT>/<NAME>, oldest first, beyond half of it. Edges, cycles and summaries are kept.
+    #[arg(long = "max-disk", value_name = "SIZE", value_parser = disk_bytes)]
+    pub max_disk_bytes: Option<u64>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -652,6 +655,20 @@ fn seconds(
         Ok(s) => Err(format!("{flag} {s} must be a number of seconds, 0 or more")),
         Err(_) => Err(format!(
             "{flag} {text:?} must be a number of seconds, 0 or more"
+        )),
+    }
+}
+
+/// `--max-disk`: a size (`1GiB`, `500MB`, `1048576`), at least 4 MiB.
+fn disk_bytes(text: &str) -> Result<u64, String> {
+    const LEAST_BYTES: u64 = 4 << 20;
+    match parse_size::parse_size(text.trim()) {
+        Ok(bytes) if bytes >= LEAST_BYTES => Ok(bytes),
+        Ok(_) => Err(format!(
+            "--max-disk {text}: too small to hold a sample file's parts: give 4MiB or more"
+        )),
+        Err(_) => Err(format!(
+            "--max-disk {text:?} is not a size: write it as 1GiB, 500MB or a number of bytes"
         )),
     }
 }

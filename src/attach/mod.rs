@@ -14,6 +14,7 @@ pub mod header;
 pub mod live;
 pub mod live_metrics;
 pub mod proxy;
+pub mod segments;
 pub mod session;
 pub mod target;
 pub mod watch;

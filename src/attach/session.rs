@@ -51,8 +51,11 @@ pub struct Job<'a> {
     pub dir: PathBuf,
     /// Marks taken by memrel itself (`memrel drive`), step by step in the loop.
     pub driver: Option<&'a mut dyn Driver>,
-    /// The OpenMetrics state to keep current (`memrel watch --metrics`).
+    /// The OpenMetrics state to keep current (`memrel watch`), and its
+    /// closed cycles written to cycles.csv.
     pub metrics: Option<SharedState>,
+    /// samples.csv is rotated at this size (`--max-disk`).
+    pub sample_part_bytes: Option<u64>,
 }
 
 /// A source of marks inside memrel: the loop calls `step` once a tick
@@ -128,6 +131,9 @@ pub fn measure(mut job: Job) -> Result<Measured> {
     let mut meta = RunMeta::planned(1, job.setup.strategy, 1);
     meta.pid = pid;
     let mut live = LiveRun::begin(&dir, &record, &meta).with_context(cannot_write)?;
+    if let Some(part_bytes) = job.sample_part_bytes {
+        live.rotate_samples_at(part_bytes)?;
+    }
     let mut marks = LiveDir::open(&dir, pid)?;
     let (vram, vram_missing) = vram_probe(device.is_cuda());
     if let Some(why) = vram_missing {
@@ -142,7 +148,7 @@ pub fn measure(mut job: Job) -> Result<Measured> {
     let mut live_metrics = job
         .metrics
         .clone()
-        .map(|state| LiveMetrics::new(state, record.header.clone(), meta.clone()));
+        .map(|state| LiveMetrics::new(state, record.header.clone(), meta.clone(), &dir));
     let writer = live
         .samples
         .writer()

@@ -111,6 +111,12 @@ fn options(args: &AttachArgs) -> Result<AttachOptions> {
     })
 }
 
+/// Under `--max-disk`, samples.csv and its rotated part take a quarter of
+/// the cap each (a watch's older segments the other half).
+pub fn sample_part_bytes(max_disk_bytes: u64) -> u64 {
+    max_disk_bytes / 4
+}
+
 /// Measures `target` into `dir` until it exits, `--duration` passes or a
 /// signal comes.
 fn measure(
@@ -146,6 +152,7 @@ fn measure(
         dir,
         driver: None,
         metrics,
+        sample_part_bytes: args.how.max_disk_bytes.map(sample_part_bytes),
     };
     session::measure(job)
 }

@@ -23,6 +23,7 @@ use super::ExitStatus;
 use crate::attach::live::{append_mark_as, MarkPhase};
 use crate::attach::live_metrics::SharedState;
 use crate::attach::proxy::{Proxy, ProxyHooks, Routes};
+use crate::attach::segments;
 use crate::cli::{AttachArgs, WatchArgs};
 use crate::drive::cycle::PresetArgs;
 use crate::drive::driver::after_answer;
@@ -52,7 +53,8 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
                 .with_context(|| format!("--metrics {listen}: cannot listen there"))
         })
         .transpose()?;
-    let state: Option<SharedState> = metrics.as_ref().map(|_| Arc::default());
+    // Kept whether served or not: cycles.csv is written from it.
+    let state: SharedState = Arc::default();
     let routes = routes(args)?;
     let attach = AttachArgs {
         // Unread: `run_with` takes the pid below (`None`: -- CMD's).
@@ -61,8 +63,9 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         how: args.how.clone(),
     };
     let mut start = |dir: &Path| -> Result<Begun> {
+        go_on_from_earlier_segments(args, dir, &state)?;
         let server = pid.is_none().then(|| start_server(args, dir)).transpose()?;
-        if let (Some(listener), Some(state)) = (metrics.as_ref(), state.as_ref()) {
+        if let Some(listener) = metrics.as_ref() {
             serve_metrics(listener.try_clone()?, state.clone())?;
         }
         let proxy = match (args.proxy.as_deref(), routes.clone()) {
@@ -75,7 +78,7 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
         let keep = Box::new((server, proxy));
         Ok(Begun { keep, pid })
     };
-    super::attach::run_with(&attach, pid, state.clone(), &mut start, out)
+    super::attach::run_with(&attach, pid, Some(state.clone()), &mut start, out)
 }
 
 /// The running server --pid or --url names; `None`: -- CMD starts it.
@@ -160,6 +163,33 @@ fn start_proxy(
         proxy_routes_words(args)
     );
     Ok(proxy)
+}
+
+/// A watch under `--out` is a segment among `<OUT>/<NAME>/`'s: it goes on
+/// from the newest earlier one's closed cycles (`attach::segments`), and
+/// under `--max-disk` the older segments' samples are cut to half the cap.
+/// A watch into `--dir` (new or empty) starts afresh.
+fn go_on_from_earlier_segments(args: &WatchArgs, dir: &Path, state: &SharedState) -> Result<()> {
+    let Some(parent) = dir.parent().filter(|_| args.how.dir.is_none()) else {
+        return Ok(());
+    };
+    if let Some(cap_bytes) = args.how.max_disk_bytes {
+        segments::prune_older_samples(parent, dir, cap_bytes / 2)?;
+    }
+    let carried = segments::carried_from(parent, dir)?;
+    if let Some(from) = &carried.from {
+        eprintln!(
+            "memrel: going on from {}: {} cycles, {} sleeps, {} wakes closed there",
+            from.display(),
+            carried.state.cycles_total,
+            carried.state.sleeps_total,
+            carried.state.wakes_total
+        );
+        if let Ok(mut shared) = state.lock() {
+            *shared = carried.state;
+        }
+    }
+    Ok(())
 }
 
 /// The requests --proxy marks: the preset's or the cycle file's; `None`

@@ -195,6 +195,7 @@ impl One<'_> {
             options.interval_ms
         );
         let job = Job {
+            sample_part_bytes: None,
             setup: Setup {
                 // The same text every drive of the server (no pid), so a
                 // check against a baseline of it does not warn that its

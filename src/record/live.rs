@@ -72,6 +72,23 @@ pub struct SampleWriter {
     last: Option<Sample>,
     /// Where the latest samples also go (`memrel watch`'s live metrics).
     tap: Option<SampleTap>,
+    /// Rotates the files at a size (`--max-disk`).
+    rotation: Option<Rotation>,
+}
+
+/// samples.csv's rotated part: when samples.csv reaches its part's size
+/// under `--max-disk`, it is moved here (the part before it removed) and
+/// a new samples.csv begins.
+pub const SAMPLES_ROTATED_FILE: &str = "samples.rotated.csv";
+
+/// gpu_processes.csv's rotated part, as [`SAMPLES_ROTATED_FILE`].
+pub const GPU_PROCESSES_ROTATED_FILE: &str = "gpu_processes.rotated.csv";
+
+/// Where a writer's files are and the size at which each is rotated.
+#[derive(Debug, Clone)]
+struct Rotation {
+    samples: PathBuf,
+    part_bytes: u64,
 }
 
 /// The latest samples, shared with a reader while the sampler writes
@@ -114,6 +131,7 @@ impl SampleWriter {
             processes: ProcessLog::Closed(None),
             last: None,
             tap: None,
+            rotation: None,
         }
     }
 
@@ -186,10 +204,53 @@ impl SampleWriter {
         if written.is_ok() && sample.t_s - self.flushed_at_s >= FLUSH_EVERY_S {
             self.flushed_at_s = sample.t_s;
             written = self.csv.flush().map_err(|e| e.to_string());
+            if written.is_ok() {
+                written = self.rotate_if_full(sample.t_s);
+            }
         }
         if let Err(e) = written {
             self.error = Some(e);
         }
+    }
+
+    /// Under `--max-disk`: a file that reached its part's size (flushed) is
+    /// moved to its rotated name and begun again.
+    fn rotate_if_full(&mut self, t_s: f64) -> Result<(), String> {
+        let Some(rotation) = self.rotation.clone() else {
+            return Ok(());
+        };
+        let full =
+            |path: &Path| std::fs::metadata(path).is_ok_and(|m| m.len() >= rotation.part_bytes);
+        let dir = rotation.samples.parent().unwrap_or(Path::new("."));
+        if full(&rotation.samples) {
+            let moved = dir.join(SAMPLES_ROTATED_FILE);
+            let begun = std::fs::rename(&rotation.samples, &moved)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| write_header_if_new(&rotation.samples, &SAMPLE_COLUMNS))
+                .and_then(|()| append(&rotation.samples))
+                .map_err(|e| {
+                    format!(
+                        "--max-disk: cannot rotate {}: {e:#}",
+                        rotation.samples.display()
+                    )
+                })?;
+            self.csv = csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(Box::new(BufWriter::with_capacity(1 << 16, begun)));
+            eprintln!(
+                "memrel: --max-disk: samples until {t_s:.1} s moved to {SAMPLES_ROTATED_FILE} (the part before it removed)"
+            );
+        }
+        let processes = dir.join(GPU_PROCESSES_FILE);
+        if matches!(self.processes, ProcessLog::Open(_)) && full(&processes) {
+            if let ProcessLog::Open(csv) = &mut self.processes {
+                csv.flush().map_err(|e| e.to_string())?;
+            }
+            std::fs::rename(&processes, dir.join(GPU_PROCESSES_ROTATED_FILE))
+                .map_err(|e| format!("--max-disk: cannot rotate {}: {e}", processes.display()))?;
+            self.processes = ProcessLog::Closed(Some(processes));
+        }
+        Ok(())
     }
 
     /// Flushes what is buffered; the first error of the writer, if any.
@@ -222,6 +283,8 @@ pub struct SampleTarget {
     path: PathBuf,
     meta: RunMeta,
     phase: LivePhase,
+    /// Each file's part size under `--max-disk` (see [`SampleTarget::rotate_at`]).
+    part_bytes: Option<u64>,
 }
 
 impl SampleTarget {
@@ -234,7 +297,31 @@ impl SampleTarget {
         );
         writer.processes =
             ProcessLog::Closed(self.path.parent().map(|dir| dir.join(GPU_PROCESSES_FILE)));
+        writer.rotation = self.part_bytes.map(|part_bytes| Rotation {
+            samples: self.path.clone(),
+            part_bytes,
+        });
         Ok(writer)
+    }
+
+    /// Rotates samples.csv (and gpu_processes.csv) when it reaches
+    /// `part_bytes`: a file holds at most about that, its rotated part as
+    /// much, older samples are removed. Only for a file of this run alone
+    /// (`memrel watch` and `attach` measure into a new directory).
+    fn rotate_at(&mut self, part_bytes: u64, samples_from_byte: u64) -> Result<()> {
+        let header_bytes = {
+            let mut header = csv::Writer::from_writer(Vec::new());
+            header.write_record(SAMPLE_COLUMNS)?;
+            header.into_inner()?.len() as u64
+        };
+        if samples_from_byte != header_bytes {
+            bail!(
+                "--max-disk: {} holds other runs' samples: rotate only a new directory's",
+                self.path.display()
+            );
+        }
+        self.part_bytes = Some(part_bytes);
+        Ok(())
     }
 }
 
@@ -293,6 +380,7 @@ impl LiveRun {
                 path: samples_path,
                 meta: meta.clone(),
                 phase: phase.clone(),
+                part_bytes: None,
             },
             events: EventLog {
                 csv: csv::WriterBuilder::new()
@@ -306,6 +394,12 @@ impl LiveRun {
             dir: dir.to_path_buf(),
             samples_from_byte,
         })
+    }
+
+    /// Rotates the run's sample files at `part_bytes` each (`--max-disk`):
+    /// only a directory that holds this run alone.
+    pub fn rotate_samples_at(&mut self, part_bytes: u64) -> Result<()> {
+        self.samples.rotate_at(part_bytes, self.samples_from_byte)
     }
 
     /// Reads the run's events back from events.csv into `run.events` (the

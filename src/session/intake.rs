@@ -19,6 +19,12 @@ use crate::worker::command::CycleNumbering;
 /// an end edge from its begin); all of them are on disk.
 const EVENTS_KEPT: usize = 1024;
 
+/// As many for marks (`memrel attach`, `watch`, `drive`): a mark's end is
+/// timed from its begin, among the latest few edges (a mark ends the phase
+/// the one before began), so a watch of days keeps its memory flat
+/// (`attach::live_metrics` keeps the cycles /metrics serves itself).
+const MARK_EVENTS_KEPT: usize = 128;
+
 /// How many bad channel lines are quoted in the run's error (all are counted).
 const PROTOCOL_ERRORS_QUOTED: usize = 3;
 
@@ -96,6 +102,8 @@ pub struct Collected {
     pub(crate) protocol_error_count: usize,
     /// The view keys a program sent that are no view (warned about once).
     pub(crate) bad_view_keys: BTreeSet<String>,
+    /// At most this many of the latest edges are kept (0: [`EVENTS_KEPT`]).
+    pub(crate) events_kept: usize,
 }
 
 impl Collected {
@@ -108,6 +116,7 @@ impl Collected {
                 environment_checked: true,
                 failed_checks: Vec::new(),
             }),
+            events_kept: MARK_EVENTS_KEPT,
             ..Collected::default()
         }
     }
@@ -156,8 +165,12 @@ impl Collected {
         on_event(&event);
         self.events_taken += 1;
         self.released |= event.edge.phase == Phase::Release && event.edge.edge == Edge::End;
-        if self.events.len() >= EVENTS_KEPT {
-            self.events.drain(..EVENTS_KEPT / 2);
+        let kept = match self.events_kept {
+            0 => EVENTS_KEPT,
+            n => n,
+        };
+        if self.events.len() >= kept {
+            self.events.drain(..kept / 2);
         }
         self.events.push(event);
     }

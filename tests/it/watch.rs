@@ -59,7 +59,7 @@ fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Option<String
 }
 
 /// One scrape: each sample line's `name{labels}` and value.
-fn scrape(addr: &str) -> HashMap<String, f64> {
+pub(super) fn scrape(addr: &str) -> HashMap<String, f64> {
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to /metrics");
     write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
     let mut text = String::new();
@@ -73,7 +73,7 @@ fn scrape(addr: &str) -> HashMap<String, f64> {
         .collect()
 }
 
-fn mark(dir: &Path, phase: &str) {
+pub(super) fn mark(dir: &Path, phase: &str) {
     let output = memrel()
         .arg("mark")
         .arg(dir)
@@ -83,7 +83,7 @@ fn mark(dir: &Path, phase: &str) {
     assert!(output.status.success(), "{}", streams(&output));
 }
 
-fn post(port: u16, path: &str) {
+pub(super) fn post(port: u16, path: &str) {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     write!(
         stream,
@@ -145,7 +145,7 @@ fn a_watch_serves_each_closed_cycle_and_the_record_it_leaves_says_the_same() {
 }
 
 /// SIGTERM to memrel watch; it must end with its results written.
-fn end_watch(watch: Child) {
+pub(super) fn end_watch(watch: Child) {
     let kill = Command::new("kill")
         .arg("-TERM")
         .arg(watch.id().to_string())
