@@ -41,7 +41,8 @@ pub enum Command {
     /// Measure a running process memrel did not start (and its descendants) until it exits, Ctrl-C or --duration.
     #[command(after_help = ATTACH_HELP_END)]
     Attach(AttachArgs),
-    /// Watch a running model server for as long as it runs: attach with no end of its own, OpenMetrics at /metrics (--metrics), edges from the requests it forwards (--proxy).
+    /// Watch a model server for as long as it runs (--pid, --url's listener, or started with -- CMD): attach with no end of its own, OpenMetrics at /metrics (--metrics), edges from the requests it forwards (--proxy).
+    #[command(after_help = WATCH_HELP_END)]
     Watch(WatchArgs),
     /// Drive a model server over its own HTTP API (sleep/wake, load/unload) and measure every request's memory.
     #[command(after_help = DRIVE_HELP_END)]
@@ -86,6 +87,8 @@ const EXEC_HELP_END: &str = "Examples:\n  memrel exec -- python3 serve.py --port
 const ATTACH_HELP_END: &str = "Examples:\n  memrel attach 12345\n  memrel attach --dir /tmp/serve-mem --duration 600 12345      # then, in another shell:\n  memrel mark /tmp/serve-mem load; memrel mark /tmp/serve-mem unload; memrel mark /tmp/serve-mem end\n  memrel attach --log serve.log --mark-on 'Loading model=load' --mark-on 'Model unloaded=unload' 12345\n\nA mark begins its phase and ends the one marked before (`end` ends it). SIGINT or SIGTERM ends the\nmeasurement, writes the results and exits 0. `memrel report`, `compare` and `check` read the results\ndirectory like a run's (docs/attach.md).";
 
 const DRIVE_HELP_END: &str = "Examples:\n  memrel drive --server vllm --sleep-level 1 --url http://127.0.0.1:8000 --cycles 3\n  memrel drive --server ollama --model llama3.2 --url http://127.0.0.1:11434\n  memrel drive --server v2 --model iris --url http://127.0.0.1:8080 -- mlserver start models/\n  memrel drive --cycle my-server.toml --url http://127.0.0.1:9000 -- python3 serve.py --port 9000\n  memrel drive --server vllm --repeat 3 --save-baseline main -- vllm serve MODEL --enable-sleep-mode\n  memrel drive --server vllm --budget max_retained_mib=512 --dir out -- vllm serve MODEL --enable-sleep-mode\n  memrel check --baseline main out      # exit 1: more retained than the baseline, or over a budget\n\nWithout --pid or -- CMD it measures the process listening on the URL's port. Writes a run's\nresults directory plus requests.csv (memory at send, answer and settled, late bytes, back to the\nlevel before the load) and processes.csv (docs/servers.md). --repeat N makes N runs in one results directory (each\nrepeat-K/ holds its requests.csv); budgets (--budget, a cycle file's [thresholds]) are kept for\n`memrel check`.\n\nExit codes: 0 every request answered as expected, 2 error (what was measured is kept), 130/143\nstopped by Ctrl-C/SIGTERM (the run recorded as stopped early).";
+
+const WATCH_HELP_END: &str = "Examples:\n  memrel watch --url http://127.0.0.1:8000 --metrics 0.0.0.0:9464   # the listener on :8000\n  memrel watch --pid 12345 --url http://127.0.0.1:8000 --proxy 0.0.0.0:8001 --server vllm\n  memrel watch --url http://127.0.0.1:8000 --proxy 0.0.0.0:8001 --server vllm \\\n      -- vllm serve MODEL --enable-sleep-mode\n\nThe server is named one way: --pid, -- CMD (memrel starts it, its output in server.log, waits until\nit listens on --url's port where --url is given, and stops it at the end: SIGTERM to its process\ngroup, SIGKILL half a second later), or --url alone (the process listening on its port). It ends\nwhen the server exits (its exit status in the header's `ended`) or at SIGINT/SIGTERM: results\nwritten, exit 0 (docs/attach.md).";
 
 const MARK_HELP_END: &str = "Examples:\n  memrel mark /tmp/serve-mem load --model bert\n  memrel mark /tmp/serve-mem unload --model bert\n  memrel mark /tmp/serve-mem end      # ends the phase marked last\n\nExit codes: 0 marked, 2 error (no live measurement in DIR, unknown phase).";
 
@@ -201,12 +204,12 @@ pub struct MeasureArgs {
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// The process to measure (default: the one listening on --url's port).
+    /// The running process to measure (default: the one -- CMD starts, else the one listening on --url's port).
     #[arg(long)]
     pub pid: Option<u32>,
-    /// The server's base URL: its process is the one listening on its port, and --proxy forwards to it.
-    #[arg(long, default_value = "http://127.0.0.1:8000")]
-    pub url: String,
+    /// The server's base URL (default http://127.0.0.1:8000): without --pid or -- CMD its process is the one listening on its port; --proxy forwards to it; a server -- CMD starts is waited for until it listens there.
+    #[arg(long)]
+    pub url: Option<String>,
     /// Serve OpenMetrics at http://LISTEN/metrics (e.g. 0.0.0.0:9464) while it measures: current bytes, each model's last cycle, counters, memrel's own cost (docs/metrics.md).
     #[arg(long, value_name = "LISTEN")]
     pub metrics: Option<String>,
@@ -229,7 +232,26 @@ pub struct WatchArgs {
     #[arg(long, default_value = "watch")]
     pub name: String,
     #[command(flatten)]
+    pub ready: ReadyTimeout,
+    #[command(flatten)]
     pub how: MeasureArgs,
+    /// The server's command, after `--`: memrel starts it (its output in server.log), watches it until it exits or memrel gets SIGINT/SIGTERM, then stops it.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// How long a server memrel waits on may take to be up: drive's and
+/// watch's `--ready-timeout`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ReadyTimeout {
+    /// How long the server may take to be up: to answer its readiness GET (drive), to listen on --url's port (watch -- CMD).
+    #[arg(
+        long = "ready-timeout",
+        value_name = "SECONDS",
+        default_value_t = 600.0,
+        value_parser = seconds("--ready-timeout")
+    )]
+    pub ready_timeout_s: f64,
 }
 
 #[derive(Debug, Args)]
@@ -271,14 +293,8 @@ pub struct DriveArgs {
     /// Seconds memory is read after each answer (a request's own settle_s wins).
     #[arg(long = "settle", value_name = "SECONDS", default_value_t = 2.0, value_parser = seconds("--settle"))]
     pub settle_s: f64,
-    /// How long the server may take to answer its readiness GET.
-    #[arg(
-        long = "ready-timeout",
-        value_name = "SECONDS",
-        default_value_t = 600.0,
-        value_parser = seconds("--ready-timeout")
-    )]
-    pub ready_timeout_s: f64,
+    #[command(flatten)]
+    pub ready: ReadyTimeout,
     /// How long a request may take before it fails (a cycle file's own timeout_s wins).
     #[arg(
         long = "request-timeout",

@@ -106,7 +106,8 @@ pub trait Marks {
 
 /// Why the measurement ended.
 enum Ended {
-    Exited,
+    /// How it ended, where memrel started it (`Target::exit`).
+    Exited(Option<String>),
     Duration,
     Signal(i32),
     Driven,
@@ -209,7 +210,7 @@ pub fn measure(mut job: Job) -> Result<Measured> {
     match (&ended, stopped.last.as_ref()) {
         // The process is gone: a phase still open closes on its last
         // reading while alive (the last sample), never on 0.
-        (Ended::Exited, Some(last)) => marker.close_on_sample(last, "the process exited"),
+        (Ended::Exited(_), Some(last)) => marker.close_on_sample(last, "the process exited"),
         _ => marker.close_open(end_s, "the measurement ended"),
     }
     let cycles = marker.collected.max_cycle().max(1);
@@ -292,7 +293,7 @@ fn run_until_end(
             continue;
         }
         if !target.alive() {
-            return Ended::Exited;
+            return Ended::Exited(target.exit());
         }
         if let Some(sig) = signals::received() {
             return Ended::Signal(sig);
@@ -366,7 +367,7 @@ fn write_results(
 /// short by a signal or that failed marks the run so in `meta`.
 fn ended_why(ended: Ended, pid: u32, end_s: f64, driven: bool, meta: &mut RunMeta) -> String {
     match ended {
-        Ended::Exited => format!("process {pid} exited"),
+        Ended::Exited(exit) => format!("process {pid} {}", exit.as_deref().unwrap_or("exited")),
         Ended::Duration => format!("--duration {:.3} s passed", end_s),
         // A drive a signal cut short is stopped early (an attach ends so).
         Ended::Signal(sig) if driven => {

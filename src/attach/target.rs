@@ -4,7 +4,9 @@
 //!
 //! It is not memrel's child, so there is no `waitpid`: it has ended when
 //! /proc/PID is gone, is a zombie, or belongs to another process that got the
-//! same pid (its start time differs). Nothing here samples memory.
+//! same pid (its start time differs). One memrel started (`memrel watch --
+//! CMD`) stays a zombie until memrel reaps it: its exit status is read there
+//! ([`Target::exit`]). Nothing here samples memory.
 
 use std::path::Path;
 
@@ -78,6 +80,18 @@ impl Target {
         Stat::read(self.pid).is_ok_and(|s| !s.gone() && s.start_ticks == self.start_ticks)
     }
 
+    /// How it ended, where memrel started it and has not reaped it yet
+    /// (`memrel watch -- CMD`): its zombie's exit status (/proc/PID/stat,
+    /// as `waitpid` gives it) in words, `exited 3`; `None` while it runs, or
+    /// for a process memrel is not the parent of.
+    pub fn exit(&self) -> Option<String> {
+        use std::os::unix::process::ExitStatusExt;
+        let stat = Stat::read(self.pid).ok()?;
+        let ours = stat.parent == std::process::id() && stat.start_ticks == self.start_ticks;
+        let raw = stat.exit_code.filter(|_| ours && stat.state == 'Z')?;
+        Some(exit_words(std::process::ExitStatus::from_raw(raw)))
+    }
+
     /// The kernel's peak resident memory of the process since it started
     /// (VmHWM), while it runs.
     pub fn vm_hwm_bytes(&self) -> Option<u64> {
@@ -140,7 +154,10 @@ fn field(status: &str, name: &str) -> Option<u64> {
 struct Stat {
     comm: String,
     state: char,
+    parent: u32,
     start_ticks: u64,
+    /// Its exit status, as `waitpid` gives it (Linux 3.5 on; 0 while it runs).
+    exit_code: Option<i32>,
 }
 
 impl Stat {
@@ -155,21 +172,35 @@ impl Stat {
     }
 }
 
-/// comm, state and start time of a /proc/PID/stat line (comm may hold
-/// spaces and parentheses: it ends at the last ')').
+/// comm, state, parent, start time and exit code of a /proc/PID/stat line
+/// (comm may hold spaces and parentheses: it ends at the last ')').
 fn parse_stat(text: &str) -> Option<Stat> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_string();
     let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    // Field 3 (state) is rest[0]; field 22 (starttime) is rest[19].
+    // Field 3 (state) is rest[0], 4 (ppid) rest[1], 22 (starttime)
+    // rest[19], 52 (exit_code) rest[49].
     let state = rest.first()?.chars().next()?;
+    let parent = rest.get(1)?.parse().ok()?;
     let start_ticks = rest.get(19)?.parse().ok()?;
     Some(Stat {
         comm,
         state,
+        parent,
         start_ticks,
+        exit_code: rest.get(49).and_then(|c| c.parse().ok()),
     })
+}
+
+/// How a process ended, in words: `exited 3`, `killed by signal 9`.
+pub fn exit_words(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "ended".to_string(),
+    }
 }
 
 /// Boot time (/proc/stat `btime`) plus the start ticks over the clock rate.
@@ -222,6 +253,7 @@ mod tests {
         assert_eq!(stat.comm, "my (odd) prog");
         assert_eq!(stat.state, 'S');
         assert_eq!(stat.start_ticks, 987654);
+        assert_eq!((stat.parent, stat.exit_code), (1, None));
         assert_eq!(field(STATUS, "VmHWM:"), Some(204_800));
     }
 
@@ -254,5 +286,24 @@ mod tests {
         );
         let me = Target::open(std::os::unix::process::parent_id()).unwrap();
         assert!(me.alive() && !me.argv.is_empty());
+        assert_eq!(me.exit(), None);
+    }
+
+    #[test]
+    fn a_child_memrel_has_not_reaped_says_how_it_ended() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read x; exit 3"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let target = Target::open(child.id()).unwrap();
+        assert_eq!(target.exit(), None, "it runs");
+        drop(child.stdin.take());
+        while target.alive() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(target.exit().as_deref(), Some("exited 3"));
+        assert_eq!(exit_words(child.wait().unwrap()), "exited 3");
+        assert_eq!(target.exit(), None, "reaped: gone");
     }
 }

@@ -25,26 +25,46 @@ use crate::signals;
 /// `memrel attach` as the arguments ask: measures the process, prints the
 /// table and where the results went to `out`.
 pub fn run(args: &AttachArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    run_with(args, None, &mut |_| Ok(Box::new(())), out)
+    let mut start = |_: &Path| -> Result<Begun> {
+        Ok(Begun {
+            keep: Box::new(()),
+            pid: None,
+        })
+    };
+    run_with(args, Some(args.pid), None, &mut start, out)
 }
 
-/// `memrel attach` (and `memrel watch`): `start` is called with the results
-/// directory once it exists, before the measurement; what it returns lives
-/// until the measurement ends (a server it started). `metrics`: the state
-/// kept current while it measures.
+/// What `run_with`'s `start` began once the results directory exists.
+pub struct Begun {
+    /// Lives until the measurement ends (a proxy, a server it started).
+    pub keep: Box<dyn std::any::Any>,
+    /// The process it started, to measure (`memrel watch -- CMD`).
+    pub pid: Option<u32>,
+}
+
+/// `memrel attach` (and `memrel watch`): the process `pid` (checked before
+/// anything is written), or, where it is `None`, the one `start` starts;
+/// `start` is called with the results directory once it exists, before the
+/// measurement. `metrics`: the state kept current while it measures.
 pub fn run_with(
     args: &AttachArgs,
+    pid: Option<u32>,
     metrics: Option<SharedState>,
-    start: &mut dyn FnMut(&Path) -> Result<Box<dyn std::any::Any>>,
+    start: &mut dyn FnMut(&Path) -> Result<Begun>,
     out: &mut dyn Write,
 ) -> Result<ExitStatus> {
     let options = options(args)?;
-    let target = Target::open(args.pid)?;
+    let named = pid.map(Target::open).transpose()?;
     let dir = results_dir(args.how.dir.as_deref(), &args.how.output.out, &args.name)?;
     signals::install()?;
-    let started = start(&dir)?;
+    let begun = start(&dir)?;
+    let target = match (named, begun.pid) {
+        (Some(target), _) => target,
+        (None, Some(pid)) => Target::open(pid)?,
+        (None, None) => bail!("no process to measure: name its pid"),
+    };
     let measured = measure(args, options, &target, dir, metrics)?;
-    drop(started);
+    drop(begun);
     write!(
         out,
         "{}",

@@ -64,7 +64,7 @@ fn options(args: &DriveArgs) -> Result<DriveOptions> {
             cycles: args.cycles,
             warmup_cycles: args.warmup_cycles,
             settle_s: args.settle_s,
-            ready_timeout_s: args.ready_timeout_s,
+            ready_timeout_s: args.ready.ready_timeout_s,
             request_timeout_s: args.request_timeout_s,
             grace: Duration::from_secs_f64(args.grace_s),
             dir: std::path::PathBuf::new(),

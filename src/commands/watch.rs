@@ -1,7 +1,9 @@
 //! `memrel watch`: a model server measured for as long as it runs (issue
 //! 50): `memrel attach` with no end of its own (until the server exits or
-//! memrel gets SIGTERM), its process found by `--pid` or as the one
-//! listening on `--url`'s port, and what production needs on top:
+//! memrel gets SIGTERM), its process found by `--pid`, started by memrel
+//! (`-- CMD`, `drive::server::Started` as drive starts one: server.log,
+//! stopped at the end) or found as the one listening on `--url`'s port,
+//! and what production needs on top:
 //! OpenMetrics at `/metrics` kept current as it measures (`--metrics`,
 //! `attach::live_metrics`), and edges marked from the requests real clients
 //! send through memrel (`--proxy`, `attach::proxy`). Marks from the log
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use super::attach::Begun;
 use super::ExitStatus;
 use crate::attach::live::{append_mark_as, MarkPhase};
 use crate::attach::live_metrics::SharedState;
@@ -24,20 +27,22 @@ use crate::attach::segments;
 use crate::cli::{AttachArgs, WatchArgs};
 use crate::drive::cycle::PresetArgs;
 use crate::drive::driver::after_answer;
+use crate::drive::server::{Started, SERVER_LOG};
 use crate::export::metrics_http;
 use crate::export::openmetrics::{self, OwnCost};
 use crate::protocol::Phase;
 
+/// A server `-- CMD` started gets this long after SIGTERM before SIGKILL:
+/// short, so that memrel stops within a second of SIGINT or SIGTERM.
+const STOP_GRACE: Duration = Duration::from_millis(500);
+
+/// --url's default.
+const URL: &str = "http://127.0.0.1:8000";
+
 /// `memrel watch` as the arguments ask.
 pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
-    let pid = match args.pid {
-        Some(pid) => pid,
-        None => {
-            let (_, port) = crate::drive::server::host_port(&args.url)?;
-            crate::drive::server::listener_pid(port)
-                .with_context(|| format!("--url {}: no server to watch", args.url))?
-        }
-    };
+    let url = args.url.as_deref().unwrap_or(URL);
+    let pid = named_pid(args, url)?;
     // Every address is bound before anything is measured: a bad one is an
     // error at once, never a watch without its endpoint.
     let metrics = args
@@ -52,34 +57,112 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<ExitStatus> {
     let state: SharedState = Arc::default();
     let routes = routes(args)?;
     let attach = AttachArgs {
-        pid,
+        // Unread: `run_with` takes the pid below (`None`: -- CMD's).
+        pid: pid.unwrap_or_default(),
         name: args.name.clone(),
         how: args.how.clone(),
     };
-    let mut start = |dir: &Path| -> Result<Box<dyn std::any::Any>> {
+    let mut start = |dir: &Path| -> Result<Begun> {
         go_on_from_earlier_segments(args, dir, &state)?;
+        let server = pid.is_none().then(|| start_server(args, dir)).transpose()?;
         if let Some(listener) = metrics.as_ref() {
             serve_metrics(listener.try_clone()?, state.clone())?;
         }
-        let (Some(listen), Some(routes)) = (args.proxy.as_deref(), routes.clone()) else {
-            return Ok(Box::new(()));
+        let proxy = match (args.proxy.as_deref(), routes.clone()) {
+            (Some(listen), Some(routes)) => Some(start_proxy(args, url, listen, routes, dir)?),
+            _ => None,
         };
-        let hooks = Arc::new(MarkHooks {
-            dir: dir.to_path_buf(),
-            settle_s: args.settle_s,
-            marks: Arc::default(),
-        });
-        let proxy = Proxy::start(listen, &upstream(&args.url)?, routes, hooks)
-            .with_context(|| format!("--proxy {listen}"))?;
-        eprintln!(
-            "memrel: proxy at http://{} to {}, marking: {}",
-            proxy.local_addr(),
-            args.url,
-            proxy_routes_words(args)
-        );
-        Ok(Box::new(proxy))
+        let pid = server.as_ref().map(|s| s.0.pid());
+        // Dropped in this order: the server stopped first ends any request
+        // the proxy still has in flight to it.
+        let keep = Box::new((server, proxy));
+        Ok(Begun { keep, pid })
     };
-    super::attach::run_with(&attach, Some(state.clone()), &mut start, out)
+    super::attach::run_with(&attach, pid, Some(state.clone()), &mut start, out)
+}
+
+/// The running server --pid or --url names; `None`: -- CMD starts it.
+fn named_pid(args: &WatchArgs, url: &str) -> Result<Option<u32>> {
+    match (args.pid, args.command.is_empty()) {
+        (Some(_), false) => bail!(
+            "--pid and -- CMD both name the server: pass --pid PID for a running one, or -- CMD \
+             for memrel to start it"
+        ),
+        (Some(pid), true) => Ok(Some(pid)),
+        (None, false) if args.proxy.is_some() && args.url.is_none() => bail!(
+            "--proxy forwards to --url: name the URL the server -- CMD starts listens on \
+             (--url http://127.0.0.1:PORT)"
+        ),
+        (None, false) => {
+            let (_, port) = crate::drive::server::host_port(url)?;
+            if args.url.is_some() && crate::drive::server::listening(port) {
+                bail!(
+                    "--url {url}: something listens on port {port} already: stop it, or watch it \
+                     with --url alone instead of -- CMD"
+                );
+            }
+            Ok(None)
+        }
+        (None, true) => {
+            let (_, port) = crate::drive::server::host_port(url)?;
+            let pid = crate::drive::server::listener_pid(port)
+                .with_context(|| format!("--url {url}: no server to watch"))?;
+            Ok(Some(pid))
+        }
+    }
+}
+
+/// The server of `-- CMD` started (its output in `dir`'s server.log, as
+/// drive's), and, where --url is given, listening there.
+fn start_server(args: &WatchArgs, dir: &Path) -> Result<StartedServer> {
+    let log = dir.join(SERVER_LOG);
+    let mut server = StartedServer(Started::spawn(&args.command, &log)?);
+    eprintln!(
+        "memrel: started the server (pid {}: {}), its output in {}",
+        server.0.pid(),
+        args.command.join(" "),
+        log.display()
+    );
+    if let Some(url) = args.url.as_deref() {
+        server
+            .0
+            .wait_listening(url, args.ready.ready_timeout_s, "--ready-timeout", &log)?;
+    }
+    Ok(server)
+}
+
+/// A server memrel started: when the watch ends it is stopped (SIGTERM to
+/// its group, SIGKILL after [`STOP_GRACE`]) and how it ended said.
+struct StartedServer(Started);
+
+impl Drop for StartedServer {
+    fn drop(&mut self) {
+        let exit = self.0.stop(STOP_GRACE);
+        eprintln!("memrel: server (pid {}): {exit}", self.0.pid());
+    }
+}
+
+/// The proxy of --proxy LISTEN to `url`, marking `routes` in `dir`.
+fn start_proxy(
+    args: &WatchArgs,
+    url: &str,
+    listen: &str,
+    routes: Routes,
+    dir: &Path,
+) -> Result<Proxy> {
+    let hooks = Arc::new(MarkHooks {
+        dir: dir.to_path_buf(),
+        settle_s: args.settle_s,
+        marks: Arc::default(),
+    });
+    let proxy = Proxy::start(listen, &upstream(url)?, routes, hooks)
+        .with_context(|| format!("--proxy {listen}"))?;
+    eprintln!(
+        "memrel: proxy at http://{} to {url}, marking: {}",
+        proxy.local_addr(),
+        proxy_routes_words(args)
+    );
+    Ok(proxy)
 }
 
 /// A watch under `--out` is a segment among `<OUT>/<NAME>/`'s: it goes on

@@ -5,15 +5,19 @@
 //! by `--pid` or found as the process listening on the URL's port
 //! (/proc/net/tcp and tcp6: the socket's inode, then the /proc/PID/fd link
 //! that points at it). Its output goes to `server.log` in the results
-//! directory. It measures nothing.
+//! directory; `memrel watch -- CMD` starts its server here too, and waits
+//! for it to listen ([`Started::wait_listening`]). It measures nothing.
 
 /// Where a server memrel started writes its stdout and stderr.
 pub const SERVER_LOG: &str = "server.log";
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+
+use crate::attach::target::exit_words;
 
 /// The host and port of `http://HOST:PORT/...` (port 80 when none is given).
 pub fn host_port(url: &str) -> Result<(String, u16)> {
@@ -162,6 +166,39 @@ impl Started {
         self.child.id()
     }
 
+    /// Waits until something listens on `url`'s port (the server is up),
+    /// for `timeout_s` at most (`flag` names that limit in the error); at
+    /// SIGINT/SIGTERM it stops waiting at once (`Ok`: the caller's loop
+    /// ends on the signal). An error, with the last lines of its `log`,
+    /// where the server exits first or the time passes.
+    pub fn wait_listening(
+        &mut self,
+        url: &str,
+        timeout_s: f64,
+        flag: &str,
+        log: &Path,
+    ) -> Result<()> {
+        let (_, port) = host_port(url)?;
+        let since = Instant::now();
+        while !listening(port) && crate::signals::received().is_none() {
+            if self.exited() {
+                let exit = self.exit.clone().unwrap_or_default();
+                bail!(
+                    "the server {exit} before it listened on port {port} of --url {url}{}",
+                    log_tail(log)
+                );
+            }
+            if since.elapsed().as_secs_f64() > timeout_s {
+                bail!(
+                    "the server did not listen on port {port} of --url {url} within {flag} {timeout_s} s{}",
+                    log_tail(log)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// Whether it has exited (reaped here: its exit is kept).
     pub fn exited(&mut self) -> bool {
         if self.exit.is_some() {
@@ -169,7 +206,7 @@ impl Started {
         }
         match self.child.try_wait() {
             Ok(Some(status)) => {
-                self.exit = Some(describe(status));
+                self.exit = Some(exit_words(status));
                 true
             }
             _ => false,
@@ -195,10 +232,13 @@ impl Started {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Asked before the SIGKILL: once sent, the leader may be reaped
+        // here at once, and its exit must still say it was killed.
+        let leader_ran = !self.exited();
         let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        if !self.exited() {
+        if leader_ran {
             let exit = match self.child.wait() {
-                Ok(status) => describe(status),
+                Ok(status) => exit_words(status),
                 Err(e) => format!("not reaped: {e}"),
             };
             self.exit = Some(format!(
@@ -226,6 +266,22 @@ impl Started {
         }
         left.into_iter().map(|(pid, _)| pid).collect()
     }
+}
+
+/// The last lines of a server's `log`, for an error (nothing where it is
+/// empty or cannot be read).
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines = crate::textutil::last_stderr_lines(&text);
+    if lines.is_empty() {
+        return format!(" ({} is empty)", log.display());
+    }
+    let shown: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
+    format!(
+        "; the last lines of {}:\n{}",
+        log.display(),
+        shown.join("\n")
+    )
 }
 
 /// Field `i` of /proc/PID/stat after the command (0: the state letter).
@@ -266,15 +322,6 @@ impl Drop for Started {
         if !self.exited() || group_alive(self.pid()) {
             self.stop(Duration::from_secs(2));
         }
-    }
-}
-
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => "ended".to_string(),
     }
 }
 

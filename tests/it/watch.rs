@@ -325,3 +325,276 @@ fn sigterm_stops_a_watch_whose_proxy_waits_on_a_hung_request() {
     // 0.5 s of grace and the results written; the old 5 s grace fails here.
     assert!(took_s < 4.0, "memrel watch took {took_s:.2} s to stop");
 }
+
+/// A port nothing listens on (bound, then let go), for a server memrel starts.
+fn unused_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    listener
+        .local_addr()
+        .expect("local addr")
+        .port()
+        .to_string()
+}
+
+/// The pid a live watch measures (its `live` file says it).
+fn watched_pid(dir: &Path) -> u32 {
+    let text = std::fs::read_to_string(dir.join("live")).expect("the live file");
+    let live: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    live["pid"].as_u64().expect("pid") as u32
+}
+
+/// The running processes (zombies not counted) of process group `group`.
+fn group_members(group: u32) -> Vec<i64> {
+    let pids = std::fs::read_dir("/proc").expect("/proc").flatten();
+    pids.filter_map(|e| e.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let pgrp = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().nth(2));
+            pgrp == Some(group.to_string().as_str()) && alive(*pid)
+        })
+        .collect()
+}
+
+/// `memrel watch --dir DIR --interval-ms 20 ARGS…` with its output kept,
+/// once the measurement is live (its `live` file written).
+fn start_live_watch(dir: &Path, args: &[&str]) -> Child {
+    let watch = memrel()
+        .arg("watch")
+        .arg("--dir")
+        .arg(dir)
+        .args(["--interval-ms", "20"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("memrel starts");
+    wait_for("memrel watch measures", || dir.join("live").exists());
+    watch
+}
+
+/// `memrel watch -- CMD`: memrel starts a vLLM-shaped server (its output in
+/// server.log), waits for it to listen on --url before its proxy starts,
+/// sees `memrel drive`'s two cycles through the proxy, and at SIGTERM stops
+/// the server (no process of its group left) and writes the results, soon.
+#[test]
+fn a_watch_of_a_server_it_started_records_the_cycles_and_stops_it_at_sigterm() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let port = unused_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = work.path().join("watch");
+    let args = [
+        "--url",
+        &url,
+        "--proxy",
+        "127.0.0.1:0",
+        "--server",
+        "vllm",
+        "--settle",
+        "0.5",
+        "--",
+        "python3",
+        VLLM_LIKE,
+        "--port",
+        &port,
+        "--weights-mib",
+        "96",
+        "--kv-mib",
+        "64",
+    ];
+    let (watch, metrics, proxy) = start_watch_proxy(&dir, &args);
+    let server = watched_pid(&dir);
+    let proxy_url = format!(
+        "http://{}",
+        proxy.expect("memrel watch says where its proxy is")
+    );
+    let driven = work.path().join("drive");
+    let output = memrel()
+        .arg("drive")
+        .arg("--dir")
+        .arg(&driven)
+        .args(["--url", &proxy_url, "--pid", &server.to_string()])
+        .args(["--cycles", "2", "--warmup-cycles", "0", "--settle", "0.5"])
+        .args(["--interval-ms", "20", "--server", "vllm"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("memrel drive starts");
+    assert!(output.status.success(), "{}", streams(&output));
+    wait_for("the watch serves the two cycles drive drove", || {
+        scrape(&metrics).get("memrel_cycles_total") == Some(&2.0)
+    });
+    assert!(!group_members(server).is_empty(), "the server runs");
+    let asked = std::time::Instant::now();
+    end_watch(watch);
+    let took_s = asked.elapsed().as_secs_f64();
+    eprintln!("memrel watch -- CMD stopped {took_s:.2} s after SIGTERM");
+    // The server stops at once on SIGTERM: the rest is writing the results.
+    assert!(took_s < 3.0, "memrel watch took {took_s:.2} s to stop");
+    assert_eq!(
+        group_members(server),
+        Vec::<i64>::new(),
+        "the server's group"
+    );
+    let header = &runs_json(&dir)["header"];
+    assert_eq!(header["attached"]["ended"], "memrel received SIGTERM");
+    assert_eq!(runs(&dir)[0]["pid"], server);
+    let cycles = host_retained(&dir);
+    assert_eq!(cycles.len(), 2, "{cycles:?}");
+    assert!(cycles.iter().all(|(_, _, loaded)| *loaded > 96.0 * MIB));
+    let log = std::fs::read_to_string(dir.join("server.log")).expect("server.log");
+    assert!(log.contains(&format!("PORT {port}")), "{log}");
+}
+
+/// A server memrel started that exits on its own ends the watch: the
+/// results written, its exit status in the header's `ended` and on stderr.
+#[test]
+fn a_started_server_that_exits_ends_the_watch_with_its_status() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path().join("watch");
+    let go = work.path().join("go");
+    let script = format!(
+        "import os, sys, time\nwhile not os.path.exists({:?}): time.sleep(0.02)\nsys.exit(3)",
+        go.display().to_string()
+    );
+    let watch = start_live_watch(&dir, &["--", "python3", "-c", &script]);
+    let pid = watched_pid(&dir);
+    std::fs::write(&go, "").expect("write go");
+    let output = watch.wait_with_output().expect("memrel watch ends");
+    assert!(output.status.success(), "{}", streams(&output));
+    let header = &runs_json(&dir)["header"];
+    assert_eq!(
+        header["attached"]["ended"],
+        format!("process {pid} exited 3")
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!("ended: process {pid} exited 3")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("server (pid {pid}): exited 3")),
+        "{err}"
+    );
+    assert!(dir.join("server.log").exists());
+    assert_intact(&dir, 1);
+}
+
+/// At SIGTERM, a started server that ignores SIGTERM gets SIGKILL after half
+/// a second: memrel still stops soon, and none of the server is left.
+#[test]
+fn a_started_server_that_ignores_sigterm_is_killed_within_the_grace() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path().join("watch");
+    let script = "trap '' TERM; while :; do sleep 0.1; done";
+    let watch = start_live_watch(&dir, &["--", "sh", "-c", script]);
+    let pid = watched_pid(&dir);
+    let asked = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-TERM", &watch.id().to_string()])
+        .status()
+        .expect("kill starts");
+    assert!(kill.success());
+    let output = watch.wait_with_output().expect("memrel watch ends");
+    let took_s = asked.elapsed().as_secs_f64();
+    assert!(output.status.success(), "{}", streams(&output));
+    assert!(took_s < 4.0, "memrel watch took {took_s:.2} s to stop");
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!(
+            "server (pid {pid}): killed by signal 9 (SIGKILL after a 0.5 s grace)"
+        )),
+        "{err}"
+    );
+    assert_eq!(group_members(pid), Vec::<i64>::new(), "the server's group");
+    assert!(dir.join("summary.json").exists());
+}
+
+/// The server is named one way; a server that never listens, or exits
+/// first, is an error naming --ready-timeout or its exit, with server.log's
+/// last lines, and none of it is left.
+#[test]
+fn watch_names_its_server_one_way_and_says_why_a_started_one_never_listened() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_url = format!("http://{}", taken.local_addr().expect("addr"));
+    let free_url = format!("http://127.0.0.1:{}", unused_port());
+    let watch = |name: &str, args: &[&str]| {
+        let output = memrel()
+            .arg("watch")
+            .arg("--dir")
+            .arg(work.path().join(name))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("memrel starts");
+        assert_eq!(output.status.code(), Some(2), "{}", streams(&output));
+        stderr(&output)
+    };
+    let cases: [(&str, Vec<&str>, &str); 3] = [
+        (
+            "pid",
+            vec!["--pid", "1", "--", "true"],
+            "--pid and -- CMD both name the server",
+        ),
+        (
+            "proxy",
+            vec!["--proxy", "127.0.0.1:0", "--server", "vllm", "--", "true"],
+            "--proxy forwards to --url: name the URL the server -- CMD starts listens on",
+        ),
+        (
+            "taken",
+            vec!["--url", &taken_url, "--", "true"],
+            "something listens on port",
+        ),
+    ];
+    for (name, args, says) in cases {
+        let err = watch(name, &args);
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(!work.path().join(name).exists(), "{name}: nothing written");
+    }
+    let err = watch(
+        "exits",
+        &[
+            "--url",
+            &free_url,
+            "--",
+            "sh",
+            "-c",
+            "echo no model here; exit 1",
+        ],
+    );
+    assert!(
+        err.contains("the server exited 1 before it listened on port")
+            && err.contains("server.log:\n  no model here"),
+        "{err}"
+    );
+    let err = watch(
+        "slow",
+        &[
+            "--url",
+            &free_url,
+            "--ready-timeout",
+            "0.5",
+            "--",
+            "sleep",
+            "60",
+        ],
+    );
+    assert!(err.contains("within --ready-timeout 0.5 s"), "{err}");
+    assert!(err.contains("server.log is empty"), "{err}");
+    let pid_line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("memrel: started the server (pid "));
+    let pid: u32 = pid_line
+        .and_then(|l| l.split(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("memrel says which server it started: {err}"));
+    assert_eq!(
+        group_members(pid),
+        Vec::<i64>::new(),
+        "the slow server's group"
+    );
+}
