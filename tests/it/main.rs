@@ -61,4 +61,5 @@ mod sleep;
 mod trace_allocations;
 mod views;
 mod watch;
+mod watch_servers;
 mod why_chart;
