@@ -160,6 +160,48 @@ impl Watched {
             assert!(*dl > loaded_bytes, "{what}");
         }
     }
+
+    /// The watch read drive's edges, and the host's anonymous bytes at
+    /// each (and each cycle's retained anonymous bytes) within
+    /// `tolerance_bytes` of drive's: anonymous memory is the server's own,
+    /// where the Pss of shared file pages also moves with processes outside
+    /// it between the two readings of an edge.
+    pub(crate) fn assert_anon_equals_drive(&self, tolerance_bytes: f64) {
+        let edges = |dir: &Path| -> Vec<(String, f64)> {
+            csv_rows(&dir.join("events.csv"))
+                .iter()
+                .map(|e| {
+                    let edge = format!("cycle {} {} {}", e["cycle"], e["phase"], e["edge"]);
+                    (edge, e["anon_bytes"].parse().expect("anon_bytes"))
+                })
+                .collect()
+        };
+        let (watched, driven) = (edges(&self.watched), edges(&self.driven));
+        let names = |e: &[(String, f64)]| e.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&watched), names(&driven), "the same edges");
+        for ((edge, w), (_, d)) in watched.iter().zip(&driven) {
+            assert!(
+                (w - d).abs() <= tolerance_bytes,
+                "{edge}: anon: watch {w} B, drive {d} B"
+            );
+        }
+        let retained = |dir: &Path| -> Vec<f64> {
+            summary(dir)["runs"][0]["resources"][0]["cycles"]
+                .as_array()
+                .expect("cycles")
+                .iter()
+                .map(|c| c["retained_anon_bytes"].as_f64().expect("retained anon"))
+                .collect()
+        };
+        let (watched, driven) = (retained(&self.watched), retained(&self.driven));
+        assert_eq!(watched.len(), driven.len());
+        for (w, d) in watched.iter().zip(&driven) {
+            assert!(
+                (w - d).abs() <= tolerance_bytes,
+                "retained anon: watch {w} B, drive {d} B"
+            );
+        }
+    }
 }
 
 /// The live endpoint of a watch of a server of `script`, scraped after
