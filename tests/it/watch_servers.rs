@@ -55,7 +55,7 @@ fn a_watch_with_proxy_sees_a_v2_clients_loads_and_unloads_and_equals_drive() {
     );
     stop(server);
     drop(workers);
-    run.assert_equals_drive(2, 96.0 * MIB, MIB);
+    run.assert_equals_drive_on_a_busy_machine(2, 96.0 * MIB);
 }
 
 /// Processes killed (SIGKILL) when dropped, a failed test's too.
@@ -138,16 +138,12 @@ impl Watched {
         loaded_bytes: f64,
         tolerance_bytes: f64,
     ) {
-        let notes: Vec<String> = csv_rows(&self.watched.join("events.csv"))
-            .iter()
-            .map(|e| e["note"].clone())
-            .collect();
-        assert!(
-            notes
-                .iter()
-                .all(|n| n.starts_with("memrel watch --proxy: ")),
-            "{notes:?}"
-        );
+        for edge in csv_rows(&self.watched.join("events.csv")) {
+            assert!(
+                edge["note"].starts_with("memrel watch --proxy: "),
+                "{edge:?}"
+            );
+        }
         let watched = host_retained(&self.watched);
         let driven = host_retained(&self.driven);
         assert_eq!(watched.len(), cycles, "{watched:?}");
@@ -159,6 +155,16 @@ impl Watched {
             assert!((wl - dl).abs() <= tolerance_bytes, "{what}");
             assert!(*dl > loaded_bytes, "{what}");
         }
+    }
+
+    /// [`Watched::assert_anon_equals_drive`] within 1 MiB, and the whole
+    /// host within 4 MiB: the servers are python3 processes sharing
+    /// libpython's pages with every other python on the machine, whose Pss
+    /// moved by up to 2 MiB between the watch's and drive's readings of an
+    /// edge (1 run in 3 with 3 of these tests at once on the project's VM).
+    pub(crate) fn assert_equals_drive_on_a_busy_machine(&self, cycles: usize, loaded_bytes: f64) {
+        self.assert_anon_equals_drive(MIB);
+        self.assert_equals_drive(cycles, loaded_bytes, 4.0 * MIB);
     }
 
     /// The watch read drive's edges, and the host's anonymous bytes at
@@ -237,7 +243,7 @@ fn live_metrics_equal_the_record(
     drop(children);
     let source = (scraped.as_os_str(), run.watched.as_path());
     prometheus_check(&python, "live", source, Some(expect));
-    run.assert_equals_drive(2, 96.0 * MIB, MIB);
+    run.assert_equals_drive_on_a_busy_machine(2, 96.0 * MIB);
 }
 
 /// Sleeps and wakes: the counters and the sleep state (a sleep/wake cycle
