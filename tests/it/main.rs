@@ -62,4 +62,5 @@ mod trace_allocations;
 mod views;
 mod watch;
 mod watch_disk;
+mod watch_servers;
 mod why_chart;

@@ -3,12 +3,14 @@
 //! served by `memrel report DIR --metrics 127.0.0.1:0` (the stepping stone
 //! to `memrel watch --metrics`), fetched over HTTP and parsed by
 //! `prometheus_client`'s own parser, every value checked against the files
-//! on disk (summary.json, samples.csv, events.csv). The parser's test needs
+//! on disk (summary.json, samples.csv, events.csv); `watch_servers::` runs
+//! the same check on a live `memrel watch --metrics`. The parser's test needs
 //! a python with prometheus_client: `MEMREL_TEST_PYTHON=<python> cargo test
 //! --release --test it openmetrics_ -- --ignored` (.ci/run makes one).
 //! `--metrics-once` is checked on a results directory of each command
 //! (run, exec, attach, drive) without it.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,22 +36,41 @@ for cycle in range(memrel.cycles()):
     memrel.settle(0.1)
 "#;
 
-/// Fetches URL, parses it with prometheus_client and checks every series
-/// against the results directory DIR; prints `checked N` (argv: URL DIR).
+/// prometheus_client's parser on memrel's OpenMetrics (argv: MODE SOURCE
+/// TARGET [EXPECT]). `record URL DIR EXPECT`: fetches URL, parses it and
+/// checks every series against the results directory DIR, and that the run
+/// had what EXPECT says (JSON: `cycles`, `sleeps`, `wakes`, the `asleep`
+/// values sorted, `host_cycle_series` at least); prints `checked N`.
+/// `scrape URL FILE`:
+/// fetches and parses URL, keeps the text in FILE (a live watch's endpoint,
+/// scraped while it runs); prints `scraped N`. `live FILE DIR EXPECT`: FILE's
+/// series against DIR, the record the watch left once it ended, as
+/// `record` does but for what moved after the scrape (the current bytes,
+/// the samples' count); prints `checked N`.
 const CHECK: &str = r#"
 import csv, gzip, json, os, sys, urllib.request
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-url, d = sys.argv[1], sys.argv[2]
-with urllib.request.urlopen(url) as r:
-    ctype, body = r.headers["Content-Type"], r.read().decode()
-assert ctype == "application/openmetrics-text; version=1.0.0; charset=utf-8", ctype
+mode, src, d = sys.argv[1:4]
+assert mode in ("record", "scrape", "live"), mode
+if mode == "live":
+    with open(src) as f:
+        body = f.read()
+else:
+    with urllib.request.urlopen(src) as r:
+        ctype, body = r.headers["Content-Type"], r.read().decode()
+    assert ctype == "application/openmetrics-text; version=1.0.0; charset=utf-8", ctype
 got = {}
 for fam in text_string_to_metric_families(body):
     for s in fam.samples:
         key = (s.name, tuple(sorted(s.labels.items())))
         assert key not in got, key
         got[key] = s.value
+if mode == "scrape":
+    with open(d, "w") as f:
+        f.write(body)
+    print("scraped", len(got))
+    sys.exit(0)
 
 def rows(name):
     p = os.path.join(d, name)
@@ -70,7 +91,12 @@ def put(name, value, **labels):
         return
     want[(name, tuple(sorted((k, v) for k, v in labels.items() if v)))] = float(value)
 
-last = samples[-1]
+assert run["samples"] == len(samples), (run["samples"], len(samples))
+# A live scrape showed the latest sample then: the samples_total-th on disk
+# (the watch went on sampling until it ended); a record shows its last.
+samples_total = got.get(("memrel_samples_total", ()), 0) if mode == "live" else run["samples"]
+assert 0 < samples_total <= len(samples), (samples_total, len(samples))
+last = samples[int(samples_total) - 1]
 columns = {
     ("host", ""): "rss_bytes", ("host", "anon"): "anon_bytes", ("host", "file"): "file_bytes",
     ("container", ""): "container_bytes", ("container", "usage"): "container_usage_bytes",
@@ -104,10 +130,15 @@ for r in run["resources"]:
     put("memrel_cycle_late_bytes", c.get("late_bytes"), **at)
     put("memrel_cycle_number", c["cycle"], **at)
 put("memrel_cycles_total", len(run["cycles"]))
-put("memrel_sleeps_total", sum(1 for s in run["sleeps"] if s["sleep_s"] is not None))
-put("memrel_wakes_total", sum(1 for s in run["sleeps"] if s["wake_s"] is not None))
-put("memrel_samples_total", run["samples"])
-assert run["samples"] == len(samples), (run["samples"], len(samples))
+put("memrel_sleeps_total", sum(1 for s in run.get("sleeps", []) if s["sleep_s"] is not None))
+put("memrel_wakes_total", sum(1 for s in run.get("sleeps", []) if s["wake_s"] is not None))
+put("memrel_samples_total", samples_total)
+# The counters are the edges of events.csv: each cycle's, each sleep's and
+# wake's end.
+ends = [e for e in events if e["edge"] == "end"]
+assert want[("memrel_cycles_total", ())] == len({e["cycle"] for e in ends if int(e["cycle"]) > 0}), ends
+for phase in ("sleep", "wake"):
+    assert want[(f"memrel_{phase}s_total", ())] == sum(1 for e in ends if e["phase"] == phase), ends
 asleep = {}
 for e in events:
     if e["edge"] == "end" and e["phase"] in ("sleep", "wake"):
@@ -126,10 +157,14 @@ for key in own:
 assert got == want, "\n".join(
     [f"served, not on disk: {k} {v}" for k, v in got.items() if want.get(k) != v]
     + [f"on disk, not served: {k} {v}" for k, v in want.items() if got.get(k) != v])
-for name in ("memrel_cycles_total", "memrel_sleeps_total", "memrel_wakes_total"):
-    assert want[(name, ())] == 2, (name, want[(name, ())])
-assert want[("memrel_asleep", (("model", "blob"),))] == 0, want
-assert any(k[0] == "memrel_cycle_retained_bytes" for k in want), want
+# What the run had (argv[4], JSON): its counters, its models' sleep states
+# (sorted) and at least these cycle series of host memory.
+expect = json.loads(sys.argv[4])
+for name in ("cycles", "sleeps", "wakes"):
+    assert want[(f"memrel_{name}_total", ())] == expect[name], (name, want)
+assert sorted(v for k, v in want.items() if k[0] == "memrel_asleep") == expect["asleep"], want
+host = {k[0] for k in want if k[0].startswith("memrel_cycle_") and ("resource", "host") in k[1]}
+assert set(expect["host_cycle_series"]) <= host, (host, want)
 print("checked", len(want) + len(own))
 "#;
 
@@ -162,12 +197,42 @@ impl Drop for Killed {
     }
 }
 
+/// The python with prometheus_client the parser's tests need
+/// (`MEMREL_TEST_PYTHON`).
+pub(super) fn prometheus_python() -> String {
+    std::env::var("MEMREL_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!("this test needs a python3 with prometheus_client: MEMREL_TEST_PYTHON=/path/to/venv/bin/python")
+    })
+}
+
+/// [`CHECK`] run by `python` as `MODE SOURCE TARGET [EXPECT]` (no EXPECT
+/// for `scrape`); it must succeed.
+pub(super) fn prometheus_check(
+    python: &str,
+    mode: &str,
+    (source, target): (&OsStr, &Path),
+    expect: Option<&str>,
+) {
+    let check = Command::new(python)
+        .arg("-c")
+        .arg(CHECK)
+        .args([OsStr::new(mode), source, target.as_os_str()])
+        .args(expect)
+        .output()
+        .expect("python starts");
+    assert!(check.status.success(), "{}", streams(&check));
+    let said = if mode == "scrape" {
+        "scraped "
+    } else {
+        "checked "
+    };
+    assert!(text(&check.stdout).starts_with(said), "{}", streams(&check));
+}
+
 #[test]
 #[ignore = "needs prometheus_client: MEMREL_TEST_PYTHON=<python> cargo test --release --test it openmetrics_ -- --ignored (CI runs it)"]
 fn openmetrics_served_parses_with_prometheus_client_and_equals_the_record() {
-    let python = std::env::var("MEMREL_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!("this test needs a python3 with prometheus_client: MEMREL_TEST_PYTHON=/path/to/venv/bin/python")
-    });
+    let python = prometheus_python();
     let (_tmp, dir) = exec_record();
     let mut server = Killed(
         memrel()
@@ -188,19 +253,9 @@ fn openmetrics_served_parses_with_prometheus_client_and_equals_the_record() {
         .unwrap_or_else(|| panic!("no address: {line:?}"))
         .to_string();
     assert!(url.ends_with("/metrics"), "{url}");
-    let check = Command::new(&python)
-        .arg("-c")
-        .arg(CHECK)
-        .arg(&url)
-        .arg(&dir)
-        .output()
-        .expect("python starts");
-    assert!(check.status.success(), "{}", streams(&check));
-    assert!(
-        text(&check.stdout).starts_with("checked "),
-        "{}",
-        streams(&check)
-    );
+    let expect = r#"{"cycles": 2, "sleeps": 2, "wakes": 2, "asleep": [0],
+        "host_cycle_series": ["memrel_cycle_retained_bytes", "memrel_cycle_number"]}"#;
+    prometheus_check(&python, "record", (url.as_ref(), &dir), Some(expect));
     // Elsewhere: 404, and the server still answers after it.
     let other = Command::new(&python)
         .arg("-c")

@@ -18,7 +18,7 @@ fn start_watch(dir: &Path, args: &[&str]) -> (Child, String) {
 }
 
 /// [`start_watch`], and the address of its proxy where it has one.
-fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Option<String>) {
+pub(crate) fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Option<String>) {
     let mut watch = memrel()
         .arg("watch")
         .arg("--dir")
@@ -59,7 +59,7 @@ fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Option<String
 }
 
 /// One scrape: each sample line's `name{labels}` and value.
-pub(super) fn scrape(addr: &str) -> HashMap<String, f64> {
+pub(crate) fn scrape(addr: &str) -> HashMap<String, f64> {
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to /metrics");
     write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
     let mut text = String::new();
@@ -73,7 +73,7 @@ pub(super) fn scrape(addr: &str) -> HashMap<String, f64> {
         .collect()
 }
 
-pub(super) fn mark(dir: &Path, phase: &str) {
+pub(crate) fn mark(dir: &Path, phase: &str) {
     let output = memrel()
         .arg("mark")
         .arg(dir)
@@ -83,7 +83,7 @@ pub(super) fn mark(dir: &Path, phase: &str) {
     assert!(output.status.success(), "{}", streams(&output));
 }
 
-pub(super) fn post(port: u16, path: &str) {
+pub(crate) fn post(port: u16, path: &str) {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     write!(
         stream,
@@ -145,7 +145,7 @@ fn a_watch_serves_each_closed_cycle_and_the_record_it_leaves_says_the_same() {
 }
 
 /// SIGTERM to memrel watch; it must end with its results written.
-pub(super) fn end_watch(watch: Child) {
+pub(crate) fn end_watch(watch: Child) {
     let kill = Command::new("kill")
         .arg("-TERM")
         .arg(watch.id().to_string())
@@ -157,7 +157,7 @@ pub(super) fn end_watch(watch: Child) {
 }
 
 /// Host memory's (cycle, retained, loaded) bytes per cycle in a summary.json.
-fn host_retained(dir: &Path) -> Vec<(u64, f64, f64)> {
+pub(crate) fn host_retained(dir: &Path) -> Vec<(u64, f64, f64)> {
     let summary = summary(dir);
     let host = &summary["runs"][0]["resources"][0];
     assert_eq!(host["resource"], "host");
@@ -181,7 +181,7 @@ fn host_retained(dir: &Path) -> Vec<(u64, f64, f64)> {
 /// `memrel drive` drives it through the proxy: the watch sees the client's
 /// requests as edges, and what it serves and records of each cycle is what
 /// drive reports of the same cycle, within 1 MiB.
-fn watch_with_proxy_equals_drive(script: &str, server_args: &[&str], preset: &[&str]) {
+pub(crate) fn watch_with_proxy_equals_drive(script: &str, server_args: &[&str], preset: &[&str]) {
     let work = tempfile::tempdir().expect("tempdir");
     let (server, port) = start_server(script, server_args);
     let url = format!("http://127.0.0.1:{port}");
