@@ -9,6 +9,7 @@ use std::sync::mpsc;
 
 use super::common::*;
 use super::drive::{start_server, stop, OLLAMA_LIKE, VLLM_LIKE};
+use super::watch_servers::drive_through_watch;
 
 /// `memrel watch --dir DIR --interval-ms 20 ARGS…` started, with the
 /// address of its /metrics once it says it (stderr keeps being drained).
@@ -19,11 +20,33 @@ fn start_watch(dir: &Path, args: &[&str]) -> (Child, String) {
 
 /// [`start_watch`], and the address of its proxy where it has one.
 pub(crate) fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Option<String>) {
+    let started = start_watch_in(&["--dir".as_ref(), dir.as_os_str()], args);
+    (started.child, started.metrics, started.proxy)
+}
+
+/// A `memrel watch` started, once it said where it measures.
+pub(crate) struct StartedWatch {
+    pub(crate) child: Child,
+    /// Its /metrics address.
+    pub(crate) metrics: String,
+    pub(crate) proxy: Option<String>,
+    /// The results directory it said.
+    pub(crate) dir: std::path::PathBuf,
+}
+
+/// `memrel watch PLACE… --metrics 127.0.0.1:0 [--interval-ms 20] ARGS…`
+/// (PLACE: `--dir DIR` or `--out OUT`; 20 ms unless ARGS give
+/// --interval-ms), once it says it measures (stderr keeps being drained).
+pub(crate) fn start_watch_in(place: &[&std::ffi::OsStr], args: &[&str]) -> StartedWatch {
+    let interval: &[&str] = match args.contains(&"--interval-ms") {
+        true => &[],
+        false => &["--interval-ms", "20"],
+    };
     let mut watch = memrel()
         .arg("watch")
-        .arg("--dir")
-        .arg(dir)
-        .args(["--interval-ms", "20", "--metrics", "127.0.0.1:0"])
+        .args(place)
+        .args(["--metrics", "127.0.0.1:0"])
+        .args(interval)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -43,19 +66,23 @@ pub(crate) fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Op
                 proxy = at.split(' ').next().map(str::to_string);
             }
             // Said once the directory is live: marks are taken from then on.
-            if line.contains("mark phases with") {
-                let _ = tx.send((addr.take(), proxy.take()));
+            let dir = line
+                .strip_prefix("memrel: results in ")
+                .and_then(|rest| rest.split("; mark phases with").next());
+            if let Some(dir) = dir {
+                let _ = tx.send((addr.take(), proxy.take(), std::path::PathBuf::from(dir)));
             }
         }
     });
-    let (addr, proxy) = rx
+    let (addr, proxy, dir) = rx
         .recv_timeout(std::time::Duration::from_secs(60))
         .expect("memrel watch says it measures");
-    (
-        watch,
-        addr.expect("memrel watch says where its /metrics is first"),
+    StartedWatch {
+        child: watch,
+        metrics: addr.expect("memrel watch says where its /metrics is first"),
         proxy,
-    )
+        dir,
+    }
 }
 
 /// One scrape: each sample line's `name{labels}` and value.
@@ -178,84 +205,24 @@ pub(crate) fn host_retained(dir: &Path) -> Vec<(u64, f64, f64)> {
 }
 
 /// A server of `script` watched with --proxy (--server PRESET) while
-/// `memrel drive` drives it through the proxy: the watch sees the client's
-/// requests as edges, and what it serves and records of each cycle is what
-/// drive reports of the same cycle, within 1 MiB.
+/// `memrel drive` drives it through the proxy
+/// (`watch_servers::drive_through_watch`): the watch sees the client's
+/// requests as edges, what it records of each cycle is what drive reports
+/// of the same cycle (the server's anonymous bytes within 1 MiB, the whole
+/// host within 4 MiB: `Watched::assert_equals_drive_on_a_busy_machine`
+/// says why), and what it served is what it recorded, within 1 MiB.
 pub(crate) fn watch_with_proxy_equals_drive(script: &str, server_args: &[&str], preset: &[&str]) {
     let work = tempfile::tempdir().expect("tempdir");
     let (server, port) = start_server(script, server_args);
     let url = format!("http://127.0.0.1:{port}");
-    let watched = work.path().join("watch");
-    let mut args = vec![
-        "--url",
-        url.as_str(),
-        "--proxy",
-        "127.0.0.1:0",
-        "--settle",
-        "0.5",
-    ];
-    args.extend_from_slice(preset);
-    let (watch, metrics, proxy) = start_watch_proxy(&watched, &args);
-    let proxy = proxy.expect("memrel watch says where its proxy is");
-    let driven = work.path().join("drive");
-    let pid = server.id().to_string();
-    let proxy_url = format!("http://{proxy}");
-    let output = memrel()
-        .arg("drive")
-        .arg("--dir")
-        .arg(&driven)
-        .args([
-            "--url",
-            &proxy_url,
-            "--pid",
-            &pid,
-            "--cycles",
-            "2",
-            "--warmup-cycles",
-            "0",
-        ])
-        .args(["--settle", "0.5", "--interval-ms", "20"])
-        .args(preset)
-        .stdin(Stdio::null())
-        .output()
-        .expect("memrel drive starts");
-    assert!(output.status.success(), "{}", streams(&output));
-    let mut served = scrape(&metrics);
-    wait_for("the watch serves the two cycles drive drove", || {
-        served = scrape(&metrics);
-        served.get("memrel_cycles_total") == Some(&2.0)
+    let mut served = HashMap::new();
+    let run = drive_through_watch(work.path(), (&url, server.id()), preset, (2, "0.5"), |at| {
+        served = scrape(at)
     });
-    end_watch(watch);
     stop(server);
-    // Every edge of the watch came from a request the proxy forwarded.
-    let notes: Vec<String> = csv_rows(&watched.join("events.csv"))
-        .iter()
-        .map(|e| e["note"].clone())
-        .collect();
-    assert!(
-        notes
-            .iter()
-            .all(|n| n.starts_with("memrel watch --proxy: ")),
-        "{notes:?}"
-    );
-    let watched_cycles = host_retained(&watched);
-    let driven_cycles = host_retained(&driven);
-    assert_eq!(watched_cycles.len(), 2, "{watched_cycles:?}");
-    assert_eq!(driven_cycles.len(), 2, "{driven_cycles:?}");
-    for ((wc, w, wl), (dc, d, dl)) in watched_cycles.iter().zip(&driven_cycles) {
-        assert_eq!(wc, dc, "the same cycle numbers");
-        assert!(
-            (w - d).abs() <= MIB,
-            "cycle {wc}: retained: watch {w} B, drive {d} B"
-        );
-        // The loaded server: its weights at least (96 or 128 MiB).
-        assert!(*dl > 96.0 * MIB, "cycle {dc}: drive read {dl} B loaded");
-        assert!(
-            (wl - dl).abs() <= MIB,
-            "cycle {wc}: loaded: watch {wl} B, drive {dl} B"
-        );
-    }
-    let (_, last, _) = driven_cycles[1];
+    // The loaded server: its weights at least (96 or 128 MiB).
+    run.assert_equals_drive_on_a_busy_machine(2, 96.0 * MIB);
+    let (_, recorded, _) = host_retained(&run.watched)[1];
     let series = served
         .iter()
         .find(|(k, _)| {
@@ -264,8 +231,8 @@ pub(crate) fn watch_with_proxy_equals_drive(script: &str, server_args: &[&str], 
         .map(|(_, v)| *v)
         .unwrap_or_else(|| panic!("no host retained series: {served:?}"));
     assert!(
-        (series - last).abs() <= MIB,
-        "served {series} B, drive {last} B"
+        (series - recorded).abs() <= MIB,
+        "served {series} B, recorded {recorded} B"
     );
 }
 

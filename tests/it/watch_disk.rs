@@ -3,50 +3,19 @@
 //! and `--max-disk` keeps the samples under a cap (rotated, older
 //! segments' removed) while edges, cycles and summaries stay.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::process::Child;
 
 use super::common::*;
 use super::drive::{start_server, stop, VLLM_LIKE};
-use super::watch::{end_watch, mark, post, scrape};
+use super::watch::{end_watch, mark, post, scrape, start_watch_in};
+use super::watch_servers::Killed;
 
 /// `memrel watch --out OUT ARGS…` started: the child, its /metrics
 /// address and the segment's directory, once it says it measures.
 fn start_watch_out(out: &Path, args: &[&str]) -> (Child, String, PathBuf) {
-    let mut watch = memrel()
-        .arg("watch")
-        .arg("--out")
-        .arg(out)
-        .args(["--metrics", "127.0.0.1:0"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("memrel starts");
-    let stderr = watch.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut addr = None;
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{line}");
-            if let Some(at) = line.strip_prefix("memrel: OpenMetrics at http://") {
-                addr = Some(at.trim_end_matches("/metrics").to_string());
-            }
-            let dir = line
-                .strip_prefix("memrel: results in ")
-                .and_then(|rest| rest.split("; mark phases with").next());
-            if let Some(dir) = dir {
-                let _ = tx.send((addr.take(), PathBuf::from(dir)));
-            }
-        }
-    });
-    let (addr, dir) = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("memrel watch says where it measures");
-    (watch, addr.expect("its /metrics said first"), dir)
+    let started = start_watch_in(&["--out".as_ref(), out.as_os_str()], args);
+    (started.child, started.metrics, started.dir)
 }
 
 /// One sleep/wake cycle of the vLLM-shaped server, marked from outside.
@@ -98,7 +67,7 @@ fn a_restarted_watch_goes_on_from_its_closed_cycles_in_a_new_segment() {
     let (server, port) = start_server(VLLM_LIKE, &["--weights-mib", "48", "--kv-mib", "32"]);
     let url = format!("http://127.0.0.1:{port}");
     let out = work.path().join("out");
-    let args = ["--url", url.as_str(), "--interval-ms", "20"];
+    let args = ["--url", url.as_str()];
 
     let (watch, addr, first) = start_watch_out(&out, &args);
     for _ in 0..2 {
@@ -165,11 +134,13 @@ fn max_disk_rotates_the_samples_and_removes_older_segments_samples() {
     std::fs::write(older.join("runs.json"), "{}").expect("runs.json");
     std::fs::write(older.join("events.csv"), "t_s\n").expect("events.csv");
     std::fs::write(older.join("samples.csv"), vec![b'x'; 3 << 20]).expect("samples");
-    let mut target = std::process::Command::new("sleep")
+    let target = Killed(vec![std::process::Command::new("sleep")
         .arg("1000")
         .spawn()
-        .expect("sleep starts");
-    let pid = target.id().to_string();
+        .expect("sleep starts")
+        .id()
+        .into()]);
+    let pid = target.0[0].to_string();
     // 4 MiB: the older segments keep at most 2, each part of this one 1.
     let (watch, _, dir) = start_watch_out(
         &out,
@@ -196,8 +167,7 @@ fn max_disk_rotates_the_samples_and_removes_older_segments_samples() {
     }
     mark(&dir, "load");
     end_watch(watch);
-    let _ = target.kill();
-    let _ = target.wait();
+    drop(target);
     let size = |name: &str| std::fs::metadata(dir.join(name)).expect(name).len();
     // A part reaches 1 MiB and is rotated at the next flush (0.1 s of rows).
     for name in ["samples.csv", "samples.rotated.csv"] {

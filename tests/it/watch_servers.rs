@@ -59,7 +59,7 @@ fn a_watch_with_proxy_sees_a_v2_clients_loads_and_unloads_and_equals_drive() {
 }
 
 /// Processes killed (SIGKILL) when dropped, a failed test's too.
-struct Killed(Vec<i64>);
+pub(crate) struct Killed(pub(crate) Vec<i64>);
 
 impl Drop for Killed {
     fn drop(&mut self) {
