@@ -110,7 +110,12 @@ fn mib(row: &HashMap<String, String>, column: &str) -> f64 {
 
 /// A server the test starts (python3 SCRIPT --port 0 ARGS…), and its port.
 pub(super) fn start_server(script: &str, args: &[&str]) -> (Child, u16) {
-    let mut child = Command::new("python3")
+    start_server_with(&mut Command::new("python3"), script, args)
+}
+
+/// [`start_server`] with `python` (a python3 command) in place of python3.
+pub(super) fn start_server_with(python: &mut Command, script: &str, args: &[&str]) -> (Child, u16) {
+    let mut child = python
         .arg(script)
         .args(["--port", "0"])
         .args(args)

@@ -7,11 +7,9 @@
 //!   built-in scenarios) through `parse_str` in-process;
 //! - hostile `model.safetensors` and `config.json` files under a scenario's
 //!   `path = …`, run end to end through `memrel run`, with the process's peak
-//!   RSS (parent and any worker, from `wait4`) measured;
+//!   RSS (parent and any worker, from `RUSAGE_CHILDREN` of a python3 parent) measured;
 //! - a scenario file whose name is `..`.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -409,52 +407,62 @@ struct Outcome {
     /// The exit code, or minus the signal that ended it.
     code: i32,
     stderr: String,
-    /// The peak RSS of memrel and every worker it waited for (`wait4`'s `ru_maxrss`).
+    /// The peak RSS of memrel and every worker it waited for.
     peak_rss_bytes: u64,
 }
 
-/// Runs `command` under [`ADDRESS_SPACE_LIMIT_BYTES`] and measures its peak RSS.
-// The child is reaped by `wait4` (std's `wait` gives no resource usage).
-#[allow(clippy::zombie_processes)]
+/// The parent that starts memrel for [`run_measured`]: python3 sets the
+/// address-space limit on itself (memrel inherits it), runs memrel, passes
+/// its stderr on and prints its exit code (minus the signal) and the peak
+/// RSS of memrel and every worker it waited for (`RUSAGE_CHILDREN`'s
+/// `ru_maxrss`, KiB). A child of the test process itself would not do:
+/// Linux carries the forked copy's peak across `exec`, so the peak would be
+/// the test binary's (some 35 MiB here, over 64 MiB on a loaded CI run).
+const MEASURE_PY: &str = r#"
+import resource, subprocess, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+done = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+sys.stderr.buffer.write(done.stderr)
+print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"#;
+
+/// Runs `command` under [`ADDRESS_SPACE_LIMIT_BYTES`] and measures its peak
+/// RSS, through [`MEASURE_PY`].
 fn run_measured(command: &mut Command) -> Outcome {
-    command.stdout(Stdio::null()).stderr(Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: ADDRESS_SPACE_LIMIT_BYTES,
-                rlim_max: ADDRESS_SPACE_LIMIT_BYTES,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    let mut measured = Command::new("python3");
+    measured
+        .args(["-c", MEASURE_PY])
+        .arg(ADDRESS_SPACE_LIMIT_BYTES.to_string())
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => measured.env(key, value),
+            None => measured.env_remove(key),
+        };
     }
-    let mut child = command.spawn().expect("memrel starts");
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr is piped")
-        .read_to_string(&mut stderr)
-        .expect("stderr reads");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own child, not yet waited for (std's Child only waits when asked).
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid, "wait4 on memrel");
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -libc::WTERMSIG(status)
+    if let Some(dir) = command.get_current_dir() {
+        measured.current_dir(dir);
+    }
+    let output = measured
+        .stdin(Stdio::null())
+        .output()
+        .expect("python3 starts (the hostile tests need python3 on PATH)");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "the measuring python3: {stderr}");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let fields: Vec<i64> = printed
+        .split_whitespace()
+        .map(|field| field.parse().expect("an exit code and a peak in KiB"))
+        .collect();
+    let [code, peak_kib] = fields[..] else {
+        panic!("the measuring python3 printed {printed:?}");
     };
     Outcome {
-        code,
+        code: i32::try_from(code).expect("an exit code"),
         stderr,
-        peak_rss_bytes: usage.ru_maxrss as u64 * 1024,
+        peak_rss_bytes: u64::try_from(peak_kib).expect("a peak") * 1024,
     }
 }
 

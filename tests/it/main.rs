@@ -10,11 +10,12 @@
 //! `calibrate::`, `cgroup::`, `model_arg::`, `shm::`,
 //! `checkpoints::`, `settle::`, `sleep::`, `pytest_plugin::`, `page_cache::`, `gpus::`, `launcher::`,
 //! `peaks::`, `matrix::`, `drive::`, `python_module::`, `advise::`, `light::`, `readme::`,
-//! `trace_allocations::`, `openmetrics::`, `examples::`).
+//! `trace_allocations::`, `openmetrics::`, `examples::`, `alone::`).
 
 mod common;
 
 mod advise;
+mod alone;
 mod attach;
 mod baseline;
 mod calibrate;
