@@ -15,9 +15,11 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 
-use super::drive::{start_server_with, stop};
+use super::common::children_of;
+use super::drive::{start_server_with, stop, Server};
+use super::watch_servers::Killed;
 
 /// The private interpreter: `bin/python3`, the libraries under `lib/`
 /// (`LD_LIBRARY_PATH`), the extension modules under `dynload/`
@@ -36,7 +38,10 @@ impl PrivatePython {
         let pid = probe.id();
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("the probe's python3");
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("its maps");
+        // Its workers too (the v2-shaped server starts one that outlives it).
+        let workers = Killed(children_of(pid));
         stop(probe);
+        drop(workers);
         let (bin, lib, dynload) = (dir.join("bin"), dir.join("lib"), dir.join("dynload"));
         for d in [&bin, &lib, &dynload] {
             std::fs::create_dir_all(d).expect("the private python's directories");
@@ -87,7 +92,7 @@ impl PrivatePython {
     }
 
     /// `drive::start_server` on this interpreter.
-    pub(crate) fn start_server(&self, script: &str, args: &[&str]) -> (Child, u16) {
+    pub(crate) fn start_server(&self, script: &str, args: &[&str]) -> (Server, u16) {
         let mut command = Command::new(&self.python);
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
         start_server_with(&mut command, script, args)

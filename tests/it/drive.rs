@@ -109,12 +109,16 @@ fn mib(row: &HashMap<String, String>, column: &str) -> f64 {
 }
 
 /// A server the test starts (python3 SCRIPT --port 0 ARGS…), and its port.
-pub(super) fn start_server(script: &str, args: &[&str]) -> (Child, u16) {
+pub(super) fn start_server(script: &str, args: &[&str]) -> (Server, u16) {
     start_server_with(&mut Command::new("python3"), script, args)
 }
 
 /// [`start_server`] with `python` (a python3 command) in place of python3.
-pub(super) fn start_server_with(python: &mut Command, script: &str, args: &[&str]) -> (Child, u16) {
+pub(super) fn start_server_with(
+    python: &mut Command,
+    script: &str,
+    args: &[&str],
+) -> (Server, u16) {
     let mut child = python
         .arg(script)
         .args(["--port", "0"])
@@ -132,12 +136,29 @@ pub(super) fn start_server_with(python: &mut Command, script: &str, args: &[&str
         .strip_prefix("PORT ")
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("not a port line: {line:?}"));
-    (child, port)
+    (Server(child), port)
 }
 
-pub(super) fn stop(mut child: Child) {
-    let _ = child.kill();
-    let _ = child.wait();
+/// A server the test started: killed (SIGKILL) and reaped when dropped, so
+/// a test that fails leaves none behind (holding the test's stderr, which
+/// would keep a pipeline reading it open).
+pub(super) struct Server(Child);
+
+impl Server {
+    pub(super) fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub(super) fn stop(server: Server) {
+    drop(server);
 }
 
 /// Asserts memrel failed as a bad server should make it: exit 2, the

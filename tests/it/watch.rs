@@ -12,22 +12,48 @@ use super::common::*;
 use super::drive::{start_server, stop, OLLAMA_LIKE, VLLM_LIKE};
 use super::watch_servers::drive_through_watch;
 
+/// A started `memrel watch`: killed (SIGKILL) and reaped when dropped
+/// unless [`end_watch`] ended it, so a test that fails leaves no watch
+/// running.
+pub(crate) struct Watch(Option<Child>);
+
+impl Watch {
+    pub(crate) fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// Waits for the watch to end by itself, its output kept.
+    pub(crate) fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
+        let child = self.0.take().expect("a watch not yet ended");
+        child.wait_with_output()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// `memrel watch --dir DIR --interval-ms 20 ARGS…` started, with the
 /// address of its /metrics once it says it (stderr keeps being drained).
-fn start_watch(dir: &Path, args: &[&str]) -> (Child, String) {
+fn start_watch(dir: &Path, args: &[&str]) -> (Watch, String) {
     let (watch, metrics, _) = start_watch_proxy(dir, args);
     (watch, metrics)
 }
 
 /// [`start_watch`], and the address of its proxy where it has one.
-pub(crate) fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Child, String, Option<String>) {
+pub(crate) fn start_watch_proxy(dir: &Path, args: &[&str]) -> (Watch, String, Option<String>) {
     let started = start_watch_in(&["--dir".as_ref(), dir.as_os_str()], args);
     (started.child, started.metrics, started.proxy)
 }
 
 /// A `memrel watch` started, once it said where it measures.
 pub(crate) struct StartedWatch {
-    pub(crate) child: Child,
+    pub(crate) child: Watch,
     /// Its /metrics address.
     pub(crate) metrics: String,
     pub(crate) proxy: Option<String>,
@@ -55,6 +81,7 @@ pub(crate) fn start_watch_in(place: &[&std::ffi::OsStr], args: &[&str]) -> Start
         .spawn()
         .expect("memrel starts");
     let stderr = watch.stderr.take().expect("stderr");
+    let watch = Watch(Some(watch));
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let (mut addr, mut proxy) = (None, None);
@@ -173,7 +200,8 @@ fn a_watch_serves_each_closed_cycle_and_the_record_it_leaves_says_the_same() {
 }
 
 /// SIGTERM to memrel watch; it must end with its results written.
-pub(crate) fn end_watch(watch: Child) {
+pub(crate) fn end_watch(mut watch: Watch) {
+    let watch = watch.0.take().expect("a watch not yet ended");
     let kill = Command::new("kill")
         .arg("-TERM")
         .arg(watch.id().to_string())
@@ -337,7 +365,7 @@ fn group_members(group: u32) -> Vec<i64> {
 
 /// `memrel watch --dir DIR --interval-ms 20 ARGS…` with its output kept,
 /// once the measurement is live (its `live` file written).
-fn start_live_watch(dir: &Path, args: &[&str]) -> Child {
+fn start_live_watch(dir: &Path, args: &[&str]) -> Watch {
     let watch = memrel()
         .arg("watch")
         .arg("--dir")
@@ -349,6 +377,7 @@ fn start_live_watch(dir: &Path, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("memrel starts");
+    let watch = Watch(Some(watch));
     wait_for("memrel watch measures", || dir.join("live").exists());
     watch
 }

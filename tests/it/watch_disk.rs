@@ -4,16 +4,15 @@
 //! segments' removed) while edges, cycles and summaries stay.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 
 use super::common::*;
 use super::drive::{start_server, stop, VLLM_LIKE};
-use super::watch::{end_watch, mark, post, scrape, start_watch_in};
+use super::watch::{end_watch, mark, post, scrape, start_watch_in, Watch};
 use super::watch_servers::Killed;
 
 /// `memrel watch --out OUT ARGS…` started: the child, its /metrics
 /// address and the segment's directory, once it says it measures.
-fn start_watch_out(out: &Path, args: &[&str]) -> (Child, String, PathBuf) {
+fn start_watch_out(out: &Path, args: &[&str]) -> (Watch, String, PathBuf) {
     let started = start_watch_in(&["--out".as_ref(), out.as_os_str()], args);
     (started.child, started.metrics, started.dir)
 }
