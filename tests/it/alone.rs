@@ -35,13 +35,25 @@ impl PrivatePython {
     /// into `dir`.
     pub(crate) fn for_server(dir: &Path, script: &str, args: &[&str]) -> PrivatePython {
         let (probe, _) = start_server_with(&mut Command::new("python3"), script, args);
-        let pid = probe.id();
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("the probe's python3");
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("its maps");
         // Its workers too (the v2-shaped server starts one that outlives it).
-        let workers = Killed(children_of(pid));
+        let workers = Killed(children_of(probe.id()));
+        let python = PrivatePython::of_tree(dir, probe.id());
         stop(probe);
         drop(workers);
+        python
+    }
+
+    /// Copies the python3 of the process `root` and every library it and
+    /// its descendants map into `dir`, but those of a `site-packages`
+    /// (a venv's, which no process outside the tree maps).
+    pub(crate) fn of_tree(dir: &Path, root: u32) -> PrivatePython {
+        let exe = std::fs::read_link(format!("/proc/{root}/exe")).expect("the root's python3");
+        let mut maps = String::new();
+        let mut tree = vec![i64::from(root)];
+        while let Some(pid) = tree.pop() {
+            tree.extend(children_of(u32::try_from(pid).expect("a pid")));
+            maps += &std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        }
         let (bin, lib, dynload) = (dir.join("bin"), dir.join("lib"), dir.join("dynload"));
         for d in [&bin, &lib, &dynload] {
             std::fs::create_dir_all(d).expect("the private python's directories");
@@ -52,6 +64,7 @@ impl PrivatePython {
             .lines()
             .filter_map(|l| l.split_whitespace().nth(5))
             .filter(|path| path.contains(".so") && !path.contains("/ld-linux"))
+            .filter(|path| !path.contains("/site-packages/"))
             .collect();
         for path in mapped {
             let from = Path::new(path);
@@ -91,11 +104,26 @@ impl PrivatePython {
         }
     }
 
+    /// The private python3 with its environment; `paths` go on
+    /// `PYTHONPATH` after its extension modules (a venv's site-packages).
+    pub(crate) fn command(&self, paths: &[&Path]) -> Command {
+        let mut command = Command::new(&self.python);
+        for (key, value) in &self.env {
+            let mut value = value.clone();
+            if *key == "PYTHONPATH" {
+                for path in paths {
+                    value.push(":");
+                    value.push(path);
+                }
+            }
+            command.env(key, value);
+        }
+        command
+    }
+
     /// `drive::start_server` on this interpreter.
     pub(crate) fn start_server(&self, script: &str, args: &[&str]) -> (Server, u16) {
-        let mut command = Command::new(&self.python);
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        start_server_with(&mut command, script, args)
+        start_server_with(&mut self.command(&[]), script, args)
     }
 }
 
