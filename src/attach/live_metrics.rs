@@ -13,8 +13,9 @@
 //! whose phases all ended) is what `memrel report` would say of it;
 //! between edges only the current bytes move. A settle longer than the
 //! samples kept is timed from the edges alone. Its working copies are
-//! given back to the system after each summary (`malloc_trim`), so its
-//! resident memory stays flat.
+//! made on a thread of their own (an allocator arena apart from the loop's
+//! long-lived allocations) and given back to the system after each summary
+//! (`malloc_trim`), so its resident memory stays flat.
 //!
 //! A watch that goes on from an earlier segment (a restart under the same
 //! `--out`) starts from that segment's state: its counters and cycle
