@@ -181,15 +181,19 @@ impl LiveMetrics {
         // allocator arena of their own: on the loop's thread they fell
         // between its long-lived allocations, and the pages they scattered
         // over stayed resident (the main heap grew some 200 B an edge).
+        // A thread that cannot start: here, as before; one that panicked
+        // (said on stderr by the hook): this edge's summary is skipped.
         let this = &*self;
         let made = std::thread::scope(|scope| {
-            std::thread::Builder::new()
+            let summary = std::thread::Builder::new()
                 .name("memrel-summary".into())
-                .spawn_scoped(scope, || this.state_of_window(max_cycle))
-                .ok()
-                .and_then(|summary| summary.join().ok())
+                .spawn_scoped(scope, || this.state_of_window(max_cycle));
+            match summary {
+                Ok(summary) => summary.join().ok().flatten(),
+                Err(_) => this.state_of_window(max_cycle),
+            }
         });
-        let Some(Some((mut state, samples_total))) = made else {
+        let Some((mut state, samples_total)) = made else {
             return;
         };
         for c in state.cycles.iter_mut() {
