@@ -121,6 +121,16 @@ impl PrivatePython {
         command
     }
 
+    /// The private python3.
+    pub(crate) fn path(&self) -> &Path {
+        &self.python
+    }
+
+    /// Its environment, on `command` (a memrel that starts the server).
+    pub(crate) fn env_on<'a>(&self, command: &'a mut Command) -> &'a mut Command {
+        command.envs(self.env.iter().map(|(k, v)| (k, v)))
+    }
+
     /// `drive::start_server` on this interpreter.
     pub(crate) fn start_server(&self, script: &str, args: &[&str]) -> (Server, u16) {
         start_server_with(&mut self.command(&[]), script, args)
