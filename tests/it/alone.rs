@@ -6,7 +6,7 @@
 //! share moves whenever any other process on the machine maps or unmaps the
 //! same file (another test's python3 starting, libpython's pages). Two
 //! readings of the same server state a millisecond apart, one by `memrel
-//! watch`, one by `memrel drive`, then differ by up to 2 MiB on a busy
+//! watch`, one by `memrel drive`, then differ by up to 2.3 MiB on a busy
 //! machine, for a reason outside both. Here the server runs on private
 //! copies of the interpreter and of every library and extension module it
 //! maps (found by starting it once with the machine's python3 and reading
